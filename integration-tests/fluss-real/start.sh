@@ -15,6 +15,8 @@
 #   FLUSS_REAL_START_TIMEOUT_S  how long to wait for readiness (default 120)
 #   FLUSS_REAL_HEAP             -Xmx of each JVM (default 1g)
 #   FLUSS_REAL_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
+#   FLUSS_REAL_EXTRA_CONF       extra server.yaml lines for both servers, e.g.
+#                               "log.flush.interval-messages: 1" (fsync every batch)
 set -euo pipefail
 
 readonly EXIT_SKIP=77
@@ -99,6 +101,7 @@ remote.data.dir: $work_dir/remote-data
 default.bucket.number: 1
 default.replication.factor: 1
 $4
+${FLUSS_REAL_EXTRA_CONF:-}
 EOF
     cp "$work_dir/conf/log4j2.properties" "$work_dir/conf/$1/log4j2.properties"
 }
