@@ -1,0 +1,143 @@
+//! The contracts between the runtime and user code: sources, operators (sinks are operators
+//! without outputs) and the factories that build one instance per subtask.
+//!
+//! Life of an instance within one attempt of a job:
+//! `open(restored state)` → any number of `process` / `poll_next` calls interleaved with
+//! `snapshot` at each checkpoint barrier and `notify_checkpoint_complete` once that checkpoint
+//! is durable → `finish` at end of input (bounded sources only). A failure anywhere ends the
+//! attempt; the next attempt builds fresh instances and opens them with the state of the latest
+//! complete checkpoint.
+//!
+//! State is bytes that the operator chooses; the engine never looks inside.
+
+use std::time::Duration;
+
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::output::Output;
+
+/// Identifies one parallel instance of a vertex and the run it belongs to.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub job_name: String,
+    pub vertex_name: String,
+    pub subtask_index: u32,
+    pub parallelism: u32,
+    /// 0 for the first run of the job, +1 for every restart.
+    pub attempt: u32,
+}
+
+/// State handed to `open`: every subtask's snapshot of this vertex from the checkpoint being
+/// restored, indexed by the subtask that wrote it. When parallelism is unchanged a subtask
+/// usually wants `own()`; an operator that can be rescaled (a source owning buckets, say)
+/// reads all of them and keeps what it now owns.
+#[derive(Debug, Clone, Default)]
+pub struct RestoredState {
+    pub checkpoint_id: Option<u64>,
+    pub subtask_states: Vec<Option<Bytes>>,
+    pub subtask_index: u32,
+}
+
+impl RestoredState {
+    /// The state this subtask wrote, when it wrote one.
+    pub fn own(&self) -> Option<&Bytes> {
+        self.subtask_states
+            .get(self.subtask_index as usize)
+            .and_then(|s| s.as_ref())
+    }
+
+    /// Every subtask's state (union list state), for rescalable operators.
+    pub fn all(&self) -> impl Iterator<Item = &Bytes> {
+        self.subtask_states.iter().flatten()
+    }
+
+    pub fn is_restored(&self) -> bool {
+        self.checkpoint_id.is_some()
+    }
+}
+
+/// What a source yields when polled.
+#[derive(Debug)]
+pub enum SourcePoll {
+    Batch(RecordBatch),
+    /// Nothing right now; the runtime waits up to this long (or until a control message) and
+    /// polls again. Sources must not block inside `poll_next` for longer than a poll interval,
+    /// or checkpoint barriers are delayed.
+    Idle(Duration),
+    /// The input is exhausted (bounded sources only).
+    End,
+}
+
+/// A parallel source. One instance per subtask.
+///
+/// Contract: the state returned by `snapshot(n)` must let a restored instance continue
+/// exactly after the last batch it returned before `snapshot(n)` was called; that is what
+/// makes checkpoints consistent.
+#[async_trait]
+pub trait Source: Send {
+    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()>;
+    async fn poll_next(&mut self) -> Result<SourcePoll>;
+    async fn snapshot(&mut self, checkpoint_id: u64) -> Result<Bytes>;
+    async fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A parallel operator with one or more inputs; a sink is an operator whose vertex has no
+/// outgoing edges. One instance per subtask.
+///
+/// Contract: `snapshot(n)` is called once every input has delivered barrier `n` and before the
+/// barrier is forwarded, so the state covers exactly the batches before the barrier. Batches
+/// emitted from `snapshot` (a writer's committables, say) travel ahead of the barrier.
+/// `notify_checkpoint_complete(n)` is called only after checkpoint `n` is durable; a
+/// transactional sink makes output visible there and nowhere else.
+#[async_trait]
+pub trait Operator: Send {
+    async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> Result<()> {
+        Ok(())
+    }
+    /// `input` is the index of the incoming edge, in the order the edges were added.
+    async fn process(&mut self, input: usize, batch: RecordBatch, out: &mut Output) -> Result<()>;
+    async fn snapshot(&mut self, _checkpoint_id: u64, _out: &mut Output) -> Result<Bytes> {
+        Ok(Bytes::new())
+    }
+    async fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
+        Ok(())
+    }
+    /// End of input on every input edge: flush what is buffered. Not called when the job
+    /// is stopped with a final checkpoint.
+    async fn finish(&mut self, _out: &mut Output) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Builds one source instance per subtask and attempt.
+pub trait SourceFactory: Send + Sync {
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Source>>;
+}
+
+/// Builds one operator instance per subtask and attempt.
+pub trait OperatorFactory: Send + Sync {
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>>;
+}
+
+impl<F> SourceFactory for F
+where
+    F: Fn(&TaskContext) -> Result<Box<dyn Source>> + Send + Sync,
+{
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Source>> {
+        self(ctx)
+    }
+}
+
+impl<F> OperatorFactory for F
+where
+    F: Fn(&TaskContext) -> Result<Box<dyn Operator>> + Send + Sync,
+{
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
+        self(ctx)
+    }
+}

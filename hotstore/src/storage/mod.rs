@@ -1,0 +1,1 @@
+//! Durable per-bucket storage: log tablets and kv tablets (being written).
