@@ -1,1 +1,137 @@
-//! Durable per-bucket storage: log tablets and kv tablets (being written).
+//! Durable per-bucket storage for hotstore: log tablets and kv tablets.
+//!
+//! The wire-protocol layer codes against this module; it knows nothing of frames, protobuf or
+//! table metadata. Everything here stores bytes and offsets.
+//!
+//! # Log tablet ([`LogTablet`], one per bucket, one directory each)
+//!
+//! ```text
+//! LogTablet::open(dir: &Path, config: LogConfig) -> Result<LogTablet>          // runs recovery
+//! async fn append(&self, batches: Bytes, commit_timestamp_ms: i64) -> Result<AppendInfo>
+//! fn read(&self, fetch_offset: i64, max_bytes: usize) -> Result<Bytes>
+//! fn read_bounded(&self, fetch_offset: i64, max_bytes: usize, upper_bound_offset: i64) -> Result<Bytes>
+//! fn high_watermark(&self) -> i64      // durable end offset, exclusive
+//! fn log_end_offset(&self) -> i64      // written end offset, may run ahead of the high watermark
+//! fn log_start_offset(&self) -> i64
+//! fn offset_for_timestamp(&self, ts_ms: i64) -> Result<i64>
+//! async fn wait_for_data(&self, offset: i64, timeout: Duration) -> i64   // long-poll
+//! fn truncate_before(&self, offset: i64) -> Result<i64>                  // retention
+//! ```
+//!
+//! Contract:
+//! - `append` takes the `records` bytes of a produce request (one or more Fluss log record
+//!   batches, see [`batch`]), checks each batch's framing and CRC, assigns contiguous offsets
+//!   and one commit timestamp (clamped so commit timestamps never decrease within a bucket),
+//!   writes them and returns only once they are durable under the configured [`FsyncPolicy`].
+//! - Writer idempotence lives here, because the duplicate check must be atomic with offset
+//!   assignment: a batch with a writer id (not [`batch::NO_WRITER_ID`]) whose batch sequence
+//!   equals one of that writer's last [`WRITER_BATCHES_RETAINED`] batches is not written again;
+//!   its [`AppendedBatch`] says `duplicate: true` and carries the original offsets. A sequence
+//!   that is neither a retained one nor the next one is [`Error::OutOfOrderSequence`]. Unknown
+//!   writers are accepted at any sequence. Writer state survives restarts (a snapshot per
+//!   segment roll plus a replay of the active segment).
+//! - Reads return whole batches, starting with the batch that contains `fetch_offset`, never a
+//!   batch at or beyond the high watermark, and at least one batch even when it is larger than
+//!   `max_bytes`. The bytes are exactly what the client sent, with base offset and commit
+//!   timestamp stamped: they can go into a FetchLog response as they are.
+//!
+//! # Kv tablet ([`KvStore`] per server, [`KvTablet`] per bucket)
+//!
+//! See [`kv_tablet`]. The log is the write-ahead log: append the changelog to the log tablet,
+//! then `apply` the changes to the kv tablet together with the log end offset they reach; on
+//! restart, replay the log from `applied_offset()`.
+
+pub mod batch;
+mod index;
+pub mod kv_tablet;
+pub mod log_tablet;
+mod segment;
+mod writers;
+
+use std::path::PathBuf;
+
+pub use kv_tablet::{KvConfig, KvStore, KvTablet};
+pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet};
+pub use writers::WRITER_BATCHES_RETAINED;
+
+/// Errors of the storage layer. A user (or client) can fix the input errors; the rest name the
+/// file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "malformed log record batch at byte {position}: {reason}; the client must send whole \
+         Fluss log record batches (magic 0 to 2)"
+    )]
+    MalformedBatch { position: u64, reason: String },
+
+    #[error(
+        "log record batch at byte {position} has crc {stored:#010x} but its bytes hash to \
+         {computed:#010x}; it was corrupted in transit or on disk, re-send it"
+    )]
+    CrcMismatch { position: u64, stored: u32, computed: u32 },
+
+    #[error("append carries no log record batch; send at least one batch")]
+    EmptyAppend,
+
+    #[error(
+        "offset {offset} is out of range [{log_start_offset}, {high_watermark}]; fetch from an \
+         offset in that range (list offsets gives the earliest and latest)"
+    )]
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, high_watermark: i64 },
+
+    #[error(
+        "writer {writer_id} sent batch sequence {received} but the next expected is {expected}; \
+         the writer must reset its sequence numbers"
+    )]
+    OutOfOrderSequence { writer_id: i64, expected: i32, received: i32 },
+
+    #[error(
+        "log segment {path} is corrupt at byte {position}: {reason}; restore this bucket \
+         directory or move the damaged segment and every later one aside"
+    )]
+    CorruptSegment { path: PathBuf, position: u64, reason: String },
+
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "log tablet in {dir} refuses appends after a failed write or fsync; reopen it to run \
+         recovery"
+    )]
+    TabletFailed { dir: PathBuf },
+
+    #[error("invalid storage config: {0}")]
+    InvalidConfig(String),
+
+    #[error("kv store {path}: {source}")]
+    Kv {
+        path: PathBuf,
+        #[source]
+        source: fjall::Error,
+    },
+
+    #[error("invalid kv tablet name {name:?}: use 1 to 200 characters of [A-Za-z0-9_.-]")]
+    InvalidTabletName { name: String },
+
+    #[error(
+        "kv tablet {tablet} has applied the log up to offset {applied} and cannot go back to          {requested}; replay the log from applied_offset()"
+    )]
+    AppliedOffsetRegressed { tablet: String, applied: i64, requested: i64 },
+
+    #[error("kv key of {key_bytes} bytes is longer than {key_bytes_max} bytes; use a shorter primary key")]
+    KeyTooLarge { key_bytes: usize, key_bytes_max: usize },
+
+    #[error("kv store {path}: {reason}; the store is damaged, rebuild the tablet from the log")]
+    CorruptKv { path: PathBuf, reason: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { path, source }
+}
