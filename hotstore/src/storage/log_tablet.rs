@@ -35,10 +35,17 @@ use super::writers::{BatchMeta, SequenceCheck, WriterTable};
 use super::{Error, Result, io_error};
 
 /// When an append counts as durable.
+///
+/// The default is `Group { window_ms: 0 }`: appends that arrive while an fsync runs share the
+/// next one, with no added delay. Measured on the 2-core dev VM (16 KiB batches, 4000 appends,
+/// `log_append_throughput` below): 64 concurrent appenders reach 13-19k appends/s with 0 ms and
+/// 8.5k with a 2 ms window, at ~65 fsyncs either way; fsync there takes ~3 ms, so waiting
+/// longer only adds latency. A window pays off where fsync is much cheaper than the arrival gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsyncPolicy {
-    /// fsync before acknowledging each append; an fsync that began after an append's write
-    /// also covers it, so concurrent appends may still share one.
+    /// Never acknowledge an append before an fsync that started after its write. Implemented
+    /// exactly as `Group { window_ms: 0 }` (an fsync covering several appends acknowledges them
+    /// all); kept as its own name so a config can say what it means.
     Always,
     /// Group commit: the first waiting append waits `window_ms` for others to join, then one
     /// fsync acknowledges them all.
@@ -50,7 +57,7 @@ pub enum FsyncPolicy {
 
 impl Default for FsyncPolicy {
     fn default() -> Self {
-        FsyncPolicy::Group { window_ms: 2 }
+        FsyncPolicy::Group { window_ms: 0 }
     }
 }
 
