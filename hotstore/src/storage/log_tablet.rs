@@ -973,6 +973,85 @@ mod tests {
         assert_eq!((h.tablet.log_end_offset(), h.tablet.high_watermark()), (1, 1));
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        Append { records: i32, payload_bytes: usize, ts_step_ms: i64 },
+        Reopen,
+        Read { at_permille: u16, max_bytes: usize },
+        Truncate { at_permille: u16 },
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (1..6i32, 0..300usize, -50..100i64)
+                .prop_map(|(records, payload_bytes, ts_step_ms)| Op::Append { records, payload_bytes, ts_step_ms }),
+            1 => Just(Op::Reopen),
+            3 => (0..1000u16, 1..2000usize).prop_map(|(at_permille, max_bytes)| Op::Read { at_permille, max_bytes }),
+            1 => (0..1000u16).prop_map(|at_permille| Op::Truncate { at_permille }),
+        ]
+    }
+
+    /// Model check: any sequence of appends, reopens, reads and retention agrees with a plain
+    /// list of (base offset, record count, commit timestamp) per batch.
+    #[test]
+    fn log_tablet_agrees_with_a_model() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let config = proptest::test_runner::Config { cases: 24, ..Default::default() };
+        proptest::proptest!(config, |(ops in proptest::collection::vec(op(), 1..60))| {
+            let mut h = Harness::new(1024, FsyncPolicy::Never);
+            let mut model: Vec<(i64, i32, i64)> = Vec::new();
+            let mut now_ms = 1_000i64;
+            for op in ops {
+                let end = model.last().map_or(0, |b| b.0 + i64::from(b.1));
+                let start = h.tablet.log_start_offset();
+                let pick = |permille: u16| start + (end - start) * i64::from(permille) / 1000;
+                match op {
+                    Op::Append { records, payload_bytes, ts_step_ms } => {
+                        now_ms += ts_step_ms;
+                        let info = runtime
+                            .block_on(h.tablet.append(Bytes::from(batch_with(records, payload_bytes)), now_ms))
+                            .unwrap();
+                        let ts = model.last().map_or(now_ms, |b| b.2.max(now_ms));
+                        proptest::prop_assert_eq!((info.base_offset, info.commit_timestamp_ms), (end, ts));
+                        model.push((end, records, ts));
+                    }
+                    Op::Reopen => h.reopen(),
+                    Op::Read { at_permille, max_bytes } => {
+                        let offset = pick(at_permille);
+                        let bytes = h.tablet.read(offset, max_bytes).unwrap();
+                        let got: Vec<(i64, i32, i64)> = batch::split_batches(&bytes)
+                            .unwrap()
+                            .iter()
+                            .map(|s| (s.header.base_offset, s.header.record_count, s.header.commit_timestamp_ms))
+                            .collect();
+                        let first = model.iter().position(|b| b.0 + i64::from(b.1) > offset);
+                        match first {
+                            None => proptest::prop_assert!(got.is_empty()),
+                            Some(first) => {
+                                proptest::prop_assert!(!got.is_empty());
+                                proptest::prop_assert_eq!(&got[..], &model[first..first + got.len()]);
+                                proptest::prop_assert!(got.len() == 1 || bytes.len() <= max_bytes);
+                            }
+                        }
+                        let ts = now_ms - 120 + i64::from(at_permille % 200);
+                        let expected = model
+                            .iter()
+                            .find(|b| b.0 >= start && b.2 >= ts)
+                            .map_or(end, |b| b.0);
+                        proptest::prop_assert_eq!(h.tablet.offset_for_timestamp(ts).unwrap(), expected);
+                    }
+                    Op::Truncate { at_permille } => {
+                        let new_start = h.tablet.truncate_before(pick(at_permille)).unwrap();
+                        proptest::prop_assert!(new_start >= start && new_start <= pick(at_permille).max(start));
+                        proptest::prop_assert!(model.iter().any(|b| b.0 == new_start) || new_start == end);
+                    }
+                }
+                proptest::prop_assert_eq!(h.tablet.high_watermark(), model.last().map_or(0, |b| b.0 + i64::from(b.1)));
+            }
+        });
+    }
+
     /// Not a test: measures append throughput under each fsync policy. Run with
     /// `cargo test -p silt-hotstore --release log_append_throughput -- --ignored --nocapture`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
