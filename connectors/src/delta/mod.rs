@@ -1,0 +1,181 @@
+//! The Delta Lake tiering sink, two-phase.
+//!
+//! Writers ([`DeltaWriter`], parallelism N) turn changelog batches into Parquet files under the
+//! table (log tables) or into staged change sets (primary-key tables). At checkpoint barrier `n`
+//! a writer closes what it has open and emits one committable for `n` downstream, ahead of the
+//! barrier: the files as Delta add actions (or the staged change files) plus, per bucket, the
+//! first offset, the end offset (last offset + 1) and the row count.
+//!
+//! The committer ([`DeltaCommitter`], parallelism 1) keeps committables in its checkpoint state
+//! and, when the engine reports checkpoint `n` complete, makes ONE Delta commit holding every
+//! add of checkpoints `<= n` and one `txn` action per bucket (app id `silt-<table_id>-<bucket>`,
+//! version = end offset). Log tables commit the adds; primary-key tables commit a MERGE of the
+//! change set reduced to the last change per key, with the txn actions in the same commit.
+//!
+//! **Invariant:** offsets and files are committed in one Delta commit. The txn version of a
+//! bucket is the end offset of the data the lake holds for it, so the lake's txn actions are the
+//! truth about what was tiered ([`read_lake_offsets`]).
+//!
+//! **Contract (idempotence):** replaying a committable is a no-op for every bucket whose txn
+//! version in the lake already reaches its end offset. A committable restored from a complete
+//! checkpoint is therefore committed in `open` without risk of duplicates, and a concurrent
+//! writer that commits the same app ids first makes Delta's conflict check reject ours.
+
+mod committable;
+mod committer;
+mod error;
+mod schema;
+mod table;
+mod writer;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use futures::future::BoxFuture;
+use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
+
+pub use committable::{BucketRange, Committable};
+pub use committer::{DeltaCommitter, LakeCommit, LakeCommitHook};
+pub use error::{Error, Result};
+pub use schema::{lake_arrow_schema, lake_data_type};
+pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
+pub use writer::DeltaWriter;
+
+/// What the lake table holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableKind {
+    /// Append-only: every changelog row becomes a lake row.
+    Log,
+    /// Upsert by key: the lake holds the latest image per key, deletes removed.
+    PrimaryKey { key_columns: Vec<String> },
+}
+
+/// Configuration of one Delta sink. jobs/ maps definitions into it; no serde here.
+#[derive(Clone)]
+pub struct DeltaSinkConfig {
+    /// A local path or any object store URL deltalake supports (`file://`, `s3://`, ...).
+    pub table_uri: String,
+    /// Passed to deltalake's object store (credentials, endpoint, `allow_http`, ...).
+    pub storage_options: HashMap<String, String>,
+    pub kind: TableKind,
+    /// Names the txn app ids (`silt-<table_id>-<bucket>`); stable for the life of the table.
+    pub table_id: String,
+    /// The user columns of the changelog (without `__bucket`, `__offset`, `__timestamp`,
+    /// `__change_type`). Their types are mapped to Delta types when the sink opens.
+    pub user_schema: SchemaRef,
+    /// A writer rolls a data file once it reaches this size.
+    pub target_file_bytes: u64,
+    /// Rows per Parquet row group; bounds what a writer holds in memory per open file.
+    pub row_group_rows_max: usize,
+    /// Primary-key tables: changes a writer buffers (Arrow bytes) before it reduces them and
+    /// stages them in a file.
+    pub change_buffer_bytes_max: usize,
+    /// Retries of a Delta commit that lost a race for a version number (conflicts are checked
+    /// on each retry; a conflicting commit fails at once).
+    pub commit_retries_max: usize,
+    /// Called after every successful commit (and after a replay found the lake already
+    /// ahead), e.g. to update hotstore's lake-offset registry. An error fails the job, whose
+    /// restart replays the committable (a no-op) and calls the hook again.
+    pub on_commit: Option<LakeCommitHook>,
+}
+
+impl DeltaSinkConfig {
+    pub const TARGET_FILE_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
+    pub const ROW_GROUP_ROWS_DEFAULT: usize = 64 * 1024;
+    pub const CHANGE_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+    pub const COMMIT_RETRIES_DEFAULT: usize = 15;
+
+    /// A config with default limits.
+    pub fn new(table_uri: impl Into<String>, table_id: impl Into<String>, kind: TableKind, user_schema: SchemaRef) -> Self {
+        DeltaSinkConfig {
+            table_uri: table_uri.into(),
+            storage_options: HashMap::new(),
+            kind,
+            table_id: table_id.into(),
+            user_schema,
+            target_file_bytes: Self::TARGET_FILE_BYTES_DEFAULT,
+            row_group_rows_max: Self::ROW_GROUP_ROWS_DEFAULT,
+            change_buffer_bytes_max: Self::CHANGE_BUFFER_BYTES_DEFAULT,
+            commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
+            on_commit: None,
+        }
+    }
+
+    /// Checks what can be checked without touching storage: limits, key columns, and that every
+    /// user column has a Delta type.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |m: String| Err(Error::Config(m));
+        if self.table_uri.is_empty() {
+            return invalid("table_uri is empty (set a local path or an object store url)".into());
+        }
+        if self.table_id.is_empty() || !self.table_id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+            return invalid(format!(
+                "table_id {:?} must be non-empty and use only letters, digits, '.', '_' and '-'",
+                self.table_id
+            ));
+        }
+        if self.target_file_bytes == 0 || self.row_group_rows_max == 0 || self.change_buffer_bytes_max == 0 {
+            return invalid("target_file_bytes, row_group_rows_max and change_buffer_bytes_max must be > 0".into());
+        }
+        lake_arrow_schema(&self.user_schema)?;
+        if let TableKind::PrimaryKey { key_columns } = &self.kind {
+            if key_columns.is_empty() {
+                return invalid("a primary-key table needs at least one key column".into());
+            }
+            for key in key_columns {
+                if self.user_schema.field_with_name(key).is_err() {
+                    let known: Vec<&str> = self.user_schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    return invalid(format!("key column {key:?} is not a column of the table (columns: {})", known.join(", ")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for DeltaSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeltaSinkConfig")
+            .field("table_uri", &self.table_uri)
+            .field("kind", &self.kind)
+            .field("table_id", &self.table_id)
+            .field("target_file_bytes", &self.target_file_bytes)
+            .field("on_commit", &self.on_commit.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Adds the writer (`<name>-writer`, `writer_parallelism` subtasks, fed from `upstream` by
+/// `partitioning`) and the committer (`<name>-committer`, one subtask) to `graph`. Returns the
+/// committer's vertex. The config is validated here so a bad type fails before the job starts.
+pub fn add_delta_sink(
+    graph: &mut JobGraph,
+    name: &str,
+    upstream: VertexId,
+    config: DeltaSinkConfig,
+    writer_parallelism: u32,
+    partitioning: Partitioning,
+) -> Result<VertexId> {
+    config.validate()?;
+    let config = Arc::new(config);
+    let writer_config = config.clone();
+    let writer = graph.add_operator(
+        format!("{name}-writer"),
+        writer_parallelism,
+        move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+            Ok(Box::new(DeltaWriter::new(writer_config.clone(), ctx)))
+        },
+    );
+    let committer = graph.add_operator(
+        format!("{name}-committer"),
+        1,
+        move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> { Ok(Box::new(DeltaCommitter::new(config.clone()))) },
+    );
+    graph.connect(upstream, writer, partitioning);
+    graph.connect(writer, committer, Partitioning::Rebalance);
+    Ok(committer)
+}
+
+/// The hook's future type, spelled once.
+pub type HookFuture = BoxFuture<'static, Result<()>>;

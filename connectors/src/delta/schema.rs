@@ -1,0 +1,199 @@
+//! Arrow types of the changelog → Arrow types Delta stores. Only lossless mappings are made
+//! (a wider integer unit, a view type to its plain type); anything else is an error at open that
+//! names the column, never a silent cast.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+
+use super::error::{Error, Result};
+use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN};
+
+/// The Arrow type the lake stores for a column of type `data_type`.
+pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
+    let unsupported = |hint: &str| Error::UnsupportedType {
+        column: column.to_string(),
+        data_type: data_type.to_string(),
+        hint: hint.to_string(),
+    };
+    Ok(match data_type {
+        DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Date32 => data_type.clone(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => DataType::Binary,
+        DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
+            DataType::Decimal128(*p, *s)
+        }
+        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            return Err(unsupported("Delta decimals have precision 1..=38 and scale >= 0 (narrow the column)"));
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            return Err(unsupported(
+                "Delta timestamps have microsecond precision (declare the column TIMESTAMP(6) or TIMESTAMP_LTZ(6), or cast it in a transform)",
+            ));
+        }
+        // Seconds and milliseconds widen to microseconds exactly.
+        DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Timestamp(_, Some(_)) => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Time32(_) | DataType::Time64(_) => {
+            return Err(unsupported("Delta has no time-of-day type (cast the column to INT or STRING in a transform)"));
+        }
+        DataType::Date64 => return Err(unsupported("use a DATE (date32) or a TIMESTAMP column")),
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            return Err(unsupported("Delta has no unsigned integers (cast to a wider signed integer)"));
+        }
+        DataType::List(item) | DataType::LargeList(item) | DataType::ListView(item) | DataType::LargeListView(item) | DataType::FixedSizeList(item, _) => {
+            let inner = lake_data_type(&format!("{column}.element"), item.data_type())?;
+            DataType::List(Arc::new(Field::new("element", inner, item.is_nullable())))
+        }
+        DataType::Struct(fields) => DataType::Struct(lake_fields(column, fields)?),
+        DataType::Map(entries, _) => {
+            let DataType::Struct(kv) = entries.data_type() else {
+                return Err(unsupported("a map's entries must be a struct of key and value"));
+            };
+            let kv = lake_fields(column, kv)?;
+            DataType::Map(Arc::new(Field::new("key_value", DataType::Struct(kv), false)), false)
+        }
+        DataType::Dictionary(_, value) => lake_data_type(column, value)?,
+        _ => return Err(unsupported("there is no Delta type for it (cast it in a transform)")),
+    })
+}
+
+fn lake_fields(column: &str, fields: &Fields) -> Result<Fields> {
+    fields
+        .iter()
+        .map(|f| {
+            let t = lake_data_type(&format!("{column}.{}", f.name()), f.data_type())?;
+            Ok(Arc::new(Field::new(f.name(), t, f.is_nullable())))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Fields::from)
+}
+
+fn is_system_column(name: &str) -> bool {
+    [BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN, CHANGE_TYPE_COLUMN].contains(&name)
+}
+
+/// The lake table's Arrow schema: the user columns (mapped), then `__bucket`, `__offset`,
+/// `__timestamp` (microseconds, as Delta stores timestamps).
+pub fn lake_arrow_schema(user_schema: &Schema) -> Result<SchemaRef> {
+    let mut fields = Vec::with_capacity(user_schema.fields().len() + 3);
+    for f in user_schema.fields() {
+        if is_system_column(f.name()) {
+            return Err(Error::Config(format!(
+                "user column {:?} clashes with a system column (rename it)",
+                f.name()
+            )));
+        }
+        fields.push(Field::new(f.name(), lake_data_type(f.name(), f.data_type())?, f.is_nullable()));
+    }
+    fields.push(Field::new(BUCKET_COLUMN, DataType::Int32, false));
+    fields.push(Field::new(OFFSET_COLUMN, DataType::Int64, false));
+    fields.push(Field::new(TIMESTAMP_COLUMN, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false));
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Projects a changelog batch onto `target` by column name, casting each column to the target
+/// type. The casts are the lossless ones `lake_data_type` allows; a failing cast is an error.
+/// Columns of the batch that `target` does not name (e.g. `__change_type`) are dropped.
+pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    for field in target.fields() {
+        let Ok(index) = schema.index_of(field.name()) else {
+            let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(Error::Batch(format!(
+                "column {:?} is missing (batch columns: {})",
+                field.name(),
+                known.join(", ")
+            )));
+        };
+        let column = batch.column(index);
+        if column.data_type() == field.data_type() {
+            columns.push(column.clone());
+        } else {
+            columns.push(cast_with_options(column, field.data_type(), &options).map_err(|e| {
+                Error::Batch(format!(
+                    "column {:?} of type {} does not convert to {}: {e}",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type()
+                ))
+            })?);
+        }
+        if !field.is_nullable() && columns.last().is_some_and(|c| c.null_count() > 0) {
+            return Err(Error::Batch(format!("column {:?} is declared NOT NULL but holds nulls", field.name())));
+        }
+    }
+    Ok(RecordBatch::try_new(target.clone(), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Ok(type)` or the error message, for one column.
+    fn map(t: DataType) -> std::result::Result<DataType, String> {
+        lake_data_type("c", &t).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_fluss_type_maps_or_names_the_column() {
+        let utc = Some("UTC".into());
+        let ok = [
+            (DataType::Boolean, DataType::Boolean),
+            (DataType::Int8, DataType::Int8),
+            (DataType::Int16, DataType::Int16),
+            (DataType::Int32, DataType::Int32),
+            (DataType::Int64, DataType::Int64),
+            (DataType::Float32, DataType::Float32),
+            (DataType::Float64, DataType::Float64),
+            (DataType::Utf8, DataType::Utf8),
+            (DataType::Binary, DataType::Binary),
+            (DataType::FixedSizeBinary(16), DataType::Binary),
+            (DataType::Decimal128(38, 10), DataType::Decimal128(38, 10)),
+            (DataType::Date32, DataType::Date32),
+            (DataType::Timestamp(TimeUnit::Second, None), DataType::Timestamp(TimeUnit::Microsecond, None)),
+            (DataType::Timestamp(TimeUnit::Millisecond, None), DataType::Timestamp(TimeUnit::Microsecond, None)),
+            (DataType::Timestamp(TimeUnit::Microsecond, utc.clone()), DataType::Timestamp(TimeUnit::Microsecond, utc.clone())),
+            (DataType::Timestamp(TimeUnit::Millisecond, Some("+02:00".into())), DataType::Timestamp(TimeUnit::Microsecond, utc)),
+        ];
+        for (from, to) in ok {
+            assert_eq!(map(from.clone()), Ok(to), "{from}");
+        }
+        let errors = [
+            (DataType::Time32(TimeUnit::Millisecond), "time-of-day"),
+            (DataType::Timestamp(TimeUnit::Nanosecond, None), "microsecond"),
+            (DataType::UInt32, "unsigned"),
+            (DataType::Decimal256(50, 2), "precision"),
+            (DataType::Null, "no Delta type"),
+        ];
+        for (t, fix) in errors {
+            let e = map(t.clone()).expect_err("should fail");
+            assert!(e.starts_with(&format!("column c has type {t} which Delta cannot store;")) && e.contains(fix), "{e}");
+        }
+    }
+
+    #[test]
+    fn nested_types_map_their_children() {
+        let list = DataType::List(Arc::new(Field::new("item", DataType::Timestamp(TimeUnit::Millisecond, None), true)));
+        assert_eq!(
+            map(list),
+            Ok(DataType::List(Arc::new(Field::new("element", DataType::Timestamp(TimeUnit::Microsecond, None), true))))
+        );
+        let bad = DataType::Struct(Fields::from(vec![Field::new("t", DataType::Time64(TimeUnit::Nanosecond), true)]));
+        assert!(map(bad).unwrap_err().starts_with("column c.t has type"));
+    }
+}

@@ -1,0 +1,520 @@
+//! The lake table: opening (create if missing), its txn offsets, and the one-commit-per-
+//! checkpoint protocol: `plan` reads the lake's txn versions and keeps only what the lake does
+//! not have yet; `apply` makes the Delta commit (append or MERGE) with the txn actions in it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Not as _;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::array::{Array, BooleanArray, Int32Array, Int64Array, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::Column;
+use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::prelude::SessionContext;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TableReference, TransactionError};
+use deltalake::kernel::{Action, Add, StructType, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::{DeltaTable, DeltaTableError, Path};
+use object_store::ObjectStoreExt as _;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use tracing::{info, warn};
+use url::Url;
+
+use super::committable::Committable;
+use super::committer::LakeCommit;
+use super::error::{Error, Result};
+use super::schema::lake_arrow_schema;
+use super::writer::last_change_per_key;
+use super::{DeltaSinkConfig, TableKind};
+use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+
+static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The txn app id of one bucket of one table.
+pub fn app_id(table_id: &str, bucket: i32) -> String {
+    format!("silt-{table_id}-{bucket}")
+}
+
+/// What the lake holds: its Delta version and, per bucket, the end offset tiered so far (the
+/// next offset to read).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LakeOffsets {
+    pub delta_version: u64,
+    pub bucket_offsets: BTreeMap<i32, i64>,
+}
+
+/// Reads the lake's txn offsets of buckets `0..bucket_count`, for a source's first start and for
+/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet.
+pub async fn read_lake_offsets(
+    table_uri: &str,
+    storage_options: &HashMap<String, String>,
+    table_id: &str,
+    bucket_count: u32,
+) -> Result<Option<LakeOffsets>> {
+    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
+        return Ok(None);
+    }
+    let url = table_url(table_uri)?;
+    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
+        .await
+        .map_err(Error::delta(table_uri))?;
+    let Some(delta_version) = table.version() else {
+        return Ok(None);
+    };
+    let buckets = (0..bucket_count as i32).collect::<Vec<_>>();
+    let bucket_offsets = txn_versions(&table, table_uri, table_id, buckets).await?;
+    Ok(Some(LakeOffsets {
+        delta_version,
+        bucket_offsets,
+    }))
+}
+
+/// A local path (created when missing) or an object store URL.
+fn table_url(table_uri: &str) -> Result<Url> {
+    deltalake::ensure_table_uri(table_uri).map_err(Error::delta(table_uri))
+}
+
+async fn txn_versions(
+    table: &DeltaTable,
+    uri: &str,
+    table_id: &str,
+    buckets: impl IntoIterator<Item = i32>,
+) -> Result<BTreeMap<i32, i64>> {
+    let state = table.snapshot().map_err(Error::delta(uri))?;
+    let log_store = table.log_store();
+    let mut versions = BTreeMap::new();
+    for bucket in buckets {
+        let version = state
+            .transaction_version(log_store.as_ref(), app_id(table_id, bucket))
+            .await
+            .map_err(Error::delta(uri))?;
+        if let Some(v) = version {
+            versions.insert(bucket, v);
+        }
+    }
+    Ok(versions)
+}
+
+/// What `apply` will commit: only the parts of committables the lake does not have yet.
+pub struct CommitPlan {
+    /// The newest checkpoint among the committables.
+    pub checkpoint_id: u64,
+    /// Log tables: the data files to add.
+    pub adds: Vec<Add>,
+    /// Primary-key tables: staged change files to merge.
+    pub staged: Vec<String>,
+    /// The lake's txn versions when planned, for the buckets involved (absent: none yet).
+    pub lake_offsets: BTreeMap<i32, i64>,
+    /// New txn versions: the buckets this commit advances.
+    pub txns: BTreeMap<i32, i64>,
+    /// Rows the commit brings per bucket (log tables: rows in `adds`).
+    pub rows: BTreeMap<i32, u64>,
+}
+
+impl CommitPlan {
+    pub fn is_noop(&self) -> bool {
+        self.txns.is_empty()
+    }
+}
+
+/// An open lake table and the sink's view of it.
+pub struct LakeTable {
+    config: Arc<DeltaSinkConfig>,
+    table: DeltaTable,
+    lake_schema: SchemaRef,
+}
+
+impl LakeTable {
+    /// Opens the table, creating it when missing (partitioned by `__bucket`), and checks that
+    /// its schema is the one this sink writes. Racing creators are fine: the loser reloads.
+    pub async fn open(config: Arc<DeltaSinkConfig>) -> Result<LakeTable> {
+        config.validate()?;
+        let uri = config.table_uri.as_str();
+        let lake_schema = lake_arrow_schema(&config.user_schema)?;
+        let url = table_url(uri)?;
+        // Subtasks of one job open concurrently; deltalake lets two racing creators both commit
+        // a CREATE (the second as version 1, with a new table id), so creation is serialized
+        // within the process. Two processes tiering one table is a misconfiguration anyway.
+        let _creating = CREATE_LOCK.lock().await;
+        let table = DeltaTable::try_from_url_with_storage_options(url.clone(), config.storage_options.clone())
+            .await
+            .map_err(Error::delta(uri))?;
+        let table = if table.version().is_some() {
+            table
+        } else {
+            let columns: StructType = lake_schema.as_ref().try_into_kernel().map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
+            let created = table
+                .create()
+                .with_columns(columns.fields().cloned())
+                .with_partition_columns([BUCKET_COLUMN])
+                .with_save_mode(SaveMode::Ignore)
+                .with_comment(format!("tiered by silt from table {}", config.table_id))
+                .await;
+            match created {
+                Ok(t) => {
+                    info!(table = uri, "created delta table");
+                    t
+                }
+                Err(e) => {
+                    warn!(table = uri, error = %e, "create failed; reloading in case another writer created it");
+                    DeltaTable::try_from_url_with_storage_options(url, config.storage_options.clone())
+                        .await
+                        .map_err(Error::delta(uri))?
+                }
+            }
+        };
+        let lake = LakeTable {
+            config,
+            table,
+            lake_schema,
+        };
+        lake.check_schema()?;
+        Ok(lake)
+    }
+
+    fn uri(&self) -> &str {
+        &self.config.table_uri
+    }
+
+    fn check_schema(&self) -> Result<()> {
+        let mismatch = |message: String| Error::TableMismatch {
+            uri: self.uri().to_string(),
+            message,
+        };
+        let state = self.table.snapshot().map_err(|_| mismatch("it has no version after create".into()))?;
+        let want: StructType = self
+            .lake_schema
+            .as_ref()
+            .try_into_kernel()
+            .map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
+        let have = state.schema();
+        for field in want.fields() {
+            match have.field(field.name()) {
+                None => return Err(mismatch(format!("it has no column {:?} (point the sink at a new location)", field.name()))),
+                Some(f) if f.data_type() != field.data_type() => {
+                    return Err(mismatch(format!(
+                        "column {:?} is {:?} there but the changelog needs {:?}",
+                        field.name(),
+                        f.data_type(),
+                        field.data_type()
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if have.fields().count() != want.fields().count() {
+            return Err(mismatch(format!("it has {} columns, the sink writes {}", have.fields().count(), want.fields().count())));
+        }
+        if state.metadata().partition_columns() != &[BUCKET_COLUMN.to_string()] {
+            return Err(mismatch(format!(
+                "it is partitioned by {:?}, the sink needs [{BUCKET_COLUMN:?}]",
+                state.metadata().partition_columns()
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    /// The lake's Arrow schema as Delta hands it back (user columns, then system columns).
+    pub fn lake_schema(&self) -> &SchemaRef {
+        &self.lake_schema
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        self.table.version()
+    }
+
+    pub async fn refresh(&mut self) -> Result<()> {
+        self.table.update_state().await.map_err(Error::delta(&self.config.table_uri))
+    }
+
+    /// The lake's txn versions of these buckets (absent: never committed).
+    pub async fn bucket_offsets(&self, buckets: impl IntoIterator<Item = i32>) -> Result<BTreeMap<i32, i64>> {
+        txn_versions(&self.table, self.uri(), &self.config.table_id, buckets).await
+    }
+
+    /// Refreshes the table and keeps, of `committables`, what the lake does not have: a
+    /// committable's bucket range is skipped when the lake's txn version already reaches its
+    /// end, and kept when it starts at or after it. A version inside a range is a broken
+    /// invariant (commits are all-or-nothing).
+    pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
+        self.refresh().await?;
+        let buckets: BTreeSet<i32> = committables.iter().flat_map(|c| c.buckets.keys().copied()).collect();
+        let lake_offsets = self.bucket_offsets(buckets).await?;
+        let mut plan = CommitPlan {
+            checkpoint_id: committables.iter().map(|c| c.checkpoint_id).max().unwrap_or(0),
+            adds: Vec::new(),
+            staged: Vec::new(),
+            lake_offsets,
+            txns: BTreeMap::new(),
+            rows: BTreeMap::new(),
+        };
+        for c in committables {
+            let mut kept = BTreeSet::new();
+            for (&bucket, range) in &c.buckets {
+                let lake = plan.lake_offsets.get(&bucket).copied();
+                match lake {
+                    Some(v) if range.end <= v => continue,
+                    Some(v) if range.start < v => {
+                        return Err(Error::Internal(format!(
+                            "bucket {bucket}: the lake's txn version {v} lies inside committable range [{}, {}) of checkpoint {}",
+                            range.start, range.end, c.checkpoint_id
+                        )));
+                    }
+                    _ => {}
+                }
+                kept.insert(bucket);
+                let txn = plan.txns.entry(bucket).or_insert(range.end);
+                *txn = (*txn).max(range.end);
+                *plan.rows.entry(bucket).or_default() += range.rows;
+            }
+            if kept.is_empty() {
+                continue;
+            }
+            check_adds_cover_ranges(c, &kept)?;
+            for add in &c.adds {
+                if kept.contains(&add_bucket(add)?) {
+                    plan.adds.push(add.clone());
+                }
+            }
+            plan.staged.extend(c.staged.iter().cloned());
+        }
+        Ok(plan)
+    }
+
+    /// Makes the commit of a plan: ONE Delta commit holding the adds (log) or the MERGE (primary
+    /// key) and one txn action per advanced bucket. A no-op plan commits nothing. A concurrent
+    /// commit of the same app ids since `plan` makes Delta's conflict check fail this one.
+    pub async fn apply(&mut self, plan: &CommitPlan) -> Result<LakeCommit> {
+        let read_version = self.version().unwrap_or(0);
+        if plan.is_noop() {
+            return Ok(self.lake_commit(plan, read_version, true));
+        }
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let txns: Vec<Transaction> = plan
+            .txns
+            .iter()
+            .map(|(&b, &v)| Transaction::new_with_last_update(app_id(&self.config.table_id, b), v, Some(now_ms)))
+            .collect();
+        let metadata = [
+            ("silt.checkpointId".to_string(), serde_json::json!(plan.checkpoint_id)),
+            ("silt.tableId".to_string(), serde_json::json!(self.config.table_id)),
+        ];
+        let properties = CommitProperties::default()
+            .with_application_transactions(txns.clone())
+            .with_metadata(metadata)
+            .with_max_retries(self.config.commit_retries_max);
+        let kind = self.config.kind.clone();
+        let version = match &kind {
+            TableKind::Log => self.commit_actions(plan.adds.iter().cloned().map(Action::Add).collect(), properties).await?,
+            TableKind::PrimaryKey { key_columns } => {
+                let merged = self.merge(plan, key_columns, properties.clone()).await?;
+                match merged {
+                    Some(v) => v,
+                    // Nothing to change (e.g. deletes of keys the lake never had): the offsets
+                    // still advance, in a commit of txn actions only.
+                    None => self.commit_actions(Vec::new(), properties).await?,
+                }
+            }
+        };
+        if version <= read_version && self.version().is_some() {
+            return Err(Error::Internal(format!("commit returned version {version} not after {read_version}")));
+        }
+        self.refresh().await?;
+        self.delete_staged(&plan.staged).await;
+        Ok(self.lake_commit(plan, version, false))
+    }
+
+    fn lake_commit(&self, plan: &CommitPlan, delta_version: u64, replayed: bool) -> LakeCommit {
+        let mut bucket_offsets = plan.lake_offsets.clone();
+        bucket_offsets.extend(plan.txns.iter().map(|(&b, &v)| (b, v)));
+        LakeCommit {
+            delta_version,
+            checkpoint_id: plan.checkpoint_id,
+            bucket_offsets,
+            files_added: plan.adds.len(),
+            rows: plan.rows.values().sum(),
+            replayed,
+        }
+    }
+
+    fn map_commit_error(&self, e: DeltaTableError) -> Error {
+        match e {
+            DeltaTableError::Transaction {
+                source: TransactionError::CommitConflict(conflict),
+            } => Error::Conflict {
+                uri: self.uri().to_string(),
+                message: conflict.to_string(),
+            },
+            other => Error::delta(self.uri())(other),
+        }
+    }
+
+    async fn commit_actions(&mut self, actions: Vec<Action>, properties: CommitProperties) -> Result<u64> {
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: Some(vec![BUCKET_COLUMN.to_string()]),
+            predicate: None,
+        };
+        let state = self.table.snapshot().map_err(Error::delta(&self.config.table_uri))?;
+        let committed = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(state as &dyn TableReference), self.table.log_store(), operation)
+            .await
+            .map_err(|e| self.map_commit_error(e))?;
+        Ok(committed.version())
+    }
+
+    /// MERGE of the staged changes (offsets the lake already has filtered out, reduced to the
+    /// last change per key) by bucket and key. `None` when the merge changed nothing.
+    async fn merge(&mut self, plan: &CommitPlan, key_columns: &[String], properties: CommitProperties) -> Result<Option<u64>> {
+        let changes = self.read_staged(plan).await?;
+        if changes.num_rows() == 0 {
+            return Ok(None);
+        }
+        let changes = last_change_per_key(&changes, key_columns)?;
+        let before = self.version();
+        let qualified = |rel: &str, name: &str| Expr::Column(Column::new(Some(rel), name));
+        let mut predicate = qualified("target", BUCKET_COLUMN).eq(qualified("source", BUCKET_COLUMN));
+        for key in key_columns {
+            predicate = predicate.and(qualified("target", key).eq(qualified("source", key)));
+        }
+        let is_delete = col(Column::new(Some("source"), CHANGE_TYPE_COLUMN)).eq(lit(ChangeType::Delete as i8));
+        let columns: Vec<String> = self.lake_schema.fields().iter().map(|f| f.name().clone()).collect();
+        let ctx = SessionContext::new();
+        let source = ctx.read_batch(changes)?;
+        let merged = self
+            .table
+            .clone()
+            .merge(source, predicate)
+            .with_source_alias("source")
+            .with_target_alias("target")
+            .with_commit_properties(properties)
+            .when_matched_delete(|delete| delete.predicate(is_delete.clone()))
+            .and_then(|m| {
+                m.when_matched_update(|mut update| {
+                    for c in &columns {
+                        update = update.update(Column::new_unqualified(c), qualified("source", c));
+                    }
+                    update
+                })
+            })
+            .and_then(|m| {
+                m.when_not_matched_insert(|mut insert| {
+                    insert = insert.predicate(is_delete.clone().not());
+                    for c in &columns {
+                        insert = insert.set(Column::new_unqualified(c), qualified("source", c));
+                    }
+                    insert
+                })
+            })
+            .map_err(Error::delta(&self.config.table_uri))?
+            .await;
+        let (table, _metrics) = merged.map_err(|e| self.map_commit_error(e))?;
+        self.table = table;
+        let after = self.version();
+        Ok(if after != before { after } else { None })
+    }
+
+    /// The staged rows the lake does not have yet (offset >= the bucket's txn version).
+    async fn read_staged(&self, plan: &CommitPlan) -> Result<RecordBatch> {
+        let store = self.table.object_store();
+        let mut batches = Vec::new();
+        for path in &plan.staged {
+            let location = Path::from(path.as_str());
+            let bytes = store
+                .get(&location)
+                .await
+                .map_err(|source| Error::Storage { path: path.clone(), source })?
+                .bytes()
+                .await
+                .map_err(|source| Error::Storage { path: path.clone(), source })?;
+            for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
+                let batch = batch?;
+                let keep = not_in_lake(&batch, &plan.lake_offsets)?;
+                batches.push(filter_record_batch(&batch, &keep)?);
+            }
+        }
+        let Some(first) = batches.first() else {
+            return Ok(RecordBatch::new_empty(self.staged_schema()));
+        };
+        Ok(concat_batches(&first.schema(), &batches)?)
+    }
+
+    /// Lake columns plus `__change_type`: what primary-key writers stage.
+    pub fn staged_schema(&self) -> SchemaRef {
+        let mut fields: Vec<_> = self.lake_schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(arrow::datatypes::Field::new(CHANGE_TYPE_COLUMN, arrow::datatypes::DataType::Int8, false)));
+        Arc::new(arrow::datatypes::Schema::new(fields))
+    }
+
+    /// Staged files are garbage once their commit landed; failing to delete them costs space.
+    async fn delete_staged(&self, staged: &[String]) {
+        let store = self.table.object_store();
+        for path in staged {
+            if let Err(e) = store.delete(&Path::from(path.as_str())).await {
+                warn!(table = self.uri(), path, error = %e, "could not delete a staged change file");
+            }
+        }
+    }
+}
+
+fn not_in_lake(batch: &RecordBatch, lake: &BTreeMap<i32, i64>) -> Result<BooleanArray> {
+    let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
+    let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
+    Ok((0..batch.num_rows())
+        .map(|i| Some(lake.get(&buckets.value(i)).is_none_or(|&v| offsets.value(i) >= v)))
+        .collect())
+}
+
+pub(crate) fn int_column<'a, A: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a A> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<A>())
+        .ok_or_else(|| Error::Batch(format!("system column {name:?} is missing or has the wrong type (see changelog.rs)")))
+}
+
+fn add_bucket(add: &Add) -> Result<i32> {
+    add.partition_values
+        .get(BUCKET_COLUMN)
+        .and_then(|v| v.as_deref())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Internal(format!("data file {} has no {BUCKET_COLUMN} partition value", add.path)))
+}
+
+/// Rows recorded in an add's statistics.
+pub(crate) fn add_rows(add: &Add) -> Result<u64> {
+    add.stats
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .and_then(|v| v.get("numRecords").and_then(serde_json::Value::as_u64))
+        .ok_or_else(|| Error::Internal(format!("data file {} has no numRecords statistic", add.path)))
+}
+
+/// **Assertion at the commit edge:** for log tables the txn ranges of a committable cover
+/// exactly its files: every file belongs to a bucket with a range, and the rows of a bucket's
+/// files equal the rows the writer counted in that range.
+fn check_adds_cover_ranges(c: &Committable, kept: &BTreeSet<i32>) -> Result<()> {
+    if c.adds.is_empty() {
+        return Ok(());
+    }
+    let mut rows: BTreeMap<i32, u64> = BTreeMap::new();
+    for add in &c.adds {
+        *rows.entry(add_bucket(add)?).or_default() += add_rows(add)?;
+    }
+    let want: BTreeMap<i32, u64> = c.buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
+    if rows != want {
+        return Err(Error::Internal(format!(
+            "checkpoint {} writer {}: files hold rows {rows:?} per bucket but the txn ranges count {want:?}",
+            c.checkpoint_id, c.writer
+        )));
+    }
+    debug_assert!(kept.iter().all(|b| want.contains_key(b)));
+    Ok(())
+}

@@ -1,0 +1,303 @@
+//! The writer operator: changelog batches in, one committable per checkpoint out.
+//!
+//! Log tables stream rows into Parquet files under the table, one open file per bucket, rolled
+//! at `target_file_bytes`. Primary-key tables buffer changes (`-U` dropped), reduce them to
+//! the last change per key and stage them as a Parquet file under `_silt_staging/` when the
+//! buffer is full or at the barrier. Either way, at barrier `n` everything written before it
+//! is closed and described by the committable of `n`, which travels ahead of the barrier and
+//! so lands in the committer's state of checkpoint `n`: the writer itself needs no state.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use arrow::array::{Array, Int8Array, Int32Array, Int64Array, RecordBatch, UInt32Array};
+use arrow::compute::{filter_record_batch, take_record_batch};
+use arrow::row::{RowConverter, SortField};
+use async_trait::async_trait;
+use bytes::Bytes;
+use deltalake::Path;
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use object_store::ObjectStoreExt as _;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use silt_engine::{Operator, Output, RestoredState, TaskContext};
+use tracing::debug;
+
+use super::committable::{BucketRange, Committable, to_batch};
+use super::error::{Error, Result};
+use super::schema::conform;
+use super::table::{LakeTable, add_rows, int_column};
+use super::{DeltaSinkConfig, TableKind};
+use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+
+const STAGING_DIR: &str = "_silt_staging";
+
+pub struct DeltaWriter {
+    config: Arc<DeltaSinkConfig>,
+    subtask: u32,
+    attempt: u32,
+    lake: Option<LakeTable>,
+    /// Log tables: the open data files.
+    files: Option<RecordBatchWriter>,
+    /// Primary-key tables: changes not yet staged, and files staged since the last barrier.
+    changes: Vec<RecordBatch>,
+    changes_bytes: usize,
+    staged: Vec<String>,
+    staged_count: u64,
+    /// Offsets seen per bucket since the last barrier.
+    buckets: BTreeMap<i32, BucketRange>,
+}
+
+impl DeltaWriter {
+    pub fn new(config: Arc<DeltaSinkConfig>, ctx: &TaskContext) -> Self {
+        DeltaWriter {
+            config,
+            subtask: ctx.subtask_index,
+            attempt: ctx.attempt,
+            lake: None,
+            files: None,
+            changes: Vec::new(),
+            changes_bytes: 0,
+            staged: Vec::new(),
+            staged_count: 0,
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    fn lake(&self) -> Result<&LakeTable> {
+        self.lake.as_ref().ok_or_else(|| Error::Internal("the delta writer was used before open".into()))
+    }
+
+    fn writer_properties(&self) -> WriterProperties {
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(self.config.row_group_rows_max))
+            .build()
+    }
+
+    /// Records the offsets of a batch per bucket. **Assertion at the batch edge:** offsets of a
+    /// bucket increase (the source reads each bucket in order and one writer sees a bucket's
+    /// rows in order).
+    fn track_offsets(&mut self, batch: &RecordBatch) -> Result<()> {
+        let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
+        let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
+        for i in 0..batch.num_rows() {
+            let (bucket, offset) = (buckets.value(i), offsets.value(i));
+            let range = self.buckets.entry(bucket).or_insert(BucketRange {
+                start: offset,
+                end: offset,
+                rows: 0,
+            });
+            if offset < range.end {
+                return Err(Error::Batch(format!(
+                    "offsets of bucket {bucket} go backwards ({offset} after {}); feed the writer by __bucket (hash or forward)",
+                    range.end - 1
+                )));
+            }
+            range.end = offset + 1;
+            range.rows += 1;
+        }
+        Ok(())
+    }
+
+    async fn write_log(&mut self, batch: RecordBatch) -> Result<()> {
+        let schema = self.lake()?.lake_schema().clone();
+        let batch = conform(&batch, &schema)?;
+        let files = self.files.as_mut().ok_or_else(|| Error::Internal("log writer not open".into()))?;
+        files.write(batch).await.map_err(Error::delta(&self.config.table_uri))
+    }
+
+    async fn buffer_changes(&mut self, batch: RecordBatch) -> Result<()> {
+        let change_types = int_column::<Int8Array>(&batch, CHANGE_TYPE_COLUMN)?;
+        let mut keep = Vec::with_capacity(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            let change = ChangeType::from_i8(change_types.value(i))
+                .ok_or_else(|| Error::Batch(format!("unknown change type {} (see changelog.rs)", change_types.value(i))))?;
+            keep.push(Some(change != ChangeType::UpdateBefore));
+        }
+        let batch = filter_record_batch(&batch, &keep.into())?;
+        let schema = self.lake()?.staged_schema();
+        let batch = conform(&batch, &schema)?;
+        self.changes_bytes += batch.get_array_memory_size();
+        self.changes.push(batch);
+        if self.changes_bytes >= self.config.change_buffer_bytes_max {
+            self.stage().await?;
+        }
+        Ok(())
+    }
+
+    /// Reduces the buffered changes to the last per key and writes them to a staging file.
+    async fn stage(&mut self) -> Result<()> {
+        let TableKind::PrimaryKey { key_columns } = &self.config.kind else {
+            return Ok(());
+        };
+        if self.changes.is_empty() {
+            return Ok(());
+        }
+        let (store, schema) = (self.lake()?.table().object_store(), self.lake()?.staged_schema());
+        let all = arrow::compute::concat_batches(&schema, &self.changes)?;
+        let reduced = last_change_per_key(&all, key_columns)?;
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(self.writer_properties()))?;
+        writer.write(&reduced)?;
+        writer.close()?;
+        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        self.staged_count += 1;
+        let path = format!(
+            "{STAGING_DIR}/w{}-a{}-{}-{random:016x}.parquet",
+            self.subtask, self.attempt, self.staged_count
+        );
+        store
+            .put(&Path::from(path.as_str()), Bytes::from(bytes).into())
+            .await
+            .map_err(|source| Error::Storage { path: path.clone(), source })?;
+        debug!(path, rows = reduced.num_rows(), "staged changes");
+        self.staged.push(path);
+        self.changes.clear();
+        self.changes_bytes = 0;
+        Ok(())
+    }
+
+    /// Closes everything written since the last barrier into one committable.
+    async fn close_for_checkpoint(&mut self, checkpoint_id: u64) -> Result<Option<Committable>> {
+        let adds = match self.files.as_mut() {
+            Some(files) => files.flush().await.map_err(Error::delta(&self.config.table_uri))?,
+            None => Vec::new(),
+        };
+        self.stage().await?;
+        let buckets = std::mem::take(&mut self.buckets);
+        let staged = std::mem::take(&mut self.staged);
+        if buckets.is_empty() {
+            if !adds.is_empty() || !staged.is_empty() {
+                return Err(Error::Internal(format!("{} files but no offsets at checkpoint {checkpoint_id}", adds.len() + staged.len())));
+            }
+            return Ok(None);
+        }
+        let mut rows: BTreeMap<i32, u64> = BTreeMap::new();
+        for add in &adds {
+            let bucket = add.partition_values.get(BUCKET_COLUMN).cloned().flatten().unwrap_or_default();
+            *rows.entry(bucket.parse().unwrap_or(i32::MIN)).or_default() += add_rows(add)?;
+        }
+        if matches!(self.config.kind, TableKind::Log) {
+            let want: BTreeMap<i32, u64> = buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
+            if rows != want {
+                return Err(Error::Internal(format!(
+                    "checkpoint {checkpoint_id}: data files hold rows {rows:?} per bucket, the writer saw {want:?}"
+                )));
+            }
+        }
+        Ok(Some(Committable {
+            checkpoint_id,
+            writer: self.subtask,
+            adds,
+            staged,
+            buckets,
+        }))
+    }
+}
+
+#[async_trait]
+impl Operator for DeltaWriter {
+    async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> silt_engine::Result<()> {
+        let lake = LakeTable::open(self.config.clone()).await?;
+        if self.config.kind == TableKind::Log {
+            let files = RecordBatchWriter::for_table(lake.table())
+                .map_err(Error::delta(&self.config.table_uri))?
+                .with_target_file_size(self.config.target_file_bytes)
+                .with_writer_properties(self.writer_properties());
+            self.files = Some(files);
+        }
+        self.lake = Some(lake);
+        Ok(())
+    }
+
+    async fn process(&mut self, _input: usize, batch: RecordBatch, _out: &mut Output) -> silt_engine::Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.track_offsets(&batch)?;
+        match self.config.kind {
+            TableKind::Log => self.write_log(batch).await?,
+            TableKind::PrimaryKey { .. } => self.buffer_changes(batch).await?,
+        }
+        Ok(())
+    }
+
+    async fn snapshot(&mut self, checkpoint_id: u64, out: &mut Output) -> silt_engine::Result<Bytes> {
+        if let Some(committable) = self.close_for_checkpoint(checkpoint_id).await? {
+            out.emit(to_batch(&committable)?).await?;
+        }
+        Ok(Bytes::new())
+    }
+}
+
+/// Keeps, per key, the row with the highest `__offset` (the last change). Row order of the
+/// result follows the input.
+pub(crate) fn last_change_per_key(batch: &RecordBatch, key_columns: &[String]) -> Result<RecordBatch> {
+    let mut keys = Vec::with_capacity(key_columns.len());
+    for name in key_columns {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Batch(format!("key column {name:?} is missing")))?;
+        keys.push(column.clone());
+    }
+    let converter = RowConverter::new(keys.iter().map(|k| SortField::new(k.data_type().clone())).collect())?;
+    let rows = converter.convert_columns(&keys)?;
+    let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
+    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32)> = HashMap::with_capacity(batch.num_rows());
+    for (i, row) in rows.iter().enumerate() {
+        let offset = offsets.value(i);
+        let entry = last.entry(row).or_insert((offset, i as u32));
+        if offset >= entry.0 {
+            *entry = (offset, i as u32);
+        }
+    }
+    let mut indices: Vec<u32> = last.into_values().map(|(_, i)| i).collect();
+    indices.sort_unstable();
+    debug_assert!(offsets.null_count() == 0);
+    Ok(take_record_batch(batch, &UInt32Array::from(indices))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::StringArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// `(key, offset, value)` rows in, surviving `(key, offset, value)` rows out.
+    fn reduce(rows: &[(&str, i64, i64)]) -> Vec<(String, i64, i64)> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, false),
+            Field::new(OFFSET_COLUMN, DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .unwrap();
+        let out = last_change_per_key(&batch, &["k".to_string()]).unwrap();
+        let k = out.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        let o = out.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        let v = out.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        (0..out.num_rows()).map(|i| (k.value(i).to_string(), o.value(i), v.value(i))).collect()
+    }
+
+    #[test]
+    fn the_last_change_per_key_wins() {
+        assert_eq!(reduce(&[]), vec![]);
+        assert_eq!(
+            reduce(&[("a", 1, 10), ("b", 2, 20), ("a", 3, 11), ("c", 4, 30), ("b", 5, 21)]),
+            vec![("a".into(), 3, 11), ("c".into(), 4, 30), ("b".into(), 5, 21)]
+        );
+        // Offsets decide, not positions (staged files of several writers are concatenated).
+        assert_eq!(reduce(&[("a", 9, 2), ("a", 4, 1)]), vec![("a".into(), 9, 2)]);
+    }
+}
