@@ -119,7 +119,9 @@ impl BatchHeader {
         }
         let magic = batch[MAGIC_POS];
         let header_len = header_bytes(magic).ok_or_else(|| {
-            malformed(format!("unsupported magic {magic} (this store reads 0 to {MAGIC_MAX})"))
+            malformed(format!(
+                "unsupported magic {magic} (this store reads 0 to {MAGIC_MAX})"
+            ))
         })?;
         if batch.len() < header_len {
             return Err(malformed(format!(
@@ -170,7 +172,11 @@ impl BatchHeader {
         }
         let body = size - header_len as i64;
         let statistics = i64::from(self.statistics_length.unwrap_or(0));
-        let change_types = if self.is_append_only() { 0 } else { i64::from(self.record_count) };
+        let change_types = if self.is_append_only() {
+            0
+        } else {
+            i64::from(self.record_count)
+        };
         if statistics < 0 || statistics + change_types > body {
             return Err(format!(
                 "statistics ({statistics} bytes) and change types ({change_types} bytes) do not fit \
@@ -216,7 +222,11 @@ pub fn verify_crc(batch: &[u8], header: &BatchHeader, position: u64) -> Result<(
     debug_assert_eq!(batch.len(), header.size_bytes());
     let computed = compute_crc(batch);
     if computed != header.crc {
-        return Err(Error::CrcMismatch { position, stored: header.crc, computed });
+        return Err(Error::CrcMismatch {
+            position,
+            stored: header.crc,
+            computed,
+        });
     }
     Ok(())
 }
@@ -363,7 +373,14 @@ mod tests {
         match split_batches(buf) {
             Ok(spans) => spans
                 .iter()
-                .map(|s| format!("{}@{}+{}", s.header.record_count, s.position, s.header.size_bytes()))
+                .map(|s| {
+                    format!(
+                        "{}@{}+{}",
+                        s.header.record_count,
+                        s.position,
+                        s.header.size_bytes()
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(","),
             Err(Error::MalformedBatch { position, .. }) => format!("malformed@{position}"),
@@ -413,18 +430,32 @@ mod tests {
         assert_eq!(header.magic, 0);
         assert_eq!(header.size_bytes(), batch.len());
         assert_eq!((header.record_count, header.last_offset_delta), (2, 1));
-        assert_eq!((header.writer_id, header.batch_sequence, header.schema_id), (7, 0, 1));
+        assert_eq!(
+            (header.writer_id, header.batch_sequence, header.schema_id),
+            (7, 0, 1)
+        );
         assert!(header.is_append_only());
-        assert_eq!((header.leader_epoch, header.statistics_length), (None, None));
+        assert_eq!(
+            (header.leader_epoch, header.statistics_length),
+            (None, None)
+        );
         verify_crc(&batch, &header, 0).unwrap();
     }
 
     #[test]
     fn parses_v1_and_v2_layouts() {
         for magic in [1u8, 2] {
-            let batch = build_batch(&BatchSpec { magic, writer_id: 9, batch_sequence: 4, ..Default::default() });
+            let batch = build_batch(&BatchSpec {
+                magic,
+                writer_id: 9,
+                batch_sequence: 4,
+                ..Default::default()
+            });
             let header = BatchHeader::parse(&batch, 0).unwrap();
-            assert_eq!((header.magic, header.writer_id, header.batch_sequence), (magic, 9, 4));
+            assert_eq!(
+                (header.magic, header.writer_id, header.batch_sequence),
+                (magic, 9, 4)
+            );
             assert_eq!(header.statistics_length, Some(0));
             assert_eq!(header.leader_epoch.is_some(), magic == 2);
             verify_crc(&batch, &header, 0).unwrap();
@@ -445,12 +476,28 @@ mod tests {
         let good = batch_with(3, 10);
         let mut two = good.clone();
         two.extend(&good);
-        assert_eq!(split(&good[..good.len() - 1]), "malformed@0", "cut inside the body");
+        assert_eq!(
+            split(&good[..good.len() - 1]),
+            "malformed@0",
+            "cut inside the body"
+        );
         assert_eq!(split(&good[..20]), "malformed@0", "cut inside the header");
-        assert_eq!(split(&two[..two.len() - 5]), "malformed@58", "second batch cut");
-        assert_eq!(split(&[0xff; 7]), "malformed@0", "shorter than the overhead");
+        assert_eq!(
+            split(&two[..two.len() - 5]),
+            "malformed@58",
+            "second batch cut"
+        );
+        assert_eq!(
+            split(&[0xff; 7]),
+            "malformed@0",
+            "shorter than the overhead"
+        );
         assert_eq!(split(&[0xff; 300]), "malformed@0", "garbage");
-        assert_eq!(split(&[0x00; 300]), "malformed@0", "zeros: length 0 is below the header");
+        assert_eq!(
+            split(&[0x00; 300]),
+            "malformed@0",
+            "zeros: length 0 is below the header"
+        );
         let mut bad_magic = good.clone();
         bad_magic[12] = 9;
         assert_eq!(split(&bad_magic), "malformed@0");
@@ -489,13 +536,22 @@ mod tests {
     #[test]
     fn stamping_offset_and_timestamp_keeps_the_crc_valid() {
         for magic in [0u8, 1, 2] {
-            let mut batch = build_batch(&BatchSpec { magic, ..Default::default() });
+            let mut batch = build_batch(&BatchSpec {
+                magic,
+                ..Default::default()
+            });
             let crc_before = BatchHeader::parse(&batch, 0).unwrap().crc;
             stamp_offset_and_timestamp(&mut batch, 1_234_567, 1_700_000_000_123);
             stamp_leader_epoch(&mut batch, 5);
             let header = BatchHeader::parse(&batch, 0).unwrap();
-            assert_eq!((header.base_offset, header.commit_timestamp_ms), (1_234_567, 1_700_000_000_123));
-            assert_eq!((header.last_offset(), header.next_offset()), (1_234_569, 1_234_570));
+            assert_eq!(
+                (header.base_offset, header.commit_timestamp_ms),
+                (1_234_567, 1_700_000_000_123)
+            );
+            assert_eq!(
+                (header.last_offset(), header.next_offset()),
+                (1_234_569, 1_234_570)
+            );
             assert_eq!(header.leader_epoch, (magic == 2).then_some(5));
             assert_eq!(header.crc, crc_before);
             verify_crc(&batch, &header, 0).unwrap();

@@ -50,7 +50,9 @@ impl SparseIndex {
     /// The last entry whose timestamp is below `timestamp_ms`: every batch before it is older
     /// too, so a scan for the first batch at or after `timestamp_ms` may start there.
     pub fn floor_before_timestamp(&self, timestamp_ms: i64) -> Option<IndexEntry> {
-        let after = self.entries.partition_point(|e| e.timestamp_ms < timestamp_ms);
+        let after = self
+            .entries
+            .partition_point(|e| e.timestamp_ms < timestamp_ms);
         after.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -95,7 +97,10 @@ impl SparseIndex {
                 && w[0].timestamp_ms <= w[1].timestamp_ms
         });
         let inside = entries.last().is_none_or(|e| e.position < segment_bytes);
-        (first_ok && ordered && inside).then_some(SparseIndex { entries, bytes_since_entry: 0 })
+        (first_ok && ordered && inside).then_some(SparseIndex {
+            entries,
+            bytes_since_entry: 0,
+        })
     }
 }
 
@@ -107,8 +112,11 @@ mod tests {
     fn index(batches: i64, size: u64, interval_bytes: u32) -> SparseIndex {
         let mut index = SparseIndex::default();
         for i in 0..batches {
-            let entry =
-                IndexEntry { offset: 100 + i, position: i as u64 * size, timestamp_ms: 1000 + 10 * i };
+            let entry = IndexEntry {
+                offset: 100 + i,
+                position: i as u64 * size,
+                timestamp_ms: 1000 + 10 * i,
+            };
             index.on_batch(entry, size, interval_bytes);
         }
         index
@@ -123,8 +131,14 @@ mod tests {
         assert_eq!(idx.floor_by_offset(105).map(|e| e.offset), Some(103));
         assert_eq!(idx.floor_by_offset(500).map(|e| e.offset), Some(109));
         assert_eq!(idx.floor_before_timestamp(1000), None);
-        assert_eq!(idx.floor_before_timestamp(1031).map(|e| e.offset), Some(103));
-        assert_eq!(idx.floor_before_timestamp(1030).map(|e| e.offset), Some(100));
+        assert_eq!(
+            idx.floor_before_timestamp(1031).map(|e| e.offset),
+            Some(103)
+        );
+        assert_eq!(
+            idx.floor_before_timestamp(1030).map(|e| e.offset),
+            Some(100)
+        );
     }
 
     #[test]
@@ -133,8 +147,14 @@ mod tests {
         let bytes = idx.encode();
         let back = SparseIndex::decode(&bytes, 100, 50 * 64).unwrap();
         assert_eq!(back.entries, idx.entries);
-        assert!(SparseIndex::decode(&bytes, 101, 50 * 64).is_none(), "wrong base offset");
-        assert!(SparseIndex::decode(&bytes, 100, 10).is_none(), "entries past the segment end");
+        assert!(
+            SparseIndex::decode(&bytes, 101, 50 * 64).is_none(),
+            "wrong base offset"
+        );
+        assert!(
+            SparseIndex::decode(&bytes, 100, 10).is_none(),
+            "entries past the segment end"
+        );
         assert!(SparseIndex::decode(&bytes[..bytes.len() - 1], 100, 50 * 64).is_none());
         let mut flipped = bytes.clone();
         flipped[30] ^= 1;

@@ -70,19 +70,31 @@ impl KvStore {
                 "kv config needs worker_threads >= 1 and journal_bytes_max >= 64 MiB (got {config:?})"
             )));
         }
-        let kv_error = |source| Error::Kv { path: dir.to_path_buf(), source };
+        let kv_error = |source| Error::Kv {
+            path: dir.to_path_buf(),
+            source,
+        };
         let db = Database::builder(dir)
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads)
             .max_journaling_size(config.journal_bytes_max)
             .open()
             .map_err(kv_error)?;
-        let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default).map_err(kv_error)?;
-        Ok(KvStore { path: dir.to_path_buf(), db, meta })
+        let meta = db
+            .keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(kv_error)?;
+        Ok(KvStore {
+            path: dir.to_path_buf(),
+            db,
+            meta,
+        })
     }
 
     fn kv_error(&self) -> impl FnOnce(fjall::Error) -> Error + '_ {
-        |source| Error::Kv { path: self.path.clone(), source }
+        |source| Error::Kv {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// Opens (creating if needed) the tablet `name`, e.g. `t42_b3` for table 42, bucket 3.
@@ -90,7 +102,10 @@ impl KvStore {
         validate_name(name)?;
         let data = self
             .db
-            .keyspace(&format!("{TABLET_PREFIX}{name}"), KeyspaceCreateOptions::default)
+            .keyspace(
+                &format!("{TABLET_PREFIX}{name}"),
+                KeyspaceCreateOptions::default,
+            )
             .map_err(self.kv_error())?;
         let mut offset_key = APPLIED_OFFSET_KEY_PREFIX.to_vec();
         offset_key.extend_from_slice(name.as_bytes());
@@ -120,7 +135,9 @@ impl KvStore {
         }
         let mut offset_key = APPLIED_OFFSET_KEY_PREFIX.to_vec();
         offset_key.extend_from_slice(name.as_bytes());
-        self.meta.remove(offset_key.as_slice()).map_err(self.kv_error())
+        self.meta
+            .remove(offset_key.as_slice())
+            .map_err(self.kv_error())
     }
 
     /// Names of the tablets in this store.
@@ -135,15 +152,25 @@ impl KvStore {
     /// fsyncs the journal: every apply so far survives a machine crash (for clean shutdown or
     /// before truncating the log below the applied offsets).
     pub fn persist(&self) -> Result<()> {
-        self.db.persist(PersistMode::SyncAll).map_err(self.kv_error())
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(self.kv_error())
     }
 }
 
 fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 200
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-');
-    if ok { Ok(()) } else { Err(Error::InvalidTabletName { name: name.to_string() }) }
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidTabletName {
+            name: name.to_string(),
+        })
+    }
 }
 
 /// The kv state of one bucket of a primary-key table. `Send + Sync`.
@@ -160,7 +187,10 @@ pub struct KvTablet {
 
 impl KvTablet {
     fn kv_error(&self) -> impl FnOnce(fjall::Error) -> Error + '_ {
-        |source| Error::Kv { path: self.path.clone(), source }
+        |source| Error::Kv {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -209,9 +239,15 @@ impl KvTablet {
                 requested: applied_log_end_offset,
             });
         }
-        if let Some((key, _)) = changes.iter().find(|(k, _)| k.as_ref().len() > KEY_BYTES_MAX) {
+        if let Some((key, _)) = changes
+            .iter()
+            .find(|(k, _)| k.as_ref().len() > KEY_BYTES_MAX)
+        {
             let key_bytes = key.as_ref().len();
-            return Err(Error::KeyTooLarge { key_bytes, key_bytes_max: KEY_BYTES_MAX });
+            return Err(Error::KeyTooLarge {
+                key_bytes,
+                key_bytes_max: KEY_BYTES_MAX,
+            });
         }
         let mut batch = self.db.batch();
         for (key, value) in changes {
@@ -220,7 +256,11 @@ impl KvTablet {
                 None => batch.remove(&self.data, key.as_ref()),
             }
         }
-        batch.insert(&self.meta, self.offset_key.as_slice(), applied_log_end_offset.to_le_bytes());
+        batch.insert(
+            &self.meta,
+            self.offset_key.as_slice(),
+            applied_log_end_offset.to_le_bytes(),
+        );
         batch.commit().map_err(self.kv_error())
     }
 
@@ -260,14 +300,20 @@ mod tests {
             .iter()
             .map(|e| {
                 let (k, v) = e.unwrap();
-                (String::from_utf8(k.to_vec()).unwrap(), String::from_utf8(v.to_vec()).unwrap())
+                (
+                    String::from_utf8(k.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                )
             })
             .collect();
         (entries, tablet.applied_offset().unwrap())
     }
 
     fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-        items.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -309,9 +355,22 @@ mod tests {
         drop(tablet);
         store.drop_tablet("t1_b0").unwrap();
         assert_eq!(store.tablet_names(), vec!["t1_b1"]);
-        assert_eq!(store.open_tablet("t1_b0").unwrap().applied_offset().unwrap(), 0);
-        assert!(matches!(store.open_tablet("bad name"), Err(Error::InvalidTabletName { .. })));
-        assert!(matches!(store.open_tablet(""), Err(Error::InvalidTabletName { .. })));
+        assert_eq!(
+            store
+                .open_tablet("t1_b0")
+                .unwrap()
+                .applied_offset()
+                .unwrap(),
+            0
+        );
+        assert!(matches!(
+            store.open_tablet("bad name"),
+            Err(Error::InvalidTabletName { .. })
+        ));
+        assert!(matches!(
+            store.open_tablet(""),
+            Err(Error::InvalidTabletName { .. })
+        ));
     }
 
     /// Not a test: measures apply throughput. Run with
@@ -333,14 +392,20 @@ mod tests {
                     (key.to_be_bytes().to_vec(), Some(value.as_slice()))
                 })
                 .collect();
-            tablet.apply(&changes, (batch * batch_rows + batch_rows) as i64).unwrap();
+            tablet
+                .apply(&changes, (batch * batch_rows + batch_rows) as i64)
+                .unwrap();
         }
         let elapsed = started.elapsed();
         store.persist().unwrap();
         let probe = std::time::Instant::now();
         let mut hits = 0;
         for i in 0..100_000u64 {
-            if tablet.get(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes()).unwrap().is_some() {
+            if tablet
+                .get(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes())
+                .unwrap()
+                .is_some()
+            {
                 hits += 1;
             }
         }

@@ -14,6 +14,10 @@
 //! at the first defect, and trusts rolled segments (their framing is still checked, and a defect
 //! there is reported as corruption instead of silently dropping data in the middle of the log).
 //!
+//! Resources: every segment keeps its file open (one descriptor per segment) and its sparse
+//! index in memory (24 bytes per `index_interval_bytes` of log: 1.5 MiB for a 256 MiB segment
+//! at the default 4 KiB), so both grow with retained log, which retention bounds.
+//!
 //! Concurrency: one mutex guards the segment list and the write position; appends hold it
 //! while they write to the page cache, reads only while they locate the start position. fsync
 //! runs outside it, on the blocking pool, under a separate group-commit lock: the first waiter
@@ -133,7 +137,9 @@ struct State {
 
 impl State {
     fn active(&mut self) -> &mut Segment {
-        self.segments.last_mut().expect("a log tablet always has an active segment")
+        self.segments
+            .last_mut()
+            .expect("a log tablet always has an active segment")
     }
 
     fn log_start_offset(&self) -> i64 {
@@ -141,8 +147,15 @@ impl State {
     }
 
     fn check_invariants(&self) {
-        debug_assert!(self.segments.windows(2).all(|w| w[0].next_offset == w[1].base_offset));
-        debug_assert_eq!(self.segments.last().map(|s| s.next_offset), Some(self.log_end_offset));
+        debug_assert!(
+            self.segments
+                .windows(2)
+                .all(|w| w[0].next_offset == w[1].base_offset)
+        );
+        debug_assert_eq!(
+            self.segments.last().map(|s| s.next_offset),
+            Some(self.log_end_offset)
+        );
     }
 }
 
@@ -164,7 +177,11 @@ impl LogTablet {
     /// that survives recovery is on disk, so the high watermark starts at the log end offset.
     pub fn open(dir: &Path, config: LogConfig) -> Result<Self> {
         config.validate()?;
+        let created = !dir.exists();
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        if created && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            segment::sync_dir(parent)?;
+        }
         let bases = list_segments(dir)?;
         let mut writers = WriterTable::default();
         let mut segments = Vec::with_capacity(bases.len().max(1));
@@ -194,25 +211,37 @@ impl LogTablet {
                     writers = snapshot;
                 }
                 for &base in closed {
-                    let segment = Segment::open_closed(dir, base, interval, replay_closed, |header| {
-                        if replay_closed {
-                            record(&mut writers, header);
-                        }
-                    })?;
+                    let segment =
+                        Segment::open_closed(dir, base, interval, replay_closed, |header| {
+                            if replay_closed {
+                                record(&mut writers, header);
+                            }
+                        })?;
                     expect_contiguous(&segments, &segment)?;
                     segments.push(segment);
                 }
                 let (active, _cut_bytes) =
-                    Segment::recover_active(dir, active_base, interval, |h| record(&mut writers, h))?;
+                    Segment::recover_active(dir, active_base, interval, |h| {
+                        record(&mut writers, h)
+                    })?;
                 expect_contiguous(&segments, &active)?;
                 segments.push(active);
             }
         }
         remove_stale_files(dir, &segments);
         let log_end_offset = segments.last().map_or(0, |s| s.next_offset);
-        let last_commit_timestamp_ms =
-            segments.iter().filter_map(|s| s.max_timestamp_ms).max().unwrap_or(i64::MIN);
-        let state = State { segments, log_end_offset, last_commit_timestamp_ms, writers, failed: false };
+        let last_commit_timestamp_ms = segments
+            .iter()
+            .filter_map(|s| s.max_timestamp_ms)
+            .max()
+            .unwrap_or(i64::MIN);
+        let state = State {
+            segments,
+            log_end_offset,
+            last_commit_timestamp_ms,
+            writers,
+            failed: false,
+        };
         state.check_invariants();
         Ok(LogTablet {
             dir: dir.to_path_buf(),
@@ -250,7 +279,9 @@ impl LogTablet {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock is a bug; the state itself stays consistent because
         // every mutation happens after its I/O succeeded.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Appends the batches in `batches` (the `records` of a produce request) with
@@ -268,10 +299,17 @@ impl LogTablet {
     }
 
     /// Assigns offsets and writes the batches to the page cache, under the state lock.
-    fn write(&self, buf: &[u8], spans: &[BatchSpan], commit_timestamp_ms: i64) -> Result<AppendInfo> {
+    fn write(
+        &self,
+        buf: &[u8],
+        spans: &[BatchSpan],
+        commit_timestamp_ms: i64,
+    ) -> Result<AppendInfo> {
         let mut state = self.lock();
         if state.failed {
-            return Err(Error::TabletFailed { dir: self.dir.clone() });
+            return Err(Error::TabletFailed {
+                dir: self.dir.clone(),
+            });
         }
         // Decide every batch before writing any, so an out-of-order batch rejects the append
         // as a whole.
@@ -326,7 +364,11 @@ impl LogTablet {
             bytes.clear();
             bytes.extend_from_slice(&buf[span.range()]);
             batch::stamp_offset_and_timestamp(&mut bytes, base_offset, commit_timestamp_ms);
-            let written = BatchHeader { base_offset, commit_timestamp_ms, ..h };
+            let written = BatchHeader {
+                base_offset,
+                commit_timestamp_ms,
+                ..h
+            };
             self.write_to_active(&mut state, &bytes, &written)?;
             appended.push(AppendedBatch {
                 base_offset,
@@ -393,7 +435,11 @@ impl LogTablet {
         active.write_index_file(&self.dir)?;
         let old_base = active.base_offset;
         let snapshot = state.writers.encode();
-        segment::write_file_durably(&self.dir, &segment::writers_path(&self.dir, new_base), &snapshot)?;
+        segment::write_file_durably(
+            &self.dir,
+            &segment::writers_path(&self.dir, new_base),
+            &snapshot,
+        )?;
         let segment = Segment::create(&self.dir, new_base)?;
         segment::sync_dir(&self.dir)?;
         state.segments.push(segment);
@@ -427,7 +473,9 @@ impl LogTablet {
         let (end, file, path) = {
             let mut state = self.lock();
             if state.failed {
-                return Err(Error::TabletFailed { dir: self.dir.clone() });
+                return Err(Error::TabletFailed {
+                    dir: self.dir.clone(),
+                });
             }
             let end = state.log_end_offset;
             let active = state.active();
@@ -510,43 +558,65 @@ impl LogTablet {
             if fetch_offset >= bound {
                 return Ok(Bytes::new());
             }
-            let at = state.segments.partition_point(|s| s.base_offset <= fetch_offset) - 1;
+            let at = state
+                .segments
+                .partition_point(|s| s.base_offset <= fetch_offset)
+                - 1;
             let segment = &state.segments[at];
-            let start = segment.index.floor_by_offset(fetch_offset).map_or(
-                (0, segment.base_offset),
-                |e| (e.position, e.offset),
-            );
-            (segment.file.clone(), segment.path.clone(), start, segment.size_bytes, segment.base_offset)
+            let start = segment
+                .index
+                .floor_by_offset(fetch_offset)
+                .map_or((0, segment.base_offset), |e| (e.position, e.offset));
+            (
+                segment.file.clone(),
+                segment.path.clone(),
+                start,
+                segment.size_bytes,
+                segment.base_offset,
+            )
         };
         debug_assert!(segment_base <= fetch_offset);
         let mut range: Option<(u64, u64)> = None;
-        let end = segment::scan_batches(&file, &path, start.0, segment_bytes, start.1, false, |position, h| {
-            if h.next_offset() <= fetch_offset {
-                return true;
-            }
-            if h.next_offset() > bound {
-                return false;
-            }
-            let size = h.size_bytes() as u64;
-            match &mut range {
-                None => range = Some((position, position + size)),
-                Some((first, end)) => {
-                    if end.saturating_sub(*first) + size > max_bytes as u64 {
-                        return false;
-                    }
-                    *end += size;
+        let end = segment::scan_batches(
+            &file,
+            &path,
+            start.0,
+            segment_bytes,
+            start.1,
+            false,
+            |position, h| {
+                if h.next_offset() <= fetch_offset {
+                    return true;
                 }
-            }
-            true
-        })?;
+                if h.next_offset() > bound {
+                    return false;
+                }
+                let size = h.size_bytes() as u64;
+                match &mut range {
+                    None => range = Some((position, position + size)),
+                    Some((first, end)) => {
+                        if end.saturating_sub(*first) + size > max_bytes as u64 {
+                            return false;
+                        }
+                        *end += size;
+                    }
+                }
+                true
+            },
+        )?;
         if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment { path, position, reason });
+            return Err(Error::CorruptSegment {
+                path,
+                position,
+                reason,
+            });
         }
         let Some((first, end)) = range else {
             return Ok(Bytes::new());
         };
         let mut out = vec![0u8; (end - first) as usize];
-        file.read_exact_at(&mut out, first).map_err(io_error(&path))?;
+        file.read_exact_at(&mut out, first)
+            .map_err(io_error(&path))?;
         Ok(Bytes::from(out))
     }
 
@@ -557,8 +627,10 @@ impl LogTablet {
         let high_watermark = self.high_watermark();
         let (file, path, start, segment_bytes) = {
             let state = self.lock();
-            let Some(segment) =
-                state.segments.iter().find(|s| s.max_timestamp_ms.is_some_and(|t| t >= timestamp_ms))
+            let Some(segment) = state
+                .segments
+                .iter()
+                .find(|s| s.max_timestamp_ms.is_some_and(|t| t >= timestamp_ms))
             else {
                 return Ok(high_watermark);
             };
@@ -566,18 +638,35 @@ impl LogTablet {
                 .index
                 .floor_before_timestamp(timestamp_ms)
                 .map_or((0, segment.base_offset), |e| (e.position, e.offset));
-            (segment.file.clone(), segment.path.clone(), start, segment.size_bytes)
+            (
+                segment.file.clone(),
+                segment.path.clone(),
+                start,
+                segment.size_bytes,
+            )
         };
         let mut found = None;
-        let end = segment::scan_batches(&file, &path, start.0, segment_bytes, start.1, false, |_, h| {
-            if h.commit_timestamp_ms >= timestamp_ms {
-                found = Some(h.base_offset);
-                return false;
-            }
-            true
-        })?;
+        let end = segment::scan_batches(
+            &file,
+            &path,
+            start.0,
+            segment_bytes,
+            start.1,
+            false,
+            |_, h| {
+                if h.commit_timestamp_ms >= timestamp_ms {
+                    found = Some(h.base_offset);
+                    return false;
+                }
+                true
+            },
+        )?;
         if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment { path, position, reason });
+            return Err(Error::CorruptSegment {
+                path,
+                position,
+                reason,
+            });
         }
         Ok(found.map_or(high_watermark, |offset| offset.min(high_watermark)))
     }
@@ -589,8 +678,11 @@ impl LogTablet {
         let target = offset.min(self.high_watermark());
         let (removed, log_start_offset) = {
             let mut state = self.lock();
-            let count =
-                state.segments.windows(2).take_while(|w| w[1].base_offset <= target).count();
+            let count = state
+                .segments
+                .windows(2)
+                .take_while(|w| w[1].base_offset <= target)
+                .count();
             let removed: Vec<Segment> = state.segments.drain(..count).collect();
             state.check_invariants();
             (removed, state.log_start_offset())
@@ -599,7 +691,9 @@ impl LogTablet {
             std::fs::remove_file(&segment.path).map_err(io_error(&segment.path))?;
             let index = segment::index_path(&self.dir, segment.base_offset);
             match std::fs::remove_file(&index) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(index)(e)),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_error(index)(e));
+                }
                 _ => {}
             }
         }
@@ -611,7 +705,11 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
         let entry = entry.map_err(io_error(dir))?;
-        if let Some(base) = entry.file_name().to_str().and_then(|n| segment::parse_file_name(n, "log")) {
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| segment::parse_file_name(n, "log"))
+        {
             bases.push(base);
         }
     }
@@ -636,7 +734,9 @@ fn expect_contiguous(previous: &[Segment], next: &Segment) -> Result<()> {
 /// Removes leftovers of interrupted rolls and retention: temp files, and index or writer files
 /// without a segment. Best effort: a leftover is harmless, only untidy.
 fn remove_stale_files(dir: &Path, segments: &[Segment]) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let active_base = segments.last().map(|s| s.base_offset);
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -667,9 +767,18 @@ mod tests {
     impl Harness {
         fn new(segment_bytes_max: u64, fsync: FsyncPolicy) -> Self {
             let dir = tempfile::tempdir().unwrap();
-            let config = LogConfig { segment_bytes_max, index_interval_bytes: 256, fsync, writers_max: 100 };
+            let config = LogConfig {
+                segment_bytes_max,
+                index_interval_bytes: 256,
+                fsync,
+                writers_max: 100,
+            };
             let tablet = LogTablet::open(dir.path(), config).unwrap();
-            Harness { dir, config, tablet }
+            Harness {
+                dir,
+                config,
+                tablet,
+            }
         }
 
         fn reopen(&mut self) {
@@ -683,7 +792,11 @@ mod tests {
 
         /// Appends one batch of `records` records; returns its (base, last) offsets.
         async fn append(&self, records: i32, payload_bytes: usize) -> (i64, i64) {
-            let info = self.tablet.append(Bytes::from(batch_with(records, payload_bytes)), 1000).await.unwrap();
+            let info = self
+                .tablet
+                .append(Bytes::from(batch_with(records, payload_bytes)), 1000)
+                .await
+                .unwrap();
             (info.base_offset, info.last_offset)
         }
 
@@ -695,7 +808,10 @@ mod tests {
             while offset < self.tablet.high_watermark() {
                 let bytes = self.tablet.read(offset, max_bytes).unwrap();
                 let spans = batch::split_batches(&bytes).unwrap();
-                assert!(!spans.is_empty(), "a read below the high watermark returns a batch");
+                assert!(
+                    !spans.is_empty(),
+                    "a read below the high watermark returns a batch"
+                );
                 let first = spans[0].header;
                 assert!(first.base_offset <= offset && offset <= first.last_offset());
                 for span in &spans {
@@ -741,18 +857,33 @@ mod tests {
             assert_eq!(last - base + 1, i64::from(records));
             expected.push((base, records, 1000));
         }
-        assert!(h.segment_files().len() > 5, "small segments roll: {:?}", h.segment_files());
-        assert_eq!(expect_contiguous_from(0, &expected), h.tablet.high_watermark());
+        assert!(
+            h.segment_files().len() > 5,
+            "small segments roll: {:?}",
+            h.segment_files()
+        );
+        assert_eq!(
+            expect_contiguous_from(0, &expected),
+            h.tablet.high_watermark()
+        );
         for max_bytes in [1, 200, 1000, 1 << 20] {
             assert_eq!(h.read_all(0, max_bytes), expected, "max_bytes {max_bytes}");
         }
         h.reopen();
-        assert_eq!(h.read_all(0, 300), expected, "after reopen (index files of rolled segments)");
+        assert_eq!(
+            h.read_all(0, 300),
+            expected,
+            "after reopen (index files of rolled segments)"
+        );
         for name in h.segment_files() {
             std::fs::remove_file(h.dir.path().join(name.replace(".log", ".index"))).ok();
         }
         h.reopen();
-        assert_eq!(h.read_all(0, 300), expected, "after reopen with indexes rebuilt");
+        assert_eq!(
+            h.read_all(0, 300),
+            expected,
+            "after reopen with indexes rebuilt"
+        );
         let (base, _) = h.append(2, 10).await;
         assert_eq!(base, h.tablet.high_watermark() - 2);
     }
@@ -764,16 +895,36 @@ mod tests {
         h.append(5, 50).await; // 10..=14
         h.append(1, 50).await; // 15
         let bases = |bytes: Bytes| -> Vec<i64> {
-            batch::split_batches(&bytes).unwrap().iter().map(|s| s.header.base_offset).collect()
+            batch::split_batches(&bytes)
+                .unwrap()
+                .iter()
+                .map(|s| s.header.base_offset)
+                .collect()
         };
         assert_eq!(bases(h.tablet.read(7, 1 << 20).unwrap()), vec![0, 10, 15]);
         assert_eq!(bases(h.tablet.read(10, 1 << 20).unwrap()), vec![10, 15]);
-        assert_eq!(bases(h.tablet.read(3, 1).unwrap()), vec![0], "one whole batch over max_bytes");
-        assert_eq!(bases(h.tablet.read_bounded(0, 1 << 20, 15).unwrap()), vec![0, 10]);
-        assert_eq!(bases(h.tablet.read_bounded(0, 1 << 20, 12).unwrap()), vec![0]);
-        assert!(h.tablet.read(16, 100).unwrap().is_empty(), "at the high watermark");
+        assert_eq!(
+            bases(h.tablet.read(3, 1).unwrap()),
+            vec![0],
+            "one whole batch over max_bytes"
+        );
+        assert_eq!(
+            bases(h.tablet.read_bounded(0, 1 << 20, 15).unwrap()),
+            vec![0, 10]
+        );
+        assert_eq!(
+            bases(h.tablet.read_bounded(0, 1 << 20, 12).unwrap()),
+            vec![0]
+        );
+        assert!(
+            h.tablet.read(16, 100).unwrap().is_empty(),
+            "at the high watermark"
+        );
         for bad in [-1, 17] {
-            assert!(matches!(h.tablet.read(bad, 100), Err(Error::OffsetOutOfRange { .. })));
+            assert!(matches!(
+                h.tablet.read(bad, 100),
+                Err(Error::OffsetOutOfRange { .. })
+            ));
         }
     }
 
@@ -795,7 +946,11 @@ mod tests {
         assert_eq!(h.tablet.high_watermark(), 3 * intact as i64);
         assert_eq!(h.read_all(0, 1 << 20), before[..intact]);
         let (base, _) = h.append(3, 40).await;
-        assert_eq!(base, 3 * intact as i64, "appends continue right after the intact prefix");
+        assert_eq!(
+            base,
+            3 * intact as i64,
+            "appends continue right after the intact prefix"
+        );
         h.reopen();
         assert_eq!(h.tablet.high_watermark(), 3 * intact as i64 + 3);
     }
@@ -838,8 +993,15 @@ mod tests {
                 tokio::spawn(async move {
                     let mut ranges = Vec::new();
                     for _ in 0..20 {
-                        let info = h.tablet.append(Bytes::from(batch_with(4, 64)), 5).await.unwrap();
-                        assert!(h.tablet.high_watermark() > info.last_offset, "acked means durable");
+                        let info = h
+                            .tablet
+                            .append(Bytes::from(batch_with(4, 64)), 5)
+                            .await
+                            .unwrap();
+                        assert!(
+                            h.tablet.high_watermark() > info.last_offset,
+                            "acked means durable"
+                        );
                         ranges.push((info.base_offset, info.last_offset));
                     }
                     ranges
@@ -860,7 +1022,10 @@ mod tests {
         assert_eq!(next, 32 * 20 * 4);
         assert_eq!(h.tablet.high_watermark(), next);
         let fsyncs = h.tablet.fsync_count();
-        assert!(fsyncs < 32 * 20 / 4, "{fsyncs} fsyncs for 640 appends: group commit is not sharing");
+        assert!(
+            fsyncs < 32 * 20 / 4,
+            "{fsyncs} fsyncs for 640 appends: group commit is not sharing"
+        );
     }
 
     #[tokio::test]
@@ -869,14 +1034,29 @@ mod tests {
         let mut at = Vec::new();
         for (i, ts) in [100, 200, 200, 300, 150, 400].iter().enumerate() {
             for _ in 0..5 {
-                let info = h.tablet.append(Bytes::from(batch_with(2, 60)), *ts).await.unwrap();
+                let info = h
+                    .tablet
+                    .append(Bytes::from(batch_with(2, 60)), *ts)
+                    .await
+                    .unwrap();
                 at.push((info.base_offset, info.commit_timestamp_ms));
             }
-            assert!(i < 4 || at.last().unwrap().1 >= 300, "commit timestamps never decrease");
+            assert!(
+                i < 4 || at.last().unwrap().1 >= 300,
+                "commit timestamps never decrease"
+            );
         }
-        let expect = |ts: i64| at.iter().find(|(_, t)| *t >= ts).map_or(h.tablet.high_watermark(), |(o, _)| *o);
+        let expect = |ts: i64| {
+            at.iter()
+                .find(|(_, t)| *t >= ts)
+                .map_or(h.tablet.high_watermark(), |(o, _)| *o)
+        };
         for ts in [0, 100, 101, 150, 200, 250, 300, 301, 400, 401, 10_000] {
-            assert_eq!(h.tablet.offset_for_timestamp(ts).unwrap(), expect(ts), "ts {ts}");
+            assert_eq!(
+                h.tablet.offset_for_timestamp(ts).unwrap(),
+                expect(ts),
+                "ts {ts}"
+            );
         }
         assert_eq!(expect(401), h.tablet.high_watermark());
         assert_eq!(expect(250), 30, "the clamped 150-batches carry 300");
@@ -885,21 +1065,43 @@ mod tests {
     #[tokio::test]
     async fn duplicate_batches_are_acknowledged_with_their_original_offsets() {
         let mut h = Harness::new(1024, FsyncPolicy::Always);
-        let send = |seq: i32| build_batch(&BatchSpec { writer_id: 42, batch_sequence: seq, record_count: 3, payload: vec![1; 300], ..Default::default() });
+        let send = |seq: i32| {
+            build_batch(&BatchSpec {
+                writer_id: 42,
+                batch_sequence: seq,
+                record_count: 3,
+                payload: vec![1; 300],
+                ..Default::default()
+            })
+        };
         let first = h.tablet.append(Bytes::from(send(0)), 1).await.unwrap();
         let second = h.tablet.append(Bytes::from(send(1)), 1).await.unwrap();
         let again = h.tablet.append(Bytes::from(send(0)), 1).await.unwrap();
         assert!(again.batches[0].duplicate);
-        assert_eq!((again.base_offset, again.last_offset), (first.base_offset, first.last_offset));
-        assert_eq!(h.tablet.high_watermark(), 6, "the duplicate was not written");
+        assert_eq!(
+            (again.base_offset, again.last_offset),
+            (first.base_offset, first.last_offset)
+        );
+        assert_eq!(
+            h.tablet.high_watermark(),
+            6,
+            "the duplicate was not written"
+        );
         assert!(matches!(
             h.tablet.append(Bytes::from(send(5)), 1).await,
-            Err(Error::OutOfOrderSequence { writer_id: 42, expected: 2, received: 5 })
+            Err(Error::OutOfOrderSequence {
+                writer_id: 42,
+                expected: 2,
+                received: 5
+            })
         ));
         for seq in 2..8 {
             h.tablet.append(Bytes::from(send(seq)), 1).await.unwrap();
         }
-        assert!(h.segment_files().len() > 2, "rolled, so the writer snapshot is in play");
+        assert!(
+            h.segment_files().len() > 2,
+            "rolled, so the writer snapshot is in play"
+        );
         for reopen_rebuilding_snapshot in [false, true] {
             if reopen_rebuilding_snapshot {
                 for entry in std::fs::read_dir(h.dir.path()).unwrap() {
@@ -913,7 +1115,10 @@ mod tests {
             let again = h.tablet.append(Bytes::from(send(6)), 1).await.unwrap();
             assert!(again.batches[0].duplicate, "writer state survives reopen");
             assert_eq!(again.base_offset, 18);
-            assert!(matches!(h.tablet.append(Bytes::from(send(0)), 1).await, Err(Error::OutOfOrderSequence { .. })));
+            assert!(matches!(
+                h.tablet.append(Bytes::from(send(0)), 1).await,
+                Err(Error::OutOfOrderSequence { .. })
+            ));
         }
         let next = h.tablet.append(Bytes::from(send(8)), 1).await.unwrap();
         assert_eq!((next.base_offset, next.batches[0].duplicate), (24, false));
@@ -931,7 +1136,10 @@ mod tests {
         let start = h.tablet.truncate_before(31).unwrap();
         assert!(start > 0 && start <= 31, "log start {start}");
         assert!(h.segment_files().len() < segments_before);
-        assert!(matches!(h.tablet.read(start - 1, 100), Err(Error::OffsetOutOfRange { .. })));
+        assert!(matches!(
+            h.tablet.read(start - 1, 100),
+            Err(Error::OffsetOutOfRange { .. })
+        ));
         let expected = h.read_all(start, 500);
         assert_eq!(expected.first().map(|b| b.0), Some(start));
         h.reopen();
@@ -946,7 +1154,10 @@ mod tests {
     async fn wait_for_data_wakes_on_append_and_times_out() {
         let h = Arc::new(Harness::new(1 << 20, FsyncPolicy::Group { window_ms: 1 }));
         let started = std::time::Instant::now();
-        assert_eq!(h.tablet.wait_for_data(0, Duration::from_millis(30)).await, 0);
+        assert_eq!(
+            h.tablet.wait_for_data(0, Duration::from_millis(30)).await,
+            0
+        );
         assert!(started.elapsed() >= Duration::from_millis(30));
         let waiter = {
             let h = h.clone();
@@ -966,19 +1177,45 @@ mod tests {
         corrupt[last] ^= 0xff;
         let mut truncated = batch_with(2, 30);
         truncated.pop();
-        assert!(matches!(h.tablet.append(Bytes::new(), 0).await, Err(Error::EmptyAppend)));
-        assert!(matches!(h.tablet.append(Bytes::from(corrupt), 0).await, Err(Error::CrcMismatch { .. })));
-        assert!(matches!(h.tablet.append(Bytes::from(truncated), 0).await, Err(Error::MalformedBatch { .. })));
-        assert!(matches!(h.tablet.append(Bytes::from_static(b"garbage garbage"), 0).await, Err(Error::MalformedBatch { .. })));
-        assert_eq!((h.tablet.log_end_offset(), h.tablet.high_watermark()), (1, 1));
+        assert!(matches!(
+            h.tablet.append(Bytes::new(), 0).await,
+            Err(Error::EmptyAppend)
+        ));
+        assert!(matches!(
+            h.tablet.append(Bytes::from(corrupt), 0).await,
+            Err(Error::CrcMismatch { .. })
+        ));
+        assert!(matches!(
+            h.tablet.append(Bytes::from(truncated), 0).await,
+            Err(Error::MalformedBatch { .. })
+        ));
+        assert!(matches!(
+            h.tablet
+                .append(Bytes::from_static(b"garbage garbage"), 0)
+                .await,
+            Err(Error::MalformedBatch { .. })
+        ));
+        assert_eq!(
+            (h.tablet.log_end_offset(), h.tablet.high_watermark()),
+            (1, 1)
+        );
     }
 
     #[derive(Debug, Clone)]
     enum Op {
-        Append { records: i32, payload_bytes: usize, ts_step_ms: i64 },
+        Append {
+            records: i32,
+            payload_bytes: usize,
+            ts_step_ms: i64,
+        },
         Reopen,
-        Read { at_permille: u16, max_bytes: usize },
-        Truncate { at_permille: u16 },
+        Read {
+            at_permille: u16,
+            max_bytes: usize,
+        },
+        Truncate {
+            at_permille: u16,
+        },
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -996,8 +1233,14 @@ mod tests {
     /// list of (base offset, record count, commit timestamp) per batch.
     #[test]
     fn log_tablet_agrees_with_a_model() {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let config = proptest::test_runner::Config { cases: 24, ..Default::default() };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = proptest::test_runner::Config {
+            cases: 24,
+            ..Default::default()
+        };
         proptest::proptest!(config, |(ops in proptest::collection::vec(op(), 1..60))| {
             let mut h = Harness::new(1024, FsyncPolicy::Never);
             let mut model: Vec<(i64, i32, i64)> = Vec::new();
@@ -1057,7 +1300,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore]
     async fn log_append_throughput() {
-        for fsync in [FsyncPolicy::Never, FsyncPolicy::Always, FsyncPolicy::Group { window_ms: 0 }, FsyncPolicy::Group { window_ms: 2 }] {
+        for fsync in [
+            FsyncPolicy::Never,
+            FsyncPolicy::Always,
+            FsyncPolicy::Group { window_ms: 0 },
+            FsyncPolicy::Group { window_ms: 2 },
+        ] {
             for appenders in [1usize, 16, 64] {
                 let h = Arc::new(Harness::new(64 << 20, fsync));
                 let per_appender = 4000 / appenders;

@@ -68,7 +68,11 @@ pub enum Error {
         "log record batch at byte {position} has crc {stored:#010x} but its bytes hash to \
          {computed:#010x}; it was corrupted in transit or on disk, re-send it"
     )]
-    CrcMismatch { position: u64, stored: u32, computed: u32 },
+    CrcMismatch {
+        position: u64,
+        stored: u32,
+        computed: u32,
+    },
 
     #[error("append carries no log record batch; send at least one batch")]
     EmptyAppend,
@@ -77,19 +81,31 @@ pub enum Error {
         "offset {offset} is out of range [{log_start_offset}, {high_watermark}]; fetch from an \
          offset in that range (list offsets gives the earliest and latest)"
     )]
-    OffsetOutOfRange { offset: i64, log_start_offset: i64, high_watermark: i64 },
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        high_watermark: i64,
+    },
 
     #[error(
         "writer {writer_id} sent batch sequence {received} but the next expected is {expected}; \
          the writer must reset its sequence numbers"
     )]
-    OutOfOrderSequence { writer_id: i64, expected: i32, received: i32 },
+    OutOfOrderSequence {
+        writer_id: i64,
+        expected: i32,
+        received: i32,
+    },
 
     #[error(
         "log segment {path} is corrupt at byte {position}: {reason}; restore this bucket \
          directory or move the damaged segment and every later one aside"
     )]
-    CorruptSegment { path: PathBuf, position: u64, reason: String },
+    CorruptSegment {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
 
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -120,10 +136,19 @@ pub enum Error {
     #[error(
         "kv tablet {tablet} has applied the log up to offset {applied} and cannot go back to          {requested}; replay the log from applied_offset()"
     )]
-    AppliedOffsetRegressed { tablet: String, applied: i64, requested: i64 },
+    AppliedOffsetRegressed {
+        tablet: String,
+        applied: i64,
+        requested: i64,
+    },
 
-    #[error("kv key of {key_bytes} bytes is longer than {key_bytes_max} bytes; use a shorter primary key")]
-    KeyTooLarge { key_bytes: usize, key_bytes_max: usize },
+    #[error(
+        "kv key of {key_bytes} bytes is longer than {key_bytes_max} bytes; use a shorter primary key"
+    )]
+    KeyTooLarge {
+        key_bytes: usize,
+        key_bytes_max: usize,
+    },
 
     #[error("kv store {path}: {reason}; the store is damaged, rebuild the tablet from the log")]
     CorruptKv { path: PathBuf, reason: String },

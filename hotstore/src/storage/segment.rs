@@ -45,7 +45,9 @@ pub(crate) fn write_file_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Resul
 }
 
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(dir))
 }
 
 /// How a scan ended.
@@ -82,10 +84,16 @@ pub(crate) fn scan_batches(
             return Ok(ScanEnd::Defect { position, reason });
         }
         let header_len = available.min(HEADER_READ_BYTES as u64) as usize;
-        file.read_exact_at(&mut header_buf[..header_len], position).map_err(io_error(path))?;
+        file.read_exact_at(&mut header_buf[..header_len], position)
+            .map_err(io_error(path))?;
         let header = match BatchHeader::parse(&header_buf[..header_len], position) {
             Ok(header) => header,
-            Err(err) => return Ok(ScanEnd::Defect { position, reason: err.to_string() }),
+            Err(err) => {
+                return Ok(ScanEnd::Defect {
+                    position,
+                    reason: err.to_string(),
+                });
+            }
         };
         let size = header.size_bytes() as u64;
         if size > available {
@@ -93,15 +101,21 @@ pub(crate) fn scan_batches(
             return Ok(ScanEnd::Defect { position, reason });
         }
         if header.base_offset != expected_offset {
-            let reason =
-                format!("batch base offset {} where {expected_offset} was expected", header.base_offset);
+            let reason = format!(
+                "batch base offset {} where {expected_offset} was expected",
+                header.base_offset
+            );
             return Ok(ScanEnd::Defect { position, reason });
         }
         if verify_crc {
             batch_buf.resize(size as usize, 0);
-            file.read_exact_at(&mut batch_buf, position).map_err(io_error(path))?;
+            file.read_exact_at(&mut batch_buf, position)
+                .map_err(io_error(path))?;
             if let Err(err) = batch::verify_crc(&batch_buf, &header, position) {
-                return Ok(ScanEnd::Defect { position, reason: err.to_string() });
+                return Ok(ScanEnd::Defect {
+                    position,
+                    reason: err.to_string(),
+                });
             }
         }
         if !visit(position, &header) {
@@ -224,7 +238,11 @@ impl Segment {
             },
         )?;
         if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment { path: segment.path, position, reason });
+            return Err(Error::CorruptSegment {
+                path: segment.path,
+                position,
+                reason,
+            });
         }
         segment.index = loaded.unwrap_or(rebuilt);
         segment.next_offset = next_offset;
@@ -246,11 +264,19 @@ impl Segment {
         segment.size_bytes = 0;
         let file = segment.file.clone();
         let path = segment.path.clone();
-        let end = scan_batches(&file, &path, 0, file_bytes, base_offset, true, |_, header| {
-            segment.on_appended(header, interval_bytes);
-            visit(header);
-            true
-        })?;
+        let end = scan_batches(
+            &file,
+            &path,
+            0,
+            file_bytes,
+            base_offset,
+            true,
+            |_, header| {
+                segment.on_appended(header, interval_bytes);
+                visit(header);
+                true
+            },
+        )?;
         let mut cut_bytes = 0;
         if let ScanEnd::Defect { position, reason } = end {
             debug_assert_eq!(position, segment.size_bytes);
@@ -270,7 +296,11 @@ impl Segment {
 
     /// Persists the index of a segment being rolled.
     pub fn write_index_file(&self, dir: &Path) -> Result<()> {
-        write_file_durably(dir, &index_path(dir, self.base_offset), &self.index.encode())
+        write_file_durably(
+            dir,
+            &index_path(dir, self.base_offset),
+            &self.index.encode(),
+        )
     }
 }
 
@@ -284,6 +314,9 @@ mod tests {
         assert_eq!(parse_file_name("00000000000000000042.index", "log"), None);
         assert_eq!(parse_file_name("42.log", "log"), None);
         assert_eq!(parse_file_name("0000000000000000004x.log", "log"), None);
-        assert_eq!(log_path(Path::new("/d"), 7), Path::new("/d/00000000000000000007.log"));
+        assert_eq!(
+            log_path(Path::new("/d"), 7),
+            Path::new("/d/00000000000000000007.log")
+        );
     }
 }

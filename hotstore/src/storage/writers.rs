@@ -26,7 +26,11 @@ pub(crate) enum SequenceCheck {
 }
 
 fn next_sequence(sequence: i32) -> i32 {
-    if sequence == i32::MAX { 0 } else { sequence + 1 }
+    if sequence == i32::MAX {
+        0
+    } else {
+        sequence + 1
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,7 +42,11 @@ impl WriterTable {
     /// Decides what to do with batch `sequence` of `writer_id`, given that `pending` lists the
     /// (writer, sequence) pairs accepted earlier in the same append.
     pub fn check(&self, writer_id: i64, sequence: i32, pending: &[(i64, i32)]) -> SequenceCheck {
-        let last_pending = pending.iter().rev().find(|(w, _)| *w == writer_id).map(|(_, s)| *s);
+        let last_pending = pending
+            .iter()
+            .rev()
+            .find(|(w, _)| *w == writer_id)
+            .map(|(_, s)| *s);
         let recent = self.writers.get(&writer_id);
         if let Some(meta) = recent.and_then(|r| r.iter().find(|m| m.sequence == sequence)) {
             return SequenceCheck::Duplicate(*meta);
@@ -47,7 +55,9 @@ impl WriterTable {
         match last {
             None => SequenceCheck::Append,
             Some(last) if next_sequence(last) == sequence => SequenceCheck::Append,
-            Some(last) => SequenceCheck::OutOfOrder { expected: next_sequence(last) },
+            Some(last) => SequenceCheck::OutOfOrder {
+                expected: next_sequence(last),
+            },
         }
     }
 
@@ -148,7 +158,15 @@ mod tests {
         let mut t = WriterTable::default();
         for (i, (w, s)) in batches.iter().enumerate() {
             let base = 2 * i as i64;
-            t.record(*w, BatchMeta { sequence: *s, base_offset: base, last_offset: base + 1 }, 3);
+            t.record(
+                *w,
+                BatchMeta {
+                    sequence: *s,
+                    base_offset: base,
+                    last_offset: base + 1,
+                },
+                3,
+            );
         }
         t
     }
@@ -159,9 +177,16 @@ mod tests {
         assert_eq!(t.check(1, 2, &[]), SequenceCheck::Append);
         assert_eq!(
             t.check(1, 1, &[]),
-            SequenceCheck::Duplicate(BatchMeta { sequence: 1, base_offset: 2, last_offset: 3 })
+            SequenceCheck::Duplicate(BatchMeta {
+                sequence: 1,
+                base_offset: 2,
+                last_offset: 3
+            })
         );
-        assert_eq!(t.check(1, 5, &[]), SequenceCheck::OutOfOrder { expected: 2 });
+        assert_eq!(
+            t.check(1, 5, &[]),
+            SequenceCheck::OutOfOrder { expected: 2 }
+        );
         assert_eq!(t.check(1, 3, &[(1, 2)]), SequenceCheck::Append);
         assert_eq!(t.check(9, 42, &[]), SequenceCheck::Append, "unknown writer");
         let wrapped = table(&[(3, i32::MAX)]);
@@ -171,11 +196,18 @@ mod tests {
     #[test]
     fn forgets_old_batches_and_least_recent_writers() {
         let t = table(&[(1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (1, 5)]);
-        assert_eq!(t.check(1, 0, &[]), SequenceCheck::OutOfOrder { expected: 6 });
+        assert_eq!(
+            t.check(1, 0, &[]),
+            SequenceCheck::OutOfOrder { expected: 6 }
+        );
         assert!(matches!(t.check(1, 1, &[]), SequenceCheck::Duplicate(_)));
         let t = table(&[(1, 0), (2, 0), (3, 0), (4, 0)]);
         assert_eq!(t.len(), 3);
-        assert_eq!(t.check(1, 5, &[]), SequenceCheck::Append, "writer 1 was evicted");
+        assert_eq!(
+            t.check(1, 5, &[]),
+            SequenceCheck::Append,
+            "writer 1 was evicted"
+        );
     }
 
     #[test]
