@@ -101,8 +101,8 @@ pub fn lake_arrow_schema(user_schema: &Schema) -> Result<SchemaRef> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Projects a changelog batch onto `target` by column name, casting each column to the target
-/// type. The casts are the lossless ones `lake_data_type` allows; a failing cast is an error.
+/// Projects a changelog batch onto `target` by column name, converting each column to the
+/// target type. Only the lossless conversions `lake_data_type` allows are made.
 /// Columns of the batch that `target` does not name (e.g. `__change_type`) are dropped.
 pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
     let schema = batch.schema();
@@ -121,6 +121,17 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
             )));
         };
         let column = batch.column(index);
+        // Only the lossless conversions `lake_data_type` chose are made; any other type
+        // difference (a string where the table has a number, say) is an error, not a cast.
+        let mapped = lake_data_type(field.name(), column.data_type())?;
+        if &mapped != field.data_type() {
+            return Err(Error::Batch(format!(
+                "column {:?} is {} in the batch but the table stores {} (the changelog schema changed; restart the job with the new schema)",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            )));
+        }
         if column.data_type() == field.data_type() {
             columns.push(column.clone());
         } else {
@@ -195,5 +206,29 @@ mod tests {
         );
         let bad = DataType::Struct(Fields::from(vec![Field::new("t", DataType::Time64(TimeUnit::Nanosecond), true)]));
         assert!(map(bad).unwrap_err().starts_with("column c.t has type"));
+    }
+
+    #[test]
+    fn conform_converts_losslessly_and_refuses_other_types() {
+        use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
+        let target = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+        ]));
+        let batch = |a: ArrayRef| {
+            let schema = Schema::new(vec![
+                Field::new("a", a.data_type().clone(), false),
+                Field::new("t", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+                Field::new("extra", DataType::Int64, false),
+            ]);
+            let t: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![1_500]));
+            RecordBatch::try_new(Arc::new(schema), vec![a, t, Arc::new(Int64Array::from(vec![0]))]).unwrap()
+        };
+        let out = conform(&batch(Arc::new(Int64Array::from(vec![7]))), &target).unwrap();
+        assert_eq!(out.schema(), target);
+        let t = out.column(1).as_any().downcast_ref::<arrow::array::TimestampMicrosecondArray>().unwrap();
+        assert_eq!(t.value(0), 1_500_000);
+        let err = conform(&batch(Arc::new(StringArray::from(vec!["7"]))), &target).unwrap_err().to_string();
+        assert!(err.contains("column \"a\" is Utf8 in the batch but the table stores Int64"), "{err}");
     }
 }

@@ -221,7 +221,8 @@ impl LakeTable {
         &self.table
     }
 
-    /// The lake's Arrow schema as Delta hands it back (user columns, then system columns).
+    /// The Arrow schema of the lake's rows: user columns (mapped to Delta's types), then
+    /// `__bucket`, `__offset`, `__timestamp`.
     pub fn lake_schema(&self) -> &SchemaRef {
         &self.lake_schema
     }
