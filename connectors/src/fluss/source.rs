@@ -1,0 +1,350 @@
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::datatypes::{Schema, SchemaRef};
+use async_trait::async_trait;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use fluss::client::{FlussConnection, LogScanner};
+use fluss::config::Config as ClientConfig;
+use fluss::metadata::TablePath;
+use fluss::record::ScanRecord;
+use fluss::rpc::message::OffsetSpec;
+use silt_engine::{Error, RestoredState, Result, Source, SourcePoll, TaskContext};
+
+use crate::changelog::{ChangeType, stream_system_fields};
+
+/// Where reading starts when there is no checkpoint to restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartPosition {
+    Earliest,
+    Latest,
+    /// The first offset whose commit timestamp is at or after this (ms since the epoch).
+    Timestamp(i64),
+    /// Explicit next offsets per bucket (the lake's txn offsets); buckets not named start at
+    /// the earliest offset.
+    Offsets(BTreeMap<i32, i64>),
+}
+
+/// Where reading stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndPosition {
+    /// Never: a streaming read.
+    Unbounded,
+    /// Stop each bucket before this offset (e.g. high watermarks captured at a query's start).
+    Offsets(BTreeMap<i32, i64>),
+    /// The high watermarks when the source opens.
+    LatestAtOpen,
+}
+
+#[derive(Debug, Clone)]
+pub struct FlussSourceConfig {
+    pub bootstrap_servers: String,
+    pub database: String,
+    pub table: String,
+    pub start: StartPosition,
+    pub end: EndPosition,
+    /// Longest a poll waits for data; bounds how long a barrier can wait behind an idle poll.
+    pub poll_timeout: Duration,
+    /// Column indexes to read (None: all).
+    pub projection: Option<Vec<usize>>,
+}
+
+impl FlussSourceConfig {
+    pub fn new(bootstrap_servers: impl Into<String>, database: impl Into<String>, table: impl Into<String>) -> Self {
+        FlussSourceConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            database: database.into(),
+            table: table.into(),
+            start: StartPosition::Earliest,
+            end: EndPosition::Unbounded,
+            poll_timeout: Duration::from_millis(100),
+            projection: None,
+        }
+    }
+
+    fn table_path(&self) -> TablePath {
+        TablePath::new(self.database.clone(), self.table.clone())
+    }
+}
+
+fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
+    move |e| Error::operator(format!("{context}: {e}"))
+}
+
+/// Opens a client connection to a Fluss endpoint (silt's hotstore or a Fluss cluster).
+pub async fn connect(bootstrap_servers: &str) -> Result<FlussConnection> {
+    let mut config = ClientConfig::default();
+    config.bootstrap_servers = bootstrap_servers.to_string();
+    FlussConnection::new(config)
+        .await
+        .map_err(fluss_error(&format!("cannot connect to fluss at {bootstrap_servers}")))
+}
+
+/// The Arrow schema of a table's columns as the client reads them.
+pub async fn table_arrow_schema(connection: &FlussConnection, database: &str, table: &str) -> Result<SchemaRef> {
+    let path = TablePath::new(database.to_string(), table.to_string());
+    let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
+    let info = admin
+        .get_table_info(&path)
+        .await
+        .map_err(fluss_error(&format!("table {database}.{table}")))?;
+    fluss::record::to_arrow_schema(info.get_row_type()).map_err(fluss_error(&format!("schema of {database}.{table}")))
+}
+
+/// One subtask of the Fluss source.
+pub struct FlussSource {
+    config: FlussSourceConfig,
+    connection: Option<FlussConnection>,
+    scanner: Option<LogScanner>,
+    /// Next offset to emit, per owned bucket.
+    next_offsets: BTreeMap<i32, i64>,
+    /// Exclusive end per owned bucket, when bounded.
+    end_offsets: Option<BTreeMap<i32, i64>>,
+    /// Batches polled but not yet emitted; their offsets are not in `next_offsets` yet.
+    ready: VecDeque<(i32, i64, RecordBatch)>,
+    /// Next offset to queue into `ready`, per owned bucket (runs ahead of `next_offsets`).
+    queued_next: BTreeMap<i32, i64>,
+    output_schema: Option<SchemaRef>,
+}
+
+impl FlussSource {
+    pub fn new(config: FlussSourceConfig) -> Self {
+        FlussSource {
+            config,
+            connection: None,
+            scanner: None,
+            next_offsets: BTreeMap::new(),
+            end_offsets: None,
+            ready: VecDeque::new(),
+            queued_next: BTreeMap::new(),
+            output_schema: None,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        match &self.end_offsets {
+            None => false,
+            Some(end) => self
+                .next_offsets
+                .iter()
+                .all(|(b, next)| end.get(b).is_none_or(|e| next >= e)),
+        }
+    }
+
+    /// Groups the records of one bucket into Arrow batches: runs of rows that share the
+    /// client's underlying batch become one slice of it plus the system columns.
+    fn to_batches(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<()> {
+        let end = self.end_offsets.as_ref().and_then(|e| e.get(&bucket).copied()).unwrap_or(i64::MAX);
+        let mut start = 0;
+        while start < records.len() {
+            let first = &records[start];
+            let Some(source) = first.row().get_record_batch() else {
+                return Err(Error::operator("the fluss client returned a row without its batch"));
+            };
+            let mut len = 1;
+            while start + len < records.len() {
+                let r = &records[start + len];
+                let same = r.row().get_record_batch().is_some_and(|b| std::ptr::eq(b, source))
+                    && r.row().get_row_id() == first.row().get_row_id() + len;
+                if !same {
+                    break;
+                }
+                len += 1;
+            }
+            let run = &records[start..start + len];
+            start += len;
+            // Skip what was already queued (a re-fetch) and what lies past the end.
+            let from = self.queued_next.get(&bucket).copied().unwrap_or(0);
+            let keep: Vec<&ScanRecord> = run.iter().filter(|r| r.offset() >= from && r.offset() < end).collect();
+            if keep.is_empty() {
+                continue;
+            }
+            let skip = keep[0].row().get_row_id() - first.row().get_row_id();
+            let data = source.slice(first.row().get_row_id() + skip, keep.len());
+            let batch = self.with_system_columns(bucket, &data, &keep)?;
+            let base = keep[0].offset();
+            debug_assert!(keep.windows(2).all(|w| w[1].offset() == w[0].offset() + 1), "offsets within a run are contiguous");
+            self.queued_next.insert(bucket, base + keep.len() as i64);
+            self.ready.push_back((bucket, base, batch));
+        }
+        Ok(())
+    }
+
+    fn with_system_columns(&mut self, bucket: i32, data: &RecordBatch, records: &[&ScanRecord]) -> Result<RecordBatch> {
+        let schema = match &self.output_schema {
+            Some(s) => s.clone(),
+            None => {
+                let mut fields: Vec<_> = data.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+                fields.extend(stream_system_fields());
+                let s = Arc::new(Schema::new(fields));
+                self.output_schema = Some(s.clone());
+                s
+            }
+        };
+        let n = records.len();
+        let mut columns: Vec<ArrayRef> = data.columns().to_vec();
+        columns.push(Arc::new(Int32Array::from(vec![bucket; n])));
+        columns.push(Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.offset()))));
+        columns.push(Arc::new(
+            TimestampMillisecondArray::from_iter_values(records.iter().map(|r| r.timestamp())).with_timezone("UTC"),
+        ));
+        columns.push(Arc::new(Int8Array::from_iter_values(
+            records.iter().map(|r| r.change_type().to_byte_value() as i8),
+        )));
+        debug_assert!(records.iter().all(|r| ChangeType::from_i8(r.change_type().to_byte_value() as i8).is_some()));
+        RecordBatch::try_new(schema, columns).map_err(|e| Error::operator(format!("changelog batch of bucket {bucket}: {e}")))
+    }
+}
+
+fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> Bytes {
+    let mut b = BytesMut::with_capacity(4 + offsets.len() * 12);
+    b.put_u32(offsets.len() as u32);
+    for (bucket, offset) in offsets {
+        b.put_i32(*bucket);
+        b.put_i64(*offset);
+    }
+    b.freeze()
+}
+
+fn decode_offsets(mut b: Bytes) -> Result<BTreeMap<i32, i64>> {
+    let corrupt = || Error::operator("fluss source state is damaged (expected bucket offsets)");
+    if b.remaining() < 4 {
+        return Err(corrupt());
+    }
+    let n = b.get_u32() as usize;
+    if b.remaining() != n * 12 {
+        return Err(corrupt());
+    }
+    Ok((0..n).map(|_| (b.get_i32(), b.get_i64())).collect())
+}
+
+#[async_trait]
+impl Source for FlussSource {
+    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()> {
+        let connection = connect(&self.config.bootstrap_servers).await?;
+        let path = self.config.table_path();
+        let name = format!("{}.{}", self.config.database, self.config.table);
+        let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
+        let info = admin.get_table_info(&path).await.map_err(fluss_error(&format!("table {name}")))?;
+        let buckets: Vec<i32> = (0..info.get_num_buckets())
+            .filter(|b| (*b as u32) % ctx.parallelism == ctx.subtask_index)
+            .collect();
+
+        let mut restored_offsets = BTreeMap::new();
+        for state in restored.all() {
+            restored_offsets.extend(decode_offsets(state.clone())?);
+        }
+        let spec = match &self.config.start {
+            _ if restored.is_restored() => OffsetSpec::Earliest,
+            StartPosition::Latest => OffsetSpec::Latest,
+            StartPosition::Timestamp(ts) => OffsetSpec::Timestamp(*ts),
+            StartPosition::Earliest | StartPosition::Offsets(_) => OffsetSpec::Earliest,
+        };
+        let listed = if buckets.is_empty() {
+            HashMap::new()
+        } else {
+            admin
+                .list_offsets(&path, &buckets, spec)
+                .await
+                .map_err(fluss_error(&format!("list offsets of {name}")))?
+        };
+        for &bucket in &buckets {
+            let listed = listed.get(&bucket).copied().unwrap_or(0);
+            let start = if restored.is_restored() {
+                restored_offsets.get(&bucket).copied().unwrap_or(listed)
+            } else if let StartPosition::Offsets(offsets) = &self.config.start {
+                offsets.get(&bucket).copied().unwrap_or(listed)
+            } else {
+                listed
+            };
+            self.next_offsets.insert(bucket, start);
+        }
+        self.end_offsets = match &self.config.end {
+            EndPosition::Unbounded => None,
+            EndPosition::Offsets(end) => Some(buckets.iter().map(|b| (*b, end.get(b).copied().unwrap_or(0))).collect()),
+            EndPosition::LatestAtOpen => {
+                let latest = if buckets.is_empty() {
+                    HashMap::new()
+                } else {
+                    admin
+                        .list_offsets(&path, &buckets, OffsetSpec::Latest)
+                        .await
+                        .map_err(fluss_error(&format!("list offsets of {name}")))?
+                };
+                Some(buckets.iter().map(|b| (*b, latest.get(b).copied().unwrap_or(0))).collect())
+            }
+        };
+
+        let table = connection.get_table(&path).await.map_err(fluss_error(&format!("table {name}")))?;
+        let mut scan = table.new_scan();
+        if let Some(columns) = &self.config.projection {
+            scan = scan.project(columns).map_err(fluss_error(&format!("projection on {name}")))?;
+        }
+        let scanner = scan.create_log_scanner().map_err(fluss_error(&format!("scanner on {name}")))?;
+        let subscriptions: HashMap<i32, i64> = self
+            .next_offsets
+            .iter()
+            .filter(|(b, next)| self.end_offsets.as_ref().is_none_or(|e| e.get(b).is_some_and(|end| *next < end)))
+            .map(|(b, o)| (*b, *o))
+            .collect();
+        if !subscriptions.is_empty() {
+            scanner
+                .subscribe_buckets(&subscriptions)
+                .await
+                .map_err(fluss_error(&format!("subscribe to {name}")))?;
+        }
+        drop(table);
+        self.queued_next = self.next_offsets.clone();
+        self.scanner = Some(scanner);
+        self.connection = Some(connection);
+        tracing::info!(table = %name, subtask = ctx.subtask_index, offsets = ?self.next_offsets, "fluss source opened");
+        Ok(())
+    }
+
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        if let Some((bucket, base, batch)) = self.ready.pop_front() {
+            let next = base + batch.num_rows() as i64;
+            let entry = self.next_offsets.entry(bucket).or_insert(next);
+            debug_assert!(*entry <= base || *entry == next, "offsets only move forward");
+            *entry = next;
+            return Ok(SourcePoll::Batch(batch));
+        }
+        if self.finished() {
+            return Ok(SourcePoll::End);
+        }
+        let scanner = self.scanner.as_ref().expect("opened before polled");
+        let polled = scanner
+            .poll(self.config.poll_timeout)
+            .await
+            .map_err(fluss_error(&format!("poll {}.{}", self.config.database, self.config.table)))?;
+        if polled.is_empty() {
+            return Ok(SourcePoll::Idle(Duration::ZERO));
+        }
+        let mut by_bucket: Vec<_> = polled.into_records_by_buckets().into_iter().collect();
+        by_bucket.sort_by_key(|(b, _)| b.bucket_id());
+        for (bucket, records) in by_bucket {
+            self.to_batches(bucket.bucket_id(), &records)?;
+        }
+        Ok(SourcePoll::Idle(Duration::ZERO))
+    }
+
+    async fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Bytes> {
+        Ok(encode_offsets(&self.next_offsets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_state_round_trips_and_rejects_damage() {
+        let offsets: BTreeMap<i32, i64> = [(0, 10), (3, 0), (7, i64::MAX)].into_iter().collect();
+        assert_eq!(decode_offsets(encode_offsets(&offsets)).unwrap(), offsets);
+        let mut damaged = encode_offsets(&offsets).to_vec();
+        damaged.pop();
+        assert!(decode_offsets(Bytes::from(damaged)).unwrap_err().to_string().contains("damaged"));
+    }
+}

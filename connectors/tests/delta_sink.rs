@@ -1,0 +1,685 @@
+//! The Delta sink's promises, each as a test that fails when the promise is broken:
+//! exactly-once tiering under failures (log and primary-key tables), txn offsets that cover
+//! exactly the files of each commit, replay as a no-op, a racing committer rejected by Delta's
+//! conflict check, and unsupported types refused at open.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::{Array, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use async_trait::async_trait;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use datafusion::prelude::SessionContext;
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use silt_connectors::changelog::{ChangeType, stream_system_fields};
+use silt_connectors::delta::{
+    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeTable, TableKind, add_delta_sink, read_lake_offsets,
+};
+use silt_engine::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle};
+use silt_engine::{
+    JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy, RestoredState, Source, SourcePoll,
+    TaskContext,
+};
+
+// ---------------------------------------------------------------------------------------------
+// A synthetic changelog: per bucket a deterministic sequence of (key, value, change type).
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Change {
+    key: i64,
+    value: Option<String>,
+    change: ChangeType,
+}
+
+fn user_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Utf8, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+    ]))
+}
+
+fn stream_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = user_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(stream_system_fields());
+    Arc::new(Schema::new(fields))
+}
+
+/// `ts` of the row at an offset, in ms (the lake stores it in µs).
+fn ts_ms(bucket: i32, offset: i64) -> i64 {
+    1_700_000_000_000 + bucket as i64 * 1_000_000 + offset
+}
+
+/// A log table's changelog: `+A` rows with keys cycling through `keys`.
+fn log_changelog(buckets: i32, rows: usize) -> Vec<Vec<Change>> {
+    (0..buckets)
+        .map(|b| {
+            (0..rows)
+                .map(|i| Change {
+                    key: b as i64 * 1000 + (i % 17) as i64,
+                    value: (i % 7 != 0).then(|| format!("b{b}-row{i}")),
+                    change: ChangeType::AppendOnly,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A primary-key table's changelog as a Fluss kv tablet writes it: `+I` for a new key, `-U`
+/// then `+U` for an update, `-D` (old image) for a delete.
+fn pk_changelog(seed: u64, buckets: i32, keys: i64, ops: usize) -> Vec<Vec<Change>> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..buckets)
+        .map(|b| {
+            let mut live: BTreeMap<i64, String> = BTreeMap::new();
+            let mut log = Vec::new();
+            for op in 0..ops {
+                let key = b as i64 * 1000 + rng.random_range(0..keys);
+                let value = format!("b{b}-op{op}");
+                match live.get(&key).cloned() {
+                    None => {
+                        log.push(Change { key, value: Some(value.clone()), change: ChangeType::Insert });
+                        live.insert(key, value);
+                    }
+                    Some(old) if rng.random_bool(0.3) => {
+                        log.push(Change { key, value: Some(old), change: ChangeType::Delete });
+                        live.remove(&key);
+                    }
+                    Some(old) => {
+                        log.push(Change { key, value: Some(old), change: ChangeType::UpdateBefore });
+                        log.push(Change { key, value: Some(value.clone()), change: ChangeType::UpdateAfter });
+                        live.insert(key, value);
+                    }
+                }
+            }
+            log
+        })
+        .collect()
+}
+
+/// A lake row: (k, v, ts in µs, bucket, offset).
+type LakeRow = (i64, Option<String>, i64, i32, i64);
+
+/// What the lake must hold after tiering the whole changelog once.
+fn expected_rows(changelog: &[Vec<Change>], kind: &TableKind) -> Vec<LakeRow> {
+    let mut rows = Vec::new();
+    for (b, log) in changelog.iter().enumerate() {
+        let b = b as i32;
+        let row = |c: &Change, offset: usize| (c.key, c.value.clone(), ts_ms(b, offset as i64) * 1000, b, offset as i64);
+        match kind {
+            TableKind::Log => rows.extend(log.iter().enumerate().map(|(o, c)| row(c, o))),
+            TableKind::PrimaryKey { .. } => {
+                let mut latest: BTreeMap<i64, LakeRow> = BTreeMap::new();
+                for (o, c) in log.iter().enumerate() {
+                    match c.change {
+                        ChangeType::Delete => {
+                            latest.remove(&c.key);
+                        }
+                        ChangeType::UpdateBefore => {}
+                        _ => {
+                            latest.insert(c.key, row(c, o));
+                        }
+                    }
+                }
+                rows.extend(latest.into_values());
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test source: owns buckets `b % parallelism == subtask`, emits each bucket's changelog in
+// batches of random size, fails once at each failure point. State: next offset per bucket.
+
+struct Failures {
+    /// (bucket, offset, fired)
+    points: Mutex<Vec<(i32, usize, bool)>>,
+    fired: AtomicUsize,
+}
+
+impl Failures {
+    fn new(points: Vec<(i32, usize)>) -> Arc<Failures> {
+        Arc::new(Failures {
+            points: Mutex::new(points.into_iter().map(|(b, o)| (b, o, false)).collect()),
+            fired: AtomicUsize::new(0),
+        })
+    }
+
+    fn take(&self, bucket: i32, from: usize, to: usize) -> bool {
+        let mut points = self.points.lock().unwrap();
+        for p in points.iter_mut() {
+            if p.0 == bucket && !p.2 && (from..to).contains(&p.1) {
+                p.2 = true;
+                self.fired.fetch_add(1, Ordering::SeqCst);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+struct ChangelogSource {
+    changelog: Arc<Vec<Vec<Change>>>,
+    positions: BTreeMap<i32, usize>,
+    rng: SmallRng,
+    failures: Arc<Failures>,
+}
+
+#[async_trait]
+impl Source for ChangelogSource {
+    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> silt_engine::Result<()> {
+        let buckets = self.changelog.len() as i32;
+        self.positions = (0..buckets).filter(|b| *b as u32 % ctx.parallelism == ctx.subtask_index).map(|b| (b, 0)).collect();
+        if let Some(mut state) = restored.own().cloned() {
+            while state.has_remaining() {
+                let (bucket, position) = (state.get_i32(), state.get_u64() as usize);
+                self.positions.insert(bucket, position);
+            }
+        }
+        Ok(())
+    }
+
+    async fn poll_next(&mut self) -> silt_engine::Result<SourcePoll> {
+        let open: Vec<i32> = self.positions.iter().filter(|(b, p)| **p < self.changelog[**b as usize].len()).map(|(b, _)| *b).collect();
+        if open.is_empty() {
+            return Ok(SourcePoll::End);
+        }
+        let bucket = open[self.rng.random_range(0..open.len())];
+        let log = &self.changelog[bucket as usize];
+        let from = self.positions[&bucket];
+        let to = (from + self.rng.random_range(1..=40)).min(log.len());
+        if self.failures.take(bucket, from, to) {
+            return Err(silt_engine::Error::operator(format!("injected failure in bucket {bucket} [{from}, {to})")));
+        }
+        let rows = &log[from..to];
+        let offsets = from as i64..to as i64;
+        let columns: Vec<Arc<dyn Array>> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|c| c.key))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|c| c.value.clone()))),
+            Arc::new(TimestampMillisecondArray::from_iter_values(offsets.clone().map(|o| ts_ms(bucket, o)))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|_| bucket))),
+            Arc::new(Int64Array::from_iter_values(offsets.clone())),
+            Arc::new(TimestampMillisecondArray::from_iter_values(offsets.map(|o| ts_ms(bucket, o))).with_timezone("UTC")),
+            Arc::new(Int8Array::from_iter_values(rows.iter().map(|c| c.change as i8))),
+        ];
+        self.positions.insert(bucket, to);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        Ok(SourcePoll::Batch(RecordBatch::try_new(stream_schema(), columns)?))
+    }
+
+    async fn snapshot(&mut self, _checkpoint_id: u64) -> silt_engine::Result<Bytes> {
+        let mut b = BytesMut::new();
+        for (&bucket, &position) in &self.positions {
+            b.put_i32(bucket);
+            b.put_u64(position as u64);
+        }
+        Ok(b.freeze())
+    }
+}
+
+/// Checkpoint storage that fails the metadata write of chosen checkpoints once: every state is
+/// written (the committer holds committables), but the checkpoint never completes.
+#[derive(Debug)]
+struct FaultyStorage {
+    inner: Arc<dyn CheckpointStorage>,
+    fail_metadata_of: Mutex<Vec<u64>>,
+    failed: AtomicUsize,
+}
+
+#[async_trait]
+impl CheckpointStorage for FaultyStorage {
+    async fn write_state(&self, id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> silt_engine::Result<StateHandle> {
+        self.inner.write_state(id, vertex, subtask, parallelism, state).await
+    }
+    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> silt_engine::Result<()> {
+        let fail = {
+            let mut ids = self.fail_metadata_of.lock().unwrap();
+            let before = ids.len();
+            ids.retain(|&id| id != metadata.checkpoint_id);
+            ids.len() != before
+        };
+        if fail {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(silt_engine::Error::Storage(format!("injected crash before metadata {}", metadata.checkpoint_id)));
+        }
+        self.inner.write_metadata(metadata).await
+    }
+    async fn complete_checkpoints(&self) -> silt_engine::Result<Vec<u64>> {
+        self.inner.complete_checkpoints().await
+    }
+    async fn all_checkpoints(&self) -> silt_engine::Result<Vec<u64>> {
+        self.inner.all_checkpoints().await
+    }
+    async fn load(&self, id: u64) -> silt_engine::Result<CompletedCheckpoint> {
+        self.inner.load(id).await
+    }
+    async fn discard(&self, id: u64) -> silt_engine::Result<()> {
+        self.inner.discard(id).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the lake back.
+
+async fn read_lake(uri: &str) -> Vec<LakeRow> {
+    let table = deltalake::open_table(deltalake::ensure_table_uri(uri).unwrap()).await.unwrap();
+    let ctx = SessionContext::new();
+    ctx.register_table("t", table.table_provider().await.unwrap()).unwrap();
+    let batches = ctx
+        .sql("SELECT k, v, CAST(ts AS BIGINT) AS ts, __bucket, __offset FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for batch in batches {
+        let column = |i: usize, t: &DataType| arrow::compute::cast(batch.column(i), t).unwrap();
+        let (k, v, ts, b, o) = (
+            column(0, &DataType::Int64),
+            column(1, &DataType::Utf8),
+            column(2, &DataType::Int64),
+            column(3, &DataType::Int32),
+            column(4, &DataType::Int64),
+        );
+        let k = k.as_any().downcast_ref::<Int64Array>().unwrap();
+        let v = v.as_any().downcast_ref::<StringArray>().unwrap();
+        let ts = ts.as_any().downcast_ref::<Int64Array>().unwrap();
+        let b = b.as_any().downcast_ref::<Int32Array>().unwrap();
+        let o = o.as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..batch.num_rows() {
+            rows.push((k.value(i), (!v.is_null(i)).then(|| v.value(i).to_string()), ts.value(i), b.value(i), o.value(i)));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// One commit of the Delta log, as far as these tests care.
+#[derive(Debug, Default)]
+struct LogCommit {
+    version: u64,
+    /// (bucket, numRecords, min __offset, max __offset) per added file.
+    adds: Vec<(i32, u64, i64, i64)>,
+    removes: usize,
+    txns: BTreeMap<String, i64>,
+}
+
+fn delta_log(table_dir: &Path) -> Vec<LogCommit> {
+    let mut commits = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(table_dir.join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.to_string_lossy().contains("checkpoint"))
+        .collect();
+    files.sort();
+    for file in files {
+        let version: u64 = file.file_stem().unwrap().to_string_lossy().parse().unwrap();
+        let mut commit = LogCommit { version, ..Default::default() };
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(add) = action.get("add") {
+                let bucket = add["partitionValues"]["__bucket"].as_str().unwrap().parse().unwrap();
+                let stats: serde_json::Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+                commit.adds.push((
+                    bucket,
+                    stats["numRecords"].as_u64().unwrap(),
+                    stats["minValues"]["__offset"].as_i64().unwrap_or(i64::MIN),
+                    stats["maxValues"]["__offset"].as_i64().unwrap_or(i64::MIN),
+                ));
+            }
+            if action.get("remove").is_some() {
+                commit.removes += 1;
+            }
+            if let Some(txn) = action.get("txn") {
+                commit.txns.insert(txn["appId"].as_str().unwrap().to_string(), txn["version"].as_i64().unwrap());
+            }
+        }
+        commits.push(commit);
+    }
+    commits
+}
+
+/// Every commit's txn versions cover exactly the files it adds (log tables): per bucket, the
+/// added rows are the offsets from the previous txn version up to the new one, once each. For
+/// primary-key tables: every data-changing commit carries txn actions, versions never go back.
+fn check_commits_cover_files(table_dir: &Path, table_id: &str, kind: &TableKind) -> Vec<LogCommit> {
+    let mut lake: BTreeMap<i32, i64> = BTreeMap::new();
+    let log = delta_log(table_dir);
+    for commit in log.iter().skip(1) {
+        let txn_of = |b: i32| commit.txns.get(&silt_connectors::delta::app_id(table_id, b)).copied();
+        assert!(!commit.txns.is_empty(), "commit {} has no txn actions: {commit:?}\n{}", commit.version, std::fs::read_to_string(table_dir.join(format!("_delta_log/{:020}.json", commit.version))).unwrap());
+        match kind {
+            TableKind::Log => {
+                let mut rows: BTreeMap<i32, (u64, i64, i64)> = BTreeMap::new();
+                for &(b, n, lo, hi) in &commit.adds {
+                    let e = rows.entry(b).or_insert((0, i64::MAX, i64::MIN));
+                    *e = (e.0 + n, e.1.min(lo), e.2.max(hi));
+                }
+                let txn_buckets: Vec<i32> = commit.txns.keys().map(|a| a.rsplit('-').next().unwrap().parse().unwrap()).collect();
+                assert_eq!(rows.keys().copied().collect::<Vec<_>>(), txn_buckets, "commit {}: buckets of files vs txns", commit.version);
+                for (b, (n, lo, hi)) in rows {
+                    let before = lake.get(&b).copied().unwrap_or(0);
+                    let after = txn_of(b).unwrap();
+                    assert_eq!((lo, hi + 1, n as i64), (before, after, after - before), "commit {} bucket {b}", commit.version);
+                    lake.insert(b, after);
+                }
+            }
+            TableKind::PrimaryKey { .. } => {
+                for (app, &v) in &commit.txns {
+                    let b: i32 = app.rsplit('-').next().unwrap().parse().unwrap();
+                    assert!(v > lake.get(&b).copied().unwrap_or(0), "commit {}: txn of bucket {b} does not advance", commit.version);
+                    lake.insert(b, v);
+                }
+            }
+        }
+    }
+    log
+}
+
+// ---------------------------------------------------------------------------------------------
+// The exactly-once job.
+
+struct Run {
+    kind: TableKind,
+    changelog: Arc<Vec<Vec<Change>>>,
+    seed: u64,
+    source_parallelism: u32,
+    writer_parallelism: u32,
+    failure_points: usize,
+    /// Checkpoint ids whose metadata write fails (a crash at the engine's commit point).
+    fail_metadata_of: Vec<u64>,
+    /// Hook calls (1-based) that fail: a crash after the Delta commit, before anything else.
+    fail_hook_calls: Vec<usize>,
+    target_file_bytes: u64,
+    row_group_rows_max: usize,
+}
+
+struct Outcome {
+    restarts: u32,
+    fired: usize,
+    commits: Vec<LakeCommit>,
+}
+
+async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome {
+    let uri = table_dir.to_str().unwrap().to_string();
+    let mut rng = SmallRng::seed_from_u64(run.seed);
+    let buckets = run.changelog.len() as i32;
+    let points = (0..run.failure_points)
+        .map(|_| {
+            let b = rng.random_range(0..buckets);
+            (b, rng.random_range(0..run.changelog[b as usize].len()))
+        })
+        .collect();
+    let failures = Failures::new(points);
+
+    let mut config = DeltaSinkConfig::new(&uri, "t42", run.kind.clone(), user_schema());
+    config.target_file_bytes = run.target_file_bytes;
+    config.row_group_rows_max = run.row_group_rows_max;
+    // Small enough that primary-key writers stage several files per checkpoint now and then.
+    config.change_buffer_bytes_max = 64 * 1024;
+    let commits: Arc<Mutex<Vec<LakeCommit>>> = Arc::default();
+    let hook_calls = Arc::new(AtomicUsize::new(0));
+    let (seen, calls, fail_calls) = (commits.clone(), hook_calls.clone(), run.fail_hook_calls.clone());
+    config.on_commit = Some(Arc::new(move |commit: LakeCommit| -> HookFuture {
+        let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        seen.lock().unwrap().push(commit);
+        let fail = fail_calls.contains(&call);
+        Box::pin(async move {
+            if fail {
+                return Err(Error::Hook(format!("injected failure of hook call {call}")));
+            }
+            Ok(())
+        })
+    }));
+
+    let mut graph = JobGraph::new();
+    let (changelog, seed, f) = (run.changelog.clone(), run.seed, failures.clone());
+    let source = graph.add_source("changelog", run.source_parallelism, move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+        Ok(Box::new(ChangelogSource {
+            changelog: changelog.clone(),
+            positions: BTreeMap::new(),
+            rng: SmallRng::seed_from_u64(seed ^ ((ctx.subtask_index as u64) << 20) ^ ((ctx.attempt as u64) << 40)),
+            failures: f.clone(),
+        }))
+    });
+    let by_bucket = Partitioning::Hash { key_columns: vec!["__bucket".into()] };
+    add_delta_sink(&mut graph, "lake", source, config, run.writer_parallelism, by_bucket).unwrap();
+
+    let storage = Arc::new(FaultyStorage {
+        inner: Arc::new(LocalDirStorage::new(checkpoint_dir)),
+        fail_metadata_of: Mutex::new(run.fail_metadata_of.clone()),
+        failed: AtomicUsize::new(0),
+    });
+    let mut job_config = JobConfig::new("tier", storage.clone());
+    job_config.checkpoint.interval = Some(Duration::from_millis(25));
+    job_config.restart = RestartStrategy::FixedDelay { delay: Duration::from_millis(10), attempts_max: 100 };
+    let job = JobManager::new().submit(graph, job_config).unwrap();
+    let state = tokio::time::timeout(Duration::from_secs(240), job.wait()).await.expect("job ends within 4 minutes");
+    assert_eq!(state, JobState::Finished, "job should finish");
+    let commits = commits.lock().unwrap().clone();
+    Outcome {
+        restarts: job.metrics().restarts,
+        fired: failures.fired.load(Ordering::SeqCst) + storage.failed.load(Ordering::SeqCst) + run.fail_hook_calls.len(),
+        commits,
+    }
+}
+
+async fn check_exactly_once(run: Run) {
+    let dir = tempfile::tempdir().unwrap();
+    let (table_dir, checkpoint_dir) = (dir.path().join("lake"), dir.path().join("checkpoints"));
+    let outcome = run_job(&run, &table_dir, &checkpoint_dir).await;
+    let uri = table_dir.to_str().unwrap();
+    let label = format!("seed {} {:?}", run.seed, run.kind);
+
+    assert!(outcome.fired > 0 && outcome.restarts > 0, "{label}: failures must happen (fired {}, restarts {})", outcome.fired, outcome.restarts);
+    let got = read_lake(uri).await;
+    let want = expected_rows(&run.changelog, &run.kind);
+    assert_eq!(got.len(), want.len(), "{label}: row count (lost or duplicated rows)");
+    assert!(got == want, "{label}: the lake differs from the failure-free changelog");
+
+    let offsets = read_lake_offsets(uri, &HashMap::new(), "t42", run.changelog.len() as u32).await.unwrap().unwrap();
+    let ends: BTreeMap<i32, i64> = run.changelog.iter().enumerate().map(|(b, log)| (b as i32, log.len() as i64)).collect();
+    assert_eq!(offsets.bucket_offsets, ends, "{label}: txn versions are the end offsets");
+    let log = check_commits_cover_files(&table_dir, "t42", &run.kind);
+    eprintln!(
+        "{label}: {} failures, {} restarts, {} delta commits ({} replays reported), {} files added, {} rows in the lake",
+        outcome.fired,
+        outcome.restarts,
+        log.len() - 1,
+        outcome.commits.iter().filter(|c| c.replayed).count(),
+        log.iter().map(|c| c.adds.len()).sum::<usize>(),
+        got.len()
+    );
+    let real: Vec<u64> = outcome.commits.iter().filter(|c| !c.replayed).map(|c| c.delta_version).collect();
+    assert!(real.windows(2).all(|w| w[0] < w[1]), "{label}: commit versions increase: {real:?}");
+    assert_eq!(offsets.delta_version, *real.last().unwrap(), "{label}: the last commit is the lake's version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn log_table_is_tiered_exactly_once_under_failures() {
+    for (seed, sources, writers) in [(1u64, 2u32, 2u32), (2, 1, 3)] {
+        check_exactly_once(Run {
+            kind: TableKind::Log,
+            changelog: Arc::new(log_changelog(4, 500)),
+            seed,
+            source_parallelism: sources,
+            writer_parallelism: writers,
+            failure_points: 3,
+            fail_metadata_of: vec![5],
+            fail_hook_calls: vec![4],
+            // Small files and row groups, so writers roll several files per checkpoint.
+            target_file_bytes: 2 * 1024,
+            row_group_rows_max: 16,
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pk_table_is_tiered_exactly_once_under_failures() {
+    for (seed, sources, writers) in [(3u64, 2u32, 2u32), (4, 1, 1)] {
+        let kind = TableKind::PrimaryKey { key_columns: vec!["k".into()] };
+        check_exactly_once(Run {
+            kind,
+            changelog: Arc::new(pk_changelog(seed, 3, 40, 300)),
+            seed,
+            source_parallelism: sources,
+            writer_parallelism: writers,
+            failure_points: 3,
+            fail_metadata_of: vec![4],
+            fail_hook_calls: vec![3],
+            target_file_bytes: DeltaSinkConfig::TARGET_FILE_BYTES_DEFAULT,
+            row_group_rows_max: DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
+        })
+        .await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commit-level properties, driven through `LakeTable` directly.
+
+/// Writes `rows` rows of `bucket` starting at `start` as data files, returns their committable.
+async fn write_committable(lake: &LakeTable, checkpoint_id: u64, bucket: i32, start: i64, rows: i64) -> Committable {
+    let mut writer = RecordBatchWriter::for_table(lake.table()).unwrap();
+    let offsets = start..start + rows;
+    let batch = RecordBatch::try_new(
+        lake.lake_schema().clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(offsets.clone())),
+            Arc::new(StringArray::from_iter_values(offsets.clone().map(|o| format!("v{o}")))),
+            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(offsets.clone().map(|o| ts_ms(bucket, o) * 1000))),
+            Arc::new(Int32Array::from_iter_values(offsets.clone().map(|_| bucket))),
+            Arc::new(Int64Array::from_iter_values(offsets.clone())),
+            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(offsets.map(|o| ts_ms(bucket, o) * 1000)).with_timezone("UTC")),
+        ],
+    )
+    .unwrap();
+    writer.write(batch).await.unwrap();
+    Committable {
+        checkpoint_id,
+        writer: 0,
+        adds: writer.flush().await.unwrap(),
+        staged: Vec::new(),
+        buckets: BTreeMap::from([(bucket, BucketRange { start, end: start + rows, rows: rows as u64 })]),
+    }
+}
+
+fn log_config(dir: &Path) -> Arc<DeltaSinkConfig> {
+    Arc::new(DeltaSinkConfig::new(dir.to_str().unwrap(), "t7", TableKind::Log, user_schema()))
+}
+
+#[tokio::test]
+async fn replaying_a_committed_committable_is_a_noop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
+    let first = vec![write_committable(&lake, 1, 0, 0, 10).await, write_committable(&lake, 1, 1, 0, 5).await];
+    let plan = lake.plan(&first).await.unwrap();
+    let commit = lake.apply(&plan).await.unwrap();
+    assert_eq!((commit.delta_version, commit.replayed), (1, false));
+    assert_eq!(commit.bucket_offsets, BTreeMap::from([(0, 10), (1, 5)]));
+
+    // The same committables again (a restore after the commit): nothing is committed.
+    let plan = lake.plan(&first).await.unwrap();
+    assert!(plan.is_noop());
+    let replay = lake.apply(&plan).await.unwrap();
+    assert_eq!((replay.delta_version, replay.replayed), (1, true));
+    assert_eq!(lake.version(), Some(1));
+
+    // A replayed checkpoint together with a new one: only the new one is committed.
+    let mut mixed = first.clone();
+    mixed.push(write_committable(&lake, 2, 0, 10, 3).await);
+    let plan = lake.plan(&mixed).await.unwrap();
+    assert_eq!((plan.adds.len(), plan.txns.clone()), (1, BTreeMap::from([(0, 13)])));
+    assert_eq!(lake.apply(&plan).await.unwrap().delta_version, 2);
+    assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 18);
+
+    // A lake version inside a committable's range breaks the all-or-nothing invariant.
+    let straddling = vec![write_committable(&lake, 3, 0, 12, 4).await];
+    let err = lake.plan(&straddling).await.err().expect("must be refused").to_string();
+    assert!(err.contains("lies inside committable range [12, 16)"), "{err}");
+}
+
+#[tokio::test]
+async fn a_racing_committer_with_the_same_app_ids_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = LakeTable::open(log_config(dir.path())).await.unwrap();
+    let mut b = LakeTable::open(log_config(dir.path())).await.unwrap();
+    // Both committers hold the same checkpoint's data (a zombie and its replacement).
+    let mine = vec![write_committable(&a, 1, 2, 0, 8).await];
+    let theirs = vec![write_committable(&b, 1, 2, 0, 8).await];
+    let plan_a = a.plan(&mine).await.unwrap();
+    let plan_b = b.plan(&theirs).await.unwrap();
+    assert!(!plan_a.is_noop() && !plan_b.is_noop(), "both read the lake before either committed");
+
+    a.apply(&plan_a).await.unwrap();
+    let err = b.apply(&plan_b).await.err().expect("the second commit must be rejected");
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+    assert!(err.to_string().contains("only one tiering job may write a table"), "{err}");
+
+    // The lake is intact: one copy of the rows, txn at the end offset.
+    assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 8);
+    let offsets = read_lake_offsets(dir.path().to_str().unwrap(), &HashMap::new(), "t7", 4).await.unwrap().unwrap();
+    assert_eq!((offsets.delta_version, offsets.bucket_offsets), (1, BTreeMap::from([(2, 8)])));
+    // And the loser, replanning, sees there is nothing left to do.
+    assert!(b.plan(&theirs).await.unwrap().is_noop());
+}
+
+#[tokio::test]
+async fn an_unsupported_type_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("opened_at", DataType::Time32(TimeUnit::Millisecond), true),
+    ]));
+    let config = DeltaSinkConfig::new(dir.path().to_str().unwrap(), "t1", TableKind::Log, schema);
+    let want = format!(
+        "column opened_at has type {} which Delta cannot store; Delta has no time-of-day type",
+        DataType::Time32(TimeUnit::Millisecond)
+    );
+    let err = LakeTable::open(Arc::new(config.clone())).await.err().expect("must fail").to_string();
+    assert!(err.starts_with(&want), "{err}");
+    let mut graph = JobGraph::new();
+    let source = graph.add_source("s", 1, |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> { unreachable!() });
+    let err = add_delta_sink(&mut graph, "lake", source, config, 1, Partitioning::Rebalance).err().expect("must fail");
+    assert!(err.to_string().starts_with(&want), "{err}");
+    assert!(!dir.path().join("_delta_log").exists(), "nothing is created for a table that cannot be stored");
+}
+
+#[tokio::test]
+async fn lake_offsets_of_a_missing_table_are_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    assert_eq!(read_lake_offsets(missing.to_str().unwrap(), &HashMap::new(), "t", 2).await.unwrap(), None);
+}
+
+/// Outside readers see the same rows: Python `deltalake` reads the tiered table. Skipped (with
+/// a message) where the Python package is not installed.
+#[tokio::test]
+async fn python_deltalake_reads_the_tiered_table() {
+    let probe = std::process::Command::new("python3").args(["-c", "import deltalake"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED python_deltalake_reads_the_tiered_table: `python3 -c 'import deltalake'` fails (pip install deltalake)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
+    let committables = vec![write_committable(&lake, 1, 0, 0, 30).await, write_committable(&lake, 1, 3, 0, 12).await];
+    let plan = lake.plan(&committables).await.unwrap();
+    lake.apply(&plan).await.unwrap();
+    let script = "import sys, deltalake\n\
+                  t = deltalake.DeltaTable(sys.argv[1])\n\
+                  a = t.to_pyarrow_table()\n\
+                  print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version())";
+    let out = std::process::Command::new("python3").args(["-c", script, dir.path().to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42 [0, 3] 1");
+}
