@@ -1028,6 +1028,57 @@ mod tests {
         );
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_readers_never_see_past_the_high_watermark() {
+        let h = Arc::new(Harness::new(4096, FsyncPolicy::Group { window_ms: 1 }));
+        let appenders: Vec<_> = (0..4)
+            .map(|_| {
+                let h = h.clone();
+                tokio::spawn(async move {
+                    for i in 0..100 {
+                        h.tablet
+                            .append(Bytes::from(batch_with(2, 100 + i)), 0)
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let h = h.clone();
+                tokio::spawn(async move {
+                    let mut reads = 0;
+                    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                    while h.tablet.high_watermark() < 800 && std::time::Instant::now() < deadline {
+                        let mut offset = h.tablet.log_start_offset();
+                        loop {
+                            let bytes = h.tablet.read(offset, 1000).unwrap();
+                            let hw_after = h.tablet.high_watermark();
+                            let Some(last) = batch::split_batches(&bytes).unwrap().last().copied()
+                            else {
+                                break;
+                            };
+                            assert!(last.header.next_offset() <= hw_after, "read past the hw");
+                            offset = last.header.next_offset();
+                            reads += 1;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for a in appenders {
+            a.await.unwrap();
+        }
+        for r in readers {
+            assert!(r.await.unwrap() > 0);
+        }
+        assert_eq!(h.tablet.high_watermark(), 800);
+        assert_eq!(h.read_all(0, 1 << 20).len(), 400);
+    }
+
     #[tokio::test]
     async fn offset_for_timestamp_finds_the_first_batch_at_or_after() {
         let h = Harness::new(1024, FsyncPolicy::Never);
