@@ -970,6 +970,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn recovery_after_rolls_cuts_only_the_active_tail_and_cleans_leftovers() {
+        let mut h = Harness::new(1024, FsyncPolicy::Always);
+        for _ in 0..30 {
+            h.append(2, 100).await; // 148-byte batches, 6 per segment
+        }
+        assert_eq!(h.segment_files().len(), 5);
+        let before = h.read_all(0, 1 << 20);
+        let active = h.active_path();
+        let len = std::fs::metadata(&active).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&active)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        let leftovers = [
+            "00000000000000000099.writers",
+            "00000000000000000098.index",
+            "x.tmp",
+        ];
+        for name in leftovers {
+            std::fs::write(h.dir.path().join(name), b"junk").unwrap();
+        }
+        h.reopen();
+        assert_eq!(h.tablet.high_watermark(), 58);
+        assert_eq!(h.read_all(0, 1 << 20), before[..29]);
+        for name in leftovers {
+            assert!(
+                !h.dir.path().join(name).exists(),
+                "{name} was not cleaned up"
+            );
+        }
+        let (base, _) = h.append(2, 100).await;
+        assert_eq!(base, 58);
+    }
+
+    #[tokio::test]
     async fn corruption_in_a_rolled_segment_is_reported_not_dropped() {
         let mut h = Harness::new(1024, FsyncPolicy::Never);
         for _ in 0..30 {
