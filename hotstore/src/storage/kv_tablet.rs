@@ -15,12 +15,17 @@
 //! 1. The server appends a changelog batch to the bucket's [`LogTablet`](super::LogTablet)
 //!    and waits until it is durable.
 //! 2. It calls [`KvTablet::apply`] with the new images (`None` deletes) and the log end offset
-//!    that changelog reaches. Data and offset commit atomically. `apply` does not fsync: a
-//!    crash may lose the latest applies, but then the applied offset is lost with them.
+//!    that changelog reaches. Data and offset commit atomically. `apply` hands the journal to
+//!    the OS (it survives a process crash) but does not fsync: a machine crash may lose the
+//!    latest applies, and then their applied offset is lost with them, so replay covers them.
 //! 3. On restart it reads [`KvTablet::applied_offset`] and replays the log from there.
 //!
 //! Keys and values are opaque bytes (the server encodes primary keys and rows). Keys are at
 //! most 65536 bytes (fjall's limit).
+//!
+//! Measured with `kv_apply_throughput` below (dev profile, dependencies at opt-level 1, the
+//! 2-core VM shared with other builds): 1M rows of 8-byte keys and 100-byte values applied in
+//! batches of 1000 at ~174k rows/s; 100k random point gets in 1.1 s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
