@@ -16,6 +16,8 @@
 //! fn offset_for_timestamp(&self, ts_ms: i64) -> Result<i64>
 //! async fn wait_for_data(&self, offset: i64, timeout: Duration) -> i64   // long-poll
 //! fn truncate_before(&self, offset: i64) -> Result<i64>                  // retention
+//! fn flush(&self) -> Result<()>        // blocking fsync, for shutdown under FsyncPolicy::Never
+//! fn fsync_count(&self) -> u64         // metric
 //! ```
 //!
 //! Contract:
@@ -36,6 +38,18 @@
 //!   timestamp stamped: they can go into a FetchLog response as they are.
 //!
 //! # Kv tablet ([`KvStore`] per server, [`KvTablet`] per bucket)
+//!
+//! ```text
+//! KvStore::open(dir: &Path, config: KvConfig) -> Result<KvStore>   // one fjall database
+//! fn open_tablet(&self, name: &str) -> Result<KvTablet>            // one keyspace per bucket
+//! fn drop_tablet(&self, name: &str) -> Result<()>
+//! fn tablet_names(&self) -> Vec<String>
+//! fn persist(&self) -> Result<()>                                  // fsync the journal
+//! KvTablet::get(&self, key: &[u8]) -> Result<Option<Bytes>>
+//! fn apply<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, changes: &[(K, Option<V>)], applied_log_end_offset: i64) -> Result<()>
+//! fn applied_offset(&self) -> Result<i64>                          // 0 for a new tablet
+//! fn iter(&self) -> impl Iterator<Item = Result<(Bytes, Bytes)>>   // key order
+//! ```
 //!
 //! See [`kv_tablet`]. The log is the write-ahead log: append the changelog to the log tablet,
 //! then `apply` the changes to the kv tablet together with the log end offset they reach; on
