@@ -41,9 +41,10 @@ use super::{Error, Result, io_error};
 /// When an append counts as durable.
 ///
 /// The default is `Group { window_ms: 0 }`: appends that arrive while an fsync runs share the
-/// next one, with no added delay. Measured on the 2-core dev VM (16 KiB batches, 4000 appends,
-/// `log_append_throughput` below): 64 concurrent appenders reach 13-19k appends/s with 0 ms and
-/// 8.5k with a 2 ms window, at ~65 fsyncs either way; fsync there takes ~3 ms, so waiting
+/// next one, with no added delay. Measured on the 2-core dev VM while others were compiling
+/// (16 KiB batches, 4000 appends, `log_append_throughput` below, dev profile, two runs): 64
+/// concurrent appenders reach 13-19k appends/s with 0 ms and 8.5-11.6k with a 2 ms window, at
+/// 62-71 fsyncs either way; one appender is fsync-bound at 0.3-1.7k appends/s. Waiting
 /// longer only adds latency. A window pays off where fsync is much cheaper than the arrival gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsyncPolicy {
