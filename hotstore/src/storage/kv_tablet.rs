@@ -379,7 +379,7 @@ mod tests {
     }
 
     /// Not a test: measures apply throughput. Run with
-    /// `cargo test -p silt-hotstore --release kv_apply_throughput -- --ignored --nocapture`.
+    /// `cargo test -p silt-hotstore throughput -- --ignored --nocapture --test-threads 1`.
     #[test]
     #[ignore]
     fn kv_apply_throughput() {

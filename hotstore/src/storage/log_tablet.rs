@@ -1385,7 +1385,7 @@ mod tests {
     }
 
     /// Not a test: measures append throughput under each fsync policy. Run with
-    /// `cargo test -p silt-hotstore --release log_append_throughput -- --ignored --nocapture`.
+    /// `cargo test -p silt-hotstore throughput -- --ignored --nocapture --test-threads 1`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore]
     async fn log_append_throughput() {
