@@ -1,1 +1,48 @@
-//! placeholder
+//! hotstore: silt's hot tier, an embedded changelog store that speaks the Apache Fluss wire
+//! protocol, so the official Fluss clients (fluss-rs, pyfluss, Java) work against it unmodified.
+//!
+//! Entry point: [`Server::start`] with a [`ServerConfig`] returns a [`ServerHandle`]
+//! (`local_addr`, `shutdown`, and `set_lake_snapshot` for the tiering committer). One process
+//! plays the Fluss coordinator and tablet server: databases and tables live in a JSON catalog,
+//! each bucket has a log tablet and, for a primary-key table, a kv tablet fed from the
+//! changelog the server writes.
+//!
+//! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
+//! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs.
+
+mod batch;
+mod catalog;
+mod kv;
+mod lake;
+mod logs;
+mod protocol;
+mod server;
+mod service;
+pub mod storage;
+mod tablets;
+
+pub use lake::LakeSnapshot;
+pub use server::{Server, ServerConfig, ServerHandle};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Errors of the hotstore's public API (starting, configuring, recording lake snapshots).
+/// Protocol-level failures are answered to clients as Fluss error codes instead.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr}: {source} (is another server using the port? choose another hotstore address)")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot access {path}: {source} (check the data directory exists and is writable)")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("catalog file {path} is corrupt: {reason} (restore it or start with an empty data directory)")]
+    CatalogCorrupt { path: PathBuf, reason: String },
+    #[error("invalid hotstore config: {message}")]
+    Config { message: String },
+    #[error("{message}")]
+    UnknownTable { message: String },
+    #[error("storage error: {message}")]
+    Storage { message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

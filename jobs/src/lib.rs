@@ -1,1 +1,12 @@
-//! placeholder
+//! silt's edge: the `silt` binary and everything that talks to the outside world (CLI,
+//! configuration files and environment, and, as they land, job definitions, YAML pipelines,
+//! the REST API and the services `silt up` runs). It converts outside formats by hand into
+//! engine, hotstore and connector types; those crates stay free of serde, HTTP and YAML.
+//!
+//! Entry point: [`cli::main`].
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod tiering;
+pub mod up;

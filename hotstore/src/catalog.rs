@@ -1,0 +1,528 @@
+//! The catalog: databases and tables, persisted as one JSON file in the data directory.
+//!
+//! Every DDL rewrites `catalog.json` atomically (write a temporary file, fsync, rename), so a
+//! crash leaves either the old or the new catalog. Table JSON is stored complete, the way the
+//! Fluss client reads it back: the bucket count is always present (the configured default when
+//! the client sent none) and a primary-key table's bucket keys default to its primary key
+//! without partition keys. Properties are kept exactly as the client sent them.
+
+use crate::protocol::{ApiError, code};
+use fluss::metadata::{JsonSerde, TableDescriptor};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The database every fresh data directory starts with, as in Fluss.
+pub const DEFAULT_DATABASE: &str = "fluss";
+/// Schema ids start at 1 in Fluss; silt does not evolve schemas yet.
+pub const SCHEMA_ID: i32 = 1;
+const NAME_BYTES_MAX: usize = 200;
+const CATALOG_FILE: &str = "catalog.json";
+
+/// A database in the catalog.
+#[derive(Debug, Clone)]
+pub struct DatabaseEntry {
+    pub name: String,
+    pub json: Vec<u8>,
+    pub created_ms: i64,
+    pub modified_ms: i64,
+}
+
+/// A table in the catalog, with its parsed descriptor.
+#[derive(Debug, Clone)]
+pub struct TableEntry {
+    pub id: i64,
+    pub database: String,
+    pub name: String,
+    pub schema_id: i32,
+    /// The complete table JSON served to clients.
+    pub json: Vec<u8>,
+    pub created_ms: i64,
+    pub modified_ms: i64,
+    pub descriptor: TableDescriptor,
+    pub bucket_count: i32,
+}
+
+impl TableEntry {
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.database, self.name)
+    }
+
+    pub fn has_primary_key(&self) -> bool {
+        self.descriptor.has_primary_key()
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    databases: BTreeMap<String, DatabaseEntry>,
+    tables: BTreeMap<(String, String), Arc<TableEntry>>,
+    next_table_id: i64,
+}
+
+/// Persistent catalog of databases and tables.
+#[derive(Debug)]
+pub struct Catalog {
+    path: PathBuf,
+    state: Mutex<State>,
+    default_bucket_count: i32,
+    bucket_count_max: i32,
+}
+
+/// What `drop_table`/`drop_database` removed, so the caller can close tablets and delete files.
+pub type DroppedTables = Vec<Arc<TableEntry>>;
+
+impl Catalog {
+    /// Opens (or creates) the catalog in `dir`.
+    pub fn open(dir: &Path, default_bucket_count: i32, bucket_count_max: i32) -> crate::Result<Catalog> {
+        let path = dir.join(CATALOG_FILE);
+        let mut state = State { next_table_id: 1, ..State::default() };
+        match std::fs::read(&path) {
+            Ok(bytes) => state = parse_catalog(&bytes).map_err(|reason| crate::Error::CatalogCorrupt {
+                path: path.clone(),
+                reason,
+            })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let now = now_ms();
+                state.databases.insert(
+                    DEFAULT_DATABASE.to_string(),
+                    DatabaseEntry {
+                        name: DEFAULT_DATABASE.to_string(),
+                        json: default_database_json(),
+                        created_ms: now,
+                        modified_ms: now,
+                    },
+                );
+            }
+            Err(source) => return Err(crate::Error::Io { path, source }),
+        }
+        let catalog = Catalog {
+            path,
+            state: Mutex::new(state),
+            default_bucket_count,
+            bucket_count_max,
+        };
+        {
+            let state = catalog.lock();
+            catalog.persist(&state).map_err(|source| crate::Error::Io { path: catalog.path.clone(), source })?;
+        }
+        Ok(catalog)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps half-updated (each DDL updates
+        // them after persisting), so a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn create_database(&self, name: &str, json: Option<Vec<u8>>, ignore_if_exists: bool) -> Result<(), ApiError> {
+        validate_name(name, code::INVALID_DATABASE, "database")?;
+        let json = match json {
+            Some(json) if !json.is_empty() => {
+                fluss::metadata::DatabaseDescriptor::from_json_bytes(&json).map_err(|error| {
+                    ApiError::new(code::INVALID_DATABASE, format!("invalid database json for {name}: {error}"))
+                })?;
+                json
+            }
+            _ => default_database_json(),
+        };
+        let mut state = self.lock();
+        if state.databases.contains_key(name) {
+            if ignore_if_exists {
+                return Ok(());
+            }
+            return Err(ApiError::new(code::DATABASE_ALREADY_EXIST, format!("database {name} already exists")));
+        }
+        let now = now_ms();
+        state.databases.insert(
+            name.to_string(),
+            DatabaseEntry { name: name.to_string(), json, created_ms: now, modified_ms: now },
+        );
+        self.persist_or_rollback(&mut state, |state| {
+            state.databases.remove(name);
+        })
+    }
+
+    pub fn drop_database(&self, name: &str, ignore_if_not_exists: bool, cascade: bool) -> Result<DroppedTables, ApiError> {
+        let mut state = self.lock();
+        if !state.databases.contains_key(name) {
+            if ignore_if_not_exists {
+                return Ok(Vec::new());
+            }
+            return Err(unknown_database(&state, name));
+        }
+        let table_keys: Vec<(String, String)> =
+            state.tables.keys().filter(|(db, _)| db == name).cloned().collect();
+        if !table_keys.is_empty() && !cascade {
+            return Err(ApiError::new(
+                code::DATABASE_NOT_EMPTY,
+                format!(
+                    "database {name} is not empty ({} tables); drop its tables first or drop with cascade",
+                    table_keys.len()
+                ),
+            ));
+        }
+        let database = state.databases.remove(name).expect("checked above");
+        let dropped: Vec<Arc<TableEntry>> =
+            table_keys.iter().filter_map(|key| state.tables.remove(key)).collect();
+        let restore = dropped.clone();
+        self.persist_or_rollback(&mut state, move |state| {
+            state.databases.insert(database.name.clone(), database);
+            for table in restore {
+                state.tables.insert((table.database.clone(), table.name.clone()), table);
+            }
+        })?;
+        Ok(dropped)
+    }
+
+    pub fn database(&self, name: &str) -> Result<DatabaseEntry, ApiError> {
+        let state = self.lock();
+        state.databases.get(name).cloned().ok_or_else(|| unknown_database(&state, name))
+    }
+
+    pub fn database_exists(&self, name: &str) -> bool {
+        self.lock().databases.contains_key(name)
+    }
+
+    /// Databases with their table counts, in name order.
+    pub fn databases(&self) -> Vec<(DatabaseEntry, i32)> {
+        let state = self.lock();
+        state
+            .databases
+            .values()
+            .map(|db| {
+                let count = state.tables.keys().filter(|(d, _)| *d == db.name).count();
+                (db.clone(), count as i32)
+            })
+            .collect()
+    }
+
+    pub fn create_table(
+        &self,
+        database: &str,
+        name: &str,
+        table_json: &[u8],
+        ignore_if_exists: bool,
+    ) -> Result<Option<Arc<TableEntry>>, ApiError> {
+        validate_name(name, code::INVALID_TABLE, "table")?;
+        let (json, descriptor, bucket_count) =
+            self.complete_table_json(database, name, table_json)?;
+        let mut state = self.lock();
+        if !state.databases.contains_key(database) {
+            return Err(unknown_database(&state, database));
+        }
+        let key = (database.to_string(), name.to_string());
+        if state.tables.contains_key(&key) {
+            if ignore_if_exists {
+                return Ok(None);
+            }
+            return Err(ApiError::new(
+                code::TABLE_ALREADY_EXIST,
+                format!("table {database}.{name} already exists"),
+            ));
+        }
+        let now = now_ms();
+        let entry = Arc::new(TableEntry {
+            id: state.next_table_id,
+            database: database.to_string(),
+            name: name.to_string(),
+            schema_id: SCHEMA_ID,
+            json,
+            created_ms: now,
+            modified_ms: now,
+            descriptor,
+            bucket_count,
+        });
+        state.next_table_id += 1;
+        state.tables.insert(key.clone(), entry.clone());
+        self.persist_or_rollback(&mut state, move |state| {
+            state.tables.remove(&key);
+            state.next_table_id -= 1;
+        })?;
+        Ok(Some(entry))
+    }
+
+    pub fn drop_table(&self, database: &str, name: &str, ignore_if_not_exists: bool) -> Result<Option<Arc<TableEntry>>, ApiError> {
+        let mut state = self.lock();
+        let key = (database.to_string(), name.to_string());
+        let Some(entry) = state.tables.remove(&key) else {
+            if ignore_if_not_exists {
+                return Ok(None);
+            }
+            return Err(unknown_table(&state, database, name));
+        };
+        let restore = entry.clone();
+        self.persist_or_rollback(&mut state, move |state| {
+            state.tables.insert(key, restore);
+        })?;
+        Ok(Some(entry))
+    }
+
+    pub fn table(&self, database: &str, name: &str) -> Result<Arc<TableEntry>, ApiError> {
+        let state = self.lock();
+        match state.tables.get(&(database.to_string(), name.to_string())) {
+            Some(entry) => Ok(entry.clone()),
+            None => Err(unknown_table(&state, database, name)),
+        }
+    }
+
+    pub fn table_by_id(&self, table_id: i64) -> Option<Arc<TableEntry>> {
+        self.lock().tables.values().find(|t| t.id == table_id).cloned()
+    }
+
+    pub fn tables(&self) -> Vec<Arc<TableEntry>> {
+        self.lock().tables.values().cloned().collect()
+    }
+
+    pub fn list_tables(&self, database: &str) -> Result<Vec<String>, ApiError> {
+        let state = self.lock();
+        if !state.databases.contains_key(database) {
+            return Err(unknown_database(&state, database));
+        }
+        Ok(state.tables.keys().filter(|(db, _)| db == database).map(|(_, t)| t.clone()).collect())
+    }
+
+    /// Parses the client's table JSON and completes it: bucket count and default bucket keys.
+    fn complete_table_json(&self, database: &str, name: &str, table_json: &[u8]) -> Result<(Vec<u8>, TableDescriptor, i32), ApiError> {
+        let invalid = |reason: String| {
+            ApiError::new(code::INVALID_TABLE, format!("invalid table {database}.{name}: {reason}"))
+        };
+        let mut value: Value = serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
+        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        if descriptor.is_partitioned() {
+            return Err(invalid(
+                "partitioned tables are not supported by silt's hotstore yet; create it without PARTITIONED BY".into(),
+            ));
+        }
+        let object = value.as_object_mut().ok_or_else(|| invalid("table json is not an object".into()))?;
+        let bucket_count = match object.get("bucket_count").and_then(Value::as_i64) {
+            Some(count) => count,
+            None => i64::from(self.default_bucket_count),
+        };
+        if bucket_count < 1 || bucket_count > i64::from(self.bucket_count_max) {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "bucket count {bucket_count} of {database}.{name} is outside 1..={} (raise bucket_count_max to allow more)",
+                    self.bucket_count_max
+                ),
+            ));
+        }
+        object.insert("bucket_count".into(), json!(bucket_count));
+        let bucket_keys_empty = object
+            .get("bucket_key")
+            .and_then(Value::as_array)
+            .is_none_or(|keys| keys.is_empty());
+        if let Some(primary_key) = descriptor.schema().primary_key()
+            && bucket_keys_empty
+        {
+            let partition_keys = descriptor.partition_keys();
+            let keys: Vec<&String> =
+                primary_key.column_names().iter().filter(|k| !partition_keys.contains(k)).collect();
+            object.insert("bucket_key".into(), json!(keys));
+        } else if bucket_keys_empty {
+            object.insert("bucket_key".into(), json!([]));
+        }
+        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        let json = serde_json::to_vec(&value).map_err(|e| invalid(e.to_string()))?;
+        Ok((json, descriptor, bucket_count as i32))
+    }
+
+    /// Persists the state; on failure undoes the in-memory change and reports a storage error.
+    fn persist_or_rollback(&self, state: &mut State, rollback: impl FnOnce(&mut State)) -> Result<(), ApiError> {
+        if let Err(error) = self.persist(state) {
+            rollback(state);
+            return Err(ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("cannot write catalog {}: {error}", self.path.display()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn persist(&self, state: &State) -> std::io::Result<()> {
+        let databases: Vec<Value> = state
+            .databases
+            .values()
+            .map(|db| {
+                json!({
+                    "name": db.name,
+                    "json": String::from_utf8_lossy(&db.json),
+                    "created_ms": db.created_ms,
+                    "modified_ms": db.modified_ms,
+                })
+            })
+            .collect();
+        let tables: Vec<Value> = state
+            .tables
+            .values()
+            .map(|t| {
+                json!({
+                    "id": t.id,
+                    "database": t.database,
+                    "name": t.name,
+                    "schema_id": t.schema_id,
+                    "json": String::from_utf8_lossy(&t.json),
+                    "created_ms": t.created_ms,
+                    "modified_ms": t.modified_ms,
+                })
+            })
+            .collect();
+        let document = json!({
+            "version": 1,
+            "next_table_id": state.next_table_id,
+            "databases": databases,
+            "tables": tables,
+        });
+        let bytes = serde_json::to_vec_pretty(&document).map_err(std::io::Error::other)?;
+        write_atomically(&self.path, &bytes)
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file, fsync and rename.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(dir) = std::fs::File::open(dir)
+    {
+        // Makes the rename itself durable; not every platform can fsync a directory.
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
+    let document: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let next_table_id = document["next_table_id"].as_i64().ok_or("missing next_table_id")?;
+    let mut state = State { next_table_id, ..State::default() };
+    for db in document["databases"].as_array().ok_or("missing databases")? {
+        let name = db["name"].as_str().ok_or("database without name")?.to_string();
+        state.databases.insert(
+            name.clone(),
+            DatabaseEntry {
+                name,
+                json: db["json"].as_str().unwrap_or("{}").as_bytes().to_vec(),
+                created_ms: db["created_ms"].as_i64().unwrap_or(0),
+                modified_ms: db["modified_ms"].as_i64().unwrap_or(0),
+            },
+        );
+    }
+    for t in document["tables"].as_array().ok_or("missing tables")? {
+        let database = t["database"].as_str().ok_or("table without database")?.to_string();
+        let name = t["name"].as_str().ok_or("table without name")?.to_string();
+        let json = t["json"].as_str().ok_or("table without json")?.as_bytes().to_vec();
+        let value: Value = serde_json::from_slice(&json).map_err(|e| format!("table {database}.{name}: {e}"))?;
+        let descriptor =
+            TableDescriptor::deserialize_json(&value).map_err(|e| format!("table {database}.{name}: {e}"))?;
+        let bucket_count = value["bucket_count"].as_i64().ok_or("table without bucket_count")? as i32;
+        let entry = TableEntry {
+            id: t["id"].as_i64().ok_or("table without id")?,
+            schema_id: t["schema_id"].as_i64().unwrap_or(i64::from(SCHEMA_ID)) as i32,
+            created_ms: t["created_ms"].as_i64().unwrap_or(0),
+            modified_ms: t["modified_ms"].as_i64().unwrap_or(0),
+            database: database.clone(),
+            name: name.clone(),
+            json,
+            descriptor,
+            bucket_count,
+        };
+        state.tables.insert((database, name), Arc::new(entry));
+    }
+    Ok(state)
+}
+
+fn default_database_json() -> Vec<u8> {
+    br#"{"version":1,"custom_properties":{}}"#.to_vec()
+}
+
+fn validate_name(name: &str, error_code: i32, what: &str) -> Result<(), ApiError> {
+    let valid_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if name.is_empty() || name.len() > NAME_BYTES_MAX || !valid_chars || name.starts_with("__") {
+        return Err(ApiError::new(
+            error_code,
+            format!(
+                "{what} name {name:?} is invalid: use 1 to {NAME_BYTES_MAX} characters of a-z, A-Z, 0-9, _ or -, not starting with __"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown_database(state: &State, name: &str) -> ApiError {
+    let known: Vec<&str> = state.databases.keys().map(String::as_str).collect();
+    ApiError::new(
+        code::DATABASE_NOT_EXIST,
+        format!("unknown database {name} (known: {})", known.join(", ")),
+    )
+}
+
+fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {
+    let known: Vec<String> = state
+        .tables
+        .keys()
+        .filter(|(db, _)| db == database)
+        .take(20)
+        .map(|(db, t)| format!("{db}.{t}"))
+        .collect();
+    let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+    ApiError::new(code::TABLE_NOT_EXIST, format!("unknown table {database}.{name} (known: {known})"))
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_table_json(bucket_count: Option<i64>) -> Vec<u8> {
+        let mut value = json!({
+            "version": 1,
+            "schema": {"version": 1, "columns": [{"name": "a", "data_type": {"type": "INTEGER"}}]},
+            "partition_key": [],
+            "properties": {"table.datalake.enabled": "true"},
+            "custom_properties": {},
+        });
+        if let Some(count) = bucket_count {
+            value["bucket_count"] = json!(count);
+        }
+        serde_json::to_vec(&value).unwrap()
+    }
+
+    #[test]
+    fn table_json_is_completed_and_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 3, 64).unwrap();
+        let entry = catalog.create_table("fluss", "t", &log_table_json(None), false).unwrap().unwrap();
+        assert_eq!(entry.bucket_count, 3);
+        let stored: Value = serde_json::from_slice(&entry.json).unwrap();
+        assert_eq!(stored["bucket_count"], json!(3));
+        assert_eq!(stored["properties"]["table.datalake.enabled"], json!("true"));
+        drop(catalog);
+        let reopened = Catalog::open(dir.path(), 3, 64).unwrap();
+        assert_eq!(reopened.table("fluss", "t").unwrap().id, entry.id);
+        let err = reopened.create_table("fluss", "t", &log_table_json(Some(2)), false).unwrap_err();
+        assert_eq!(err.code, code::TABLE_ALREADY_EXIST);
+        let err = reopened.create_table("fluss", "u", &log_table_json(Some(65)), false).unwrap_err();
+        assert_eq!(err.code, code::INVALID_CONFIG);
+    }
+
+    #[test]
+    fn names_are_validated() {
+        for (name, ok) in [("orders", true), ("a-b_9", true), ("", false), ("__x", false), ("a.b", false)] {
+            assert_eq!(validate_name(name, code::INVALID_TABLE, "table").is_ok(), ok, "{name}");
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Log handlers: ProduceLog, FetchLog and ListOffsets.
+//!
+//! A fetch never returns data past the high watermark (the durable end of the log), starts at
+//! the batch holding the fetch offset (`-2` means the log start) and, when the client enables
+//! projection pushdown, rewrites each batch to the projected columns in ascending field order.
+//! A fetch with nothing to return waits, up to `max_wait_ms` capped by `fetch_wait_max_ms`, for
+//! any of its buckets to grow.
+
+use crate::batch;
+use crate::protocol::messages::*;
+use crate::protocol::{self, ApiError, code};
+use crate::service::Service;
+use crate::tablets::{Bucket, TableRuntime, storage_error};
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The fetch offset Fluss clients send to start from the beginning of the log.
+pub const EARLIEST_OFFSET: i64 = -2;
+const LIST_EARLIEST: i32 = 0;
+const LIST_LATEST: i32 = 1;
+const LIST_TIMESTAMP: i32 = 2;
+
+pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogResponse, ApiError> {
+    let request: ProduceLogRequest = protocol::decode(body, "ProduceLog")?;
+    let table = service.table_runtime(request.table_id)?;
+    let appends = request.buckets_req.into_iter().map(|bucket_request| {
+        let table = table.clone();
+        async move {
+            let bucket_id = bucket_request.bucket_id;
+            let result = if table.entry.has_primary_key() {
+                Err(ApiError::new(
+                    code::INVALID_TABLE,
+                    format!(
+                        "table {} has a primary key: write it with upserts (PutKv), not appends",
+                        table.entry.qualified_name()
+                    ),
+                ))
+            } else {
+                match table.bucket(bucket_id) {
+                    Ok(bucket) => append_client_batches(bucket, bucket_request.records).await,
+                    Err(error) => Err(error),
+                }
+            };
+            match result {
+                Ok(base_offset) => PbProduceLogRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id,
+                    error_code: None,
+                    error_message: None,
+                    base_offset: Some(base_offset),
+                },
+                Err(error) => PbProduceLogRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id,
+                    error_code: Some(error.code),
+                    error_message: Some(error.message),
+                    base_offset: None,
+                },
+            }
+        }
+    });
+    Ok(ProduceLogResponse { buckets_resp: join_all(appends).await })
+}
+
+/// Appends the client's batches durably. The log tablet checks framing and CRCs and applies
+/// writer idempotence atomically with offset assignment: a retried batch (same writer id and
+/// sequence) is acknowledged with its original base offset and not written again.
+async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, ApiError> {
+    let info = bucket
+        .log
+        .append(records, crate::catalog::now_ms())
+        .await
+        .map_err(|e| storage_error(&format!("bucket {}", bucket.id), e))?;
+    if info.batches.iter().any(|b| b.duplicate) {
+        tracing::debug!(bucket = bucket.id, base_offset = info.base_offset, "acknowledged retried batch without appending");
+    }
+    Ok(info.base_offset)
+}
+
+struct FetchTarget {
+    table: Arc<TableRuntime>,
+    projection: Option<Vec<usize>>,
+    buckets: Vec<PbFetchLogReqForBucket>,
+}
+
+pub async fn fetch(service: &Service, body: Bytes) -> Result<FetchLogResponse, ApiError> {
+    let request: FetchLogRequest = protocol::decode(body, "FetchLog")?;
+    let mut targets = Vec::with_capacity(request.tables_req.len());
+    let mut unknown_tables = Vec::new();
+    for table_request in request.tables_req {
+        match service.table_runtime(table_request.table_id) {
+            Ok(table) => {
+                let projection = if table_request.projection_pushdown_enabled {
+                    Some(validate_projection(&table, &table_request.projected_fields)?)
+                } else {
+                    None
+                };
+                targets.push(FetchTarget { table, projection, buckets: table_request.buckets_req });
+            }
+            Err(error) => unknown_tables.push((table_request, error)),
+        }
+    }
+    let wait_ms = u64::try_from(request.max_wait_ms.unwrap_or(0)).unwrap_or(0).min(service.config.fetch_wait_max_ms);
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let min_bytes = usize::try_from(request.min_bytes.unwrap_or(1)).unwrap_or(1).max(1);
+    let response_bytes_max = usize::try_from(request.max_bytes).unwrap_or(0).clamp(1, service.config.fetch_response_bytes_max);
+    loop {
+        let (mut response, bytes, any_error) = read_targets(&targets, response_bytes_max);
+        let now = Instant::now();
+        if bytes >= min_bytes || any_error || now >= deadline {
+            for (table_request, error) in &unknown_tables {
+                response.tables_resp.push(PbFetchLogRespForTable {
+                    table_id: table_request.table_id,
+                    buckets_resp: table_request
+                        .buckets_req
+                        .iter()
+                        .map(|b| bucket_error(b, error.clone()))
+                        .collect(),
+                });
+            }
+            return Ok(response);
+        }
+        wait_for_any(&targets, deadline - now).await;
+    }
+}
+
+fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize>, ApiError> {
+    let field_count = table.arrow_schema.fields().len();
+    let mut projection = Vec::with_capacity(fields.len());
+    for &field in fields {
+        match usize::try_from(field) {
+            Ok(index) if index < field_count && projection.last().is_none_or(|&last| last < index) => {
+                projection.push(index)
+            }
+            _ => {
+                return Err(ApiError::new(
+                    code::INVALID_COLUMN_PROJECTION,
+                    format!(
+                        "projection {fields:?} of {} is invalid: indexes must be ascending and below {field_count}",
+                        table.entry.qualified_name()
+                    ),
+                ));
+            }
+        }
+    }
+    if projection.is_empty() {
+        return Err(ApiError::new(
+            code::INVALID_COLUMN_PROJECTION,
+            format!("projection of {} selects no column", table.entry.qualified_name()),
+        ));
+    }
+    Ok(projection)
+}
+
+/// Reads every requested bucket once; returns the response, its record bytes and whether
+/// any bucket answered an error (which ends a long poll at once).
+fn read_targets(targets: &[FetchTarget], response_bytes_max: usize) -> (FetchLogResponse, usize, bool) {
+    let mut budget = response_bytes_max;
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut response = FetchLogResponse { tables_resp: Vec::with_capacity(targets.len()) };
+    for target in targets {
+        let mut buckets_resp = Vec::with_capacity(target.buckets.len());
+        for bucket_request in &target.buckets {
+            let result = read_bucket(target, bucket_request, budget);
+            match result {
+                Ok(resp) => {
+                    let len = resp.records.as_ref().map_or(0, Bytes::len);
+                    total += len;
+                    budget = budget.saturating_sub(len).max(1);
+                    buckets_resp.push(resp);
+                }
+                Err(error) => {
+                    any_error = true;
+                    buckets_resp.push(bucket_error(bucket_request, error));
+                }
+            }
+        }
+        response.tables_resp.push(PbFetchLogRespForTable { table_id: target.table.entry.id, buckets_resp });
+    }
+    (response, total, any_error)
+}
+
+fn read_bucket(target: &FetchTarget, request: &PbFetchLogReqForBucket, budget: usize) -> Result<PbFetchLogRespForBucket, ApiError> {
+    let bucket = target.table.bucket(request.bucket_id)?;
+    let high_watermark = bucket.log.high_watermark();
+    let log_start = bucket.log.log_start_offset();
+    let offset = if request.fetch_offset == EARLIEST_OFFSET { log_start } else { request.fetch_offset };
+    if offset < log_start || offset > high_watermark {
+        return Err(ApiError::new(
+            code::LOG_OFFSET_OUT_OF_RANGE,
+            format!(
+                "fetch offset {} of {} bucket {} is outside the log [{log_start}, {high_watermark}]",
+                request.fetch_offset,
+                target.table.entry.qualified_name(),
+                bucket.id
+            ),
+        ));
+    }
+    let max_bytes = usize::try_from(request.max_fetch_bytes).unwrap_or(0).clamp(1, budget.max(1));
+    let records = if offset == high_watermark {
+        Bytes::new()
+    } else {
+        let data = bucket
+            .log
+            .read(offset, max_bytes)
+            .map_err(|e| storage_error(&format!("{} bucket {}", target.table.entry.qualified_name(), bucket.id), e))?;
+        match &target.projection {
+            Some(projection) => project(&target.table, data, projection)?,
+            None => data,
+        }
+    };
+    Ok(PbFetchLogRespForBucket {
+        partition_id: request.partition_id,
+        bucket_id: request.bucket_id,
+        error_code: None,
+        error_message: None,
+        high_watermark: Some(high_watermark),
+        log_start_offset: Some(log_start),
+        records: Some(records),
+    })
+}
+
+fn project(table: &TableRuntime, data: Bytes, projection: &[usize]) -> Result<Bytes, ApiError> {
+    let storage_error = |reason: String| {
+        ApiError::new(code::LOG_STORAGE_EXCEPTION, format!("cannot project stored batch of {}: {reason}", table.entry.qualified_name()))
+    };
+    let mut out = BytesMut::with_capacity(data.len());
+    for view in batch::split_batches(data).map_err(storage_error)? {
+        out.extend_from_slice(&batch::project_batch(&view, &table.arrow_schema, projection).map_err(storage_error)?);
+    }
+    Ok(out.freeze())
+}
+
+async fn wait_for_any(targets: &[FetchTarget], timeout: Duration) {
+    let mut waits = Vec::new();
+    for target in targets {
+        for request in &target.buckets {
+            if let Ok(bucket) = target.table.bucket(request.bucket_id) {
+                let offset = if request.fetch_offset == EARLIEST_OFFSET {
+                    bucket.log.log_start_offset()
+                } else {
+                    request.fetch_offset
+                };
+                let bucket = bucket.clone();
+                waits.push(Box::pin(async move { bucket.log.wait_for_data(offset, timeout).await }));
+            }
+        }
+    }
+    if waits.is_empty() {
+        tokio::time::sleep(timeout).await;
+    } else {
+        futures::future::select_all(waits).await;
+    }
+}
+
+fn bucket_error(request: &PbFetchLogReqForBucket, error: ApiError) -> PbFetchLogRespForBucket {
+    PbFetchLogRespForBucket {
+        partition_id: request.partition_id,
+        bucket_id: request.bucket_id,
+        error_code: Some(error.code),
+        error_message: Some(error.message),
+        high_watermark: None,
+        log_start_offset: None,
+        records: None,
+    }
+}
+
+pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsResponse, ApiError> {
+    let request: ListOffsetsRequest = protocol::decode(body, "ListOffsets")?;
+    let table = service.table_runtime(request.table_id)?;
+    let buckets_resp = request
+        .bucket_id
+        .iter()
+        .map(|&bucket_id| {
+            let result = table.bucket(bucket_id).and_then(|bucket| match request.offset_type {
+                LIST_EARLIEST => Ok(bucket.log.log_start_offset()),
+                LIST_LATEST => Ok(bucket.log.high_watermark()),
+                LIST_TIMESTAMP => match request.start_timestamp {
+                    Some(ts) => bucket.log.offset_for_timestamp(ts).map_err(|e| storage_error("list offsets", e)),
+                    None => Err(ApiError::new(code::INVALID_TIMESTAMP, "timestamp offset request without a timestamp")),
+                },
+                other => Err(ApiError::new(
+                    code::INVALID_CONFIG,
+                    format!("unknown offset type {other} (0 earliest, 1 latest, 2 timestamp)"),
+                )),
+            });
+            match result {
+                Ok(offset) => PbListOffsetsRespForBucket { bucket_id, error_code: None, error_message: None, offset: Some(offset) },
+                Err(error) => PbListOffsetsRespForBucket {
+                    bucket_id,
+                    error_code: Some(error.code),
+                    error_message: Some(error.message),
+                    offset: None,
+                },
+            }
+        })
+        .collect();
+    Ok(ListOffsetsResponse { buckets_resp })
+}
+
+/// Appends server-built batches (a PK table's changelog) to a bucket; the caller holds the
+/// bucket's write lock.
+pub(crate) async fn append_changelog(bucket: &Bucket, batches: Bytes) -> Result<crate::tablets::AppendInfo, ApiError> {
+    bucket
+        .log
+        .append(batches, crate::catalog::now_ms())
+        .await
+        .map_err(|e| storage_error(&format!("changelog of bucket {}", bucket.id), e))
+}

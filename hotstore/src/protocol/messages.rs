@@ -1,0 +1,585 @@
+//! silt's own protobuf definitions of the Fluss RPC messages it serves.
+//!
+//! Field numbers and types are facts of the Fluss wire protocol (proto2). Required fields are
+//! declared `required` so they are always encoded, as the Java and Python clients expect.
+//! Only the messages silt serves are defined here; fields silt never reads are omitted from
+//! requests (protobuf skips unknown fields), never from responses.
+
+use bytes::Bytes;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorResponse {
+    #[prost(int32, required, tag = "1")]
+    pub error_code: i32,
+    #[prost(string, optional, tag = "2")]
+    pub error_message: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ApiVersionsRequest {
+    #[prost(string, required, tag = "1")]
+    pub client_software_name: String,
+    #[prost(string, required, tag = "2")]
+    pub client_software_version: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ApiVersionsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub api_versions: Vec<PbApiVersion>,
+    #[prost(int32, optional, tag = "2")]
+    pub server_type: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbApiVersion {
+    #[prost(int32, required, tag = "1")]
+    pub api_key: i32,
+    #[prost(int32, required, tag = "2")]
+    pub min_version: i32,
+    #[prost(int32, required, tag = "3")]
+    pub max_version: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbTablePath {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+    #[prost(string, required, tag = "2")]
+    pub table_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPhysicalTablePath {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+    #[prost(string, required, tag = "2")]
+    pub table_name: String,
+    #[prost(string, optional, tag = "3")]
+    pub partition_name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbKeyValue {
+    #[prost(string, required, tag = "1")]
+    pub key: String,
+    #[prost(string, required, tag = "2")]
+    pub value: String,
+}
+
+// ---- databases ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateDatabaseRequest {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+    #[prost(bool, required, tag = "2")]
+    pub ignore_if_exists: bool,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub database_json: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Empty {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetDatabaseInfoRequest {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetDatabaseInfoResponse {
+    #[prost(bytes = "vec", required, tag = "3")]
+    pub database_json: Vec<u8>,
+    #[prost(int64, required, tag = "4")]
+    pub created_time: i64,
+    #[prost(int64, required, tag = "5")]
+    pub modified_time: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DropDatabaseRequest {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+    #[prost(bool, required, tag = "2")]
+    pub ignore_if_not_exists: bool,
+    #[prost(bool, required, tag = "3")]
+    pub cascade: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DatabaseExistsRequest {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExistsResponse {
+    #[prost(bool, required, tag = "1")]
+    pub exists: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListDatabasesRequest {
+    #[prost(bool, optional, tag = "1")]
+    pub include_summary: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListDatabasesResponse {
+    #[prost(string, repeated, tag = "1")]
+    pub database_name: Vec<String>,
+    #[prost(message, repeated, tag = "2")]
+    pub database_summary: Vec<PbDatabaseSummary>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbDatabaseSummary {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+    #[prost(int64, required, tag = "2")]
+    pub created_time: i64,
+    #[prost(int32, required, tag = "3")]
+    pub table_count: i32,
+}
+
+// ---- tables ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateTableRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub table_json: Vec<u8>,
+    #[prost(bool, required, tag = "3")]
+    pub ignore_if_exists: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DropTableRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(bool, required, tag = "2")]
+    pub ignore_if_not_exists: bool,
+}
+
+/// GetTableInfo, TableExists and ListPartitionInfos all open with the table path as field 1.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TablePathRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableInfoResponse {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(int32, required, tag = "2")]
+    pub schema_id: i32,
+    #[prost(bytes = "vec", required, tag = "3")]
+    pub table_json: Vec<u8>,
+    #[prost(int64, required, tag = "4")]
+    pub created_time: i64,
+    #[prost(int64, required, tag = "5")]
+    pub modified_time: i64,
+    #[prost(string, optional, tag = "6")]
+    pub remote_data_dir: Option<String>,
+    #[prost(int64, optional, tag = "7")]
+    pub bucket_count_epoch: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListTablesRequest {
+    #[prost(string, required, tag = "1")]
+    pub database_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListTablesResponse {
+    #[prost(string, repeated, tag = "1")]
+    pub table_name: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableSchemaRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(int32, optional, tag = "2")]
+    pub schema_id: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableSchemaResponse {
+    #[prost(int32, required, tag = "1")]
+    pub schema_id: i32,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub schema_json: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPartitionInfosResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub partitions_info: Vec<Empty>,
+    #[prost(bool, optional, tag = "2")]
+    pub system_partitions_included: Option<bool>,
+}
+
+// ---- metadata ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MetadataRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub table_path: Vec<PbTablePath>,
+    #[prost(message, repeated, tag = "2")]
+    pub partitions_path: Vec<PbPhysicalTablePath>,
+    #[prost(int64, repeated, packed = "true", tag = "3")]
+    pub partitions_id: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MetadataResponse {
+    #[prost(message, optional, tag = "1")]
+    pub coordinator_server: Option<PbServerNode>,
+    #[prost(message, repeated, tag = "2")]
+    pub tablet_servers: Vec<PbServerNode>,
+    #[prost(message, repeated, tag = "3")]
+    pub table_metadata: Vec<PbTableMetadata>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbServerNode {
+    #[prost(int32, required, tag = "1")]
+    pub node_id: i32,
+    #[prost(string, required, tag = "2")]
+    pub host: String,
+    #[prost(int32, required, tag = "3")]
+    pub port: i32,
+    #[prost(string, optional, tag = "4")]
+    pub listeners: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbTableMetadata {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(int64, required, tag = "2")]
+    pub table_id: i64,
+    #[prost(int32, required, tag = "3")]
+    pub schema_id: i32,
+    #[prost(bytes = "vec", required, tag = "4")]
+    pub table_json: Vec<u8>,
+    #[prost(message, repeated, tag = "5")]
+    pub bucket_metadata: Vec<PbBucketMetadata>,
+    #[prost(int64, required, tag = "6")]
+    pub created_time: i64,
+    #[prost(int64, required, tag = "7")]
+    pub modified_time: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbBucketMetadata {
+    #[prost(int32, required, tag = "1")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "2")]
+    pub leader_id: Option<i32>,
+    #[prost(int32, repeated, packed = "true", tag = "3")]
+    pub replica_id: Vec<i32>,
+    #[prost(int32, optional, tag = "4")]
+    pub leader_epoch: Option<i32>,
+    #[prost(int32, optional, tag = "5")]
+    pub bucket_epoch: Option<i32>,
+    #[prost(int32, repeated, packed = "true", tag = "6")]
+    pub isr: Vec<i32>,
+}
+
+// ---- writes ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InitWriterRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub table_path: Vec<PbTablePath>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InitWriterResponse {
+    #[prost(int64, required, tag = "1")]
+    pub writer_id: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProduceLogRequest {
+    #[prost(int32, required, tag = "1")]
+    pub acks: i32,
+    #[prost(int64, required, tag = "2")]
+    pub table_id: i64,
+    #[prost(int32, required, tag = "3")]
+    pub timeout_ms: i32,
+    #[prost(message, repeated, tag = "4")]
+    pub buckets_req: Vec<PbWriteReqForBucket>,
+}
+
+/// PbProduceLogReqForBucket and PbPutKvReqForBucket share their first five fields.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbWriteReqForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(bytes = "bytes", required, tag = "3")]
+    pub records: Bytes,
+    #[prost(string, optional, tag = "4")]
+    pub original_partition_name: Option<String>,
+    #[prost(int32, optional, tag = "5")]
+    pub routing_bucket_count: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProduceLogResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbProduceLogRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbProduceLogRespForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "3")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub error_message: Option<String>,
+    #[prost(int64, optional, tag = "5")]
+    pub base_offset: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PutKvRequest {
+    #[prost(int32, required, tag = "1")]
+    pub acks: i32,
+    #[prost(int64, required, tag = "2")]
+    pub table_id: i64,
+    #[prost(int32, required, tag = "3")]
+    pub timeout_ms: i32,
+    #[prost(int32, repeated, packed = "true", tag = "4")]
+    pub target_columns: Vec<i32>,
+    #[prost(message, repeated, tag = "5")]
+    pub buckets_req: Vec<PbWriteReqForBucket>,
+    #[prost(int32, optional, tag = "6")]
+    pub agg_mode: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PutKvResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbPutKvRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPutKvRespForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "3")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub error_message: Option<String>,
+    #[prost(int64, optional, tag = "5")]
+    pub log_end_offset: Option<i64>,
+}
+
+// ---- reads ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FetchLogRequest {
+    #[prost(int32, required, tag = "1")]
+    pub follower_server_id: i32,
+    #[prost(int32, required, tag = "2")]
+    pub max_bytes: i32,
+    #[prost(message, repeated, tag = "3")]
+    pub tables_req: Vec<PbFetchLogReqForTable>,
+    #[prost(int32, optional, tag = "4")]
+    pub max_wait_ms: Option<i32>,
+    #[prost(int32, optional, tag = "5")]
+    pub min_bytes: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbFetchLogReqForTable {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(bool, required, tag = "2")]
+    pub projection_pushdown_enabled: bool,
+    #[prost(int32, repeated, packed = "true", tag = "3")]
+    pub projected_fields: Vec<i32>,
+    #[prost(message, repeated, tag = "4")]
+    pub buckets_req: Vec<PbFetchLogReqForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbFetchLogReqForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int64, required, tag = "3")]
+    pub fetch_offset: i64,
+    #[prost(int32, required, tag = "4")]
+    pub max_fetch_bytes: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FetchLogResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub tables_resp: Vec<PbFetchLogRespForTable>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbFetchLogRespForTable {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub buckets_resp: Vec<PbFetchLogRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbFetchLogRespForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "3")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub error_message: Option<String>,
+    #[prost(int64, optional, tag = "5")]
+    pub high_watermark: Option<i64>,
+    #[prost(int64, optional, tag = "6")]
+    pub log_start_offset: Option<i64>,
+    #[prost(bytes = "bytes", optional, tag = "8")]
+    pub records: Option<Bytes>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LookupRequest {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub buckets_req: Vec<PbLookupReqForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLookupReqForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(bytes = "bytes", repeated, tag = "3")]
+    pub keys: Vec<Bytes>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LookupResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbLookupRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLookupRespForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "3")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub error_message: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub values: Vec<PbValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbValue {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub values: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListOffsetsRequest {
+    #[prost(int32, required, tag = "1")]
+    pub follower_server_id: i32,
+    #[prost(int32, required, tag = "2")]
+    pub offset_type: i32,
+    #[prost(int64, required, tag = "3")]
+    pub table_id: i64,
+    #[prost(int64, optional, tag = "4")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, repeated, packed = "true", tag = "5")]
+    pub bucket_id: Vec<i32>,
+    #[prost(int64, optional, tag = "6")]
+    pub start_timestamp: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListOffsetsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbListOffsetsRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbListOffsetsRespForBucket {
+    #[prost(int32, required, tag = "1")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "2")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "3")]
+    pub error_message: Option<String>,
+    #[prost(int64, optional, tag = "4")]
+    pub offset: Option<i64>,
+}
+
+// ---- security token and lake ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetFileSystemSecurityTokenResponse {
+    #[prost(string, required, tag = "1")]
+    pub schema: String,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub token: Vec<u8>,
+    #[prost(int64, optional, tag = "3")]
+    pub expiration_time: Option<i64>,
+    #[prost(message, repeated, tag = "4")]
+    pub addition_info: Vec<PbKeyValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetLakeSnapshotRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(int64, optional, tag = "2")]
+    pub snapshot_id: Option<i64>,
+    #[prost(bool, optional, tag = "3")]
+    pub readable: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetLakeSnapshotResponse {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(int64, required, tag = "2")]
+    pub snapshot_id: i64,
+    #[prost(message, repeated, tag = "3")]
+    pub bucket_snapshots: Vec<PbLakeSnapshotForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLakeSnapshotForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int64, optional, tag = "3")]
+    pub log_offset: Option<i64>,
+}

@@ -1,0 +1,303 @@
+//! The TCP server: accepts connections, reads frames, runs requests, writes responses.
+//!
+//! Each connection has a reader loop and a writer task. Requests run as their own tasks, at most
+//! `requests_in_flight_max` per connection, so a long-polling fetch does not block a produce on
+//! the same connection; the Fluss client matches responses to requests by request id. A frame
+//! that cannot be read (negative length, over `frame_bytes_max`, shorter than a header) closes
+//! its connection with a log line. A handler that panics answers UNKNOWN_SERVER_ERROR instead of
+//! taking the server down.
+
+use crate::protocol::{self, ApiError, code};
+use crate::service::Service;
+use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+/// Configuration of the hotstore server. `jobs/` maps silt's config file onto it.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port (see [`ServerHandle::local_addr`]).
+    pub bind_addr: SocketAddr,
+    /// Host advertised to clients in metadata; defaults to the bound IP (127.0.0.1 for 0.0.0.0).
+    pub advertised_host: Option<String>,
+    /// Directory holding the catalog and every table's tablets.
+    pub data_dir: PathBuf,
+    /// Bucket count of a table created without one.
+    pub default_bucket_count: i32,
+    /// Largest bucket count a table may have.
+    pub bucket_count_max: i32,
+    /// Largest request frame accepted; a larger one closes the connection.
+    pub frame_bytes_max: usize,
+    /// Connections served at once; further connections are closed on accept.
+    pub connections_max: usize,
+    /// Requests of one connection running at once; the reader waits beyond that.
+    pub requests_in_flight_max: usize,
+    /// Upper bound on a fetch's long-poll wait, whatever the client asks.
+    pub fetch_wait_max_ms: u64,
+    /// Upper bound on the record bytes of one fetch response.
+    pub fetch_response_bytes_max: usize,
+    /// Keys one lookup request may carry.
+    pub lookup_keys_max: usize,
+    /// Grace period for in-flight requests at shutdown.
+    pub shutdown_grace_ms: u64,
+    /// Log tablet settings (segment size, fsync policy, writers remembered).
+    pub log: crate::storage::LogConfig,
+    /// Kv store settings (cache, journal).
+    pub kv: crate::storage::KvConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind_addr: SocketAddr::from(([127, 0, 0, 1], 9123)),
+            advertised_host: None,
+            data_dir: PathBuf::from("silt-data/hotstore"),
+            default_bucket_count: 1,
+            bucket_count_max: 1024,
+            frame_bytes_max: 64 * 1024 * 1024,
+            connections_max: 1024,
+            requests_in_flight_max: 64,
+            fetch_wait_max_ms: 30_000,
+            fetch_response_bytes_max: 32 * 1024 * 1024,
+            lookup_keys_max: 100_000,
+            shutdown_grace_ms: 5_000,
+            log: crate::storage::LogConfig::default(),
+            kv: crate::storage::KvConfig::default(),
+        }
+    }
+}
+
+/// Entry point of the hotstore.
+pub struct Server;
+
+impl Server {
+    /// Opens the data directory, binds the listener and starts serving in the background.
+    pub async fn start(config: ServerConfig) -> crate::Result<ServerHandle> {
+        if config.requests_in_flight_max == 0 || config.connections_max == 0 {
+            return Err(crate::Error::Config {
+                message: "connections_max and requests_in_flight_max must be at least 1".into(),
+            });
+        }
+        let listener = TcpListener::bind(config.bind_addr)
+            .await
+            .map_err(|source| crate::Error::Bind { addr: config.bind_addr, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| crate::Error::Bind { addr: config.bind_addr, source })?;
+        let advertised_host = config.advertised_host.clone().unwrap_or_else(|| {
+            if local_addr.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                local_addr.ip().to_string()
+            }
+        });
+        let service = Arc::new(Service::open(config.clone(), advertised_host, local_addr.port()).await?);
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
+        tracing::info!(addr = %local_addr, "hotstore listening (Fluss wire protocol)");
+        Ok(ServerHandle { local_addr, service, shutdown_tx, accept: Some(accept) })
+    }
+}
+
+/// A running hotstore. Dropping it without [`ServerHandle::shutdown`] stops accepting but does
+/// not wait for in-flight requests.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    service: Arc<Service>,
+    shutdown_tx: watch::Sender<bool>,
+    accept: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`) and
+    /// closes the tablets.
+    pub async fn shutdown(mut self) -> crate::Result<()> {
+        let _ = self.shutdown_tx.send(true);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        self.service.close().await;
+        tracing::info!(addr = %self.local_addr, "hotstore stopped");
+        Ok(())
+    }
+
+    /// Records the latest lake snapshot of a table: the snapshot id and, per bucket, the log
+    /// offset up to which the lake holds the table's data (exclusive). Called by the tiering
+    /// committer after each Delta commit; clients read it through GetLakeSnapshot.
+    pub fn set_lake_snapshot(
+        &self,
+        database: &str,
+        table: &str,
+        snapshot_id: i64,
+        bucket_offsets: &[(i32, i64)],
+    ) -> crate::Result<()> {
+        self.service.set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
+    }
+
+    /// The latest lake snapshot recorded for a table, if any: `(snapshot_id, [(bucket, offset)])`.
+    pub fn lake_snapshot(&self, database: &str, table: &str) -> crate::Result<Option<crate::LakeSnapshot>> {
+        self.service.lake_snapshot(database, table)
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.shutdown_tx.send(true);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    service: Arc<Service>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let connections = Arc::new(Semaphore::new(config.connections_max));
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Running out of file descriptors is transient; back off briefly.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, connections_max = config.connections_max,
+                        "closing connection: connections_max reached (raise hotstore connections_max)");
+                    drop(stream);
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let service = service.clone();
+                let config = config.clone();
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move {
+                    serve_connection(stream, peer, service, config, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await.is_err() {
+        tracing::warn!("hotstore shutdown grace period passed; aborting remaining connections");
+        tasks.abort_all();
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: Arc<Service>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (mut reader, writer) = stream.into_split();
+    let (response_tx, response_rx) = mpsc::channel::<Bytes>(config.requests_in_flight_max);
+    let writer_task = tokio::spawn(write_responses(writer, response_rx));
+    let in_flight = Arc::new(Semaphore::new(config.requests_in_flight_max));
+    let mut requests = JoinSet::new();
+    loop {
+        let frame = tokio::select! {
+            _ = shutdown.changed() => break,
+            frame = read_frame(&mut reader, config.frame_bytes_max) => frame,
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(reason) => {
+                tracing::warn!(%peer, %reason, "closing connection: malformed frame");
+                break;
+            }
+        };
+        let (header, body) = match protocol::parse_request(frame) {
+            Ok(parsed) => parsed,
+            Err(reason) => {
+                tracing::warn!(%peer, %reason, "closing connection: malformed frame");
+                break;
+            }
+        };
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        let service = service.clone();
+        let response_tx = response_tx.clone();
+        requests.spawn(async move {
+            let response = std::panic::AssertUnwindSafe(service.handle(header, body))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::error!(api_key = header.api_key, "request handler panicked; this is a bug");
+                    protocol::encode_error(
+                        header.request_id,
+                        &ApiError::new(code::UNKNOWN_SERVER_ERROR, "internal error in silt's hotstore"),
+                    )
+                });
+            let _ = response_tx.send(response).await;
+            drop(permit);
+        });
+        // Reap finished requests so the set stays bounded by requests_in_flight_max.
+        while requests.try_join_next().is_some() {}
+    }
+    // Let running requests answer before the writer closes (bounded by the shutdown grace).
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    if tokio::time::timeout(grace, async { while requests.join_next().await.is_some() {} }).await.is_err() {
+        requests.abort_all();
+    }
+    drop(response_tx);
+    let _ = writer_task.await;
+}
+
+/// Reads one frame; `Ok(None)` on a clean end of stream between frames.
+async fn read_frame(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    frame_bytes_max: usize,
+) -> Result<Option<Bytes>, String> {
+    let mut prefix = [0u8; 4];
+    match reader.read_exact(&mut prefix).await {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error.to_string()),
+    }
+    let length = protocol::frame_length(prefix, frame_bytes_max).map_err(|e| e.to_string())?;
+    let mut frame = BytesMut::zeroed(length);
+    reader.read_exact(&mut frame).await.map_err(|e| format!("truncated frame: {e}"))?;
+    Ok(Some(frame.freeze()))
+}
+
+async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut responses: mpsc::Receiver<Bytes>) {
+    let mut writer = BufWriter::new(writer);
+    while let Some(frame) = responses.recv().await {
+        if writer.write_all(&frame).await.is_err() {
+            return;
+        }
+        // Batch responses that are already waiting into one flush.
+        while let Ok(frame) = responses.try_recv() {
+            if writer.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}

@@ -1,0 +1,39 @@
+//! The shared client scenario of `common::scenario` (the one the real-Fluss comparison runs)
+//! against silt's hotstore, checked against what the issue states a Fluss server does.
+
+mod common;
+mod hotstore_support;
+
+use anyhow::Result;
+use common::scenario::{self, Outcome};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_against_hotstore() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = hotstore_support::start_server(dir.path()).await?;
+    let record = scenario::run_scenario(&server.local_addr().to_string()).await?;
+    println!("{record:#?}");
+
+    let kinds: Vec<&str> = record.changelog.iter().map(|e| e.change_type.as_str()).collect();
+    assert_eq!(kinds, ["+I", "+I", "-U", "+U", "-D"]);
+    let offsets: Vec<i64> = record.changelog.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 4]);
+    let api = |name: &str| match &record.errors[name] {
+        Outcome::Api { code, .. } => Some(*code),
+        _ => None,
+    };
+    assert_eq!(api("create_database/duplicate"), Some(6));
+    assert_eq!(api("create_table/duplicate"), Some(8));
+    assert_eq!(api("get_table_info/unknown_table"), Some(7));
+    assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
+    let rows = 2 * scenario::LOG_ROWS_PER_BATCH as usize;
+    assert_eq!(record.log.scanned.values().map(Vec::len).sum::<usize>(), rows);
+    for (bucket, scanned) in &record.log.scanned {
+        let offsets: Vec<i64> = scanned.iter().map(|(offset, _)| *offset).collect();
+        assert_eq!(offsets, (0..scanned.len() as i64).collect::<Vec<_>>(), "bucket {bucket}");
+        assert_eq!(record.log.offsets.latest[bucket], scanned.len() as i64);
+    }
+    assert_eq!(record.log.projected_columns, ["id", "amount"]);
+    server.shutdown().await?;
+    Ok(())
+}

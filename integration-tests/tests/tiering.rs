@@ -1,0 +1,233 @@
+//! Tiering end to end: the hotstore serves lake-enabled log and primary-key tables, the tiering
+//! service tiers them into Delta through the Fluss client, a tiering "crash" (jobs cancelled
+//! mid-stream, no final checkpoint) is followed by a fresh service, and the lake must then hold
+//! exactly what was written: every log row once, the latest row per key with deletes removed.
+//! The hotstore's lake-offset registry must match the lake's txn offsets.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use arrow::array::{Array, Int64Array, StringArray};
+use datafusion::prelude::SessionContext;
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_jobs::tiering::{RegistryUpdate, TieringConfig, TieringService};
+
+async fn start_server(dir: &std::path::Path) -> ServerHandle {
+    let config = ServerConfig {
+        bind_addr: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.join("hotstore"),
+        default_bucket_count: 3,
+        ..ServerConfig::default()
+    };
+    Server::start(config).await.expect("hotstore starts")
+}
+
+async fn create_tables(connection: &FlussConnection) -> Result<()> {
+    let admin = connection.get_admin()?;
+    admin.create_database("t", None, false).await?;
+    let events = Schema::builder().column("id", DataTypes::bigint()).column("v", DataTypes::string()).build()?;
+    let events = TableDescriptor::builder()
+        .schema(events)
+        .distributed_by(Some(3), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "300ms")
+        .build()?;
+    admin.create_table(&TablePath::new("t", "events"), &events, false).await?;
+    let users = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .primary_key(vec!["id"])?
+        .build()?;
+    let users = TableDescriptor::builder()
+        .schema(users)
+        .distributed_by(Some(2), vec!["id".to_string()])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "300ms")
+        .build()?;
+    admin.create_table(&TablePath::new("t", "users"), &users, false).await?;
+    Ok(())
+}
+
+/// What the tables must hold: every event, and the latest user per id.
+#[derive(Default)]
+struct Expected {
+    events: Vec<(i64, String)>,
+    users: BTreeMap<i64, (String, i64)>,
+}
+
+/// Writes events `from..to` and, for every 3rd of them, an upsert of user `id % 400`; every
+/// 7th of those is a delete instead.
+async fn write(connection: &FlussConnection, from: i64, to: i64, expected: &mut Expected) -> Result<()> {
+    let events = connection.get_table(&TablePath::new("t", "events")).await?;
+    let users = connection.get_table(&TablePath::new("t", "users")).await?;
+    let appender = events.new_append()?.create_writer()?;
+    let upserter = users.new_upsert()?.create_writer()?;
+    for id in from..to {
+        let v = format!("event-{id}");
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, v.as_str());
+        appender.append(&row)?;
+        expected.events.push((id, v.clone()));
+        if id % 3 == 0 {
+            let key = id % 400;
+            let name = format!("user-{key}-{id}");
+            let mut u = GenericRow::new(3);
+            u.set_field(0, key);
+            u.set_field(1, name.as_str());
+            u.set_field(2, id);
+            if id % 7 == 0 {
+                upserter.delete(&u)?;
+                expected.users.remove(&key);
+            } else {
+                upserter.upsert(&u)?;
+                expected.users.insert(key, (name.clone(), id));
+            }
+        }
+        if id % 500 == 499 {
+            appender.flush().await?;
+            upserter.flush().await?;
+        }
+    }
+    appender.flush().await?;
+    upserter.flush().await?;
+    Ok(())
+}
+
+fn service(dir: &std::path::Path, server: &Arc<ServerHandle>) -> TieringService {
+    let mut config = TieringConfig::new(
+        server.local_addr().to_string(),
+        dir.join("lake").to_string_lossy().to_string(),
+        dir.join("checkpoints"),
+    );
+    config.poll_interval = Duration::from_millis(200);
+    let registry_server = server.clone();
+    let registry: RegistryUpdate = Arc::new(move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+        registry_server.set_lake_snapshot(db, table, snapshot, offsets).map_err(anyhow::Error::from)
+    });
+    TieringService::new(config, Some(registry))
+}
+
+async fn wait_caught_up(tiering: &TieringService, tables: usize) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        tiering.poll_once().await?;
+        let status = tiering.status().await?;
+        let hot: i64 = status.iter().flat_map(|s| s.buckets.values().map(|(h, _)| *h)).sum();
+        if status.len() == tables && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("tiering did not catch up within 90 s: {status:#?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn lake_rows(dir: &std::path::Path, table: &str, sql: &str) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+    let uri = dir.join("lake").join("t").join(table);
+    let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
+    let ctx = SessionContext::new();
+    ctx.register_table("lake", delta.table_provider().await?)?;
+    Ok(ctx.sql(sql).await?.collect().await?)
+}
+
+fn i64s(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| b.column(column).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
+        .collect()
+}
+
+fn strings(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<String> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            // DataFusion may read strings as Utf8View; compare as plain strings.
+            let a = arrow::compute::cast(b.column(column), &arrow::datatypes::DataType::Utf8).unwrap();
+            let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+            (0..a.len()).map(|i| a.value(i).to_string()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Arc::new(start_server(dir.path()).await);
+    let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
+    create_tables(&connection).await?;
+    let mut expected = Expected::default();
+    write(&connection, 0, 3_000, &mut expected).await?;
+
+    // First service: tiers, then "crashes" while more data arrives (jobs cancelled, no final
+    // checkpoint; whatever its writers staged but did not commit must not show up twice).
+    let first = service(dir.path(), &server);
+    wait_caught_up(&first, 2).await?;
+    // Keep writing while the first service crashes, so the crash lands mid-stream.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
+        let stop = stop.clone();
+        // Continue from the users written so far: deletes must apply to them.
+        let mut more = Expected {
+            events: Vec::new(),
+            users: expected.users.clone(),
+        };
+        tokio::spawn(async move {
+            let mut id = 3_000;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                write(&connection, id, id + 500, &mut more).await?;
+                id += 500;
+            }
+            Ok::<_, anyhow::Error>(more)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let lag_at_crash: i64 = first.status().await?.iter().map(|s| s.lag_offsets).sum();
+    first.shutdown(Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let more = writer.await??;
+    assert!(lag_at_crash > 0, "the crash must land while tiering is behind, to test recovery");
+    expected.events.extend(more.events);
+    expected.users = more.users;
+
+    // A fresh service resumes from the jobs' checkpoints and catches up.
+    let second = service(dir.path(), &server);
+    let last = expected.events.iter().map(|e| e.0).max().unwrap_or(0) + 1;
+    write(&connection, last, last + 1_000, &mut expected).await?;
+    wait_caught_up(&second, 2).await?;
+
+    let batches = lake_rows(dir.path(), "events", "SELECT id, v FROM lake ORDER BY id").await?;
+    let lake_events: Vec<(i64, String)> = i64s(&batches, 0).into_iter().zip(strings(&batches, 1)).collect();
+    expected.events.sort();
+    assert_eq!(lake_events.len(), expected.events.len(), "log table: row count (lost or duplicated rows)");
+    assert!(lake_events == expected.events, "log table: the lake differs from what was written");
+
+    let batches = lake_rows(dir.path(), "users", "SELECT id, name, score FROM lake ORDER BY id").await?;
+    let lake_users: BTreeMap<i64, (String, i64)> = i64s(&batches, 0)
+        .into_iter()
+        .zip(strings(&batches, 1).into_iter().zip(i64s(&batches, 2)))
+        .collect();
+    assert_eq!(i64s(&batches, 0).len(), lake_users.len(), "pk table: one row per key");
+    assert_eq!(lake_users, expected.users, "pk table: the lake differs from the latest row per key");
+
+    // The registry the clients see matches the lake's txn offsets.
+    for status in second.status().await? {
+        let snapshot = server.lake_snapshot("t", &status.table)?.expect("registry has the table");
+        for (bucket, (hot, lake)) in &status.buckets {
+            assert_eq!(hot, lake, "{}: bucket {bucket} caught up", status.table);
+            let registered = snapshot.bucket_offsets.iter().find(|(b, _)| b == bucket).map(|(_, o)| *o);
+            assert_eq!(registered, Some(*lake), "{}: registry offset of bucket {bucket}", status.table);
+        }
+    }
+    second.shutdown(Duration::from_secs(30)).await;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! The `silt` command line. Exit codes: 0 success, 1 failure, 2 usage error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+#[derive(Debug, Parser)]
+#[command(name = "silt", version, about = "silt: a streamhouse in one binary (Fluss-compatible hot store, Delta Lake tiering, bounded SQL)")]
+pub struct Cli {
+    /// Config file layered over the built-in conf/silt.yaml.
+    #[arg(long, global = true, env = "SILT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where silt keeps everything (overrides data_dir).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Log filter, e.g. info or silt=debug.
+    #[arg(long, global = true, default_value = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info", env = "SILT_LOG")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run hotstore (Fluss wire protocol), the engine and the tiering service; --demo adds a
+    /// workload on two lake-enabled tables.
+    Up {
+        /// Create demo tables and write to them at a steady rate.
+        #[arg(long)]
+        demo: bool,
+        /// Demo rows per second.
+        #[arg(long, default_value_t = 200)]
+        demo_rate: u64,
+        /// Stop after this many seconds instead of waiting for Ctrl-C.
+        #[arg(long)]
+        run_for_s: Option<u64>,
+        /// Seconds between status lines.
+        #[arg(long, default_value_t = 5)]
+        status_every_s: u64,
+    },
+    /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
+    Demo {
+        /// Orders per second per subtask.
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        /// Stop after this many orders per subtask instead of running until Ctrl-C.
+        #[arg(long)]
+        orders: Option<u64>,
+        #[arg(long, default_value_t = 2)]
+        parallelism: u32,
+        /// Checkpoint interval in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        checkpoint_interval_ms: u64,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match try_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn try_main(cli: Cli) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let mut overrides = Vec::new();
+    if let Some(dir) = &cli.data_dir {
+        overrides.push(("data_dir".to_string(), dir.display().to_string()));
+    }
+    let config = Config::load(cli.config.as_deref(), std::env::vars(), &overrides)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Up {
+                demo,
+                demo_rate,
+                run_for_s,
+                status_every_s,
+            } => {
+                let options = crate::up::UpOptions {
+                    demo,
+                    demo_rate_per_s: demo_rate,
+                    run_for: run_for_s.map(Duration::from_secs),
+                    status_every: Duration::from_secs(status_every_s.max(1)),
+                };
+                crate::up::run(&config, options).await
+            }
+            Command::Demo {
+                rate,
+                orders,
+                parallelism,
+                checkpoint_interval_ms,
+            } => {
+                let options = crate::demo::DemoOptions {
+                    rate_per_s: rate,
+                    orders_max: orders,
+                    parallelism,
+                    checkpoint_interval: Duration::from_millis(checkpoint_interval_ms),
+                };
+                crate::demo::run(&config.data_dir, options).await
+            }
+        }
+    })
+}

@@ -1,0 +1,188 @@
+//! silt's configuration: `conf/silt.yaml` (compiled in) < a config file < `SILT_*`
+//! environment variables < CLI flags. Unknown keys are errors that name the key.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+/// The defaults, as shipped in `conf/silt.yaml`.
+pub const DEFAULTS_YAML: &str = include_str!("../../conf/silt.yaml");
+
+/// Environment variables the CLI reads itself.
+const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG"];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub hotstore: HotstoreConfig,
+    pub engine: EngineConfig,
+    pub rest: RestConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotstoreConfig {
+    pub listen: String,
+    pub buckets_default: u32,
+    pub frame_bytes_max: usize,
+    pub connections_max: usize,
+    pub requests_in_flight_max: usize,
+    pub fsync: String,
+    pub group_commit_window_ms: u64,
+    pub segment_bytes_max: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    pub channel_capacity_messages: usize,
+    pub channel_capacity_bytes: u64,
+    pub checkpoint_interval_ms: u64,
+    pub checkpoint_timeout_ms: u64,
+    pub checkpoints_retained_max: usize,
+    pub restart_delay_ms: u64,
+    pub restart_attempts_max: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestConfig {
+    pub listen: String,
+}
+
+impl Config {
+    /// Loads the layered configuration. `overrides` are `key.path=value` pairs from the CLI.
+    pub fn load(file: Option<&Path>, env: impl Iterator<Item = (String, String)>, overrides: &[(String, String)]) -> Result<Config> {
+        let mut merged: Value = serde_yaml_ng::from_str(DEFAULTS_YAML).context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
+        if let Some(file) = file {
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read config file {}", file.display()))?;
+            let overlay: Value = serde_yaml_ng::from_str(&text)
+                .with_context(|| format!("config file {} is not valid YAML", file.display()))?;
+            merge(&mut merged, overlay);
+        }
+        for (name, value) in env {
+            // SILT_CONFIG and SILT_LOG belong to the command line, not to this file's keys.
+            if CLI_ENV.contains(&name.as_str()) {
+                continue;
+            }
+            let Some(path) = name.strip_prefix("SILT_") else { continue };
+            let path = path.to_ascii_lowercase().replace("__", ".");
+            set(&mut merged, &path, &value, &format!("environment variable {name}"))?;
+        }
+        for (path, value) in overrides {
+            set(&mut merged, path, value, &format!("flag setting {path}"))?;
+        }
+        let defaults: Value = serde_yaml_ng::from_str(DEFAULTS_YAML).context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
+        check_kinds(&defaults, &merged, "")?;
+        serde_yaml_ng::from_value(merged).map_err(|e| anyhow::anyhow!("invalid configuration: {e} (see conf/silt.yaml for the keys and their types)"))
+    }
+}
+
+fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Mapping(base), Value::Mapping(overlay)) => {
+            for (k, v) in overlay {
+                match base.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        base.insert(k, v);
+                    }
+                }
+            }
+        }
+        (base, overlay) => *base = overlay,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "true or false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// Every key present in the defaults must keep its kind (a number stays a number), so a bad
+/// value is reported with its key path wherever it came from.
+fn check_kinds(defaults: &Value, merged: &Value, path: &str) -> Result<()> {
+    let (Value::Mapping(d), Value::Mapping(m)) = (defaults, merged) else {
+        if std::mem::discriminant(defaults) != std::mem::discriminant(merged) {
+            bail!("invalid configuration: {path} must be {}, got {} ({merged:?})", kind(defaults), kind(merged));
+        }
+        return Ok(());
+    };
+    for (k, dv) in d {
+        let key = k.as_str().unwrap_or_default();
+        let child = if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+        if let Some(mv) = m.get(k) {
+            check_kinds(dv, mv, &child)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `a.b.c` to a scalar parsed as YAML (so numbers stay numbers). The key must exist in
+/// the defaults, which catches typos in environment names.
+fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
+    let mut node = root;
+    for part in path.split('.') {
+        let Value::Mapping(map) = node else { bail!("{origin}: {path:?} is not a configuration key") };
+        let known: Vec<String> = map.keys().filter_map(|k| k.as_str().map(str::to_string)).collect();
+        node = match map.get_mut(part) {
+            Some(child) => child,
+            None => bail!("{origin}: unknown key {part:?} in {path:?} (known here: {})", known.join(", ")),
+        };
+    }
+    let value: Value = serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+    *node = value;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(file_yaml: Option<&str>, env: &[(&str, &str)], flags: &[(&str, &str)]) -> Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = file_yaml.map(|y| {
+            let p = dir.path().join("silt.yaml");
+            std::fs::write(&p, y).unwrap();
+            p
+        });
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let flags: Vec<_> = flags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::load(file.as_deref(), env, &flags)
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let c = load(None, &[], &[]).unwrap();
+        assert_eq!(c.hotstore.listen, "127.0.0.1:9123");
+        let c = load(Some("hotstore:\n  buckets_default: 5\n"), &[], &[]).unwrap();
+        assert_eq!(c.hotstore.buckets_default, 5);
+        let c = load(Some("hotstore:\n  buckets_default: 5\n"), &[("SILT_HOTSTORE__BUCKETS_DEFAULT", "7")], &[]).unwrap();
+        assert_eq!(c.hotstore.buckets_default, 7);
+        let c = load(None, &[("SILT_HOTSTORE__BUCKETS_DEFAULT", "7"), ("SILT_LOG", "debug")], &[("hotstore.buckets_default", "9")]).unwrap();
+        assert_eq!(c.hotstore.buckets_default, 9);
+        assert_eq!(c.rest.listen, "127.0.0.1:8081", "untouched keys keep their defaults");
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = load(None, &[("SILT_HOTSTORE__LISTN", "x")], &[]).unwrap_err().to_string();
+        assert!(e.contains("SILT_HOTSTORE__LISTN") && e.contains("\"listn\"") && e.contains("listen"), "{e}");
+        let e = load(Some("hotstore:\n  nope: 1\n"), &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("nope"), "{e}");
+        let e = load(Some("hotstore: [unclosed\n"), &[], &[]).unwrap_err();
+        assert!(format!("{e:#}").contains("not valid YAML"), "{e:#}");
+        let e = load(None, &[], &[("engine.checkpoint_interval_ms", "soon")]).unwrap_err().to_string();
+        assert!(e.contains("checkpoint_interval_ms"), "{e}");
+    }
+}

@@ -1,0 +1,399 @@
+//! The tiering service: every table with `table.datalake.enabled=true` gets a tiering job
+//! without anyone submitting it, within one poll interval of its creation. A tiering job is an
+//! engine job: the Fluss source (reading committed changelogs through the client) → Delta
+//! writers (hash on `__bucket`, so one bucket's changes stay in order) → one committer that
+//! makes one Delta commit per checkpoint with the files and the per-bucket txn offsets, then
+//! updates hotstore's lake-offset registry. `table.datalake.freshness` sets the checkpoint
+//! interval.
+//!
+//! A job's first start reads the lake's txn offsets and starts the source there, so a
+//! redeployed job never re-tiers what the lake has; later starts restore from the job's own
+//! checkpoints under `<data_dir>/checkpoints/tiering/`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow};
+use futures::FutureExt;
+use silt_connectors::delta::{DeltaSinkConfig, LakeCommit, TableKind, add_delta_sink, read_lake_offsets};
+use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, connect};
+use silt_engine::{ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning, RestartStrategy, Source, TaskContext};
+use tracing::{info, warn};
+
+pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+pub const DATALAKE_FRESHNESS: &str = "table.datalake.freshness";
+
+/// Records a lake snapshot in the hot store's registry: `(database, table, snapshot id,
+/// per-bucket tiered end offsets)`.
+pub type RegistryUpdate = Arc<dyn Fn(&str, &str, i64, &[(i32, i64)]) -> Result<()> + Send + Sync>;
+
+#[derive(Debug, Clone)]
+pub struct TieringConfig {
+    /// The Fluss endpoint to read (silt's hotstore, or a Fluss cluster).
+    pub bootstrap_servers: String,
+    /// Lake tables go under `<lake_root>/<database>/<table>`: a local directory or a URL.
+    pub lake_root: String,
+    pub storage_options: HashMap<String, String>,
+    pub checkpoint_root: PathBuf,
+    pub poll_interval: Duration,
+    /// Checkpoint interval of tables without `table.datalake.freshness`.
+    pub freshness_default: Duration,
+    pub source_parallelism_max: u32,
+    pub writer_parallelism: u32,
+    pub target_file_bytes: u64,
+    pub checkpoint_timeout: Duration,
+    pub checkpoints_retained_max: usize,
+    pub restart: RestartStrategy,
+    pub channel: ChannelConfig,
+}
+
+impl TieringConfig {
+    pub fn new(bootstrap_servers: impl Into<String>, lake_root: impl Into<String>, checkpoint_root: impl Into<PathBuf>) -> Self {
+        TieringConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            lake_root: lake_root.into(),
+            storage_options: HashMap::new(),
+            checkpoint_root: checkpoint_root.into(),
+            poll_interval: Duration::from_secs(2),
+            freshness_default: Duration::from_secs(30),
+            source_parallelism_max: 2,
+            writer_parallelism: 2,
+            target_file_bytes: DeltaSinkConfig::TARGET_FILE_BYTES_DEFAULT,
+            checkpoint_timeout: Duration::from_secs(120),
+            checkpoints_retained_max: 3,
+            restart: RestartStrategy::ExponentialBackoff {
+                initial: Duration::from_millis(500),
+                max: Duration::from_secs(30),
+                multiplier: 2.0,
+                attempts_max: 1000,
+            },
+            channel: ChannelConfig::default(),
+        }
+    }
+
+    /// Where the lake table of `database.table` lives.
+    pub fn lake_uri(&self, database: &str, table: &str) -> String {
+        format!("{}/{database}/{table}", self.lake_root.trim_end_matches('/'))
+    }
+}
+
+/// Parses Fluss-style durations: `500ms`, `30s`, `3min`, `1 h`, `2d` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| anyhow!("{text:?} is not a duration (use e.g. 500ms, 30s, 3min, 1h)"))?;
+    let seconds = match unit.trim() {
+        "ms" | "milli" | "millis" | "milliseconds" => value / 1000.0,
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => value,
+        "m" | "min" | "mins" | "minute" | "minutes" => value * 60.0,
+        "h" | "hour" | "hours" => value * 3600.0,
+        "d" | "day" | "days" => value * 86400.0,
+        other => return Err(anyhow!("{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)")),
+    };
+    if !(0.001..=31_536_000.0).contains(&seconds) {
+        return Err(anyhow!("{text:?} is out of range (1ms to 365 days)"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// What the service knows about one lake-enabled table.
+#[derive(Debug, Clone)]
+pub struct TableTieringStatus {
+    pub database: String,
+    pub table: String,
+    pub table_id: i64,
+    pub lake_uri: String,
+    pub job_state: String,
+    pub freshness: Duration,
+    /// Per bucket: (hot high watermark, lake end offset).
+    pub buckets: BTreeMap<i32, (i64, i64)>,
+    pub lag_offsets: i64,
+    /// How stale the lake is: 0 when it covers every high watermark, else the seconds since
+    /// its last commit (or since the job started, before the first commit).
+    pub lag_seconds: f64,
+    pub delta_version: Option<u64>,
+    pub checkpoints: usize,
+    pub restarts: u32,
+}
+
+struct TableJob {
+    table_id: i64,
+    lake_uri: String,
+    freshness: Duration,
+    buckets: u32,
+    job: JobHandle,
+    progress: Arc<Mutex<Progress>>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    lake_offsets: BTreeMap<i32, i64>,
+    delta_version: Option<u64>,
+    /// When the lake last changed (a commit), or when the job started.
+    last_commit_ms: i64,
+}
+
+/// Discovers lake-enabled tables and keeps one tiering job running per table.
+#[derive(Clone)]
+pub struct TieringService {
+    config: Arc<TieringConfig>,
+    manager: JobManager,
+    registry: Option<RegistryUpdate>,
+    jobs: Arc<tokio::sync::Mutex<BTreeMap<(String, String), TableJob>>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl TieringService {
+    pub fn new(config: TieringConfig, registry: Option<RegistryUpdate>) -> Self {
+        TieringService {
+            config: Arc::new(config),
+            manager: JobManager::new(),
+            registry,
+            jobs: Arc::default(),
+        }
+    }
+
+    /// Polls the catalog every `poll_interval` until `shutdown` fires.
+    pub async fn run(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            if let Err(e) = self.poll_once().await {
+                warn!(error = %format!("{e:#}"), "tiering: catalog poll failed; retrying next interval");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// One discovery pass: starts jobs for new lake-enabled tables, cancels jobs of tables that
+    /// were dropped (or recreated under a new id).
+    pub async fn poll_once(&self) -> Result<()> {
+        let connection = connect(&self.config.bootstrap_servers).await?;
+        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let mut seen = BTreeMap::new();
+        for database in admin.list_databases().await.map_err(|e| anyhow!("list databases: {e}"))? {
+            for table in admin.list_tables(&database).await.map_err(|e| anyhow!("list tables of {database}: {e}"))? {
+                let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
+                let info = match admin.get_table_info(&path).await {
+                    Ok(info) => info,
+                    Err(e) => {
+                        warn!(table = %format!("{database}.{table}"), error = %e, "tiering: cannot describe table");
+                        continue;
+                    }
+                };
+                if info.get_properties().get(DATALAKE_ENABLED).map(|v| v.eq_ignore_ascii_case("true")) == Some(true) {
+                    seen.insert((database.clone(), table.clone()), info);
+                }
+            }
+        }
+        let mut jobs = self.jobs.lock().await;
+        // Tables gone, recreated, or whose job ended for good: stop tracking (and cancel).
+        let stale: Vec<_> = jobs
+            .iter()
+            .filter(|(key, job)| seen.get(*key).is_none_or(|info| info.get_table_id() != job.table_id))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            if let Some(job) = jobs.remove(&key) {
+                info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped or recreated; cancelling its job");
+                job.job.cancel().await;
+            }
+        }
+        for (key, info) in seen {
+            if jobs.contains_key(&key) {
+                continue;
+            }
+            match self.start_job(&connection, &key.0, &key.1, &info).await {
+                Ok(job) => {
+                    jobs.insert(key, job);
+                }
+                Err(e) => warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start job"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn start_job(
+        &self,
+        connection: &fluss::client::FlussConnection,
+        database: &str,
+        table: &str,
+        info: &fluss::metadata::TableInfo,
+    ) -> Result<TableJob> {
+        let name = format!("{database}.{table}");
+        let table_id = info.get_table_id();
+        let buckets = info.get_num_buckets().max(1) as u32;
+        let freshness = match info.get_properties().get(DATALAKE_FRESHNESS) {
+            Some(text) => parse_duration(text).with_context(|| format!("{DATALAKE_FRESHNESS} of {name}"))?,
+            None => self.config.freshness_default,
+        };
+        let lake_uri = self.config.lake_uri(database, table);
+        let user_schema = silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
+        let kind = if info.has_primary_key() {
+            TableKind::PrimaryKey {
+                key_columns: info.get_primary_keys().clone(),
+            }
+        } else {
+            TableKind::Log
+        };
+        // The lake's txn actions are the truth about what was tiered: start there.
+        let lake_id = table_id.to_string();
+        let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
+            .await
+            .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
+        let start_offsets = lake.as_ref().map(|l| l.bucket_offsets.clone()).unwrap_or_default();
+        let progress = Arc::new(Mutex::new(Progress {
+            lake_offsets: start_offsets.clone(),
+            delta_version: lake.as_ref().map(|l| l.delta_version),
+            last_commit_ms: now_ms(),
+        }));
+        if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
+            // Repairs a registry that missed the last commit (a crash between commit and update).
+            let offsets: Vec<(i32, i64)> = lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
+            registry(database, table, lake.delta_version as i64, &offsets)?;
+        }
+
+        let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
+        sink.storage_options = self.config.storage_options.clone();
+        sink.target_file_bytes = self.config.target_file_bytes;
+        let (db, tb, registry, hook_progress) = (database.to_string(), table.to_string(), self.registry.clone(), progress.clone());
+        sink.on_commit = Some(Arc::new(move |commit: LakeCommit| {
+            let (db, tb, registry, progress) = (db.clone(), tb.clone(), registry.clone(), hook_progress.clone());
+            async move {
+                let offsets = {
+                    let mut p = progress.lock().unwrap();
+                    p.lake_offsets.extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
+                    p.delta_version = Some(commit.delta_version);
+                    p.last_commit_ms = now_ms();
+                    p.lake_offsets.iter().map(|(b, o)| (*b, *o)).collect::<Vec<_>>()
+                };
+                if let Some(registry) = registry {
+                    registry(&db, &tb, commit.delta_version as i64, &offsets)
+                        .map_err(|e| silt_connectors::delta::Error::Config(format!("updating the lake-offset registry: {e:#}")))?;
+                }
+                Ok(())
+            }
+            .boxed()
+        }));
+
+        let mut source_config = FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
+        source_config.start = StartPosition::Offsets(start_offsets);
+        let source_config = Arc::new(source_config);
+        let mut graph = JobGraph::new();
+        let parallelism = self.config.source_parallelism_max.clamp(1, buckets);
+        let source = graph.add_source("fluss-source", parallelism, move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+            Ok(Box::new(FlussSource::new((*source_config).clone())))
+        });
+        add_delta_sink(
+            &mut graph,
+            "lake",
+            source,
+            sink,
+            self.config.writer_parallelism.clamp(1, buckets),
+            Partitioning::Hash {
+                key_columns: vec![silt_connectors::changelog::BUCKET_COLUMN.to_string()],
+            },
+        )
+        .with_context(|| format!("building the tiering job of {name}"))?;
+
+        let checkpoints = self.config.checkpoint_root.join(format!("{database}.{table}-{table_id}"));
+        let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
+        let mut job_config = JobConfig::new(format!("tiering {name}"), storage);
+        job_config.checkpoint.interval = Some(freshness);
+        job_config.checkpoint.timeout = self.config.checkpoint_timeout;
+        job_config.checkpoint.retained_max = self.config.checkpoints_retained_max;
+        job_config.restart = self.config.restart.clone();
+        job_config.channel = self.config.channel;
+        let job = self.manager.submit(graph, job_config)?;
+        info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
+        Ok(TableJob {
+            table_id,
+            lake_uri,
+            freshness,
+            buckets,
+            job,
+            progress,
+        })
+    }
+
+    /// Hot high watermarks, lake offsets and lag per tiered table.
+    pub async fn status(&self) -> Result<Vec<TableTieringStatus>> {
+        let connection = connect(&self.config.bootstrap_servers).await?;
+        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let jobs = self.jobs.lock().await;
+        let mut out = Vec::with_capacity(jobs.len());
+        for ((database, table), job) in jobs.iter() {
+            let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
+            let bucket_ids: Vec<i32> = (0..job.buckets as i32).collect();
+            let hot = admin
+                .list_offsets(&path, &bucket_ids, fluss::rpc::message::OffsetSpec::Latest)
+                .await
+                .map_err(|e| anyhow!("list offsets of {database}.{table}: {e}"))?;
+            let p = job.progress.lock().unwrap();
+            let buckets: BTreeMap<i32, (i64, i64)> = bucket_ids
+                .iter()
+                .map(|b| (*b, (hot.get(b).copied().unwrap_or(0), p.lake_offsets.get(b).copied().unwrap_or(0))))
+                .collect();
+            let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
+            let metrics = job.job.metrics();
+            out.push(TableTieringStatus {
+                database: database.clone(),
+                table: table.clone(),
+                table_id: job.table_id,
+                lake_uri: job.lake_uri.clone(),
+                job_state: job.job.state().to_string(),
+                freshness: job.freshness,
+                buckets,
+                lag_offsets,
+                lag_seconds: if lag_offsets == 0 { 0.0 } else { (now_ms() - p.last_commit_ms) as f64 / 1000.0 },
+                delta_version: p.delta_version,
+                checkpoints: metrics.checkpoints.len(),
+                restarts: metrics.restarts,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Stops every tiering job with a final checkpoint (bounded by `timeout`; past it the job
+    /// is cancelled and resumes from its last checkpoint at the next start).
+    pub async fn shutdown(&self, timeout: Duration) {
+        let mut jobs = self.jobs.lock().await;
+        for ((database, table), job) in std::mem::take(&mut *jobs) {
+            if job.job.state() != JobState::Running {
+                job.job.cancel().await;
+                continue;
+            }
+            match tokio::time::timeout(timeout, job.job.stop()).await {
+                Ok(Ok(id)) => info!(table = %format!("{database}.{table}"), checkpoint = id, "tiering: stopped with a final checkpoint"),
+                Ok(Err(e)) => warn!(table = %format!("{database}.{table}"), error = %e, "tiering: stop failed"),
+                Err(_) => {
+                    warn!(table = %format!("{database}.{table}"), "tiering: stop timed out; cancelling");
+                    job.job.cancel().await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_fluss() {
+        let cases = [("500ms", 500), ("30s", 30_000), ("3min", 180_000), ("1 h", 3_600_000), ("2", 2_000), ("1.5s", 1_500)];
+        for (text, ms) in cases {
+            assert_eq!(parse_duration(text).unwrap().as_millis(), ms, "{text}");
+        }
+        for bad in ["", "soon", "3 fortnights", "0s", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! `silt up`: hotstore + engine + tiering service under one data directory, and with `--demo`
+//! a workload that exercises them: a log table and a primary-key table, both lake-enabled, fed
+//! through the official Fluss client at a steady rate, with a status line per table every few
+//! seconds. Ctrl-C stops the workload, stops every tiering job with a final checkpoint, and
+//! shuts the hotstore down cleanly.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringConfig, TieringService};
+
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// Run the demo workload.
+    pub demo: bool,
+    /// Demo rows per second (log table; the PK table gets a quarter of it).
+    pub demo_rate_per_s: u64,
+    /// Stop after this long (for scripted runs); `None` runs until Ctrl-C.
+    pub run_for: Option<Duration>,
+    pub status_every: Duration,
+}
+
+pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
+    let bind_addr: SocketAddr = config
+        .hotstore
+        .listen
+        .parse()
+        .with_context(|| format!("hotstore.listen {:?} is not an address like 127.0.0.1:9123", config.hotstore.listen))?;
+    let mut server = ServerConfig {
+        bind_addr,
+        data_dir: config.data_dir.join("hotstore"),
+        default_bucket_count: config.hotstore.buckets_default as i32,
+        frame_bytes_max: config.hotstore.frame_bytes_max,
+        connections_max: config.hotstore.connections_max,
+        requests_in_flight_max: config.hotstore.requests_in_flight_max,
+        ..ServerConfig::default()
+    };
+    server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
+    server.log.fsync = match config.hotstore.fsync.as_str() {
+        "always" => silt_hotstore::storage::FsyncPolicy::Always,
+        "group" => silt_hotstore::storage::FsyncPolicy::Group {
+            window_ms: config.hotstore.group_commit_window_ms,
+        },
+        "never" => silt_hotstore::storage::FsyncPolicy::Never,
+        other => return Err(anyhow!("hotstore.fsync is {other:?}; use always, group or never")),
+    };
+    if !bind_addr.ip().is_loopback() {
+        warn!(%bind_addr, "hotstore listens beyond loopback: anyone who can reach this address can read and write tables");
+    }
+    Ok(server)
+}
+
+pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
+    let mut tiering = TieringConfig::new(
+        bootstrap,
+        config.data_dir.join("lake").to_string_lossy().to_string(),
+        config.data_dir.join("checkpoints").join("tiering"),
+    );
+    tiering.checkpoint_timeout = Duration::from_millis(config.engine.checkpoint_timeout_ms);
+    tiering.checkpoints_retained_max = config.engine.checkpoints_retained_max;
+    tiering.channel = silt_engine::ChannelConfig {
+        capacity_messages: config.engine.channel_capacity_messages,
+        capacity_bytes: config.engine.channel_capacity_bytes,
+    };
+    tiering
+}
+
+pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    let server = Arc::new(Server::start(hotstore_config(config)?).await?);
+    let bootstrap = server.local_addr().to_string();
+    println!("hotstore: Fluss wire protocol on {bootstrap} (data in {})", config.data_dir.display());
+
+    let registry_server = server.clone();
+    let registry: RegistryUpdate = Arc::new(move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+        registry_server.set_lake_snapshot(db, table, snapshot, offsets).map_err(anyhow::Error::from)
+    });
+    let tiering = TieringService::new(tiering_config(config, &bootstrap), Some(registry));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let discovery = {
+        let tiering = tiering.clone();
+        tokio::spawn(async move { tiering.run(stop_rx).await })
+    };
+    println!("tiering: lake tables under {}", config.data_dir.join("lake").display());
+
+    let workload = if options.demo {
+        create_demo_tables(&bootstrap).await?;
+        let (bootstrap, rate, stop) = (bootstrap.clone(), options.demo_rate_per_s, stop_tx.subscribe());
+        Some(tokio::spawn(async move { demo_workload(&bootstrap, rate, stop).await }))
+    } else {
+        None
+    };
+
+    let until = async {
+        match options.run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    tokio::pin!(until);
+    let mut status = tokio::time::interval(options.status_every);
+    status.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut until => break,
+            _ = status.tick() => print_status(&tiering).await,
+        }
+    }
+
+    println!("shutting down: stopping the workload and the tiering jobs (final checkpoints)");
+    let _ = stop_tx.send(true);
+    if let Some(w) = workload {
+        match w.await {
+            Ok(Ok(rows)) => println!("demo workload wrote {rows} rows"),
+            Ok(Err(e)) => warn!(error = %format!("{e:#}"), "demo workload failed"),
+            Err(e) => warn!(error = %e, "demo workload panicked"),
+        }
+    }
+    let _ = discovery.await;
+    tiering.shutdown(Duration::from_secs(60)).await;
+    shutdown_server(server).await
+}
+
+async fn shutdown_server(server: Arc<ServerHandle>) -> Result<()> {
+    match Arc::try_unwrap(server) {
+        Ok(server) => server.shutdown().await.map_err(anyhow::Error::from),
+        // Another holder (a hook still alive) keeps it; dropping stops accepting.
+        Err(_) => Ok(()),
+    }
+}
+
+async fn print_status(tiering: &TieringService) {
+    match tiering.status().await {
+        Ok(tables) if tables.is_empty() => println!("status: no lake-enabled tables yet"),
+        Ok(tables) => {
+            for t in tables {
+                let hot: i64 = t.buckets.values().map(|(h, _)| h).sum();
+                let lake: i64 = t.buckets.values().map(|(_, l)| l).sum();
+                println!(
+                    "{:<20} job {:<10} hot {:>8} | lake {:>8} | lag {:>6} offsets {:>5.1}s | delta v{} | {} checkpoints",
+                    format!("{}.{}", t.database, t.table),
+                    t.job_state,
+                    hot,
+                    lake,
+                    t.lag_offsets,
+                    t.lag_seconds,
+                    t.delta_version.map_or("-".to_string(), |v| v.to_string()),
+                    t.checkpoints
+                );
+            }
+        }
+        Err(e) => println!("status unavailable: {e:#}"),
+    }
+}
+
+pub const DEMO_DATABASE: &str = "demo";
+
+async fn create_demo_tables(bootstrap: &str) -> Result<()> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_database(DEMO_DATABASE, None, true)
+        .await
+        .map_err(|e| anyhow!("creating database {DEMO_DATABASE}: {e}"))?;
+    let orders = Schema::builder()
+        .column("order_id", DataTypes::bigint())
+        .column("customer_id", DataTypes::bigint())
+        .column("amount", DataTypes::double())
+        .column("status", DataTypes::string())
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    let orders = TableDescriptor::builder()
+        .schema(orders)
+        .distributed_by(Some(3), vec![])
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, "5s")
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_table(&TablePath::new(DEMO_DATABASE, "orders"), &orders, true)
+        .await
+        .map_err(|e| anyhow!("creating demo.orders: {e}"))?;
+    let customers = Schema::builder()
+        .column("customer_id", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .column("balance", DataTypes::double())
+        .primary_key(vec!["customer_id"])
+        .map_err(|e| anyhow!("{e}"))?
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    let customers = TableDescriptor::builder()
+        .schema(customers)
+        .distributed_by(Some(2), vec!["customer_id".to_string()])
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, "5s")
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_table(&TablePath::new(DEMO_DATABASE, "customers"), &customers, true)
+        .await
+        .map_err(|e| anyhow!("creating demo.customers: {e}"))?;
+    info!("demo tables ready: demo.orders (log, 3 buckets), demo.customers (primary key, 2 buckets)");
+    Ok(())
+}
+
+/// Appends orders and upserts (and sometimes deletes) customers, ten flushes a second, until
+/// told to stop. Returns the rows written.
+async fn demo_workload(bootstrap: &str, rate_per_s: u64, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<u64> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let orders = connection.get_table(&TablePath::new(DEMO_DATABASE, "orders")).await.map_err(|e| anyhow!("{e}"))?;
+    let customers = connection.get_table(&TablePath::new(DEMO_DATABASE, "customers")).await.map_err(|e| anyhow!("{e}"))?;
+    let appender = orders.new_append().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
+    let upserter = customers.new_upsert().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
+    let per_tick = (rate_per_s / 10).max(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let (mut order_id, mut written) = (0i64, 0u64);
+    const STATUSES: [&str; 3] = ["new", "paid", "shipped"];
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => break,
+        }
+        for _ in 0..per_tick {
+            let customer = order_id.wrapping_mul(7919) % 500;
+            let mut row = GenericRow::new(4);
+            row.set_field(0, order_id);
+            row.set_field(1, customer);
+            row.set_field(2, (order_id % 97) as f64 + 0.5);
+            row.set_field(3, STATUSES[(order_id % 3) as usize]);
+            appender.append(&row).map_err(|e| anyhow!("append: {e}"))?;
+            if order_id % 4 == 0 {
+                let name = format!("customer-{customer}");
+                let mut c = GenericRow::new(3);
+                c.set_field(0, customer);
+                c.set_field(1, name.as_str());
+                c.set_field(2, (order_id % 1000) as f64);
+                if order_id % 40 == 0 {
+                    upserter.delete(&c).map_err(|e| anyhow!("delete: {e}"))?;
+                } else {
+                    upserter.upsert(&c).map_err(|e| anyhow!("upsert: {e}"))?;
+                }
+                written += 1;
+            }
+            order_id += 1;
+            written += 1;
+        }
+        appender.flush().await.map_err(|e| anyhow!("flush orders: {e}"))?;
+        upserter.flush().await.map_err(|e| anyhow!("flush customers: {e}"))?;
+    }
+    appender.flush().await.map_err(|e| anyhow!("flush orders: {e}"))?;
+    upserter.flush().await.map_err(|e| anyhow!("flush customers: {e}"))?;
+    Ok(written)
+}
