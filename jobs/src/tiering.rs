@@ -120,6 +120,8 @@ pub struct TableTieringStatus {
 }
 
 struct TableJob {
+    /// Started by `tier_table` rather than discovered: discovery leaves it alone.
+    explicit: bool,
     table_id: i64,
     lake_uri: String,
     freshness: Duration,
@@ -197,7 +199,7 @@ impl TieringService {
         // Tables gone, recreated, or whose job ended for good: stop tracking (and cancel).
         let stale: Vec<_> = jobs
             .iter()
-            .filter(|(key, job)| seen.get(*key).is_none_or(|info| info.get_table_id() != job.table_id))
+            .filter(|(key, job)| !job.explicit && seen.get(*key).is_none_or(|info| info.get_table_id() != job.table_id))
             .map(|(key, _)| key.clone())
             .collect();
         for key in stale {
@@ -216,6 +218,26 @@ impl TieringService {
                 }
                 Err(e) => warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start job"),
             }
+        }
+        Ok(())
+    }
+
+    /// Starts tiering one table now, whatever its `table.datalake.enabled` says (for a Fluss
+    /// cluster whose tables are not marked for silt). A no-op when it is already tiered.
+    pub async fn tier_table(&self, database: &str, table: &str) -> Result<()> {
+        let connection = connect(&self.config.bootstrap_servers).await?;
+        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
+        let info = admin
+            .get_table_info(&path)
+            .await
+            .map_err(|e| anyhow!("table {database}.{table}: {e}"))?;
+        let key = (database.to_string(), table.to_string());
+        let mut jobs = self.jobs.lock().await;
+        if !jobs.contains_key(&key) {
+            let mut job = self.start_job(&connection, database, table, &info).await?;
+            job.explicit = true;
+            jobs.insert(key, job);
         }
         Ok(())
     }
@@ -314,6 +336,7 @@ impl TieringService {
         let job = self.manager.submit(graph, job_config)?;
         info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
         Ok(TableJob {
+            explicit: false,
             table_id,
             lake_uri,
             freshness,
