@@ -42,6 +42,9 @@ enum Command {
         /// Seconds between status lines.
         #[arg(long, default_value_t = 5)]
         status_every_s: u64,
+        /// Tests only: abort once at a tiering committer point (before-commit, after-commit).
+        #[arg(long, hide = true, value_parser = ["before-commit", "after-commit"])]
+        crash_at: Option<String>,
     },
     /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
     Demo {
@@ -88,12 +91,17 @@ fn try_main(cli: Cli) -> Result<()> {
                 demo_rate,
                 run_for_s,
                 status_every_s,
+                crash_at,
             } => {
                 let options = crate::up::UpOptions {
                     demo,
                     demo_rate_per_s: demo_rate,
                     run_for: run_for_s.map(Duration::from_secs),
                     status_every: Duration::from_secs(status_every_s.max(1)),
+                    crash_at: crash_at.map(|p| match p.as_str() {
+                        "before-commit" => silt_connectors::delta::FaultPoint::BeforeCommit,
+                        _ => silt_connectors::delta::FaultPoint::AfterCommit,
+                    }),
                 };
                 crate::up::run(&config, options).await
             }

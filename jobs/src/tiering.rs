@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
 use futures::FutureExt;
-use silt_connectors::delta::{DeltaSinkConfig, LakeCommit, TableKind, add_delta_sink, read_lake_offsets};
+use silt_connectors::delta::{DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets};
 use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, connect};
 use silt_engine::{ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning, RestartStrategy, Source, TaskContext};
 use tracing::{info, warn};
@@ -47,6 +47,9 @@ pub struct TieringConfig {
     pub checkpoints_retained_max: usize,
     pub restart: RestartStrategy,
     pub channel: ChannelConfig,
+    /// Tests only: abort the process once at this committer point; the marker file records that
+    /// it happened, so the restarted process runs normally.
+    pub crash_at: Option<(FaultPoint, PathBuf)>,
 }
 
 impl TieringConfig {
@@ -70,6 +73,7 @@ impl TieringConfig {
                 attempts_max: 1000,
             },
             channel: ChannelConfig::default(),
+            crash_at: None,
         }
     }
 
@@ -304,6 +308,15 @@ impl TieringService {
             }
             .boxed()
         }));
+
+        if let Some((point, marker)) = self.config.crash_at.clone() {
+            sink.fault_injection = Some(Arc::new(move |at: FaultPoint| {
+                if at == point && std::fs::OpenOptions::new().write(true).create_new(true).open(&marker).is_ok() {
+                    eprintln!("crash injected at {at:?}");
+                    std::process::abort();
+                }
+            }));
+        }
 
         let mut source_config = FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);

@@ -26,6 +26,8 @@ pub struct UpOptions {
     /// Stop after this long (for scripted runs); `None` runs until Ctrl-C.
     pub run_for: Option<Duration>,
     pub status_every: Duration,
+    /// Tests only: abort once at this tiering committer point.
+    pub crash_at: Option<silt_connectors::delta::FaultPoint>,
 }
 
 pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
@@ -83,7 +85,9 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     let registry: RegistryUpdate = Arc::new(move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
         registry_server.set_lake_snapshot(db, table, snapshot, offsets).map_err(anyhow::Error::from)
     });
-    let tiering = TieringService::new(tiering_config(config, &bootstrap), Some(registry));
+    let mut tiering_config = tiering_config(config, &bootstrap);
+    tiering_config.crash_at = options.crash_at.map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}"))));
+    let tiering = TieringService::new(tiering_config, Some(registry));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let discovery = {
         let tiering = tiering.clone();

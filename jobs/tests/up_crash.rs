@@ -26,8 +26,13 @@ struct Silt {
 
 /// Starts `silt up` on a free port over `data_dir` and waits for its listen line.
 fn start_silt(data_dir: &Path) -> Result<Silt> {
+    start_silt_with(data_dir, &[])
+}
+
+fn start_silt_with(data_dir: &Path, extra: &[&str]) -> Result<Silt> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_silt"))
         .args(["--data-dir", &data_dir.to_string_lossy(), "--log", "warn", "up", "--status-every-s", "3600"])
+        .args(extra)
         .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -275,15 +280,25 @@ async fn trial(seed: u64) -> Result<()> {
     }
     // Final start: no more writes; tiering must catch up with everything the hot store holds.
     let silt = start_silt(dir.path())?;
-    let connection = connect(&silt.bootstrap).await?;
-    wait_for_lake(&connection, dir.path()).await?;
+    let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, seed).await?;
+    drop(silt);
+    eprintln!("crash trial seed {seed}: {kills} kills, {} acked writes, {events} events, {users} users", acked.len());
+    Ok(())
+}
+
+/// Waits for tiering to catch up, then checks the lake against the hot changelog and the
+/// acknowledged writes against the hot store. Returns (events, users) counts.
+async fn verify(dir: &Path, bootstrap: &str, acked: &BTreeSet<i64>, seed: u64) -> Result<(usize, usize)> {
+    let connection = connect(bootstrap).await?;
+    wait_for_lake(&connection, dir).await?;
 
     // Log table: the lake holds every hot offset exactly once, with the same rows.
     let hot = hot_changelog(&connection, "events", 3).await?;
     let hot_ids: BTreeSet<i64> = hot.iter().map(|r| r.3[0]).collect();
     let lost: Vec<_> = acked.difference(&hot_ids).take(5).collect();
+    let dir = &dir;
     assert!(lost.is_empty(), "seed {seed}: acknowledged writes missing from the hot store: {lost:?}");
-    let lake = lake_batches(dir.path(), "events", "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset").await?;
+    let lake = lake_batches(dir, "events", "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset").await?;
     let lake_rows: Vec<(i64, i64, i64)> = column_i64(&lake, 0)
         .into_iter()
         .zip(column_i64(&lake, 1))
@@ -310,13 +325,63 @@ async fn trial(seed: u64) -> Result<()> {
             _ => {}
         }
     }
-    let lake = lake_batches(dir.path(), "users", "SELECT id, score FROM lake ORDER BY id").await?;
+    let lake = lake_batches(dir, "users", "SELECT id, score FROM lake ORDER BY id").await?;
     let lake_users: Vec<(i64, i64)> = column_i64(&lake, 0).into_iter().zip(column_i64(&lake, 1)).collect();
     let want: Vec<(i64, i64)> = latest.into_iter().collect();
     assert!(lake_users == want, "seed {seed}: users differ: lake {} rows vs changelog {} keys", lake_users.len(), want.len());
-    drop(silt);
-    eprintln!("crash trial seed {seed}: {kills} kills, {} acked writes, {} events, {} users", acked.len(), hot_rows.len(), want.len());
+
+    // The lake snapshot clients see (hotstore's registry) matches the lake's txn offsets.
+    let admin = connection.get_admin()?;
+    for (table, buckets) in [("events", 3), ("users", 2)] {
+        let path = TablePath::new("c", table);
+        let snapshot = admin.get_latest_lake_snapshot(&path).await?;
+        let registered: BTreeMap<i32, i64> = snapshot.table_buckets_offset().iter().map(|(b, o)| (b.bucket_id(), *o)).collect();
+        let ids: Vec<i32> = (0..buckets).collect();
+        let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
+        for b in ids {
+            if hw[&b] > 0 {
+                assert_eq!(registered.get(&b), Some(&hw[&b]), "seed {seed}: registry offset of {table}[{b}]");
+            }
+        }
+    }
+    Ok((hot_rows.len(), want.len()))
+}
+
+/// Kills the process exactly at the committer's two dangerous points, then restarts it.
+async fn crash_at(point: &str) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut silt = start_silt_with(dir.path(), &["--crash-at", point])?;
+    create_tables(&connect(&silt.bootstrap).await?).await?;
+    let writer = tokio::spawn(write_until_killed(silt.bootstrap.clone(), 0));
+    // The first commit (within a freshness interval of the first rows) aborts the process.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = silt.child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            bail!("silt did not crash at {point} within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success(), "the injected crash at {point} ends the process abnormally");
+    let marker = if point == "before-commit" { ".crashed-BeforeCommit" } else { ".crashed-AfterCommit" };
+    assert!(dir.path().join(marker).exists(), "the process died at the injected point {point}, not elsewhere");
+    let acked = writer.await?;
+    let silt = start_silt(dir.path())?;
+    let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, 0).await?;
+    eprintln!("crash at {point}: {} acked writes, {events} events, {users} users", acked.len());
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_before_the_delta_commit_loses_nothing() -> Result<()> {
+    crash_at("before-commit").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_after_the_delta_commit_before_the_registry_update_is_repaired() -> Result<()> {
+    crash_at("after-commit").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -79,7 +79,13 @@ impl DeltaCommitter {
             .as_mut()
             .ok_or_else(|| Error::Internal("the delta committer was used before open".into()))?;
         let plan = lake.plan(committables).await?;
+        if let Some(fault) = &self.config.fault_injection {
+            fault(super::FaultPoint::BeforeCommit);
+        }
         let commit = lake.apply(&plan).await?;
+        if let Some(fault) = &self.config.fault_injection {
+            fault(super::FaultPoint::AfterCommit);
+        }
         info!(
             table = %self.config.table_uri,
             version = commit.delta_version,

@@ -91,7 +91,21 @@ pub struct DeltaSinkConfig {
     /// ahead), e.g. to update hotstore's lake-offset registry. An error fails the job, whose
     /// restart replays the committable (a no-op) and calls the hook again.
     pub on_commit: Option<LakeCommitHook>,
+    /// Called at the committer's dangerous points, so tests can kill the process exactly there.
+    pub fault_injection: Option<FaultHook>,
 }
+
+/// Where a committer can die with consequences worth testing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// The writers' files exist and the commit is planned, but nothing is committed yet.
+    BeforeCommit,
+    /// The Delta commit is durable, but `on_commit` (the registry update) has not run.
+    AfterCommit,
+}
+
+/// A test hook at a [`FaultPoint`].
+pub type FaultHook = Arc<dyn Fn(FaultPoint) + Send + Sync>;
 
 impl DeltaSinkConfig {
     pub const TARGET_FILE_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
@@ -112,6 +126,7 @@ impl DeltaSinkConfig {
             change_buffer_bytes_max: Self::CHANGE_BUFFER_BYTES_DEFAULT,
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,
+            fault_injection: None,
         }
     }
 
