@@ -46,6 +46,11 @@ enum Command {
         #[arg(long, hide = true, value_parser = ["before-commit", "after-commit"])]
         crash_at: Option<String>,
     },
+    /// Measure silt: print figures and ratios taken in one run.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
     /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
     Demo {
         /// Orders per second per subtask.
@@ -59,6 +64,24 @@ enum Command {
         /// Checkpoint interval in milliseconds.
         #[arg(long, default_value_t = 2000)]
         checkpoint_interval_ms: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Tiering throughput against the Parquet ceiling, and freshness under steady load.
+    Tiering {
+        /// Rows pre-filled into the log table.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        #[arg(long, default_value_t = 8192)]
+        batch_rows: usize,
+        /// Checkpoint interval of the tiering jobs.
+        #[arg(long, default_value_t = 1)]
+        freshness_seconds: u64,
+        /// Steady load as a fraction of the measured tiering throughput.
+        #[arg(long, default_value_t = 0.5)]
+        load_fraction: f64,
     },
 }
 
@@ -86,6 +109,23 @@ fn try_main(cli: Cli) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {
+            Command::Bench {
+                what:
+                    BenchCommand::Tiering {
+                        rows,
+                        batch_rows,
+                        freshness_seconds,
+                        load_fraction,
+                    },
+            } => {
+                let options = crate::bench::TieringBenchOptions {
+                    rows,
+                    batch_rows: batch_rows.max(1),
+                    freshness_seconds,
+                    load_fraction,
+                };
+                crate::bench::tiering(options).await
+            }
             Command::Up {
                 demo,
                 demo_rate,

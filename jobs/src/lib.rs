@@ -5,6 +5,7 @@
 //!
 //! Entry point: [`cli::main`].
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
