@@ -4,6 +4,7 @@
 //! scenario against a cluster that is already running instead.
 
 mod common;
+mod hotstore_support;
 
 use std::io::Write;
 
@@ -34,6 +35,25 @@ async fn scenario_against_real_fluss() -> Result<()> {
     println!("{record:#?}");
     check_record(&record);
     assert!(scenario::differences(&record, &record).is_empty(), "a record agrees with itself");
+
+    // The same scenario against silt's hotstore; every difference is printed, and those not
+    // explained in fluss-real/OBSERVED.md fail the test.
+    let dir = tempfile::tempdir()?;
+    let server = hotstore_support::start_server(dir.path()).await?;
+    let silt = scenario::run_scenario(&server.local_addr().to_string()).await;
+    server.shutdown().await?;
+    let silt = silt?;
+    let differences = scenario::differences(&silt, &record);
+    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
+    let mut report = format!(
+        "silt vs real Fluss: {} difference(s), {unexplained} unexplained\n",
+        differences.len()
+    );
+    for difference in &differences {
+        report.push_str(&format!("  {difference}\n"));
+    }
+    std::io::stderr().write_all(report.as_bytes())?;
+    assert_eq!(unexplained, 0, "{report}");
     Ok(())
 }
 
