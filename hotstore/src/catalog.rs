@@ -267,10 +267,6 @@ impl Catalog {
         }
     }
 
-    pub fn table_by_id(&self, table_id: i64) -> Option<Arc<TableEntry>> {
-        self.lock().tables.values().find(|t| t.id == table_id).cloned()
-    }
-
     pub fn tables(&self) -> Vec<Arc<TableEntry>> {
         self.lock().tables.values().cloned().collect()
     }

@@ -425,10 +425,23 @@ mod tests {
     use bytes::{Buf, BufMut, BytesMut};
     use proptest::prelude::*;
 
-    fn service(dir: &std::path::Path) -> Service {
-        let config = ServerConfig { data_dir: dir.to_path_buf(), ..ServerConfig::default() };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(Service::open(config, "127.0.0.1".into(), 9123)).unwrap()
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        runtime: tokio::runtime::Runtime,
+        service: Service,
+    }
+
+    /// One service for all cases: opening a kv store per case would leak its threads.
+    /// Fetches do not wait, so arbitrary FetchLog bodies cannot stall a case.
+    fn fixture() -> &'static Fixture {
+        static FIXTURE: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
+        FIXTURE.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let config = ServerConfig { data_dir: dir.path().to_path_buf(), fetch_wait_max_ms: 0, ..ServerConfig::default() };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let service = runtime.block_on(Service::open(config, "127.0.0.1".into(), 9123)).unwrap();
+            Fixture { _dir: dir, runtime, service }
+        })
     }
 
     /// Splits a response frame into (type, request id, body) and checks its length prefix.
@@ -440,41 +453,36 @@ mod tests {
         (kind, id, frame)
     }
 
-    fn call(runtime: &tokio::runtime::Runtime, service: &Service, api_key: i16, version: i16, body: Bytes) -> (u8, Bytes) {
+    fn call(api_key: i16, version: i16, body: Bytes) -> (u8, Bytes) {
+        let fixture = fixture();
         let header = RequestHeader { api_key, api_version: version, request_id: 9 };
-        let (kind, id, body) = parse_response(runtime.block_on(service.handle(header, body)));
+        let (kind, id, body) = parse_response(fixture.runtime.block_on(fixture.service.handle(header, body)));
         assert_eq!(id, 9);
         (kind, body)
     }
 
     #[test]
     fn unknown_api_key_and_version_get_error_responses() {
-        let dir = tempfile::tempdir().unwrap();
-        let service = service(dir.path());
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         for (key, version) in [(999, 0), (1044, 0), (api::METADATA, 7)] {
-            let (kind, body) = call(&runtime, &service, key, version, Bytes::new());
+            let (kind, body) = call(key, version, Bytes::new());
             assert_eq!(kind, 1, "api key {key} v{version} is an error response");
             let error = ErrorResponse::decode(body).unwrap();
             assert_eq!(error.error_code, code::UNSUPPORTED_VERSION);
         }
-        let (kind, body) = call(&runtime, &service, api::API_VERSIONS, 0, Bytes::new());
+        let (kind, body) = call(api::API_VERSIONS, 0, Bytes::new());
         assert_eq!(kind, 0);
         let versions = ApiVersionsResponse::decode(body).unwrap();
         assert_eq!(versions.api_versions.len(), api::SERVED.len());
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
 
         /// Any body under any served API key yields a well-formed response frame, never a panic.
         #[test]
         fn handlers_answer_arbitrary_bodies(key_index in 0..api::SERVED.len(), body in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let dir = tempfile::tempdir().unwrap();
-            let service = service(dir.path());
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let (key, _, _) = api::SERVED[key_index];
-            let (kind, body) = call(&runtime, &service, key, 0, Bytes::from(body));
+            let (kind, body) = call(key, 0, Bytes::from(body));
             prop_assert!(kind == 0 || kind == 1);
             if kind == 1 {
                 prop_assert!(ErrorResponse::decode(body).is_ok());

@@ -16,14 +16,6 @@ pub struct ErrorResponse {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ApiVersionsRequest {
-    #[prost(string, required, tag = "1")]
-    pub client_software_name: String,
-    #[prost(string, required, tag = "2")]
-    pub client_software_version: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
 pub struct ApiVersionsResponse {
     #[prost(message, repeated, tag = "1")]
     pub api_versions: Vec<PbApiVersion>,

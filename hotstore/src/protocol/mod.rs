@@ -72,7 +72,6 @@ pub mod api {
 /// Fluss error codes silt returns; the numbers are the ones `fluss::rpc::FlussError` maps.
 pub mod code {
     pub const UNKNOWN_SERVER_ERROR: i32 = -1;
-    pub const NONE: i32 = 0;
     pub const UNSUPPORTED_VERSION: i32 = 2;
     pub const CORRUPT_MESSAGE: i32 = 3;
     pub const DATABASE_NOT_EXIST: i32 = 4;
