@@ -301,3 +301,157 @@ async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut responses:
     }
     let _ = writer.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::*;
+    use bytes::{Buf, BufMut};
+    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn start(dir: &std::path::Path) -> ServerHandle {
+        let config = ServerConfig {
+            bind_addr: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.to_path_buf(),
+            ..ServerConfig::default()
+        };
+        Server::start(config).await.unwrap()
+    }
+
+    async fn client(server: &ServerHandle) -> fluss::client::FlussConnection {
+        let mut config = fluss::config::Config::default();
+        config.bootstrap_servers = server.local_addr().to_string();
+        fluss::client::FlussConnection::new(config).await.unwrap()
+    }
+
+    fn log_table() -> TableDescriptor {
+        let schema = Schema::builder().column("id", DataTypes::int()).build().unwrap();
+        TableDescriptor::builder()
+            .schema(schema)
+            .distributed_by(Some(2), vec![])
+            .property("table.datalake.enabled", "true")
+            .build()
+            .unwrap()
+    }
+
+    /// Sends one request over a fresh connection and returns (response type, body).
+    async fn call(server: &ServerHandle, api_key: i16, body: &impl Message) -> (u8, Bytes) {
+        let mut stream = TcpStream::connect(server.local_addr()).await.unwrap();
+        let body = body.encode_to_vec();
+        let mut frame = Vec::new();
+        frame.put_i32(8 + body.len() as i32);
+        frame.put_i16(api_key);
+        frame.put_i16(0);
+        frame.put_i32(1);
+        frame.extend_from_slice(&body);
+        stream.write_all(&frame).await.unwrap();
+        let length = stream.read_i32().await.unwrap();
+        let mut response = vec![0u8; length as usize];
+        stream.read_exact(&mut response).await.unwrap();
+        let mut response = Bytes::from(response);
+        let kind = response.get_u8();
+        assert_eq!(response.get_i32(), 1);
+        (kind, response)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lake_snapshot_registry_is_served_to_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path()).await;
+        let connection = client(&server).await;
+        let admin = connection.get_admin().unwrap();
+        let path = TablePath::new("fluss", "tiered");
+        admin.create_table(&path, &log_table(), false).await.unwrap();
+
+        let missing = admin.get_latest_lake_snapshot(&path).await.unwrap_err();
+        assert_eq!(missing.api_error(), Some(fluss::rpc::FlussError::LakeSnapshotNotExist), "{missing}");
+        assert!(server.set_lake_snapshot("fluss", "orderz", 1, &[(0, 5)]).is_err(), "unknown table");
+        assert!(server.set_lake_snapshot("fluss", "tiered", 1, &[(2, 5)]).is_err(), "bucket out of range");
+
+        server.set_lake_snapshot("fluss", "tiered", 7, &[(0, 10), (1, 3)]).unwrap();
+        let snapshot = admin.get_latest_lake_snapshot(&path).await.unwrap();
+        assert_eq!(snapshot.snapshot_id(), 7);
+        let mut offsets: Vec<(i32, i64)> =
+            snapshot.table_buckets_offset().iter().map(|(b, o)| (b.bucket_id(), *o)).collect();
+        offsets.sort();
+        assert_eq!(offsets, [(0, 10), (1, 3)]);
+        server.shutdown().await.unwrap();
+
+        // The registry survives a restart.
+        let server = start(dir.path()).await;
+        let snapshot = server.lake_snapshot("fluss", "tiered").unwrap().unwrap();
+        assert_eq!(snapshot.snapshot_id, 7);
+        server.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retried_batches_are_acknowledged_once_and_gaps_are_out_of_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path()).await;
+        let connection = client(&server).await;
+        let admin = connection.get_admin().unwrap();
+        let path = TablePath::new("fluss", "idem");
+        admin.create_table(&path, &log_table(), false).await.unwrap();
+        let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
+
+        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "id",
+            arrow::datatypes::DataType::Int32,
+            true,
+        )]));
+        let rows = arrow::array::RecordBatch::try_new(
+            schema,
+            vec![std::sync::Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3]))],
+        )
+        .unwrap();
+        let message = crate::batch::encode_arrow_message(&rows).unwrap();
+        let batch = |sequence: i32| {
+            crate::batch::build_batch(
+                crate::batch::HeaderFields {
+                    base_offset: 0,
+                    commit_timestamp: 0,
+                    schema_id: 1,
+                    append_only: true,
+                    writer_id: 42,
+                    batch_sequence: sequence,
+                    record_count: 3,
+                },
+                &[],
+                &message,
+            )
+        };
+        let produce = |sequence: i32| ProduceLogRequest {
+            acks: -1,
+            table_id,
+            timeout_ms: 10_000,
+            buckets_req: vec![PbWriteReqForBucket {
+                partition_id: None,
+                bucket_id: 0,
+                records: batch(sequence),
+                original_partition_name: None,
+                routing_bucket_count: None,
+            }],
+        };
+        let base_offset = |body: Bytes| {
+            let response = ProduceLogResponse::decode(body).unwrap();
+            let bucket = &response.buckets_resp[0];
+            (bucket.error_code, bucket.base_offset)
+        };
+        let (kind, body) = call(&server, crate::protocol::api::PRODUCE_LOG, &produce(0)).await;
+        assert_eq!((kind, base_offset(body)), (0, (None, Some(0))));
+        let (_, body) = call(&server, crate::protocol::api::PRODUCE_LOG, &produce(1)).await;
+        assert_eq!(base_offset(body), (None, Some(3)));
+        // A retry of sequence 1 is acknowledged with its original offset and not appended.
+        let (_, body) = call(&server, crate::protocol::api::PRODUCE_LOG, &produce(1)).await;
+        assert_eq!(base_offset(body), (None, Some(3)));
+        // A gap is out of order (31), which makes the client reset its writer.
+        let (_, body) = call(&server, crate::protocol::api::PRODUCE_LOG, &produce(5)).await;
+        let (code, _) = base_offset(body);
+        assert_eq!(code, Some(crate::protocol::code::OUT_OF_ORDER_SEQUENCE));
+        let latest = admin.list_offsets(&path, &[0], fluss::rpc::message::OffsetSpec::Latest).await.unwrap();
+        assert_eq!(latest[&0], 6, "two batches of three rows, the retry not appended");
+        server.shutdown().await.unwrap();
+    }
+}
