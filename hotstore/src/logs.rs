@@ -271,6 +271,7 @@ fn bucket_error(request: &PbFetchLogReqForBucket, error: ApiError) -> PbFetchLog
 pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsResponse, ApiError> {
     let request: ListOffsetsRequest = protocol::decode(body, "ListOffsets")?;
     let table = service.table_runtime(request.table_id)?;
+    let now_ms = crate::catalog::now_ms();
     let buckets_resp = request
         .bucket_id
         .iter()
@@ -279,6 +280,11 @@ pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsR
                 LIST_EARLIEST => Ok(bucket.log.log_start_offset()),
                 LIST_LATEST => Ok(bucket.log.high_watermark()),
                 LIST_TIMESTAMP => match request.start_timestamp {
+                    // As Fluss: a timestamp past the server's clock has no answer yet.
+                    Some(ts) if ts > now_ms => Err(ApiError::new(
+                        code::INVALID_TIMESTAMP,
+                        format!("timestamp {ts} is later than the server's current time {now_ms}; ask for an offset at or before now"),
+                    )),
                     Some(ts) => bucket.log.offset_for_timestamp(ts).map_err(|e| storage_error("list offsets", e)),
                     None => Err(ApiError::new(code::INVALID_TIMESTAMP, "timestamp offset request without a timestamp")),
                 },
