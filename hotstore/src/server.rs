@@ -507,4 +507,58 @@ mod tests {
         }
         server.shutdown().await.unwrap();
     }
+
+    /// A fetch at the high watermark waits for data (up to max_wait_ms) and returns as soon
+    /// as an append lands, with the records; without data it returns empty at the deadline.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fetch_long_polls_until_data_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path()).await;
+        let connection = client(&server).await;
+        let admin = connection.get_admin().unwrap();
+        let path = TablePath::new("fluss", "poll");
+        admin.create_table(&path, &log_table(), false).await.unwrap();
+        let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
+        let fetch = |max_wait_ms: i32| FetchLogRequest {
+            follower_server_id: -1,
+            max_bytes: 1 << 20,
+            tables_req: vec![PbFetchLogReqForTable {
+                table_id,
+                projection_pushdown_enabled: false,
+                projected_fields: vec![],
+                buckets_req: (0..2)
+                    .map(|bucket_id| PbFetchLogReqForBucket { partition_id: None, bucket_id, fetch_offset: 0, max_fetch_bytes: 1 << 20 })
+                    .collect(),
+            }],
+            max_wait_ms: Some(max_wait_ms),
+            min_bytes: Some(1),
+        };
+        let records = |body: Bytes| -> usize {
+            FetchLogResponse::decode(body).unwrap().tables_resp[0]
+                .buckets_resp
+                .iter()
+                .map(|b| b.records.as_ref().map_or(0, Bytes::len))
+                .sum()
+        };
+
+        let started = std::time::Instant::now();
+        let (_, body) = call(&server, crate::protocol::api::FETCH_LOG, &fetch(300)).await;
+        assert_eq!(records(body), 0);
+        assert!(started.elapsed() >= Duration::from_millis(250), "an empty fetch waits for max_wait_ms");
+
+        let writer_table = connection.get_table(&path).await.unwrap();
+        let writer = writer_table.new_append().unwrap().create_writer().unwrap();
+        let started = std::time::Instant::now();
+        let long_poll = fetch(20_000);
+        let (poll, ()) = tokio::join!(call(&server, crate::protocol::api::FETCH_LOG, &long_poll), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let mut row = fluss::row::GenericRow::new(1);
+            row.set_field(0, 1i32);
+            writer.append(&row).unwrap();
+            writer.flush().await.unwrap();
+        });
+        assert!(records(poll.1) > 0, "the long poll returns the appended batch");
+        assert!(started.elapsed() < Duration::from_secs(10), "the long poll wakes on the append");
+        server.shutdown().await.unwrap();
+    }
 }
