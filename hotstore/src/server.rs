@@ -39,6 +39,9 @@ pub struct ServerConfig {
     pub connections_max: usize,
     /// Requests of one connection running at once; the reader waits beyond that.
     pub requests_in_flight_max: usize,
+    /// Request bytes held by the whole server at once (frames read but not yet answered);
+    /// readers wait beyond that. Raised to `frame_bytes_max` when lower, so one frame fits.
+    pub request_bytes_in_flight_max: usize,
     /// Upper bound on a fetch's long-poll wait, whatever the client asks.
     pub fetch_wait_max_ms: u64,
     /// Upper bound on the record bytes of one fetch response.
@@ -64,6 +67,7 @@ impl Default for ServerConfig {
             frame_bytes_max: 64 * 1024 * 1024,
             connections_max: 1024,
             requests_in_flight_max: 64,
+            request_bytes_in_flight_max: 256 * 1024 * 1024,
             fetch_wait_max_ms: 30_000,
             fetch_response_bytes_max: 32 * 1024 * 1024,
             lookup_keys_max: 100_000,
@@ -83,6 +87,16 @@ impl Server {
         if config.requests_in_flight_max == 0 || config.connections_max == 0 {
             return Err(crate::Error::Config {
                 message: "connections_max and requests_in_flight_max must be at least 1".into(),
+            });
+        }
+        let mut config = config;
+        config.request_bytes_in_flight_max = config.request_bytes_in_flight_max.max(config.frame_bytes_max);
+        if config.request_bytes_in_flight_max / 1024 > Semaphore::MAX_PERMITS || config.frame_bytes_max > i32::MAX as usize {
+            return Err(crate::Error::Config {
+                message: format!(
+                    "frame_bytes_max {} and request_bytes_in_flight_max {} must fit a frame's i32 length",
+                    config.frame_bytes_max, config.request_bytes_in_flight_max
+                ),
             });
         }
         let listener = TcpListener::bind(config.bind_addr)
@@ -165,6 +179,8 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let connections = Arc::new(Semaphore::new(config.connections_max));
+    // Counted in KiB so the permit count stays small; a frame takes its size rounded up.
+    let request_kib = Arc::new(Semaphore::new(config.request_bytes_in_flight_max.div_ceil(1024)));
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -189,8 +205,9 @@ async fn accept_loop(
                 let service = service.clone();
                 let config = config.clone();
                 let shutdown = shutdown.clone();
+                let request_kib = request_kib.clone();
                 tasks.spawn(async move {
-                    serve_connection(stream, peer, service, config, shutdown).await;
+                    serve_connection(stream, peer, service, config, request_kib, shutdown).await;
                     drop(permit);
                 });
             }
@@ -210,6 +227,7 @@ async fn serve_connection(
     peer: SocketAddr,
     service: Arc<Service>,
     config: ServerConfig,
+    request_kib: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (mut reader, writer) = stream.into_split();
@@ -220,9 +238,9 @@ async fn serve_connection(
     loop {
         let frame = tokio::select! {
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, config.frame_bytes_max) => frame,
+            frame = read_frame(&mut reader, config.frame_bytes_max, &request_kib) => frame,
         };
-        let frame = match frame {
+        let (frame, bytes_permit) = match frame {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(reason) => {
@@ -251,6 +269,7 @@ async fn serve_connection(
                         &ApiError::new(code::UNKNOWN_SERVER_ERROR, "internal error in silt's hotstore"),
                     )
                 });
+            drop(bytes_permit);
             let _ = response_tx.send(response).await;
             drop(permit);
         });
@@ -266,11 +285,13 @@ async fn serve_connection(
     let _ = writer_task.await;
 }
 
-/// Reads one frame; `Ok(None)` on a clean end of stream between frames.
+/// Reads one frame, holding its share of `request_bytes_in_flight_max`; `Ok(None)` on a
+/// clean end of stream between frames.
 async fn read_frame(
     reader: &mut tokio::net::tcp::OwnedReadHalf,
     frame_bytes_max: usize,
-) -> Result<Option<Bytes>, String> {
+    request_kib: &Arc<Semaphore>,
+) -> Result<Option<(Bytes, tokio::sync::OwnedSemaphorePermit)>, String> {
     let mut prefix = [0u8; 4];
     match reader.read_exact(&mut prefix).await {
         Ok(_) => {}
@@ -278,9 +299,11 @@ async fn read_frame(
         Err(error) => return Err(error.to_string()),
     }
     let length = protocol::frame_length(prefix, frame_bytes_max).map_err(|e| e.to_string())?;
+    let kib = u32::try_from(length.div_ceil(1024).max(1)).map_err(|_| "frame too large".to_string())?;
+    let permit = request_kib.clone().acquire_many_owned(kib).await.map_err(|e| e.to_string())?;
     let mut frame = BytesMut::zeroed(length);
     reader.read_exact(&mut frame).await.map_err(|e| format!("truncated frame: {e}"))?;
-    Ok(Some(frame.freeze()))
+    Ok(Some((frame.freeze(), permit)))
 }
 
 async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut responses: mpsc::Receiver<Bytes>) {
