@@ -291,6 +291,15 @@ impl Catalog {
                 "partitioned tables are not supported by silt's hotstore yet; create it without PARTITIONED BY".into(),
             ));
         }
+        // silt writes changelogs and projects fetches as ARROW batches, Fluss's default format.
+        if let Some(format) = descriptor.properties().get("table.log.format")
+            && !format.eq_ignore_ascii_case("ARROW")
+        {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!("table {database}.{name}: log format {format} is not supported by silt's hotstore; use ARROW (the default)"),
+            ));
+        }
         let object = value.as_object_mut().ok_or_else(|| invalid("table json is not an object".into()))?;
         let bucket_count = match object.get("bucket_count").and_then(Value::as_i64) {
             Some(count) => count,
@@ -512,6 +521,10 @@ mod tests {
         let err = reopened.create_table("fluss", "t", &log_table_json(Some(2)), false).unwrap_err();
         assert_eq!(err.code, code::TABLE_ALREADY_EXIST);
         let err = reopened.create_table("fluss", "u", &log_table_json(Some(65)), false).unwrap_err();
+        assert_eq!(err.code, code::INVALID_CONFIG);
+        let mut indexed: Value = serde_json::from_slice(&log_table_json(None)).unwrap();
+        indexed["properties"]["table.log.format"] = json!("INDEXED");
+        let err = reopened.create_table("fluss", "v", &serde_json::to_vec(&indexed).unwrap(), false).unwrap_err();
         assert_eq!(err.code, code::INVALID_CONFIG);
     }
 
