@@ -109,6 +109,10 @@ impl Throughput {
 #[derive(Debug, Clone, Default)]
 pub struct Latency {
     pub samples: usize,
+    /// Lookups of a written key that found nothing.
+    pub misses: usize,
+    /// Of those, the keys still missing when looked up again 2 s later.
+    pub misses_after_2s: usize,
     pub p50: Duration,
     pub p99: Duration,
     pub max: Duration,
@@ -118,7 +122,7 @@ impl Latency {
     fn of(mut samples: Vec<Duration>) -> Self {
         samples.sort_unstable();
         let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
-        Latency { samples: samples.len(), p50: at(0.50), p99: at(0.99), max: *samples.last().unwrap_or(&Duration::ZERO) }
+        Latency { samples: samples.len(), misses: 0, misses_after_2s: 0, p50: at(0.50), p99: at(0.99), max: *samples.last().unwrap_or(&Duration::ZERO) }
     }
 }
 
@@ -150,10 +154,12 @@ fn batch(start: i64, rows: i64) -> Result<(RecordBatch, u64)> {
     Ok((batch, bytes))
 }
 
+/// Creates `silt_bench.<name>_<unix ms>`: a name never used before, so a run never meets the
+/// state of an earlier run's table of the same name.
 async fn fresh_table(admin: &FlussAdmin, name: &str, descriptor: &TableDescriptor) -> Result<TablePath> {
     admin.create_database(DATABASE, None, true).await?;
-    let path = TablePath::new(DATABASE, name);
-    admin.drop_table(&path, true).await?;
+    let unique_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+    let path = TablePath::new(DATABASE, format!("{name}_{unique_ms}"));
     admin.create_table(&path, descriptor, false).await.with_context(|| format!("create {path}"))?;
     Ok(path)
 }
@@ -226,6 +232,9 @@ async fn upsert_and_lookup(
 
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
     let mut samples = Vec::with_capacity(config.lookups);
+    // Every key was upserted and flushed before the first lookup, so a miss is a server bug;
+    // it is counted and reported rather than ending the run.
+    let mut missed = Vec::new();
     // A fixed-seed LCG spreads keys over the table without a rand dependency.
     let mut state: u64 = 0x5eed;
     let started = Instant::now();
@@ -238,9 +247,24 @@ async fn upsert_and_lookup(
         let sent = Instant::now();
         let result = lookuper.lookup(&key).await?;
         samples.push(sent.elapsed());
-        ensure!(result.get_single_row()?.is_some(), "lookup({id}) found nothing");
+        if result.get_single_row()?.is_none() {
+            missed.push(id);
+        }
     }
-    Ok((upsert, Latency::of(samples)))
+    let mut latency = Latency::of(samples);
+    latency.misses = missed.len();
+    if !missed.is_empty() {
+        // Tell late visibility from loss: look the missed keys up again after a pause.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for id in missed {
+            let mut key = GenericRow::new(1);
+            key.set_field(0, id);
+            if lookuper.lookup(&key).await?.get_single_row()?.is_none() {
+                latency.misses_after_2s += 1;
+            }
+        }
+    }
+    Ok((upsert, latency))
 }
 
 pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport> {
@@ -283,7 +307,8 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport> {
     let (upsert, lookup) = upsert_and_lookup(&connection, &kv_path, config).await?;
     eprintln!("  upsert {:.0} rows/s; lookup p50 {:?} p99 {:?}", upsert.rows_per_s(), lookup.p50, lookup.p99);
 
-    admin.drop_database(DATABASE, true, true).await?;
+    admin.drop_table(&log_path, true).await?;
+    admin.drop_table(&kv_path, true).await?;
     Ok(BenchReport { produce, fetch, upsert, lookup })
 }
 
@@ -300,6 +325,8 @@ fn print_report(config: &BenchConfig, report: &BenchReport) {
     println!("| lookup p50 ms          | {:>12.3} |", ms(report.lookup.p50));
     println!("| lookup p99 ms          | {:>12.3} |", ms(report.lookup.p99));
     println!("| lookup max ms          | {:>12.3} |", ms(report.lookup.max));
+    println!("| lookup misses          | {:>12} |", report.lookup.misses);
+    println!("| ... still missing 2s later | {:>8} |", report.lookup.misses_after_2s);
     println!(
         "rows={} bytes={} produce_s={:.3} fetch_s={:.3} keys={} lookups={}",
         report.produce.rows,
@@ -323,5 +350,6 @@ async fn try_main() -> Result<()> {
     let config = BenchConfig::from_args()?;
     let report = run_bench(&config).await?;
     print_report(&config, &report);
+    ensure!(report.lookup.misses == 0, "{} lookups of written keys found nothing", report.lookup.misses);
     Ok(())
 }
