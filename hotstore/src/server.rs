@@ -235,6 +235,11 @@ async fn serve_connection(
     let writer_task = tokio::spawn(write_responses(writer, response_rx));
     let in_flight = Arc::new(Semaphore::new(config.requests_in_flight_max));
     let mut requests = JoinSet::new();
+    // Writes of one connection run in arrival order. A client pipelines a writer's batches
+    // (sequence n, n+1, ...) on one connection; handled concurrently, n+1 could reach the
+    // tablet first and n would be refused as out of order, which fluss-rs then counts as
+    // "already committed": an acknowledged write lost. Reads stay concurrent.
+    let mut last_write: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
         let frame = tokio::select! {
             _ = shutdown.changed() => break,
@@ -258,7 +263,19 @@ async fn serve_connection(
         let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
         let service = service.clone();
         let response_tx = response_tx.clone();
+        let is_write = header.api_key == protocol::api::PRODUCE_LOG || header.api_key == protocol::api::PUT_KV;
+        let (after, done) = if is_write {
+            let (done, next) = tokio::sync::oneshot::channel::<()>();
+            (last_write.replace(next), Some(done))
+        } else {
+            (None, None)
+        };
         requests.spawn(async move {
+            if let Some(previous) = after {
+                // Err means the previous write's task ended without signalling (it panicked or
+                // was aborted): it is over either way.
+                let _ = previous.await;
+            }
             let response = std::panic::AssertUnwindSafe(service.handle(header, body))
                 .catch_unwind()
                 .await
@@ -269,6 +286,9 @@ async fn serve_connection(
                         &ApiError::new(code::UNKNOWN_SERVER_ERROR, "internal error in silt's hotstore"),
                     )
                 });
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
             drop(bytes_permit);
             let _ = response_tx.send(response).await;
             drop(permit);
