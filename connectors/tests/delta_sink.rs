@@ -678,7 +678,10 @@ async fn python_deltalake_reads_the_tiered_table() {
     let script = "import sys, deltalake\n\
                   t = deltalake.DeltaTable(sys.argv[1])\n\
                   a = t.to_pyarrow_table()\n\
-                  print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version())";
+                  print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version(), flush=True)\n\
+                  import os; os._exit(0)";
+    // os._exit: python deltalake 1.6.6 sometimes aborts in interpreter teardown ("terminate
+    // called without an active exception") after the read succeeded; skip the teardown.
     let out = std::process::Command::new("python3").args(["-c", script, dir.path().to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42 [0, 3] 1");

@@ -545,10 +545,6 @@ pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "errors/list_offsets/unknown_table",
         "silt answers TableNotExist (7); Fluss fails the Metadata request with UnknownServerError (-1)",
     ),
-    (
-        "errors/list_offsets/future_timestamp",
-        "open: Fluss rejects a timestamp past its clock with InvalidTimestamp (38); silt answers offsets",
-    ),
 ];
 
 /// One part of two records that differs; `known` is the reason when [`KNOWN_DIFFERENCES`]
