@@ -30,6 +30,7 @@ pub struct HotstoreConfig {
     pub frame_bytes_max: usize,
     pub connections_max: usize,
     pub requests_in_flight_max: usize,
+    pub request_bytes_in_flight_max: usize,
     pub fsync: String,
     pub group_commit_window_ms: u64,
     pub segment_bytes_max: u64,

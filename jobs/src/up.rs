@@ -43,6 +43,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         frame_bytes_max: config.hotstore.frame_bytes_max,
         connections_max: config.hotstore.connections_max,
         requests_in_flight_max: config.hotstore.requests_in_flight_max,
+        request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
