@@ -35,7 +35,10 @@ impl ChangeType {
 
     /// Whether the row is the key's image after this change (false for `-U` and `-D`).
     pub fn is_upsert(self) -> bool {
-        matches!(self, ChangeType::AppendOnly | ChangeType::Insert | ChangeType::UpdateAfter)
+        matches!(
+            self,
+            ChangeType::AppendOnly | ChangeType::Insert | ChangeType::UpdateAfter
+        )
     }
 }
 
@@ -44,7 +47,11 @@ pub fn lake_system_fields() -> Vec<Field> {
     vec![
         Field::new(BUCKET_COLUMN, DataType::Int32, false),
         Field::new(OFFSET_COLUMN, DataType::Int64, false),
-        Field::new(TIMESTAMP_COLUMN, DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
+        Field::new(
+            TIMESTAMP_COLUMN,
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            false,
+        ),
     ]
 }
 

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
@@ -23,24 +25,38 @@ fn user_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
         Field::new("v", DataType::Utf8, true),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
     ]))
 }
 
 /// Rows of `keys` (one bucket), with offsets from `first_offset`, in the lake's schema plus an
 /// optional change type column.
-fn rows(schema: &SchemaRef, bucket: i32, keys: &[i64], first_offset: i64, change: Option<ChangeType>) -> RecordBatch {
+fn rows(
+    schema: &SchemaRef,
+    bucket: i32,
+    keys: &[i64],
+    first_offset: i64,
+    change: Option<ChangeType>,
+) -> RecordBatch {
     let offsets = first_offset..first_offset + keys.len() as i64;
     let mut columns: Vec<Arc<dyn arrow::array::Array>> = vec![
         Arc::new(Int64Array::from_iter_values(keys.iter().copied())),
-        Arc::new(StringArray::from_iter_values(offsets.clone().map(|o| format!("value-{o}")))),
+        Arc::new(StringArray::from_iter_values(
+            offsets.clone().map(|o| format!("value-{o}")),
+        )),
         Arc::new(TimestampMicrosecondArray::from_iter_values(offsets.clone())),
         Arc::new(Int32Array::from_iter_values(keys.iter().map(|_| bucket))),
         Arc::new(Int64Array::from_iter_values(offsets.clone())),
         Arc::new(TimestampMicrosecondArray::from_iter_values(offsets).with_timezone("UTC")),
     ];
     if let Some(change) = change {
-        columns.push(Arc::new(Int8Array::from_iter_values(keys.iter().map(|_| change as i8))));
+        columns.push(Arc::new(Int8Array::from_iter_values(
+            keys.iter().map(|_| change as i8),
+        )));
     }
     RecordBatch::try_new(schema.clone(), columns).unwrap()
 }
@@ -51,25 +67,61 @@ fn rows(schema: &SchemaRef, bucket: i32, keys: &[i64], first_offset: i64, change
 async fn merge_time(total: i64, changed: usize) -> (f64, usize, usize) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap();
-    let load_config = Arc::new(DeltaSinkConfig::new(uri, "bench", TableKind::Log, user_schema()));
+    let load_config = Arc::new(DeltaSinkConfig::new(
+        uri,
+        "bench",
+        TableKind::Log,
+        user_schema(),
+    ));
     let mut loader = LakeTable::open(load_config.clone()).await.unwrap();
-    let mut writer = RecordBatchWriter::for_table(loader.table()).unwrap().with_target_file_size(load_config.target_file_bytes);
+    let mut writer = RecordBatchWriter::for_table(loader.table())
+        .unwrap()
+        .with_target_file_size(load_config.target_file_bytes);
     let mut ends = BTreeMap::new();
-    let mut committable = Committable { checkpoint_id: 1, writer: 0, adds: Vec::new(), staged: Vec::new(), buckets: BTreeMap::new() };
+    let mut committable = Committable {
+        checkpoint_id: 1,
+        writer: 0,
+        adds: Vec::new(),
+        staged: Vec::new(),
+        buckets: BTreeMap::new(),
+    };
     for b in 0..BUCKETS {
         let keys: Vec<i64> = (0..total).filter(|k| k % BUCKETS == b).collect();
         for (i, chunk) in keys.chunks(100_000).enumerate() {
-            writer.write(rows(loader.lake_schema(), b as i32, chunk, (i * 100_000) as i64, None)).await.unwrap();
+            writer
+                .write(rows(
+                    loader.lake_schema(),
+                    b as i32,
+                    chunk,
+                    (i * 100_000) as i64,
+                    None,
+                ))
+                .await
+                .unwrap();
         }
         ends.insert(b as i32, keys.len() as i64);
-        committable.buckets.insert(b as i32, BucketRange { start: 0, end: keys.len() as i64, rows: keys.len() as u64 });
+        committable.buckets.insert(
+            b as i32,
+            BucketRange {
+                start: 0,
+                end: keys.len() as i64,
+                rows: keys.len() as u64,
+            },
+        );
     }
     committable.adds = writer.flush().await.unwrap();
     let plan = loader.plan(&[committable]).await.unwrap();
     loader.apply(&plan).await.unwrap();
 
     // The same table as a primary-key sink (same schema, same txn app ids).
-    let pk_config = DeltaSinkConfig::new(uri, "bench", TableKind::PrimaryKey { key_columns: vec!["k".into()] }, user_schema());
+    let pk_config = DeltaSinkConfig::new(
+        uri,
+        "bench",
+        TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        },
+        user_schema(),
+    );
     let mut lake = LakeTable::open(Arc::new(pk_config)).await.unwrap();
     let mut rng = SmallRng::seed_from_u64(7);
     let mut by_bucket: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
@@ -83,22 +135,51 @@ async fn merge_time(total: i64, changed: usize) -> (f64, usize, usize) {
     let staged_schema = lake.staged_schema();
     let mut bytes = Vec::new();
     let mut parquet = ArrowWriter::try_new(&mut bytes, staged_schema.clone(), None).unwrap();
-    let mut committable = Committable { checkpoint_id: 2, writer: 0, adds: Vec::new(), staged: Vec::new(), buckets: BTreeMap::new() };
+    let mut committable = Committable {
+        checkpoint_id: 2,
+        writer: 0,
+        adds: Vec::new(),
+        staged: Vec::new(),
+        buckets: BTreeMap::new(),
+    };
     for (&b, keys) in &by_bucket {
         let start = ends[&b];
-        parquet.write(&rows(&staged_schema, b, keys, start, Some(ChangeType::UpdateAfter))).unwrap();
-        committable.buckets.insert(b, BucketRange { start, end: start + keys.len() as i64, rows: keys.len() as u64 });
+        parquet
+            .write(&rows(
+                &staged_schema,
+                b,
+                keys,
+                start,
+                Some(ChangeType::UpdateAfter),
+            ))
+            .unwrap();
+        committable.buckets.insert(
+            b,
+            BucketRange {
+                start,
+                end: start + keys.len() as i64,
+                rows: keys.len() as u64,
+            },
+        );
     }
     parquet.close().unwrap();
     let path = "_silt_staging/bench.parquet";
-    lake.table().object_store().put(&deltalake::Path::from(path), bytes.into()).await.unwrap();
+    lake.table()
+        .object_store()
+        .put(&deltalake::Path::from(path), bytes.into())
+        .await
+        .unwrap();
     committable.staged.push(path.to_string());
 
     let started = Instant::now();
     let plan = lake.plan(&[committable]).await.unwrap();
     let commit = lake.apply(&plan).await.unwrap();
     let seconds = started.elapsed().as_secs_f64();
-    let log = std::fs::read_to_string(dir.path().join(format!("_delta_log/{:020}.json", commit.delta_version))).unwrap();
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join(format!("_delta_log/{:020}.json", commit.delta_version)),
+    )
+    .unwrap();
     let removed = log.lines().filter(|l| l.starts_with("{\"remove\"")).count();
     let added = log.lines().filter(|l| l.starts_with("{\"add\"")).count();
     (seconds, removed, added)
@@ -112,14 +193,21 @@ async fn pk_merge_time_grows_with_the_table() {
         .split(',')
         .map(|s| s.trim().parse().unwrap())
         .collect();
-    let changed: usize = std::env::var("SILT_BENCH_CHANGED").ok().map_or(10_000, |s| s.parse().unwrap());
+    let changed: usize = std::env::var("SILT_BENCH_CHANGED")
+        .ok()
+        .map_or(10_000, |s| s.parse().unwrap());
     let mut results = Vec::new();
     for &total in &sizes {
         let (seconds, removed, added) = merge_time(total, changed).await;
-        println!("pk merge: {changed} changed keys into {total} rows: {seconds:.3} s (files removed {removed}, added {added})");
+        println!(
+            "pk merge: {changed} changed keys into {total} rows: {seconds:.3} s (files removed {removed}, added {added})"
+        );
         results.push(seconds);
     }
     if results.len() == 2 {
-        println!("ratio larger/smaller: {:.2}x (target <= 2x)", results[1] / results[0]);
+        println!(
+            "ratio larger/smaller: {:.2}x (target <= 2x)",
+            results[1] / results[0]
+        );
     }
 }

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arrow::array::{Array, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{
+    Array, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -19,12 +21,15 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{ChangeType, stream_system_fields};
 use silt_connectors::delta::{
-    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeTable, TableKind, add_delta_sink, read_lake_offsets,
+    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeTable, TableKind,
+    add_delta_sink, read_lake_offsets,
 };
-use silt_engine::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle};
+use silt_engine::checkpoint::{
+    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
+};
 use silt_engine::{
-    JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy, RestoredState, Source, SourcePoll,
-    TaskContext,
+    JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy,
+    RestoredState, Source, SourcePoll, TaskContext,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -41,12 +46,20 @@ fn user_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
         Field::new("v", DataType::Utf8, true),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
     ]))
 }
 
 fn stream_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = user_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = user_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.extend(stream_system_fields());
     Arc::new(Schema::new(fields))
 }
@@ -84,16 +97,32 @@ fn pk_changelog(seed: u64, buckets: i32, keys: i64, ops: usize) -> Vec<Vec<Chang
                 let value = format!("b{b}-op{op}");
                 match live.get(&key).cloned() {
                     None => {
-                        log.push(Change { key, value: Some(value.clone()), change: ChangeType::Insert });
+                        log.push(Change {
+                            key,
+                            value: Some(value.clone()),
+                            change: ChangeType::Insert,
+                        });
                         live.insert(key, value);
                     }
                     Some(old) if rng.random_bool(0.3) => {
-                        log.push(Change { key, value: Some(old), change: ChangeType::Delete });
+                        log.push(Change {
+                            key,
+                            value: Some(old),
+                            change: ChangeType::Delete,
+                        });
                         live.remove(&key);
                     }
                     Some(old) => {
-                        log.push(Change { key, value: Some(old), change: ChangeType::UpdateBefore });
-                        log.push(Change { key, value: Some(value.clone()), change: ChangeType::UpdateAfter });
+                        log.push(Change {
+                            key,
+                            value: Some(old),
+                            change: ChangeType::UpdateBefore,
+                        });
+                        log.push(Change {
+                            key,
+                            value: Some(value.clone()),
+                            change: ChangeType::UpdateAfter,
+                        });
                         live.insert(key, value);
                     }
                 }
@@ -111,7 +140,15 @@ fn expected_rows(changelog: &[Vec<Change>], kind: &TableKind) -> Vec<LakeRow> {
     let mut rows = Vec::new();
     for (b, log) in changelog.iter().enumerate() {
         let b = b as i32;
-        let row = |c: &Change, offset: usize| (c.key, c.value.clone(), ts_ms(b, offset as i64) * 1000, b, offset as i64);
+        let row = |c: &Change, offset: usize| {
+            (
+                c.key,
+                c.value.clone(),
+                ts_ms(b, offset as i64) * 1000,
+                b,
+                offset as i64,
+            )
+        };
         match kind {
             TableKind::Log => rows.extend(log.iter().enumerate().map(|(o, c)| row(c, o))),
             TableKind::PrimaryKey { .. } => {
@@ -175,9 +212,16 @@ struct ChangelogSource {
 
 #[async_trait]
 impl Source for ChangelogSource {
-    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> silt_engine::Result<()> {
+    async fn open(
+        &mut self,
+        ctx: &TaskContext,
+        restored: RestoredState,
+    ) -> silt_engine::Result<()> {
         let buckets = self.changelog.len() as i32;
-        self.positions = (0..buckets).filter(|b| *b as u32 % ctx.parallelism == ctx.subtask_index).map(|b| (b, 0)).collect();
+        self.positions = (0..buckets)
+            .filter(|b| *b as u32 % ctx.parallelism == ctx.subtask_index)
+            .map(|b| (b, 0))
+            .collect();
         if let Some(mut state) = restored.own().cloned() {
             while state.has_remaining() {
                 let (bucket, position) = (state.get_i32(), state.get_u64() as usize);
@@ -188,7 +232,12 @@ impl Source for ChangelogSource {
     }
 
     async fn poll_next(&mut self) -> silt_engine::Result<SourcePoll> {
-        let open: Vec<i32> = self.positions.iter().filter(|(b, p)| **p < self.changelog[**b as usize].len()).map(|(b, _)| *b).collect();
+        let open: Vec<i32> = self
+            .positions
+            .iter()
+            .filter(|(b, p)| **p < self.changelog[**b as usize].len())
+            .map(|(b, _)| *b)
+            .collect();
         if open.is_empty() {
             return Ok(SourcePoll::End);
         }
@@ -197,22 +246,34 @@ impl Source for ChangelogSource {
         let from = self.positions[&bucket];
         let to = (from + self.rng.random_range(1..=40)).min(log.len());
         if self.failures.take(bucket, from, to) {
-            return Err(silt_engine::Error::operator(format!("injected failure in bucket {bucket} [{from}, {to})")));
+            return Err(silt_engine::Error::operator(format!(
+                "injected failure in bucket {bucket} [{from}, {to})"
+            )));
         }
         let rows = &log[from..to];
         let offsets = from as i64..to as i64;
         let columns: Vec<Arc<dyn Array>> = vec![
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|c| c.key))),
             Arc::new(StringArray::from_iter(rows.iter().map(|c| c.value.clone()))),
-            Arc::new(TimestampMillisecondArray::from_iter_values(offsets.clone().map(|o| ts_ms(bucket, o)))),
+            Arc::new(TimestampMillisecondArray::from_iter_values(
+                offsets.clone().map(|o| ts_ms(bucket, o)),
+            )),
             Arc::new(Int32Array::from_iter_values(rows.iter().map(|_| bucket))),
             Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(TimestampMillisecondArray::from_iter_values(offsets.map(|o| ts_ms(bucket, o))).with_timezone("UTC")),
-            Arc::new(Int8Array::from_iter_values(rows.iter().map(|c| c.change as i8))),
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(offsets.map(|o| ts_ms(bucket, o)))
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(Int8Array::from_iter_values(
+                rows.iter().map(|c| c.change as i8),
+            )),
         ];
         self.positions.insert(bucket, to);
         tokio::time::sleep(Duration::from_millis(3)).await;
-        Ok(SourcePoll::Batch(RecordBatch::try_new(stream_schema(), columns)?))
+        Ok(SourcePoll::Batch(RecordBatch::try_new(
+            stream_schema(),
+            columns,
+        )?))
     }
 
     async fn snapshot(&mut self, _checkpoint_id: u64) -> silt_engine::Result<Bytes> {
@@ -236,8 +297,17 @@ struct FaultyStorage {
 
 #[async_trait]
 impl CheckpointStorage for FaultyStorage {
-    async fn write_state(&self, id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> silt_engine::Result<StateHandle> {
-        self.inner.write_state(id, vertex, subtask, parallelism, state).await
+    async fn write_state(
+        &self,
+        id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> silt_engine::Result<StateHandle> {
+        self.inner
+            .write_state(id, vertex, subtask, parallelism, state)
+            .await
     }
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> silt_engine::Result<()> {
         let fail = {
@@ -248,7 +318,10 @@ impl CheckpointStorage for FaultyStorage {
         };
         if fail {
             self.failed.fetch_add(1, Ordering::SeqCst);
-            return Err(silt_engine::Error::Storage(format!("injected crash before metadata {}", metadata.checkpoint_id)));
+            return Err(silt_engine::Error::Storage(format!(
+                "injected crash before metadata {}",
+                metadata.checkpoint_id
+            )));
         }
         self.inner.write_metadata(metadata).await
     }
@@ -270,9 +343,12 @@ impl CheckpointStorage for FaultyStorage {
 // Reading the lake back.
 
 async fn read_lake(uri: &str) -> Vec<LakeRow> {
-    let table = deltalake::open_table(deltalake::ensure_table_uri(uri).unwrap()).await.unwrap();
+    let table = deltalake::open_table(deltalake::ensure_table_uri(uri).unwrap())
+        .await
+        .unwrap();
     let ctx = SessionContext::new();
-    ctx.register_table("t", table.table_provider().await.unwrap()).unwrap();
+    ctx.register_table("t", table.table_provider().await.unwrap())
+        .unwrap();
     let batches = ctx
         .sql("SELECT k, v, CAST(ts AS BIGINT) AS ts, __bucket, __offset FROM t")
         .await
@@ -296,7 +372,13 @@ async fn read_lake(uri: &str) -> Vec<LakeRow> {
         let b = b.as_any().downcast_ref::<Int32Array>().unwrap();
         let o = o.as_any().downcast_ref::<Int64Array>().unwrap();
         for i in 0..batch.num_rows() {
-            rows.push((k.value(i), (!v.is_null(i)).then(|| v.value(i).to_string()), ts.value(i), b.value(i), o.value(i)));
+            rows.push((
+                k.value(i),
+                (!v.is_null(i)).then(|| v.value(i).to_string()),
+                ts.value(i),
+                b.value(i),
+                o.value(i),
+            ));
         }
     }
     rows.sort();
@@ -318,17 +400,28 @@ fn delta_log(table_dir: &Path) -> Vec<LogCommit> {
     let mut files: Vec<_> = std::fs::read_dir(table_dir.join("_delta_log"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.to_string_lossy().contains("checkpoint"))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p.to_string_lossy().contains("checkpoint")
+        })
         .collect();
     files.sort();
     for file in files {
         let version: u64 = file.file_stem().unwrap().to_string_lossy().parse().unwrap();
-        let mut commit = LogCommit { version, ..Default::default() };
+        let mut commit = LogCommit {
+            version,
+            ..Default::default()
+        };
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             let action: serde_json::Value = serde_json::from_str(line).unwrap();
             if let Some(add) = action.get("add") {
-                let bucket = add["partitionValues"]["__bucket"].as_str().unwrap().parse().unwrap();
-                let stats: serde_json::Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+                let bucket = add["partitionValues"]["__bucket"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let stats: serde_json::Value =
+                    serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
                 commit.adds.push((
                     bucket,
                     stats["numRecords"].as_u64().unwrap(),
@@ -340,7 +433,10 @@ fn delta_log(table_dir: &Path) -> Vec<LogCommit> {
                 commit.removes += 1;
             }
             if let Some(txn) = action.get("txn") {
-                commit.txns.insert(txn["appId"].as_str().unwrap().to_string(), txn["version"].as_i64().unwrap());
+                commit.txns.insert(
+                    txn["appId"].as_str().unwrap().to_string(),
+                    txn["version"].as_i64().unwrap(),
+                );
             }
         }
         commits.push(commit);
@@ -355,8 +451,21 @@ fn check_commits_cover_files(table_dir: &Path, table_id: &str, kind: &TableKind)
     let mut lake: BTreeMap<i32, i64> = BTreeMap::new();
     let log = delta_log(table_dir);
     for commit in log.iter().skip(1) {
-        let txn_of = |b: i32| commit.txns.get(&silt_connectors::delta::app_id(table_id, b)).copied();
-        assert!(!commit.txns.is_empty(), "commit {} has no txn actions: {commit:?}\n{}", commit.version, std::fs::read_to_string(table_dir.join(format!("_delta_log/{:020}.json", commit.version))).unwrap());
+        let txn_of = |b: i32| {
+            commit
+                .txns
+                .get(&silt_connectors::delta::app_id(table_id, b))
+                .copied()
+        };
+        assert!(
+            !commit.txns.is_empty(),
+            "commit {} has no txn actions: {commit:?}\n{}",
+            commit.version,
+            std::fs::read_to_string(
+                table_dir.join(format!("_delta_log/{:020}.json", commit.version))
+            )
+            .unwrap()
+        );
         match kind {
             TableKind::Log => {
                 let mut rows: BTreeMap<i32, (u64, i64, i64)> = BTreeMap::new();
@@ -364,19 +473,37 @@ fn check_commits_cover_files(table_dir: &Path, table_id: &str, kind: &TableKind)
                     let e = rows.entry(b).or_insert((0, i64::MAX, i64::MIN));
                     *e = (e.0 + n, e.1.min(lo), e.2.max(hi));
                 }
-                let txn_buckets: Vec<i32> = commit.txns.keys().map(|a| a.rsplit('-').next().unwrap().parse().unwrap()).collect();
-                assert_eq!(rows.keys().copied().collect::<Vec<_>>(), txn_buckets, "commit {}: buckets of files vs txns", commit.version);
+                let txn_buckets: Vec<i32> = commit
+                    .txns
+                    .keys()
+                    .map(|a| a.rsplit('-').next().unwrap().parse().unwrap())
+                    .collect();
+                assert_eq!(
+                    rows.keys().copied().collect::<Vec<_>>(),
+                    txn_buckets,
+                    "commit {}: buckets of files vs txns",
+                    commit.version
+                );
                 for (b, (n, lo, hi)) in rows {
                     let before = lake.get(&b).copied().unwrap_or(0);
                     let after = txn_of(b).unwrap();
-                    assert_eq!((lo, hi + 1, n as i64), (before, after, after - before), "commit {} bucket {b}", commit.version);
+                    assert_eq!(
+                        (lo, hi + 1, n as i64),
+                        (before, after, after - before),
+                        "commit {} bucket {b}",
+                        commit.version
+                    );
                     lake.insert(b, after);
                 }
             }
             TableKind::PrimaryKey { .. } => {
                 for (app, &v) in &commit.txns {
                     let b: i32 = app.rsplit('-').next().unwrap().parse().unwrap();
-                    assert!(v > lake.get(&b).copied().unwrap_or(0), "commit {}: txn of bucket {b} does not advance", commit.version);
+                    assert!(
+                        v > lake.get(&b).copied().unwrap_or(0),
+                        "commit {}: txn of bucket {b} does not advance",
+                        commit.version
+                    );
                     lake.insert(b, v);
                 }
             }
@@ -428,7 +555,11 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
     config.change_buffer_bytes_max = 64 * 1024;
     let commits: Arc<Mutex<Vec<LakeCommit>>> = Arc::default();
     let hook_calls = Arc::new(AtomicUsize::new(0));
-    let (seen, calls, fail_calls) = (commits.clone(), hook_calls.clone(), run.fail_hook_calls.clone());
+    let (seen, calls, fail_calls) = (
+        commits.clone(),
+        hook_calls.clone(),
+        run.fail_hook_calls.clone(),
+    );
     config.on_commit = Some(Arc::new(move |commit: LakeCommit| -> HookFuture {
         let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
         seen.lock().unwrap().push(commit);
@@ -443,16 +574,32 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
 
     let mut graph = JobGraph::new();
     let (changelog, seed, f) = (run.changelog.clone(), run.seed, failures.clone());
-    let source = graph.add_source("changelog", run.source_parallelism, move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
-        Ok(Box::new(ChangelogSource {
-            changelog: changelog.clone(),
-            positions: BTreeMap::new(),
-            rng: SmallRng::seed_from_u64(seed ^ ((ctx.subtask_index as u64) << 20) ^ ((ctx.attempt as u64) << 40)),
-            failures: f.clone(),
-        }))
-    });
-    let by_bucket = Partitioning::Hash { key_columns: vec!["__bucket".into()] };
-    add_delta_sink(&mut graph, "lake", source, config, run.writer_parallelism, by_bucket).unwrap();
+    let source = graph.add_source(
+        "changelog",
+        run.source_parallelism,
+        move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+            Ok(Box::new(ChangelogSource {
+                changelog: changelog.clone(),
+                positions: BTreeMap::new(),
+                rng: SmallRng::seed_from_u64(
+                    seed ^ ((ctx.subtask_index as u64) << 20) ^ ((ctx.attempt as u64) << 40),
+                ),
+                failures: f.clone(),
+            }))
+        },
+    );
+    let by_bucket = Partitioning::Hash {
+        key_columns: vec!["__bucket".into()],
+    };
+    add_delta_sink(
+        &mut graph,
+        "lake",
+        source,
+        config,
+        run.writer_parallelism,
+        by_bucket,
+    )
+    .unwrap();
 
     let storage = Arc::new(FaultyStorage {
         inner: Arc::new(LocalDirStorage::new(checkpoint_dir)),
@@ -461,14 +608,21 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
     });
     let mut job_config = JobConfig::new("tier", storage.clone());
     job_config.checkpoint.interval = Some(Duration::from_millis(25));
-    job_config.restart = RestartStrategy::FixedDelay { delay: Duration::from_millis(10), attempts_max: 100 };
+    job_config.restart = RestartStrategy::FixedDelay {
+        delay: Duration::from_millis(10),
+        attempts_max: 100,
+    };
     let job = JobManager::new().submit(graph, job_config).unwrap();
-    let state = tokio::time::timeout(Duration::from_secs(240), job.wait()).await.expect("job ends within 4 minutes");
+    let state = tokio::time::timeout(Duration::from_secs(240), job.wait())
+        .await
+        .expect("job ends within 4 minutes");
     assert_eq!(state, JobState::Finished, "job should finish");
     let commits = commits.lock().unwrap().clone();
     Outcome {
         restarts: job.metrics().restarts,
-        fired: failures.fired.load(Ordering::SeqCst) + storage.failed.load(Ordering::SeqCst) + run.fail_hook_calls.len(),
+        fired: failures.fired.load(Ordering::SeqCst)
+            + storage.failed.load(Ordering::SeqCst)
+            + run.fail_hook_calls.len(),
         commits,
     }
 }
@@ -480,15 +634,38 @@ async fn check_exactly_once(run: Run) {
     let uri = table_dir.to_str().unwrap();
     let label = format!("seed {} {:?}", run.seed, run.kind);
 
-    assert!(outcome.fired > 0 && outcome.restarts > 0, "{label}: failures must happen (fired {}, restarts {})", outcome.fired, outcome.restarts);
+    assert!(
+        outcome.fired > 0 && outcome.restarts > 0,
+        "{label}: failures must happen (fired {}, restarts {})",
+        outcome.fired,
+        outcome.restarts
+    );
     let got = read_lake(uri).await;
     let want = expected_rows(&run.changelog, &run.kind);
-    assert_eq!(got.len(), want.len(), "{label}: row count (lost or duplicated rows)");
-    assert!(got == want, "{label}: the lake differs from the failure-free changelog");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{label}: row count (lost or duplicated rows)"
+    );
+    assert!(
+        got == want,
+        "{label}: the lake differs from the failure-free changelog"
+    );
 
-    let offsets = read_lake_offsets(uri, &HashMap::new(), "t42", run.changelog.len() as u32).await.unwrap().unwrap();
-    let ends: BTreeMap<i32, i64> = run.changelog.iter().enumerate().map(|(b, log)| (b as i32, log.len() as i64)).collect();
-    assert_eq!(offsets.bucket_offsets, ends, "{label}: txn versions are the end offsets");
+    let offsets = read_lake_offsets(uri, &HashMap::new(), "t42", run.changelog.len() as u32)
+        .await
+        .unwrap()
+        .unwrap();
+    let ends: BTreeMap<i32, i64> = run
+        .changelog
+        .iter()
+        .enumerate()
+        .map(|(b, log)| (b as i32, log.len() as i64))
+        .collect();
+    assert_eq!(
+        offsets.bucket_offsets, ends,
+        "{label}: txn versions are the end offsets"
+    );
     let log = check_commits_cover_files(&table_dir, "t42", &run.kind);
     eprintln!(
         "{label}: {} failures, {} restarts, {} delta commits ({} replays reported), {} files added, {} rows in the lake",
@@ -499,9 +676,21 @@ async fn check_exactly_once(run: Run) {
         log.iter().map(|c| c.adds.len()).sum::<usize>(),
         got.len()
     );
-    let real: Vec<u64> = outcome.commits.iter().filter(|c| !c.replayed).map(|c| c.delta_version).collect();
-    assert!(real.windows(2).all(|w| w[0] < w[1]), "{label}: commit versions increase: {real:?}");
-    assert_eq!(offsets.delta_version, *real.last().unwrap(), "{label}: the last commit is the lake's version");
+    let real: Vec<u64> = outcome
+        .commits
+        .iter()
+        .filter(|c| !c.replayed)
+        .map(|c| c.delta_version)
+        .collect();
+    assert!(
+        real.windows(2).all(|w| w[0] < w[1]),
+        "{label}: commit versions increase: {real:?}"
+    );
+    assert_eq!(
+        offsets.delta_version,
+        *real.last().unwrap(),
+        "{label}: the last commit is the lake's version"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -527,7 +716,9 @@ async fn log_table_is_tiered_exactly_once_under_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pk_table_is_tiered_exactly_once_under_failures() {
     for (seed, sources, writers) in [(3u64, 2u32, 2u32), (4, 1, 1)] {
-        let kind = TableKind::PrimaryKey { key_columns: vec!["k".into()] };
+        let kind = TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        };
         check_exactly_once(Run {
             kind,
             changelog: Arc::new(pk_changelog(seed, 3, 40, 300)),
@@ -548,18 +739,35 @@ async fn pk_table_is_tiered_exactly_once_under_failures() {
 // Commit-level properties, driven through `LakeTable` directly.
 
 /// Writes `rows` rows of `bucket` starting at `start` as data files, returns their committable.
-async fn write_committable(lake: &LakeTable, checkpoint_id: u64, bucket: i32, start: i64, rows: i64) -> Committable {
+async fn write_committable(
+    lake: &LakeTable,
+    checkpoint_id: u64,
+    bucket: i32,
+    start: i64,
+    rows: i64,
+) -> Committable {
     let mut writer = RecordBatchWriter::for_table(lake.table()).unwrap();
     let offsets = start..start + rows;
     let batch = RecordBatch::try_new(
         lake.lake_schema().clone(),
         vec![
             Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(StringArray::from_iter_values(offsets.clone().map(|o| format!("v{o}")))),
-            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(offsets.clone().map(|o| ts_ms(bucket, o) * 1000))),
-            Arc::new(Int32Array::from_iter_values(offsets.clone().map(|_| bucket))),
+            Arc::new(StringArray::from_iter_values(
+                offsets.clone().map(|o| format!("v{o}")),
+            )),
+            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(
+                offsets.clone().map(|o| ts_ms(bucket, o) * 1000),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                offsets.clone().map(|_| bucket),
+            )),
             Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(offsets.map(|o| ts_ms(bucket, o) * 1000)).with_timezone("UTC")),
+            Arc::new(
+                arrow::array::TimestampMicrosecondArray::from_iter_values(
+                    offsets.map(|o| ts_ms(bucket, o) * 1000),
+                )
+                .with_timezone("UTC"),
+            ),
         ],
     )
     .unwrap();
@@ -569,19 +777,34 @@ async fn write_committable(lake: &LakeTable, checkpoint_id: u64, bucket: i32, st
         writer: 0,
         adds: writer.flush().await.unwrap(),
         staged: Vec::new(),
-        buckets: BTreeMap::from([(bucket, BucketRange { start, end: start + rows, rows: rows as u64 })]),
+        buckets: BTreeMap::from([(
+            bucket,
+            BucketRange {
+                start,
+                end: start + rows,
+                rows: rows as u64,
+            },
+        )]),
     }
 }
 
 fn log_config(dir: &Path) -> Arc<DeltaSinkConfig> {
-    Arc::new(DeltaSinkConfig::new(dir.to_str().unwrap(), "t7", TableKind::Log, user_schema()))
+    Arc::new(DeltaSinkConfig::new(
+        dir.to_str().unwrap(),
+        "t7",
+        TableKind::Log,
+        user_schema(),
+    ))
 }
 
 #[tokio::test]
 async fn replaying_a_committed_committable_is_a_noop() {
     let dir = tempfile::tempdir().unwrap();
     let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
-    let first = vec![write_committable(&lake, 1, 0, 0, 10).await, write_committable(&lake, 1, 1, 0, 5).await];
+    let first = vec![
+        write_committable(&lake, 1, 0, 0, 10).await,
+        write_committable(&lake, 1, 1, 0, 5).await,
+    ];
     let plan = lake.plan(&first).await.unwrap();
     let commit = lake.apply(&plan).await.unwrap();
     assert_eq!((commit.delta_version, commit.replayed), (1, false));
@@ -598,14 +821,25 @@ async fn replaying_a_committed_committable_is_a_noop() {
     let mut mixed = first.clone();
     mixed.push(write_committable(&lake, 2, 0, 10, 3).await);
     let plan = lake.plan(&mixed).await.unwrap();
-    assert_eq!((plan.adds.len(), plan.txns.clone()), (1, BTreeMap::from([(0, 13)])));
+    assert_eq!(
+        (plan.adds.len(), plan.txns.clone()),
+        (1, BTreeMap::from([(0, 13)]))
+    );
     assert_eq!(lake.apply(&plan).await.unwrap().delta_version, 2);
     assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 18);
 
     // A lake version inside a committable's range breaks the all-or-nothing invariant.
     let straddling = vec![write_committable(&lake, 3, 0, 12, 4).await];
-    let err = lake.plan(&straddling).await.err().expect("must be refused").to_string();
-    assert!(err.contains("lies inside committable range [12, 16)"), "{err}");
+    let err = lake
+        .plan(&straddling)
+        .await
+        .err()
+        .expect("must be refused")
+        .to_string();
+    assert!(
+        err.contains("lies inside committable range [12, 16)"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -618,17 +852,34 @@ async fn a_racing_committer_with_the_same_app_ids_is_rejected() {
     let theirs = vec![write_committable(&b, 1, 2, 0, 8).await];
     let plan_a = a.plan(&mine).await.unwrap();
     let plan_b = b.plan(&theirs).await.unwrap();
-    assert!(!plan_a.is_noop() && !plan_b.is_noop(), "both read the lake before either committed");
+    assert!(
+        !plan_a.is_noop() && !plan_b.is_noop(),
+        "both read the lake before either committed"
+    );
 
     a.apply(&plan_a).await.unwrap();
-    let err = b.apply(&plan_b).await.err().expect("the second commit must be rejected");
+    let err = b
+        .apply(&plan_b)
+        .await
+        .err()
+        .expect("the second commit must be rejected");
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
-    assert!(err.to_string().contains("only one tiering job may write a table"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("only one tiering job may write a table"),
+        "{err}"
+    );
 
     // The lake is intact: one copy of the rows, txn at the end offset.
     assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 8);
-    let offsets = read_lake_offsets(dir.path().to_str().unwrap(), &HashMap::new(), "t7", 4).await.unwrap().unwrap();
-    assert_eq!((offsets.delta_version, offsets.bucket_offsets), (1, BTreeMap::from([(2, 8)])));
+    let offsets = read_lake_offsets(dir.path().to_str().unwrap(), &HashMap::new(), "t7", 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (offsets.delta_version, offsets.bucket_offsets),
+        (1, BTreeMap::from([(2, 8)]))
+    );
     // And the loser, replanning, sees there is nothing left to do.
     assert!(b.plan(&theirs).await.unwrap().is_noop());
 }
@@ -645,34 +896,66 @@ async fn an_unsupported_type_is_refused_at_open() {
         "column opened_at has type {} which Delta cannot store; Delta has no time-of-day type",
         DataType::Time32(TimeUnit::Millisecond)
     );
-    let err = LakeTable::open(Arc::new(config.clone())).await.err().expect("must fail").to_string();
+    let err = LakeTable::open(Arc::new(config.clone()))
+        .await
+        .err()
+        .expect("must fail")
+        .to_string();
     assert!(err.starts_with(&want), "{err}");
     let mut graph = JobGraph::new();
-    let source = graph.add_source("s", 1, |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> { unreachable!() });
-    let err = add_delta_sink(&mut graph, "lake", source, config, 1, Partitioning::Rebalance).err().expect("must fail");
+    let source = graph.add_source(
+        "s",
+        1,
+        |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> { unreachable!() },
+    );
+    let err = add_delta_sink(
+        &mut graph,
+        "lake",
+        source,
+        config,
+        1,
+        Partitioning::Rebalance,
+    )
+    .err()
+    .expect("must fail");
     assert!(err.to_string().starts_with(&want), "{err}");
-    assert!(!dir.path().join("_delta_log").exists(), "nothing is created for a table that cannot be stored");
+    assert!(
+        !dir.path().join("_delta_log").exists(),
+        "nothing is created for a table that cannot be stored"
+    );
 }
 
 #[tokio::test]
 async fn lake_offsets_of_a_missing_table_are_none() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    assert_eq!(read_lake_offsets(missing.to_str().unwrap(), &HashMap::new(), "t", 2).await.unwrap(), None);
+    assert_eq!(
+        read_lake_offsets(missing.to_str().unwrap(), &HashMap::new(), "t", 2)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 /// Outside readers see the same rows: Python `deltalake` reads the tiered table. Skipped (with
 /// a message) where the Python package is not installed.
 #[tokio::test]
 async fn python_deltalake_reads_the_tiered_table() {
-    let probe = std::process::Command::new("python3").args(["-c", "import deltalake"]).output();
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import deltalake"])
+        .output();
     if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED python_deltalake_reads_the_tiered_table: `python3 -c 'import deltalake'` fails (pip install deltalake)");
+        eprintln!(
+            "SKIPPED python_deltalake_reads_the_tiered_table: `python3 -c 'import deltalake'` fails (pip install deltalake)"
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
-    let committables = vec![write_committable(&lake, 1, 0, 0, 30).await, write_committable(&lake, 1, 3, 0, 12).await];
+    let committables = vec![
+        write_committable(&lake, 1, 0, 0, 30).await,
+        write_committable(&lake, 1, 3, 0, 12).await,
+    ];
     let plan = lake.plan(&committables).await.unwrap();
     lake.apply(&plan).await.unwrap();
     let script = "import sys, deltalake\n\
@@ -682,7 +965,14 @@ async fn python_deltalake_reads_the_tiered_table() {
                   import os; os._exit(0)";
     // os._exit: python deltalake 1.6.6 sometimes aborts in interpreter teardown ("terminate
     // called without an active exception") after the read succeeded; skip the teardown.
-    let out = std::process::Command::new("python3").args(["-c", script, dir.path().to_str().unwrap()]).output().unwrap();
-    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42 [0, 3] 1");
 }

@@ -118,7 +118,10 @@ impl ChannelSender {
     }
 }
 
-pub fn channel(config: ChannelConfig, gauge: Arc<BufferGauge>) -> (ChannelSender, mpsc::Receiver<Message>) {
+pub fn channel(
+    config: ChannelConfig,
+    gauge: Arc<BufferGauge>,
+) -> (ChannelSender, mpsc::Receiver<Message>) {
     let capacity_bytes = config.capacity_bytes.clamp(1, u32::MAX as u64 / 2);
     let (tx, rx) = mpsc::channel(config.capacity_messages.max(1));
     let sender = ChannelSender {

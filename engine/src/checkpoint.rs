@@ -75,7 +75,14 @@ impl CompletedCheckpoint {
 /// a crash the metadata file is either absent or whole.
 #[async_trait]
 pub trait CheckpointStorage: Send + Sync + Debug {
-    async fn write_state(&self, checkpoint_id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> Result<StateHandle>;
+    async fn write_state(
+        &self,
+        checkpoint_id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> Result<StateHandle>;
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()>;
     /// Ids of complete checkpoints, ascending.
     async fn complete_checkpoints(&self) -> Result<Vec<u64>>;
@@ -122,20 +129,31 @@ fn state_file_name(vertex: &str, subtask: u32) -> String {
     // Vertex names come from job definitions; keep file names inside the directory.
     let safe: String = vertex
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("{safe}-{subtask}.state")
 }
 
 fn encode_metadata(metadata: &CheckpointMetadata) -> Result<Vec<u8>> {
-    serde_json::to_vec_pretty(metadata).map_err(|e| Error::Internal(format!("encoding checkpoint metadata: {e}")))
+    serde_json::to_vec_pretty(metadata)
+        .map_err(|e| Error::Internal(format!("encoding checkpoint metadata: {e}")))
 }
 
 fn decode_metadata(bytes: &[u8], origin: &str) -> Result<CheckpointMetadata> {
     if bytes.len() > METADATA_BYTES_MAX {
-        return Err(Error::Storage(format!("{origin} is {} bytes, larger than any metadata silt writes", bytes.len())));
+        return Err(Error::Storage(format!(
+            "{origin} is {} bytes, larger than any metadata silt writes",
+            bytes.len()
+        )));
     }
-    serde_json::from_slice(bytes).map_err(|e| Error::Storage(format!("{origin} is not valid checkpoint metadata: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| Error::Storage(format!("{origin} is not valid checkpoint metadata: {e}")))
 }
 
 fn check_state(handle: &StateHandle, bytes: &Bytes, origin: &str) -> Result<()> {
@@ -198,7 +216,14 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
 
 #[async_trait]
 impl CheckpointStorage for LocalDirStorage {
-    async fn write_state(&self, checkpoint_id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> Result<StateHandle> {
+    async fn write_state(
+        &self,
+        checkpoint_id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> Result<StateHandle> {
         let file = state_file_name(vertex, subtask);
         let path = self.dir(checkpoint_id).join(&file);
         let size_bytes = state.len() as u64;
@@ -238,12 +263,15 @@ impl CheckpointStorage for LocalDirStorage {
     async fn load(&self, checkpoint_id: u64) -> Result<CompletedCheckpoint> {
         let dir = self.dir(checkpoint_id);
         let meta_path = dir.join(METADATA_FILE);
-        let bytes = std::fs::read(&meta_path).map_err(|e| Error::io(meta_path.display().to_string(), e))?;
+        let bytes =
+            std::fs::read(&meta_path).map_err(|e| Error::io(meta_path.display().to_string(), e))?;
         let metadata = decode_metadata(&bytes, &meta_path.display().to_string())?;
         let mut states = HashMap::new();
         for handle in &metadata.states {
             let path = dir.join(&handle.file);
-            let bytes = Bytes::from(std::fs::read(&path).map_err(|e| Error::io(path.display().to_string(), e))?);
+            let bytes = Bytes::from(
+                std::fs::read(&path).map_err(|e| Error::io(path.display().to_string(), e))?,
+            );
             check_state(handle, &bytes, &path.display().to_string())?;
             states.insert((handle.vertex.clone(), handle.subtask), bytes);
         }
@@ -289,7 +317,9 @@ impl ObjectStoreStorage {
         let depth = self.prefix.parts().count();
         for meta in objects {
             let parts: Vec<_> = meta.location.parts().skip(depth).collect();
-            let [dir, file] = parts.as_slice() else { continue };
+            let [dir, file] = parts.as_slice() else {
+                continue;
+            };
             if let Some(id) = parse_checkpoint_dir(dir.as_ref()) {
                 let complete = found.entry(id).or_default();
                 *complete |= file.as_ref() == METADATA_FILE;
@@ -312,7 +342,14 @@ impl ObjectStoreStorage {
 
 #[async_trait]
 impl CheckpointStorage for ObjectStoreStorage {
-    async fn write_state(&self, checkpoint_id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> Result<StateHandle> {
+    async fn write_state(
+        &self,
+        checkpoint_id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> Result<StateHandle> {
         let file = state_file_name(vertex, subtask);
         let path = self.path(checkpoint_id, &file);
         let size_bytes = state.len() as u64;
@@ -340,7 +377,13 @@ impl CheckpointStorage for ObjectStoreStorage {
     }
 
     async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
-        Ok(self.scan().await?.into_iter().filter(|(_, c)| *c).map(|(id, _)| id).collect())
+        Ok(self
+            .scan()
+            .await?
+            .into_iter()
+            .filter(|(_, c)| *c)
+            .map(|(id, _)| id)
+            .collect())
     }
 
     async fn all_checkpoints(&self) -> Result<Vec<u64>> {
@@ -385,8 +428,14 @@ mod tests {
     async fn round_trip(storage: Arc<dyn CheckpointStorage>) {
         assert!(storage.latest().await.unwrap().is_none());
         for id in [1u64, 2] {
-            let a = storage.write_state(id, "src", 0, 2, Bytes::from(format!("a{id}"))).await.unwrap();
-            let b = storage.write_state(id, "src", 1, 2, Bytes::from(format!("b{id}"))).await.unwrap();
+            let a = storage
+                .write_state(id, "src", 0, 2, Bytes::from(format!("a{id}")))
+                .await
+                .unwrap();
+            let b = storage
+                .write_state(id, "src", 1, 2, Bytes::from(format!("b{id}")))
+                .await
+                .unwrap();
             let metadata = CheckpointMetadata {
                 checkpoint_id: id,
                 job_name: "j".into(),
@@ -397,7 +446,10 @@ mod tests {
             storage.write_metadata(&metadata).await.unwrap();
         }
         // Checkpoint 3 crashed between its state and its metadata.
-        storage.write_state(3, "src", 0, 2, Bytes::from_static(b"torn")).await.unwrap();
+        storage
+            .write_state(3, "src", 0, 2, Bytes::from_static(b"torn"))
+            .await
+            .unwrap();
 
         assert_eq!(storage.complete_checkpoints().await.unwrap(), vec![1, 2]);
         assert_eq!(storage.all_checkpoints().await.unwrap(), vec![1, 2, 3]);
@@ -405,7 +457,10 @@ mod tests {
         assert_eq!(latest.metadata.checkpoint_id, 2);
         assert_eq!(
             latest.vertex_states("src"),
-            vec![Some(Bytes::from_static(b"a2")), Some(Bytes::from_static(b"b2"))]
+            vec![
+                Some(Bytes::from_static(b"a2")),
+                Some(Bytes::from_static(b"b2"))
+            ]
         );
         storage.discard(3).await.unwrap();
         storage.discard(1).await.unwrap();
@@ -428,11 +483,17 @@ mod tests {
     #[test]
     fn unsupported_url_names_the_fix() {
         let err = storage_for("nosuch://x/y").unwrap_err().to_string();
-        assert!(err.contains("nosuch://x/y") && err.contains("use a local path"), "{err}");
+        assert!(
+            err.contains("nosuch://x/y") && err.contains("use a local path"),
+            "{err}"
+        );
     }
 
     #[test]
     fn vertex_names_cannot_escape_the_checkpoint_directory() {
-        assert_eq!(state_file_name("../../etc/passwd", 0), "______etc_passwd-0.state");
+        assert_eq!(
+            state_file_name("../../etc/passwd", 0),
+            "______etc_passwd-0.state"
+        );
     }
 }

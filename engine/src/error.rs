@@ -20,11 +20,18 @@ pub enum Error {
     #[error("checkpoint storage: {0}")]
     Storage(String),
 
-    #[error("checkpoint storage url {url:?} is not supported: {reason} (use a local path, file://, or s3://)")]
+    #[error(
+        "checkpoint storage url {url:?} is not supported: {reason} (use a local path, file://, or s3://)"
+    )]
     StorageUrl { url: String, reason: String },
 
-    #[error("checkpoint {checkpoint_id} timed out after {timeout:?} (raise checkpoint.timeout or lower the load)")]
-    CheckpointTimeout { checkpoint_id: u64, timeout: Duration },
+    #[error(
+        "checkpoint {checkpoint_id} timed out after {timeout:?} (raise checkpoint.timeout or lower the load)"
+    )]
+    CheckpointTimeout {
+        checkpoint_id: u64,
+        timeout: Duration,
+    },
 
     #[error("job {job} is {state}; {action} needs a running job")]
     NotRunning {

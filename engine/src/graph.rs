@@ -85,7 +85,11 @@ impl JobGraph {
         parallelism: u32,
         factory: impl SourceFactory + 'static,
     ) -> VertexId {
-        self.push(name.into(), parallelism, VertexKind::Source(Arc::new(factory)))
+        self.push(
+            name.into(),
+            parallelism,
+            VertexKind::Source(Arc::new(factory)),
+        )
     }
 
     pub fn add_operator(
@@ -94,7 +98,11 @@ impl JobGraph {
         parallelism: u32,
         factory: impl OperatorFactory + 'static,
     ) -> VertexId {
-        self.push(name.into(), parallelism, VertexKind::Operator(Arc::new(factory)))
+        self.push(
+            name.into(),
+            parallelism,
+            VertexKind::Operator(Arc::new(factory)),
+        )
     }
 
     /// Adds an edge. Edges into a vertex are numbered in the order they are added; that
@@ -151,7 +159,10 @@ impl JobGraph {
                 return invalid(format!("vertex #{} has an empty name", v.id.0));
             }
             if !names.insert(v.name.as_str()) {
-                return invalid(format!("vertex name {:?} is used twice (names must be unique)", v.name));
+                return invalid(format!(
+                    "vertex name {:?} is used twice (names must be unique)",
+                    v.name
+                ));
             }
             if v.parallelism == 0 || v.parallelism > PARALLELISM_MAX {
                 return invalid(format!(
@@ -162,7 +173,10 @@ impl JobGraph {
         }
         for (i, e) in self.edges.iter().enumerate() {
             let Some(from) = self.vertices.get(e.from.0) else {
-                return invalid(format!("edge #{i} starts at vertex #{} which does not exist", e.from.0));
+                return invalid(format!(
+                    "edge #{i} starts at vertex #{} which does not exist",
+                    e.from.0
+                ));
             };
             let Some(to) = self.vertices.get(e.to.0) else {
                 return invalid(format!(
@@ -185,16 +199,24 @@ impl JobGraph {
             if let Partitioning::Hash { key_columns } = &e.partitioning
                 && key_columns.is_empty()
             {
-                return invalid(format!("hash edge {:?} -> {:?} names no key columns", from.name, to.name));
+                return invalid(format!(
+                    "hash edge {:?} -> {:?} names no key columns",
+                    from.name, to.name
+                ));
             }
         }
         for v in &self.vertices {
             if !v.is_source() && self.inputs(v.id).is_empty() {
-                return invalid(format!("operator {:?} has no input edge (connect it or remove it)", v.name));
+                return invalid(format!(
+                    "operator {:?} has no input edge (connect it or remove it)",
+                    v.name
+                ));
             }
         }
         if let Some(name) = self.find_cycle() {
-            return invalid(format!("the graph has a cycle through {name:?} (dataflows must be acyclic)"));
+            return invalid(format!(
+                "the graph has a cycle through {name:?} (dataflows must be acyclic)"
+            ));
         }
         Ok(())
     }
@@ -205,7 +227,8 @@ impl JobGraph {
         for e in &self.edges {
             indegree[e.to.0] += 1;
         }
-        let mut ready: VecDeque<usize> = (0..indegree.len()).filter(|&v| indegree[v] == 0).collect();
+        let mut ready: VecDeque<usize> =
+            (0..indegree.len()).filter(|&v| indegree[v] == 0).collect();
         let mut visited = 0;
         while let Some(v) = ready.pop_front() {
             visited += 1;
@@ -257,7 +280,10 @@ mod tests {
 
     /// Builds a graph from `(name, parallelism, is_source)` and `(from, to, partitioning)`
     /// and returns the validation error, if any.
-    fn check(vertices: &[(&str, u32, bool)], edges: &[(usize, usize, Partitioning)]) -> Option<String> {
+    fn check(
+        vertices: &[(&str, u32, bool)],
+        edges: &[(usize, usize, Partitioning)],
+    ) -> Option<String> {
         let mut g = JobGraph::new();
         for &(name, p, is_source) in vertices {
             if is_source {
@@ -280,12 +306,24 @@ mod tests {
 
     #[test]
     fn valid_graphs_pass() {
-        assert_eq!(check(&[("src", 2, true), ("sink", 2, false)], &[(0, 1, Partitioning::Forward)]), None);
-        assert_eq!(check(&[("src", 2, true), ("agg", 3, false)], &[(0, 1, hash("k"))]), None);
+        assert_eq!(
+            check(
+                &[("src", 2, true), ("sink", 2, false)],
+                &[(0, 1, Partitioning::Forward)]
+            ),
+            None
+        );
+        assert_eq!(
+            check(&[("src", 2, true), ("agg", 3, false)], &[(0, 1, hash("k"))]),
+            None
+        );
         assert_eq!(
             check(
                 &[("a", 1, true), ("b", 4, true), ("join", 2, false)],
-                &[(0, 2, Partitioning::Broadcast), (1, 2, Partitioning::Rebalance)]
+                &[
+                    (0, 2, Partitioning::Broadcast),
+                    (1, 2, Partitioning::Rebalance)
+                ]
             ),
             None
         );
@@ -293,20 +331,62 @@ mod tests {
 
     #[test]
     fn invalid_graphs_name_the_problem() {
-        let cases: &[(&[(&str, u32, bool)], Vec<(usize, usize, Partitioning)>, &str)] = &[
+        let cases: &[(
+            &[(&str, u32, bool)],
+            Vec<(usize, usize, Partitioning)>,
+            &str,
+        )] = &[
             (&[], vec![], "no vertices"),
-            (&[("s", 1, true), ("a", 1, false), ("b", 1, false)], vec![(0, 1, Partitioning::Forward), (1, 2, Partitioning::Forward), (2, 1, Partitioning::Forward)], "cycle"),
-            (&[("s", 1, true), ("a", 1, false)], vec![(0, 1, Partitioning::Forward), (0, 7, Partitioning::Forward)], "does not exist"),
-            (&[("s", 1, true), ("a", 2, false)], vec![(0, 1, Partitioning::Forward)], "different parallelisms"),
+            (
+                &[("s", 1, true), ("a", 1, false), ("b", 1, false)],
+                vec![
+                    (0, 1, Partitioning::Forward),
+                    (1, 2, Partitioning::Forward),
+                    (2, 1, Partitioning::Forward),
+                ],
+                "cycle",
+            ),
+            (
+                &[("s", 1, true), ("a", 1, false)],
+                vec![(0, 1, Partitioning::Forward), (0, 7, Partitioning::Forward)],
+                "does not exist",
+            ),
+            (
+                &[("s", 1, true), ("a", 2, false)],
+                vec![(0, 1, Partitioning::Forward)],
+                "different parallelisms",
+            ),
             (&[("s", 1, true), ("a", 1, false)], vec![], "no input edge"),
-            (&[("s", 1, true), ("t", 1, true)], vec![(0, 1, Partitioning::Forward)], "into a source"),
+            (
+                &[("s", 1, true), ("t", 1, true)],
+                vec![(0, 1, Partitioning::Forward)],
+                "into a source",
+            ),
             (&[("s", 0, true)], vec![], "parallelism 0"),
-            (&[("s", 1, true), ("s", 1, false)], vec![(0, 1, Partitioning::Forward)], "used twice"),
-            (&[("s", 1, true), ("a", 1, false)], vec![(0, 1, Partitioning::Hash { key_columns: vec![] })], "no key columns"),
+            (
+                &[("s", 1, true), ("s", 1, false)],
+                vec![(0, 1, Partitioning::Forward)],
+                "used twice",
+            ),
+            (
+                &[("s", 1, true), ("a", 1, false)],
+                vec![(
+                    0,
+                    1,
+                    Partitioning::Hash {
+                        key_columns: vec![],
+                    },
+                )],
+                "no key columns",
+            ),
         ];
         for (vertices, edges, expected) in cases {
-            let err = check(vertices, edges).unwrap_or_else(|| panic!("expected an error containing {expected:?}"));
-            assert!(err.contains(expected), "{err:?} should contain {expected:?}");
+            let err = check(vertices, edges)
+                .unwrap_or_else(|| panic!("expected an error containing {expected:?}"));
+            assert!(
+                err.contains(expected),
+                "{err:?} should contain {expected:?}"
+            );
         }
     }
 }

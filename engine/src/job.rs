@@ -53,7 +53,10 @@ impl CheckpointConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RestartStrategy {
     None,
-    FixedDelay { delay: Duration, attempts_max: u32 },
+    FixedDelay {
+        delay: Duration,
+        attempts_max: u32,
+    },
     ExponentialBackoff {
         initial: Duration,
         max: Duration,
@@ -67,9 +70,10 @@ impl RestartStrategy {
     pub fn delay(&self, restart: u32) -> Option<Duration> {
         match *self {
             RestartStrategy::None => None,
-            RestartStrategy::FixedDelay { delay, attempts_max } => {
-                (restart <= attempts_max.min(RESTART_ATTEMPTS_LIMIT)).then_some(delay)
-            }
+            RestartStrategy::FixedDelay {
+                delay,
+                attempts_max,
+            } => (restart <= attempts_max.min(RESTART_ATTEMPTS_LIMIT)).then_some(delay),
             RestartStrategy::ExponentialBackoff {
                 initial,
                 max,
@@ -79,7 +83,9 @@ impl RestartStrategy {
                 if restart > attempts_max.min(RESTART_ATTEMPTS_LIMIT) {
                     return None;
                 }
-                let factor = multiplier.max(1.0).powi(restart.saturating_sub(1).min(64) as i32);
+                let factor = multiplier
+                    .max(1.0)
+                    .powi(restart.saturating_sub(1).min(64) as i32);
                 Some(initial.mul_f64(factor).min(max))
             }
         }
@@ -120,7 +126,10 @@ pub enum JobState {
 
 impl JobState {
     pub fn is_terminal(&self) -> bool {
-        matches!(self, JobState::Finished | JobState::Cancelled | JobState::Failed(_))
+        matches!(
+            self,
+            JobState::Finished | JobState::Cancelled | JobState::Failed(_)
+        )
     }
 }
 
@@ -188,7 +197,10 @@ impl JobHandle {
             state: self.state().to_string(),
             action: "stop",
         };
-        self.commands.send(Command::Stop(tx)).await.map_err(|_| not_running())?;
+        self.commands
+            .send(Command::Stop(tx))
+            .await
+            .map_err(|_| not_running())?;
         let id = rx.await.map_err(|_| not_running())??;
         self.wait().await;
         Ok(id)
@@ -297,7 +309,9 @@ async fn run_job(
     let mut attempt = 0u32;
     loop {
         let storage = &config.checkpoint.storage;
-        let found = async { Ok::<_, Error>((storage.latest().await?, storage.all_checkpoints().await?)) }.await;
+        let found =
+            async { Ok::<_, Error>((storage.latest().await?, storage.all_checkpoints().await?)) }
+                .await;
         let restored = match found {
             Ok((restored, all)) => {
                 let mut next = shared.next_checkpoint_id.lock().unwrap();
@@ -375,7 +389,15 @@ async fn run_attempt(
 ) -> AttemptEnd {
     let (events_tx, mut events) = mpsc::channel(1024);
     let mut tasks = JoinSet::new();
-    let deployed = deploy(graph, config, shared, restored.as_ref(), attempt, events_tx, &mut tasks);
+    let deployed = deploy(
+        graph,
+        config,
+        shared,
+        restored.as_ref(),
+        attempt,
+        events_tx,
+        &mut tasks,
+    );
     let (source_controls, all_controls) = match deployed {
         Ok(controls) => controls,
         Err(e) => return AttemptEnd::Failed(e),
@@ -453,7 +475,10 @@ async fn run_attempt(
                 }
             },
         }
-        if coordinator.final_requested.is_none() && source_count > 0 && coordinator.sources_ended == source_count {
+        if coordinator.final_requested.is_none()
+            && source_count > 0
+            && coordinator.sources_ended == source_count
+        {
             coordinator.final_requested = Some(FinalReason::EndOfInput);
         }
         if coordinator.final_requested.is_some()
@@ -508,10 +533,9 @@ impl Coordinator<'_> {
         });
         for control in &self.source_controls {
             // A source that already exited (it cannot before its final checkpoint) is a bug.
-            control
-                .send(Control::Trigger(barrier))
-                .await
-                .map_err(|_| Error::Internal("a source task is gone before its final checkpoint".into()))?;
+            control.send(Control::Trigger(barrier)).await.map_err(|_| {
+                Error::Internal("a source task is gone before its final checkpoint".into())
+            })?;
         }
         Ok(())
     }
@@ -531,8 +555,14 @@ impl Coordinator<'_> {
         if pending.barrier.checkpoint_id != checkpoint_id {
             return Ok(());
         }
-        if pending.acks.insert((vertex, subtask), (state, snapshot_time)).is_some() {
-            return Err(Error::Internal(format!("checkpoint {checkpoint_id}: vertex {vertex} subtask {subtask} acknowledged twice")));
+        if pending
+            .acks
+            .insert((vertex, subtask), (state, snapshot_time))
+            .is_some()
+        {
+            return Err(Error::Internal(format!(
+                "checkpoint {checkpoint_id}: vertex {vertex} subtask {subtask} acknowledged twice"
+            )));
         }
         if pending.acks.len() < self.task_count {
             return Ok(());
@@ -555,7 +585,11 @@ impl Coordinator<'_> {
             let entry = per_vertex.entry(vertex).or_default();
             entry.0 += state.len() as u64;
             entry.1 = entry.1.max(snapshot_time);
-            handles.push(storage.write_state(id, &v.name, subtask, v.parallelism, state).await?);
+            handles.push(
+                storage
+                    .write_state(id, &v.name, subtask, v.parallelism, state)
+                    .await?,
+            );
         }
         handles.sort_by(|a, b| (&a.vertex, a.subtask).cmp(&(&b.vertex, b.subtask)));
         let metadata = CheckpointMetadata {
@@ -568,16 +602,22 @@ impl Coordinator<'_> {
         storage.write_metadata(&metadata).await?;
         for (vertex, (bytes, time)) in per_vertex {
             let c = &self.shared.counters[vertex];
-            c.last_checkpoint_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
-            c.last_snapshot_ns.store(time.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+            c.last_checkpoint_bytes
+                .store(bytes, std::sync::atomic::Ordering::Relaxed);
+            c.last_snapshot_ns
+                .store(time.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        self.shared.checkpoints.lock().unwrap().push(CheckpointStats {
-            checkpoint_id: id,
-            duration_ms: pending.started.elapsed().as_millis() as u64,
-            size_bytes,
-            completed_at_ms: metadata.created_at_ms,
-            is_final: metadata.is_final,
-        });
+        self.shared
+            .checkpoints
+            .lock()
+            .unwrap()
+            .push(CheckpointStats {
+                checkpoint_id: id,
+                duration_ms: pending.started.elapsed().as_millis() as u64,
+                size_bytes,
+                completed_at_ms: metadata.created_at_ms,
+                is_final: metadata.is_final,
+            });
         self.consecutive_failures = 0;
         if pending.barrier.is_final {
             self.final_done = Some(id);
@@ -616,14 +656,19 @@ impl Coordinator<'_> {
     }
 
     fn on_timeout(&mut self) -> Result<()> {
-        let pending = self.pending.take().expect("the timeout arm runs only with a pending checkpoint");
+        let pending = self
+            .pending
+            .take()
+            .expect("the timeout arm runs only with a pending checkpoint");
         *self.shared.checkpoints_failed.lock().unwrap() += 1;
         self.consecutive_failures += 1;
         let error = Error::CheckpointTimeout {
             checkpoint_id: pending.barrier.checkpoint_id,
             timeout: self.config.checkpoint.timeout,
         };
-        if pending.barrier.is_final || self.consecutive_failures > self.config.checkpoint.failures_tolerated_max {
+        if pending.barrier.is_final
+            || self.consecutive_failures > self.config.checkpoint.failures_tolerated_max
+        {
             return Err(error);
         }
         warn!(job = %self.config.name, %error, "checkpoint aborted");
@@ -651,7 +696,8 @@ fn deploy(
     events: mpsc::Sender<TaskEvent>,
     tasks: &mut JoinSet<Result<()>>,
 ) -> Result<Controls> {
-    let mut inputs: HashMap<(usize, u32), Vec<(usize, mpsc::Receiver<crate::channel::Message>)>> = HashMap::new();
+    let mut inputs: HashMap<(usize, u32), Vec<(usize, mpsc::Receiver<crate::channel::Message>)>> =
+        HashMap::new();
     let mut outputs: HashMap<(usize, u32), Output> = HashMap::new();
     for v in graph.vertices() {
         for i in 0..v.parallelism {
@@ -685,7 +731,9 @@ fn deploy(
     let mut source_controls = Vec::new();
     let mut all_controls = Vec::new();
     for v in graph.vertices() {
-        let subtask_states = restored.map(|c| c.vertex_states(&v.name)).unwrap_or_default();
+        let subtask_states = restored
+            .map(|c| c.vertex_states(&v.name))
+            .unwrap_or_default();
         for i in 0..v.parallelism {
             let ctx = TaskContext {
                 job_name: config.name.clone(),

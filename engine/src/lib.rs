@@ -22,10 +22,15 @@ pub mod output;
 mod task;
 
 pub use channel::{Barrier, ChannelConfig};
-pub use checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, LocalDirStorage, ObjectStoreStorage, storage_for};
+pub use checkpoint::{
+    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, LocalDirStorage,
+    ObjectStoreStorage, storage_for,
+};
 pub use error::{Error, Result};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex, VertexId};
 pub use job::{CheckpointConfig, JobConfig, JobHandle, JobManager, JobState, RestartStrategy};
 pub use metrics::{CheckpointStats, JobMetrics, OperatorMetrics};
-pub use operator::{Operator, OperatorFactory, RestoredState, Source, SourceFactory, SourcePoll, TaskContext};
+pub use operator::{
+    Operator, OperatorFactory, RestoredState, Source, SourceFactory, SourcePoll, TaskContext,
+};
 pub use output::Output;

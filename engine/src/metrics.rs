@@ -27,7 +27,8 @@ impl VertexCounters {
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
     }
     pub(crate) fn backpressured(&self, waited: Duration) {
-        self.backpressured_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        self.backpressured_ns
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -72,7 +73,11 @@ pub struct JobMetrics {
     pub buffered_bytes_peak: u64,
 }
 
-pub(crate) fn snapshot_vertex(name: &str, parallelism: u32, c: &Arc<VertexCounters>) -> OperatorMetrics {
+pub(crate) fn snapshot_vertex(
+    name: &str,
+    parallelism: u32,
+    c: &Arc<VertexCounters>,
+) -> OperatorMetrics {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     OperatorMetrics {
         name: name.to_string(),

@@ -68,7 +68,9 @@ impl Output {
     async fn broadcast(&mut self, message: impl Fn() -> Message) -> Result<()> {
         for edge in &self.edges {
             for s in &edge.senders {
-                s.send_control(message()).await.map_err(|_| downstream_gone())?;
+                s.send_control(message())
+                    .await
+                    .map_err(|_| downstream_gone())?;
             }
         }
         Ok(())
@@ -110,14 +112,21 @@ impl EdgeWriter {
 /// Sends one batch; the time spent waiting for room counts as backpressure.
 async fn send(sender: &ChannelSender, batch: RecordBatch, counters: &VertexCounters) -> Result<()> {
     let started = Instant::now();
-    let sent = sender.send_batch(batch).await.map_err(|_| downstream_gone());
+    let sent = sender
+        .send_batch(batch)
+        .await
+        .map_err(|_| downstream_gone());
     counters.backpressured(started.elapsed());
     sent
 }
 
 /// Splits a batch by a stable hash of the key columns into one batch per target (or `None`
 /// where no row goes).
-pub fn split_by_key(batch: &RecordBatch, key_columns: &[String], targets: usize) -> Result<Vec<Option<RecordBatch>>> {
+pub fn split_by_key(
+    batch: &RecordBatch,
+    key_columns: &[String],
+    targets: usize,
+) -> Result<Vec<Option<RecordBatch>>> {
     let targets_per_row = key_targets(batch, key_columns, targets)?;
     let mut indices: Vec<Vec<u32>> = vec![Vec::new(); targets];
     for (row, &t) in targets_per_row.iter().enumerate() {
@@ -142,13 +151,20 @@ pub fn split_by_key(batch: &RecordBatch, key_columns: &[String], targets: usize)
 
 /// The target subtask of every row: FNV-1a over the row-format encoding of the key columns.
 /// Stable across runs and versions of silt, so keyed state restores onto the right subtask.
-pub fn key_targets(batch: &RecordBatch, key_columns: &[String], targets: usize) -> Result<Vec<usize>> {
+pub fn key_targets(
+    batch: &RecordBatch,
+    key_columns: &[String],
+    targets: usize,
+) -> Result<Vec<usize>> {
     let schema = batch.schema();
     let mut columns = Vec::with_capacity(key_columns.len());
     for name in key_columns {
         let index = schema.index_of(name).map_err(|_| {
             let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            Error::operator(format!("hash key column {name:?} is not in the batch (columns: {})", known.join(", ")))
+            Error::operator(format!(
+                "hash key column {name:?} is not in the batch (columns: {})",
+                known.join(", ")
+            ))
         })?;
         columns.push(batch.column(index).clone());
     }
@@ -199,23 +215,44 @@ mod tests {
         let mut owner = std::collections::HashMap::new();
         for (t, part) in parts.iter().enumerate() {
             let Some(part) = part else { continue };
-            let k = part.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-            let v = part.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+            let k = part
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let v = part
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
             for i in 0..part.num_rows() {
                 seen.push(v.value(i));
-                assert_eq!(*owner.entry(k.value(i).to_string()).or_insert(t), t, "a key went to two targets");
+                assert_eq!(
+                    *owner.entry(k.value(i).to_string()).or_insert(t),
+                    t,
+                    "a key went to two targets"
+                );
             }
         }
         seen.sort();
         assert_eq!(seen, (0..1000).collect::<Vec<_>>());
-        assert!(parts.iter().filter(|p| p.is_some()).count() > 1, "37 keys should spread over 4 targets");
+        assert!(
+            parts.iter().filter(|p| p.is_some()).count() > 1,
+            "37 keys should spread over 4 targets"
+        );
     }
 
     #[test]
     fn unknown_key_column_is_named() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
-        let err = split_by_key(&batch, &["nope".to_string()], 2).unwrap_err().to_string();
-        assert!(err.contains("\"nope\"") && err.contains("columns: v"), "{err}");
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+        let err = split_by_key(&batch, &["nope".to_string()], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"nope\"") && err.contains("columns: v"),
+            "{err}"
+        );
     }
 }

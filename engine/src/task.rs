@@ -85,7 +85,10 @@ fn in_task(ctx: &TaskContext) -> impl Fn(Error) -> Error + use<> {
 
 pub(crate) async fn run_source(mut source: Box<dyn Source>, mut env: TaskEnv) -> Result<()> {
     let err = in_task(&env.ctx);
-    source.open(&env.ctx, env.restored.clone()).await.map_err(&err)?;
+    source
+        .open(&env.ctx, env.restored.clone())
+        .await
+        .map_err(&err)?;
     let mut ended = false;
     let mut final_checkpoint: Option<u64> = None;
     loop {
@@ -104,20 +107,25 @@ pub(crate) async fn run_source(mut source: Box<dyn Source>, mut env: TaskEnv) ->
         }
         match source.poll_next().await.map_err(&err)? {
             SourcePoll::Batch(batch) => {
-                env.counters.record_in(batch.num_rows(), batch.get_array_memory_size());
+                env.counters
+                    .record_in(batch.num_rows(), batch.get_array_memory_size());
                 env.output.emit(batch).await?;
             }
             SourcePoll::Idle(wait) => {
                 let wait = wait.min(Duration::from_secs(1));
                 if let Ok(Some(control)) = tokio::time::timeout(wait, env.control.recv()).await
-                    && on_source_control(&mut source, &mut env, control, &mut final_checkpoint).await?
+                    && on_source_control(&mut source, &mut env, control, &mut final_checkpoint)
+                        .await?
                 {
                     return Ok(());
                 }
             }
             SourcePoll::End => {
                 env.output.broadcast_end_of_data().await?;
-                env.events.send(TaskEvent::SourceEnded).await.map_err(|_| coordinator_gone())?;
+                env.events
+                    .send(TaskEvent::SourceEnded)
+                    .await
+                    .map_err(|_| coordinator_gone())?;
                 ended = true;
             }
         }
@@ -138,7 +146,8 @@ async fn on_source_control(
             let started = Instant::now();
             let state = source.snapshot(barrier.checkpoint_id).await.map_err(&err)?;
             env.output.broadcast_barrier(barrier).await?;
-            env.ack(barrier.checkpoint_id, state, started.elapsed()).await?;
+            env.ack(barrier.checkpoint_id, state, started.elapsed())
+                .await?;
             if barrier.is_final {
                 *final_checkpoint = Some(barrier.checkpoint_id);
             }
@@ -158,9 +167,16 @@ struct Alignment {
     started: Instant,
 }
 
-pub(crate) async fn run_operator(mut operator: Box<dyn Operator>, mut env: TaskEnv, mut gate: InputGate) -> Result<()> {
+pub(crate) async fn run_operator(
+    mut operator: Box<dyn Operator>,
+    mut env: TaskEnv,
+    mut gate: InputGate,
+) -> Result<()> {
     let err = in_task(&env.ctx);
-    operator.open(&env.ctx, env.restored.clone()).await.map_err(&err)?;
+    operator
+        .open(&env.ctx, env.restored.clone())
+        .await
+        .map_err(&err)?;
     let channels = gate.len();
     let mut aligning: Option<Alignment> = None;
     let mut ended_channels = vec![false; channels];

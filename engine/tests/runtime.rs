@@ -16,8 +16,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_engine::checkpoint::CheckpointStorage;
 use silt_engine::{
-    ChannelConfig, JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Operator, Output, Partitioning, RestartStrategy,
-    RestoredState, Result, TaskContext,
+    ChannelConfig, JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Operator, Output,
+    Partitioning, RestartStrategy, RestoredState, Result, TaskContext,
 };
 
 fn hash_key() -> Partitioning {
@@ -53,21 +53,37 @@ struct Pipeline {
 /// seq source → hash(key) → keyed running count → hash(key) → transactional sink.
 fn pipeline_graph(p: &Pipeline) -> JobGraph {
     let mut g = JobGraph::new();
-    let (seed, records, keys, failures, restored_from) = (p.seed, p.records, p.keys, p.failures.clone(), p.restored_from.clone());
-    let src = g.add_source("source", p.sources, move |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
-        let mut s = SeqSource::new(ctx, seed, records, keys, failures.clone());
-        s.restored_from = restored_from.clone();
-        Ok(Box::new(s))
-    });
-    let count = g.add_operator("count", p.counters, |_: &TaskContext| -> Result<Box<dyn Operator>> {
-        Ok(Box::new(KeyedCount::default()))
-    });
+    let (seed, records, keys, failures, restored_from) = (
+        p.seed,
+        p.records,
+        p.keys,
+        p.failures.clone(),
+        p.restored_from.clone(),
+    );
+    let src = g.add_source(
+        "source",
+        p.sources,
+        move |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut s = SeqSource::new(ctx, seed, records, keys, failures.clone());
+            s.restored_from = restored_from.clone();
+            Ok(Box::new(s))
+        },
+    );
+    let count = g.add_operator(
+        "count",
+        p.counters,
+        |_: &TaskContext| -> Result<Box<dyn Operator>> { Ok(Box::new(KeyedCount::default())) },
+    );
     let (store, commit_at_snapshot) = (p.store.clone(), p.commit_at_snapshot);
-    let sink = g.add_operator("sink", p.sinks, move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
-        let mut sink = TxSink::new(ctx, store.clone());
-        sink.commit_at_snapshot = commit_at_snapshot;
-        Ok(Box::new(sink))
-    });
+    let sink = g.add_operator(
+        "sink",
+        p.sinks,
+        move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
+            let mut sink = TxSink::new(ctx, store.clone());
+            sink.commit_at_snapshot = commit_at_snapshot;
+            Ok(Box::new(sink))
+        },
+    );
     g.connect(src, count, hash_key());
     g.connect(count, sink, hash_key());
     g
@@ -75,19 +91,30 @@ fn pipeline_graph(p: &Pipeline) -> JobGraph {
 
 fn failure_points(seed: u64, sources: u32, records: u64, n: usize) -> Vec<(u32, u64)> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    (0..n).map(|_| (rng.random_range(0..sources), rng.random_range(0..records))).collect()
+    (0..n)
+        .map(|_| (rng.random_range(0..sources), rng.random_range(0..records)))
+        .collect()
 }
 
 async fn run_to_end(graph: JobGraph, config: JobConfig) -> silt_engine::JobMetrics {
-    let job = JobManager::new().submit(graph, config).expect("valid graph");
-    let state = tokio::time::timeout(Duration::from_secs(120), job.wait()).await.expect("job ends within 2 minutes");
+    let job = JobManager::new()
+        .submit(graph, config)
+        .expect("valid graph");
+    let state = tokio::time::timeout(Duration::from_secs(120), job.wait())
+        .await
+        .expect("job ends within 2 minutes");
     assert_eq!(state, JobState::Finished, "job should finish");
     job.metrics()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_once_under_injected_failures() {
-    for (seed, (sources, counters, sinks)) in [(1u64, (2, 3, 2)), (2, (1, 1, 1)), (3, (3, 2, 1)), (4, (2, 2, 3))] {
+    for (seed, (sources, counters, sinks)) in [
+        (1u64, (2, 3, 2)),
+        (2, (1, 1, 1)),
+        (3, (3, 2, 1)),
+        (4, (2, 2, 3)),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let mut storage = FaultyStorage::new(Arc::new(LocalDirStorage::new(dir.path())));
         storage.metadata_delay = Duration::from_millis(3);
@@ -108,16 +135,35 @@ async fn exactly_once_under_injected_failures() {
             commit_at_snapshot: false,
             restored_from: Arc::default(),
         };
-        let metrics = run_to_end(pipeline_graph(&p), job_config("exactly-once", storage.clone(), 5)).await;
+        let metrics = run_to_end(
+            pipeline_graph(&p),
+            job_config("exactly-once", storage.clone(), 5),
+        )
+        .await;
 
-        let fired = failures.fired.load(Ordering::SeqCst) + storage.metadata_writes_failed.load(Ordering::SeqCst);
-        assert!(fired >= 4, "seed {seed}: the failures must actually happen (fired {fired})");
+        let fired = failures.fired.load(Ordering::SeqCst)
+            + storage.metadata_writes_failed.load(Ordering::SeqCst);
+        assert!(
+            fired >= 4,
+            "seed {seed}: the failures must actually happen (fired {fired})"
+        );
         // Failures of two subtasks can land in one attempt; each attempt restarts once.
-        assert!(metrics.restarts >= 1 && metrics.restarts as u64 <= fired, "seed {seed}: {} restarts for {fired} failures", metrics.restarts);
+        assert!(
+            metrics.restarts >= 1 && metrics.restarts as u64 <= fired,
+            "seed {seed}: {} restarts for {fired} failures",
+            metrics.restarts
+        );
         let got = p.store.sorted_rows();
         let want = expected_rows(sources, records, keys);
-        assert_eq!(got.len(), want.len(), "seed {seed}: row count (lost or duplicated rows)");
-        assert!(got == want, "seed {seed}: visible output differs from the failure-free output");
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "seed {seed}: row count (lost or duplicated rows)"
+        );
+        assert!(
+            got == want,
+            "seed {seed}: visible output differs from the failure-free output"
+        );
     }
 }
 
@@ -141,10 +187,18 @@ async fn committing_before_notify_complete_is_caught() {
         commit_at_snapshot: true,
         restored_from: Arc::default(),
     };
-    run_to_end(pipeline_graph(&p), job_config("broken-sink", storage.clone(), 5)).await;
+    run_to_end(
+        pipeline_graph(&p),
+        job_config("broken-sink", storage.clone(), 5),
+    )
+    .await;
     assert_eq!(storage.metadata_writes_failed.load(Ordering::SeqCst), 1);
     let got = p.store.sorted_rows();
-    assert!(got.len() > 4_000, "an early-committing sink must show duplicates, got {} rows", got.len());
+    assert!(
+        got.len() > 4_000,
+        "an early-committing sink must show duplicates, got {} rows",
+        got.len()
+    );
 }
 
 /// Counts rows per input and remembers the highest value seen; its snapshot is (count, max)
@@ -181,17 +235,25 @@ async fn barriers_align_across_inputs_of_different_speed() {
     let dir = tempfile::tempdir().unwrap();
     let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
     let mut g = JobGraph::new();
-    let fast = g.add_source("fast", 1, |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
-        let mut s = SeqSource::new(ctx, 1, 60_000, 3, Failures::new(vec![]));
-        s.pause = Duration::ZERO;
-        Ok(Box::new(s))
-    });
-    let slow = g.add_source("slow", 1, |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
-        let mut s = SeqSource::new(ctx, 2, 600, 3, Failures::new(vec![]));
-        s.batch_rows_max = 2;
-        s.pause = Duration::from_millis(2);
-        Ok(Box::new(s))
-    });
+    let fast = g.add_source(
+        "fast",
+        1,
+        |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut s = SeqSource::new(ctx, 1, 60_000, 3, Failures::new(vec![]));
+            s.pause = Duration::ZERO;
+            Ok(Box::new(s))
+        },
+    );
+    let slow = g.add_source(
+        "slow",
+        1,
+        |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut s = SeqSource::new(ctx, 2, 600, 3, Failures::new(vec![]));
+            s.batch_rows_max = 2;
+            s.pause = Duration::from_millis(2);
+            Ok(Box::new(s))
+        },
+    );
     let join = g.add_operator("join", 1, |_: &TaskContext| -> Result<Box<dyn Operator>> {
         Ok(Box::new(PerInputCount::default()))
     });
@@ -205,7 +267,11 @@ async fn barriers_align_across_inputs_of_different_speed() {
     run_to_end(g, config).await;
 
     let ids = storage.complete_checkpoints().await.unwrap();
-    assert!(ids.len() >= 5, "need several checkpoints taken while both inputs ran, got {}", ids.len());
+    assert!(
+        ids.len() >= 5,
+        "need several checkpoints taken while both inputs ran, got {}",
+        ids.len()
+    );
     let mut mid_stream = 0;
     for id in ids {
         let c = storage.load(id).await.unwrap();
@@ -213,13 +279,24 @@ async fn barriers_align_across_inputs_of_different_speed() {
         let mut join = c.states[&("join".to_string(), 0)].clone();
         let (fast_seen, slow_seen) = (join.get_u64(), join.get_u64());
         // The snapshot holds exactly the records before the barrier on each input: none after.
-        assert_eq!(fast_seen, position("fast"), "checkpoint {id}: fast input leaked across the barrier");
-        assert_eq!(slow_seen, position("slow"), "checkpoint {id}: slow input leaked across the barrier");
+        assert_eq!(
+            fast_seen,
+            position("fast"),
+            "checkpoint {id}: fast input leaked across the barrier"
+        );
+        assert_eq!(
+            slow_seen,
+            position("slow"),
+            "checkpoint {id}: slow input leaked across the barrier"
+        );
         if position("fast") < 60_000 && position("slow") < 600 {
             mid_stream += 1;
         }
     }
-    assert!(mid_stream >= 2, "too few checkpoints while both inputs were running ({mid_stream})");
+    assert!(
+        mid_stream >= 2,
+        "too few checkpoints while both inputs were running ({mid_stream})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -229,19 +306,29 @@ async fn backpressure_bounds_buffered_memory() {
     let store = Arc::new(CommitStore::default());
     let (sources, records, keys) = (2u32, 20_000u64, 11u64);
     let mut g = JobGraph::new();
-    let src = g.add_source("source", sources, move |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
-        let mut s = SeqSource::new(ctx, 5, records, keys, Failures::new(vec![]));
-        s.pause = Duration::ZERO;
-        s.batch_rows_max = 100;
-        Ok(Box::new(s))
+    let src = g.add_source(
+        "source",
+        sources,
+        move |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut s = SeqSource::new(ctx, 5, records, keys, Failures::new(vec![]));
+            s.pause = Duration::ZERO;
+            s.batch_rows_max = 100;
+            Ok(Box::new(s))
+        },
+    );
+    let count = g.add_operator("count", 2, |_: &TaskContext| -> Result<Box<dyn Operator>> {
+        Ok(Box::new(KeyedCount::default()))
     });
-    let count = g.add_operator("count", 2, |_: &TaskContext| -> Result<Box<dyn Operator>> { Ok(Box::new(KeyedCount::default())) });
     let sink_store = store.clone();
-    let sink = g.add_operator("sink", 1, move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
-        let mut s = TxSink::new(ctx, sink_store.clone());
-        s.delay_per_batch = Duration::from_micros(500);
-        Ok(Box::new(s))
-    });
+    let sink = g.add_operator(
+        "sink",
+        1,
+        move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
+            let mut s = TxSink::new(ctx, sink_store.clone());
+            s.delay_per_batch = Duration::from_micros(500);
+            Ok(Box::new(s))
+        },
+    );
     g.connect(src, count, hash_key());
     g.connect(count, sink, Partitioning::Rebalance);
     let capacity_bytes = 16 * 1024;
@@ -254,34 +341,63 @@ async fn backpressure_bounds_buffered_memory() {
     let bound = 6 * capacity_bytes;
     let metrics = run_to_end(g, config).await;
 
-    assert_eq!(store.sorted_rows(), expected_rows(sources, records, keys), "every row arrives once");
+    assert_eq!(
+        store.sorted_rows(),
+        expected_rows(sources, records, keys),
+        "every row arrives once"
+    );
     assert!(
         metrics.buffered_bytes_peak <= bound,
         "channels held {} bytes at peak, over the bound of {bound}",
         metrics.buffered_bytes_peak
     );
-    assert!(metrics.buffered_bytes_peak >= capacity_bytes / 2, "the channels never filled: the sink was not slow enough");
-    let source = metrics.operators.iter().find(|o| o.name == "source").unwrap();
-    assert!(source.backpressured_ms >= 100, "the source should have waited on full channels, waited {} ms", source.backpressured_ms);
+    assert!(
+        metrics.buffered_bytes_peak >= capacity_bytes / 2,
+        "the channels never filled: the sink was not slow enough"
+    );
+    let source = metrics
+        .operators
+        .iter()
+        .find(|o| o.name == "source")
+        .unwrap();
+    assert!(
+        source.backpressured_ms >= 100,
+        "the source should have waited on full channels, waited {} ms",
+        source.backpressured_ms
+    );
     assert_eq!(metrics.buffered_bytes, 0, "nothing buffered after the end");
 }
 
 /// An unbounded source and a sink whose snapshot takes a while, so checkpoints stay in flight.
-fn in_flight_job(storage: Arc<dyn CheckpointStorage>, store: Arc<CommitStore>, snapshots: Arc<std::sync::atomic::AtomicU64>) -> (JobGraph, JobConfig) {
+fn in_flight_job(
+    storage: Arc<dyn CheckpointStorage>,
+    store: Arc<CommitStore>,
+    snapshots: Arc<std::sync::atomic::AtomicU64>,
+) -> (JobGraph, JobConfig) {
     let mut g = JobGraph::new();
-    let src = g.add_source("source", 2, |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
-        let mut s = SeqSource::new(ctx, 7, 0, 5, Failures::new(vec![]));
-        s.bounded = false;
-        s.pause = Duration::from_millis(1);
-        Ok(Box::new(s))
+    let src = g.add_source(
+        "source",
+        2,
+        |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut s = SeqSource::new(ctx, 7, 0, 5, Failures::new(vec![]));
+            s.bounded = false;
+            s.pause = Duration::from_millis(1);
+            Ok(Box::new(s))
+        },
+    );
+    let count = g.add_operator("count", 2, |_: &TaskContext| -> Result<Box<dyn Operator>> {
+        Ok(Box::new(KeyedCount::default()))
     });
-    let count = g.add_operator("count", 2, |_: &TaskContext| -> Result<Box<dyn Operator>> { Ok(Box::new(KeyedCount::default())) });
-    let sink = g.add_operator("sink", 1, move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
-        let mut s = TxSink::new(ctx, store.clone());
-        s.snapshot_delay = Duration::from_millis(300);
-        s.snapshots_started = snapshots.clone();
-        Ok(Box::new(s))
-    });
+    let sink = g.add_operator(
+        "sink",
+        1,
+        move |ctx: &TaskContext| -> Result<Box<dyn Operator>> {
+            let mut s = TxSink::new(ctx, store.clone());
+            s.snapshot_delay = Duration::from_millis(300);
+            s.snapshots_started = snapshots.clone();
+            Ok(Box::new(s))
+        },
+    );
     g.connect(src, count, hash_key());
     g.connect(count, sink, hash_key());
     (g, job_config("in-flight", storage, 20))
@@ -304,18 +420,33 @@ async fn stop_with_a_checkpoint_in_flight_takes_a_final_checkpoint() {
     let (g, config) = in_flight_job(storage.clone(), store.clone(), snapshots.clone());
     let job = JobManager::new().submit(g, config).unwrap();
     // Let one checkpoint complete, then stop while the second is in flight.
-    wait_until("a checkpoint is in flight", || snapshots.load(Ordering::SeqCst) >= 2).await;
+    wait_until("a checkpoint is in flight", || {
+        snapshots.load(Ordering::SeqCst) >= 2
+    })
+    .await;
     let completed_before = storage.complete_checkpoints().await.unwrap();
-    let final_id = tokio::time::timeout(Duration::from_secs(30), job.stop()).await.expect("stop returns").expect("stop succeeds");
+    let final_id = tokio::time::timeout(Duration::from_secs(30), job.stop())
+        .await
+        .expect("stop returns")
+        .expect("stop succeeds");
     assert_eq!(job.state(), JobState::Finished);
 
     let complete = storage.complete_checkpoints().await.unwrap();
-    assert_eq!(complete.last(), Some(&final_id), "the final checkpoint is the newest");
-    assert!(final_id > completed_before.last().copied().unwrap_or(0) + 1, "the in-flight checkpoint completed before the final one");
+    assert_eq!(
+        complete.last(),
+        Some(&final_id),
+        "the final checkpoint is the newest"
+    );
+    assert!(
+        final_id > completed_before.last().copied().unwrap_or(0) + 1,
+        "the in-flight checkpoint completed before the final one"
+    );
     let last = storage.load(final_id).await.unwrap();
     assert!(last.metadata.is_final);
     // Everything the sources emitted before the final barrier is visible, once.
-    let positions: Vec<u64> = (0..2).map(|i| last.states[&("source".to_string(), i)].clone().get_u64()).collect();
+    let positions: Vec<u64> = (0..2)
+        .map(|i| last.states[&("source".to_string(), i)].clone().get_u64())
+        .collect();
     assert_eq!(store.sorted_rows(), expected_rows_at(&positions, 5));
 }
 
@@ -327,19 +458,34 @@ async fn cancel_with_a_checkpoint_in_flight_abandons_it() {
     let snapshots = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (g, config) = in_flight_job(storage.clone(), store.clone(), snapshots.clone());
     let job = JobManager::new().submit(g, config).unwrap();
-    wait_until("a checkpoint is in flight", || snapshots.load(Ordering::SeqCst) >= 2).await;
+    wait_until("a checkpoint is in flight", || {
+        snapshots.load(Ordering::SeqCst) >= 2
+    })
+    .await;
     let started = Instant::now();
     job.cancel().await;
     let took = started.elapsed();
     assert_eq!(job.state(), JobState::Cancelled);
-    assert!(took < Duration::from_millis(250), "cancel waited for the checkpoint ({took:?})");
+    assert!(
+        took < Duration::from_millis(250),
+        "cancel waited for the checkpoint ({took:?})"
+    );
     let complete = storage.complete_checkpoints().await.unwrap();
-    assert_eq!(complete.len(), 1, "only the first checkpoint completed: {complete:?}");
+    assert_eq!(
+        complete.len(),
+        1,
+        "only the first checkpoint completed: {complete:?}"
+    );
     // What is visible is exactly the first checkpoint's output: the in-flight one never committed.
     let first = storage.load(complete[0]).await.unwrap();
-    let positions: Vec<u64> = (0..2).map(|i| first.states[&("source".to_string(), i)].clone().get_u64()).collect();
+    let positions: Vec<u64> = (0..2)
+        .map(|i| first.states[&("source".to_string(), i)].clone().get_u64())
+        .collect();
     assert_eq!(store.sorted_rows(), expected_rows_at(&positions, 5));
-    assert!(job.stop().await.is_err(), "a cancelled job cannot be stopped");
+    assert!(
+        job.stop().await.is_err(),
+        "a cancelled job cannot be stopped"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -399,10 +545,19 @@ async fn restarts_are_bounded() {
         delay: Duration::from_millis(1),
         attempts_max: 2,
     };
-    let job = JobManager::new().submit(pipeline_graph(&p), config).unwrap();
-    let state = tokio::time::timeout(Duration::from_secs(30), job.wait()).await.unwrap();
-    let JobState::Failed(reason) = state else { panic!("expected failed, got {state:?}") };
-    assert!(reason.contains("after 3 attempts") && reason.contains("injected failure"), "{reason}");
+    let job = JobManager::new()
+        .submit(pipeline_graph(&p), config)
+        .unwrap();
+    let state = tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .unwrap();
+    let JobState::Failed(reason) = state else {
+        panic!("expected failed, got {state:?}")
+    };
+    assert!(
+        reason.contains("after 3 attempts") && reason.contains("injected failure"),
+        "{reason}"
+    );
     assert_eq!(job.metrics().restarts, 2);
 }
 
@@ -415,7 +570,9 @@ fn restart_delays_back_off_and_stop() {
         attempts_max: 4,
     };
     let delays: Vec<_> = (1..=5).map(|n| s.delay(n).map(|d| d.as_millis())).collect();
-    assert_eq!(delays, vec![Some(100), Some(200), Some(350), Some(350), None]);
+    assert_eq!(
+        delays,
+        vec![Some(100), Some(200), Some(350), Some(350), None]
+    );
     assert_eq!(RestartStrategy::None.delay(1), None);
 }
-

@@ -62,7 +62,11 @@ impl BatchView {
     }
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn crc(&self) -> u32 {
-        u32::from_le_bytes(self.data[self.crc_offset()..self.crc_offset() + 4].try_into().expect("4 bytes"))
+        u32::from_le_bytes(
+            self.data[self.crc_offset()..self.crc_offset() + 4]
+                .try_into()
+                .expect("4 bytes"),
+        )
     }
     pub fn schema_id(&self) -> i16 {
         self.i16_at(25 + self.shift())
@@ -104,10 +108,13 @@ impl BatchView {
             return Ok(header);
         }
         let stats_len = self.i32_at(header - 4);
-        let stats_len = usize::try_from(stats_len).map_err(|_| format!("negative statistics length {stats_len}"))?;
+        let stats_len = usize::try_from(stats_len)
+            .map_err(|_| format!("negative statistics length {stats_len}"))?;
         let offset = header + stats_len;
         if offset > self.data.len() {
-            return Err(format!("statistics of {stats_len} bytes run past the batch"));
+            return Err(format!(
+                "statistics of {stats_len} bytes run past the batch"
+            ));
         }
         Ok(offset)
     }
@@ -121,11 +128,17 @@ impl BatchView {
             return Err(format!("unsupported log batch magic {magic}"));
         }
         if self.data.len() < self.header_bytes() {
-            return Err(format!("batch of {} bytes is shorter than its header", self.data.len()));
+            return Err(format!(
+                "batch of {} bytes is shorter than its header",
+                self.data.len()
+            ));
         }
         let computed = crc32c::crc32c(&self.data[self.crc_offset() + 4..]);
         if computed != self.crc() {
-            return Err(format!("batch CRC mismatch (stored {:#x}, computed {computed:#x})", self.crc()));
+            return Err(format!(
+                "batch CRC mismatch (stored {:#x}, computed {computed:#x})",
+                self.crc()
+            ));
         }
         let count = self.record_count();
         if count < 0 {
@@ -133,7 +146,9 @@ impl BatchView {
         }
         let delta = self.last_offset_delta();
         if delta < 0 || (count > 0 && delta != count - 1) {
-            return Err(format!("last offset delta {delta} does not match record count {count}"));
+            return Err(format!(
+                "last offset delta {delta} does not match record count {count}"
+            ));
         }
         self.records_offset()?;
         Ok(())
@@ -149,7 +164,10 @@ impl BatchView {
         if start + count > self.data.len() {
             return Err("change-type vector runs past the batch".into());
         }
-        Ok((self.data.slice(start..start + count), self.data.slice(start + count..)))
+        Ok((
+            self.data.slice(start..start + count),
+            self.data.slice(start + count..),
+        ))
     }
 }
 
@@ -165,8 +183,15 @@ pub fn split_batches(mut records: Bytes) -> Result<Vec<BatchView>, String> {
             .ok()
             .and_then(|l| l.checked_add(LOG_OVERHEAD))
             .filter(|&size| size <= records.len() && size > MAGIC_OFFSET)
-            .ok_or_else(|| format!("batch length {length} does not fit the {} bytes left", records.len()))?;
-        batches.push(BatchView { data: records.split_to(size) });
+            .ok_or_else(|| {
+                format!(
+                    "batch length {length} does not fit the {} bytes left",
+                    records.len()
+                )
+            })?;
+        batches.push(BatchView {
+            data: records.split_to(size),
+        });
     }
     Ok(batches)
 }
@@ -193,7 +218,11 @@ pub fn build_batch(fields: HeaderFields, change_types: &[u8], arrow_message: &[u
     buf.put_i64_le(fields.commit_timestamp);
     buf.put_u32_le(0); // CRC, filled below
     buf.put_i16_le(fields.schema_id);
-    buf.put_u8(if fields.append_only { APPEND_ONLY_FLAG } else { 0 });
+    buf.put_u8(if fields.append_only {
+        APPEND_ONLY_FLAG
+    } else {
+        0
+    });
     buf.put_i32_le((fields.record_count - 1).max(0));
     buf.put_i64_le(fields.writer_id);
     buf.put_i32_le(fields.batch_sequence);
@@ -209,9 +238,12 @@ pub fn build_batch(fields: HeaderFields, change_types: &[u8], arrow_message: &[u
 /// Serializes one record batch as an Arrow IPC message without the schema, the way Fluss
 /// log batches carry it.
 pub fn encode_arrow_message(batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
-    let internal = |e: arrow::error::ArrowError| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("arrow encode: {e}"));
+    let internal = |e: arrow::error::ArrowError| {
+        ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("arrow encode: {e}"))
+    };
     let mut buf = Vec::new();
-    let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut buf, batch.schema_ref()).map_err(internal)?;
+    let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut buf, batch.schema_ref())
+        .map_err(internal)?;
     let schema_bytes = writer.get_ref().len();
     writer.write(batch).map_err(internal)?;
     Ok(writer.get_ref()[schema_bytes..].to_vec())
@@ -219,18 +251,31 @@ pub fn encode_arrow_message(batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
 
 /// Decodes the Arrow IPC message of a batch with the table's full schema, keeping only the
 /// `projection` columns (sorted ascending, as the client expects them on the wire).
-pub fn decode_arrow_message(message: &Bytes, schema: &SchemaRef, projection: Option<&[usize]>) -> Result<RecordBatch, String> {
+pub fn decode_arrow_message(
+    message: &Bytes,
+    schema: &SchemaRef,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch, String> {
     if message.len() < 8 {
-        return Err(format!("arrow message of {} bytes is too short", message.len()));
+        return Err(format!(
+            "arrow message of {} bytes is too short",
+            message.len()
+        ));
     }
     let continuation = u32::from_le_bytes(message[0..4].try_into().expect("4 bytes"));
     if continuation != 0xFFFF_FFFF {
         return Err(format!("bad arrow continuation marker {continuation:#x}"));
     }
     let metadata_len = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
-    let metadata_end = 8usize.checked_add(metadata_len).filter(|&e| e <= message.len()).ok_or("arrow metadata runs past the batch")?;
-    let parsed = arrow::ipc::root_as_message(&message[8..metadata_end]).map_err(|e| e.to_string())?;
-    let batch_metadata = parsed.header_as_record_batch().ok_or("arrow message is not a record batch")?;
+    let metadata_end = 8usize
+        .checked_add(metadata_len)
+        .filter(|&e| e <= message.len())
+        .ok_or("arrow metadata runs past the batch")?;
+    let parsed =
+        arrow::ipc::root_as_message(&message[8..metadata_end]).map_err(|e| e.to_string())?;
+    let batch_metadata = parsed
+        .header_as_record_batch()
+        .ok_or("arrow message is not a record batch")?;
     let body_start = (8 + ((metadata_len + 7) & !7)).min(message.len());
     let body = arrow::buffer::Buffer::from(message.slice(body_start..));
     arrow::ipc::reader::read_record_batch(
@@ -246,7 +291,11 @@ pub fn decode_arrow_message(message: &Bytes, schema: &SchemaRef, projection: Opt
 
 /// Rewrites a batch so its Arrow data holds only the projected columns. Offsets, timestamp,
 /// writer fields and change types are kept; statistics are dropped (they describe the full row).
-pub fn project_batch(batch: &BatchView, schema: &SchemaRef, projection: &[usize]) -> Result<Bytes, String> {
+pub fn project_batch(
+    batch: &BatchView,
+    schema: &SchemaRef,
+    projection: &[usize],
+) -> Result<Bytes, String> {
     if batch.record_count() == 0 {
         return Ok(batch.data.clone());
     }
@@ -282,7 +331,10 @@ mod tests {
         ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
-            vec![Arc::new(Int32Array::from(vec![1, 2])), Arc::new(StringArray::from(vec!["x", "y"]))],
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec!["x", "y"])),
+            ],
         )
         .unwrap();
         (schema, batch)
@@ -306,7 +358,14 @@ mod tests {
         assert_eq!(batches.len(), 1);
         let view = &batches[0];
         view.validate().unwrap();
-        assert_eq!((view.base_offset(), view.next_offset(), view.commit_timestamp()), (5, 7, 99));
+        assert_eq!(
+            (
+                view.base_offset(),
+                view.next_offset(),
+                view.commit_timestamp()
+            ),
+            (5, 7, 99)
+        );
         let projected = split_batches(project_batch(view, &schema, &[1]).unwrap()).unwrap();
         projected[0].validate().unwrap();
         let (change_types, message) = projected[0].split_records().unwrap();

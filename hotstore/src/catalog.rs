@@ -75,14 +75,23 @@ pub type DroppedTables = Vec<Arc<TableEntry>>;
 
 impl Catalog {
     /// Opens (or creates) the catalog in `dir`.
-    pub fn open(dir: &Path, default_bucket_count: i32, bucket_count_max: i32) -> crate::Result<Catalog> {
+    pub fn open(
+        dir: &Path,
+        default_bucket_count: i32,
+        bucket_count_max: i32,
+    ) -> crate::Result<Catalog> {
         let path = dir.join(CATALOG_FILE);
-        let mut state = State { next_table_id: 1, ..State::default() };
+        let mut state = State {
+            next_table_id: 1,
+            ..State::default()
+        };
         match std::fs::read(&path) {
-            Ok(bytes) => state = parse_catalog(&bytes).map_err(|reason| crate::Error::CatalogCorrupt {
-                path: path.clone(),
-                reason,
-            })?,
+            Ok(bytes) => {
+                state = parse_catalog(&bytes).map_err(|reason| crate::Error::CatalogCorrupt {
+                    path: path.clone(),
+                    reason,
+                })?
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 let now = now_ms();
                 state.databases.insert(
@@ -105,7 +114,10 @@ impl Catalog {
         };
         {
             let state = catalog.lock();
-            catalog.persist(&state).map_err(|source| crate::Error::Io { path: catalog.path.clone(), source })?;
+            catalog.persist(&state).map_err(|source| crate::Error::Io {
+                path: catalog.path.clone(),
+                source,
+            })?;
         }
         Ok(catalog)
     }
@@ -113,15 +125,25 @@ impl Catalog {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the maps half-updated (each DDL updates
         // them after persisting), so a poisoned lock is still consistent.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn create_database(&self, name: &str, json: Option<Vec<u8>>, ignore_if_exists: bool) -> Result<(), ApiError> {
+    pub fn create_database(
+        &self,
+        name: &str,
+        json: Option<Vec<u8>>,
+        ignore_if_exists: bool,
+    ) -> Result<(), ApiError> {
         validate_name(name, code::INVALID_DATABASE, "database")?;
         let json = match json {
             Some(json) if !json.is_empty() => {
                 fluss::metadata::DatabaseDescriptor::from_json_bytes(&json).map_err(|error| {
-                    ApiError::new(code::INVALID_DATABASE, format!("invalid database json for {name}: {error}"))
+                    ApiError::new(
+                        code::INVALID_DATABASE,
+                        format!("invalid database json for {name}: {error}"),
+                    )
                 })?;
                 json
             }
@@ -132,19 +154,32 @@ impl Catalog {
             if ignore_if_exists {
                 return Ok(());
             }
-            return Err(ApiError::new(code::DATABASE_ALREADY_EXIST, format!("database {name} already exists")));
+            return Err(ApiError::new(
+                code::DATABASE_ALREADY_EXIST,
+                format!("database {name} already exists"),
+            ));
         }
         let now = now_ms();
         state.databases.insert(
             name.to_string(),
-            DatabaseEntry { name: name.to_string(), json, created_ms: now, modified_ms: now },
+            DatabaseEntry {
+                name: name.to_string(),
+                json,
+                created_ms: now,
+                modified_ms: now,
+            },
         );
         self.persist_or_rollback(&mut state, |state| {
             state.databases.remove(name);
         })
     }
 
-    pub fn drop_database(&self, name: &str, ignore_if_not_exists: bool, cascade: bool) -> Result<DroppedTables, ApiError> {
+    pub fn drop_database(
+        &self,
+        name: &str,
+        ignore_if_not_exists: bool,
+        cascade: bool,
+    ) -> Result<DroppedTables, ApiError> {
         let mut state = self.lock();
         if !state.databases.contains_key(name) {
             if ignore_if_not_exists {
@@ -152,8 +187,12 @@ impl Catalog {
             }
             return Err(unknown_database(&state, name));
         }
-        let table_keys: Vec<(String, String)> =
-            state.tables.keys().filter(|(db, _)| db == name).cloned().collect();
+        let table_keys: Vec<(String, String)> = state
+            .tables
+            .keys()
+            .filter(|(db, _)| db == name)
+            .cloned()
+            .collect();
         if !table_keys.is_empty() && !cascade {
             return Err(ApiError::new(
                 code::DATABASE_NOT_EMPTY,
@@ -164,13 +203,17 @@ impl Catalog {
             ));
         }
         let database = state.databases.remove(name).expect("checked above");
-        let dropped: Vec<Arc<TableEntry>> =
-            table_keys.iter().filter_map(|key| state.tables.remove(key)).collect();
+        let dropped: Vec<Arc<TableEntry>> = table_keys
+            .iter()
+            .filter_map(|key| state.tables.remove(key))
+            .collect();
         let restore = dropped.clone();
         self.persist_or_rollback(&mut state, move |state| {
             state.databases.insert(database.name.clone(), database);
             for table in restore {
-                state.tables.insert((table.database.clone(), table.name.clone()), table);
+                state
+                    .tables
+                    .insert((table.database.clone(), table.name.clone()), table);
             }
         })?;
         Ok(dropped)
@@ -178,7 +221,11 @@ impl Catalog {
 
     pub fn database(&self, name: &str) -> Result<DatabaseEntry, ApiError> {
         let state = self.lock();
-        state.databases.get(name).cloned().ok_or_else(|| unknown_database(&state, name))
+        state
+            .databases
+            .get(name)
+            .cloned()
+            .ok_or_else(|| unknown_database(&state, name))
     }
 
     pub fn database_exists(&self, name: &str) -> bool {
@@ -243,7 +290,12 @@ impl Catalog {
         Ok(Some(entry))
     }
 
-    pub fn drop_table(&self, database: &str, name: &str, ignore_if_not_exists: bool) -> Result<Option<Arc<TableEntry>>, ApiError> {
+    pub fn drop_table(
+        &self,
+        database: &str,
+        name: &str,
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         let mut state = self.lock();
         let key = (database.to_string(), name.to_string());
         let Some(entry) = state.tables.remove(&key) else {
@@ -276,16 +328,31 @@ impl Catalog {
         if !state.databases.contains_key(database) {
             return Err(unknown_database(&state, database));
         }
-        Ok(state.tables.keys().filter(|(db, _)| db == database).map(|(_, t)| t.clone()).collect())
+        Ok(state
+            .tables
+            .keys()
+            .filter(|(db, _)| db == database)
+            .map(|(_, t)| t.clone())
+            .collect())
     }
 
     /// Parses the client's table JSON and completes it: bucket count and default bucket keys.
-    fn complete_table_json(&self, database: &str, name: &str, table_json: &[u8]) -> Result<(Vec<u8>, TableDescriptor, i32), ApiError> {
+    fn complete_table_json(
+        &self,
+        database: &str,
+        name: &str,
+        table_json: &[u8],
+    ) -> Result<(Vec<u8>, TableDescriptor, i32), ApiError> {
         let invalid = |reason: String| {
-            ApiError::new(code::INVALID_TABLE, format!("invalid table {database}.{name}: {reason}"))
+            ApiError::new(
+                code::INVALID_TABLE,
+                format!("invalid table {database}.{name}: {reason}"),
+            )
         };
-        let mut value: Value = serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
-        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        let mut value: Value =
+            serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
+        let descriptor =
+            TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
         if descriptor.is_partitioned() {
             return Err(invalid(
                 "partitioned tables are not supported by silt's hotstore yet; create it without PARTITIONED BY".into(),
@@ -297,10 +364,14 @@ impl Catalog {
         {
             return Err(ApiError::new(
                 code::INVALID_CONFIG,
-                format!("table {database}.{name}: log format {format} is not supported by silt's hotstore; use ARROW (the default)"),
+                format!(
+                    "table {database}.{name}: log format {format} is not supported by silt's hotstore; use ARROW (the default)"
+                ),
             ));
         }
-        let object = value.as_object_mut().ok_or_else(|| invalid("table json is not an object".into()))?;
+        let object = value
+            .as_object_mut()
+            .ok_or_else(|| invalid("table json is not an object".into()))?;
         let bucket_count = match object.get("bucket_count").and_then(Value::as_i64) {
             Some(count) => count,
             None => i64::from(self.default_bucket_count),
@@ -323,19 +394,27 @@ impl Catalog {
             && bucket_keys_empty
         {
             let partition_keys = descriptor.partition_keys();
-            let keys: Vec<&String> =
-                primary_key.column_names().iter().filter(|k| !partition_keys.contains(k)).collect();
+            let keys: Vec<&String> = primary_key
+                .column_names()
+                .iter()
+                .filter(|k| !partition_keys.contains(k))
+                .collect();
             object.insert("bucket_key".into(), json!(keys));
         } else if bucket_keys_empty {
             object.insert("bucket_key".into(), json!([]));
         }
-        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        let descriptor =
+            TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
         let json = serde_json::to_vec(&value).map_err(|e| invalid(e.to_string()))?;
         Ok((json, descriptor, bucket_count as i32))
     }
 
     /// Persists the state; on failure undoes the in-memory change and reports a storage error.
-    fn persist_or_rollback(&self, state: &mut State, rollback: impl FnOnce(&mut State)) -> Result<(), ApiError> {
+    fn persist_or_rollback(
+        &self,
+        state: &mut State,
+        rollback: impl FnOnce(&mut State),
+    ) -> Result<(), ApiError> {
         if let Err(error) = self.persist(state) {
             rollback(state);
             return Err(ApiError::new(
@@ -406,10 +485,21 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 
 fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
     let document: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let next_table_id = document["next_table_id"].as_i64().ok_or("missing next_table_id")?;
-    let mut state = State { next_table_id, ..State::default() };
-    for db in document["databases"].as_array().ok_or("missing databases")? {
-        let name = db["name"].as_str().ok_or("database without name")?.to_string();
+    let next_table_id = document["next_table_id"]
+        .as_i64()
+        .ok_or("missing next_table_id")?;
+    let mut state = State {
+        next_table_id,
+        ..State::default()
+    };
+    for db in document["databases"]
+        .as_array()
+        .ok_or("missing databases")?
+    {
+        let name = db["name"]
+            .as_str()
+            .ok_or("database without name")?
+            .to_string();
         state.databases.insert(
             name.clone(),
             DatabaseEntry {
@@ -421,13 +511,23 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
         );
     }
     for t in document["tables"].as_array().ok_or("missing tables")? {
-        let database = t["database"].as_str().ok_or("table without database")?.to_string();
+        let database = t["database"]
+            .as_str()
+            .ok_or("table without database")?
+            .to_string();
         let name = t["name"].as_str().ok_or("table without name")?.to_string();
-        let json = t["json"].as_str().ok_or("table without json")?.as_bytes().to_vec();
-        let value: Value = serde_json::from_slice(&json).map_err(|e| format!("table {database}.{name}: {e}"))?;
-        let descriptor =
-            TableDescriptor::deserialize_json(&value).map_err(|e| format!("table {database}.{name}: {e}"))?;
-        let bucket_count = value["bucket_count"].as_i64().ok_or("table without bucket_count")? as i32;
+        let json = t["json"]
+            .as_str()
+            .ok_or("table without json")?
+            .as_bytes()
+            .to_vec();
+        let value: Value =
+            serde_json::from_slice(&json).map_err(|e| format!("table {database}.{name}: {e}"))?;
+        let descriptor = TableDescriptor::deserialize_json(&value)
+            .map_err(|e| format!("table {database}.{name}: {e}"))?;
+        let bucket_count = value["bucket_count"]
+            .as_i64()
+            .ok_or("table without bucket_count")? as i32;
         let entry = TableEntry {
             id: t["id"].as_i64().ok_or("table without id")?,
             schema_id: t["schema_id"].as_i64().unwrap_or(i64::from(SCHEMA_ID)) as i32,
@@ -449,7 +549,9 @@ fn default_database_json() -> Vec<u8> {
 }
 
 fn validate_name(name: &str, error_code: i32, what: &str) -> Result<(), ApiError> {
-    let valid_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let valid_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if name.is_empty() || name.len() > NAME_BYTES_MAX || !valid_chars || name.starts_with("__") {
         return Err(ApiError::new(
             error_code,
@@ -477,8 +579,15 @@ fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {
         .take(20)
         .map(|(db, t)| format!("{db}.{t}"))
         .collect();
-    let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-    ApiError::new(code::TABLE_NOT_EXIST, format!("unknown table {database}.{name} (known: {known})"))
+    let known = if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    };
+    ApiError::new(
+        code::TABLE_NOT_EXIST,
+        format!("unknown table {database}.{name} (known: {known})"),
+    )
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -510,28 +619,50 @@ mod tests {
     fn table_json_is_completed_and_persisted() {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Catalog::open(dir.path(), 3, 64).unwrap();
-        let entry = catalog.create_table("fluss", "t", &log_table_json(None), false).unwrap().unwrap();
+        let entry = catalog
+            .create_table("fluss", "t", &log_table_json(None), false)
+            .unwrap()
+            .unwrap();
         assert_eq!(entry.bucket_count, 3);
         let stored: Value = serde_json::from_slice(&entry.json).unwrap();
         assert_eq!(stored["bucket_count"], json!(3));
-        assert_eq!(stored["properties"]["table.datalake.enabled"], json!("true"));
+        assert_eq!(
+            stored["properties"]["table.datalake.enabled"],
+            json!("true")
+        );
         drop(catalog);
         let reopened = Catalog::open(dir.path(), 3, 64).unwrap();
         assert_eq!(reopened.table("fluss", "t").unwrap().id, entry.id);
-        let err = reopened.create_table("fluss", "t", &log_table_json(Some(2)), false).unwrap_err();
+        let err = reopened
+            .create_table("fluss", "t", &log_table_json(Some(2)), false)
+            .unwrap_err();
         assert_eq!(err.code, code::TABLE_ALREADY_EXIST);
-        let err = reopened.create_table("fluss", "u", &log_table_json(Some(65)), false).unwrap_err();
+        let err = reopened
+            .create_table("fluss", "u", &log_table_json(Some(65)), false)
+            .unwrap_err();
         assert_eq!(err.code, code::INVALID_CONFIG);
         let mut indexed: Value = serde_json::from_slice(&log_table_json(None)).unwrap();
         indexed["properties"]["table.log.format"] = json!("INDEXED");
-        let err = reopened.create_table("fluss", "v", &serde_json::to_vec(&indexed).unwrap(), false).unwrap_err();
+        let err = reopened
+            .create_table("fluss", "v", &serde_json::to_vec(&indexed).unwrap(), false)
+            .unwrap_err();
         assert_eq!(err.code, code::INVALID_CONFIG);
     }
 
     #[test]
     fn names_are_validated() {
-        for (name, ok) in [("orders", true), ("a-b_9", true), ("", false), ("__x", false), ("a.b", false)] {
-            assert_eq!(validate_name(name, code::INVALID_TABLE, "table").is_ok(), ok, "{name}");
+        for (name, ok) in [
+            ("orders", true),
+            ("a-b_9", true),
+            ("", false),
+            ("__x", false),
+            ("a.b", false),
+        ] {
+            assert_eq!(
+                validate_name(name, code::INVALID_TABLE, "table").is_ok(),
+                ok,
+                "{name}"
+            );
         }
     }
 }

@@ -37,7 +37,10 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
     if !table.entry.has_primary_key() {
         return Err(ApiError::new(
             code::NON_PRIMARY_KEY_TABLE,
-            format!("table {} has no primary key: write it with appends", table.entry.qualified_name()),
+            format!(
+                "table {} has no primary key: write it with appends",
+                table.entry.qualified_name()
+            ),
         ));
     }
     let targets = target_columns(&table, &request.target_columns)?;
@@ -47,7 +50,15 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
         async move {
             let bucket_id = bucket_request.bucket_id;
             let result = match table.bucket(bucket_id) {
-                Ok(bucket) => put_bucket(&table, bucket, bucket_request.records, targets.as_deref().map(Vec::as_slice)).await,
+                Ok(bucket) => {
+                    put_bucket(
+                        &table,
+                        bucket,
+                        bucket_request.records,
+                        targets.as_deref().map(Vec::as_slice),
+                    )
+                    .await
+                }
                 Err(error) => Err(error),
             };
             match result {
@@ -68,12 +79,17 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
             }
         }
     });
-    Ok(PutKvResponse { buckets_resp: join_all(writes).await })
+    Ok(PutKvResponse {
+        buckets_resp: join_all(writes).await,
+    })
 }
 
 /// The written columns of a partial update, or `None` for a full-row write. They must include
 /// the primary key.
-fn target_columns(table: &TableRuntime, columns: &[i32]) -> Result<Option<Arc<Vec<usize>>>, ApiError> {
+fn target_columns(
+    table: &TableRuntime,
+    columns: &[i32],
+) -> Result<Option<Arc<Vec<usize>>>, ApiError> {
     if columns.is_empty() {
         return Ok(None);
     }
@@ -86,12 +102,19 @@ fn target_columns(table: &TableRuntime, columns: &[i32]) -> Result<Option<Arc<Ve
             _ => {
                 return Err(ApiError::new(
                     code::INVALID_TARGET_COLUMN,
-                    format!("target column {column} of {} is out of range 0..{field_count}", table.entry.qualified_name()),
+                    format!(
+                        "target column {column} of {} is out of range 0..{field_count}",
+                        table.entry.qualified_name()
+                    ),
                 ));
             }
         }
     }
-    if let Some(missing) = schema.primary_key_indexes().into_iter().find(|pk| !targets.contains(pk)) {
+    if let Some(missing) = schema
+        .primary_key_indexes()
+        .into_iter()
+        .find(|pk| !targets.contains(pk))
+    {
         return Err(ApiError::new(
             code::INVALID_TARGET_COLUMN,
             format!(
@@ -108,17 +131,31 @@ type Write = (Bytes, Option<Bytes>);
 
 /// Decodes the kv batches of a request into writes (zero-copy slices of the request) and the
 /// first batch's writer id and sequence.
-fn decode_writes(table: &TableRuntime, records: &Bytes) -> Result<(Vec<Write>, i64, i32), ApiError> {
-    let corrupt = |reason: String| ApiError::new(code::CORRUPT_RECORD, format!("kv batch of {}: {reason}", table.entry.qualified_name()));
+fn decode_writes(
+    table: &TableRuntime,
+    records: &Bytes,
+) -> Result<(Vec<Write>, i64, i32), ApiError> {
+    let corrupt = |reason: String| {
+        ApiError::new(
+            code::CORRUPT_RECORD,
+            format!("kv batch of {}: {reason}", table.entry.qualified_name()),
+        )
+    };
     let mut writes = Vec::new();
     let mut position = 0usize;
     let mut writer = (crate::batch::NO_WRITER_ID, -1);
     while position < records.len() {
         let kv_batch = KvRecordBatch::new(records.clone(), position);
-        let size = kv_batch.size_in_bytes().map_err(|e| corrupt(e.to_string()))?;
-        let end = position.checked_add(size).filter(|&end| end <= records.len() && size >= RECORDS_OFFSET);
+        let size = kv_batch
+            .size_in_bytes()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let end = position
+            .checked_add(size)
+            .filter(|&end| end <= records.len() && size >= RECORDS_OFFSET);
         let Some(end) = end else {
-            return Err(corrupt(format!("batch at byte {position} has an invalid length")));
+            return Err(corrupt(format!(
+                "batch at byte {position} has an invalid length"
+            )));
         };
         if !kv_batch.is_valid() {
             return Err(corrupt(format!("batch at byte {position} fails its CRC")));
@@ -126,23 +163,33 @@ fn decode_writes(table: &TableRuntime, records: &Bytes) -> Result<(Vec<Write>, i
         if position == 0 {
             writer = (
                 kv_batch.writer_id().map_err(|e| corrupt(e.to_string()))?,
-                kv_batch.batch_sequence().map_err(|e| corrupt(e.to_string()))?,
+                kv_batch
+                    .batch_sequence()
+                    .map_err(|e| corrupt(e.to_string()))?,
             );
         }
-        let count = kv_batch.record_count().map_err(|e| corrupt(e.to_string()))?;
+        let count = kv_batch
+            .record_count()
+            .map_err(|e| corrupt(e.to_string()))?;
         let batch_bytes = records.slice(..end);
         let mut record_position = position + RECORDS_OFFSET;
         for _ in 0..count.max(0) {
-            let (record, record_size) =
-                KvRecord::read_from(&batch_bytes, record_position).map_err(|e| corrupt(e.to_string()))?;
+            let (record, record_size) = KvRecord::read_from(&batch_bytes, record_position)
+                .map_err(|e| corrupt(e.to_string()))?;
             let key = record.key().clone();
             if key.is_empty() {
-                return Err(ApiError::new(code::CORRUPT_MESSAGE, "kv record with an empty key"));
+                return Err(ApiError::new(
+                    code::CORRUPT_MESSAGE,
+                    "kv record with an empty key",
+                ));
             }
             let value = if record.is_deletion() {
                 None
             } else {
-                let value_start = record_position + KV_RECORD_LENGTH_LENGTH + varint_len(key.len() as u32) + key.len();
+                let value_start = record_position
+                    + KV_RECORD_LENGTH_LENGTH
+                    + varint_len(key.len() as u32)
+                    + key.len();
                 Some(batch_bytes.slice(value_start..record_position + record_size))
             };
             writes.push((key, value));
@@ -154,7 +201,13 @@ fn decode_writes(table: &TableRuntime, records: &Bytes) -> Result<(Vec<Write>, i
 }
 
 fn kv_format(table: &TableRuntime) -> KvFormat {
-    match table.entry.descriptor.properties().get("table.kv.format").map(String::as_str) {
+    match table
+        .entry
+        .descriptor
+        .properties()
+        .get("table.kv.format")
+        .map(String::as_str)
+    {
         Some(format) if format.eq_ignore_ascii_case("INDEXED") => KvFormat::INDEXED,
         _ => KvFormat::COMPACTED,
     }
@@ -203,26 +256,44 @@ impl RowCodec {
 
     /// Encodes any row (e.g. one read back from the changelog) in the table's kv format.
     fn encode_row(&self, row: &dyn fluss::row::InternalRow) -> Result<Vec<u8>, ApiError> {
-        let internal = |e: fluss::error::Error| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row encode: {e}"));
-        let mut encoder = RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row encode: {e}"))
+        };
+        let mut encoder =
+            RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
         encoder.start_new_row().map_err(internal)?;
         for pos in 0..self.field_count {
-            encoder.encode_field(pos, self.getters[pos].get_field(row).map_err(internal)?).map_err(internal)?;
+            encoder
+                .encode_field(pos, self.getters[pos].get_field(row).map_err(internal)?)
+                .map_err(internal)?;
         }
         Ok(encoder.finish_row().map_err(internal)?.to_vec())
     }
 
     /// Merges the target columns of `new` into `old` (both rows without schema id); with no
     /// old row the other columns are null.
-    fn merge(&self, old: Option<&[u8]>, new: &[u8], targets: &[usize], delete: bool) -> Result<Vec<u8>, ApiError> {
-        let internal = |e: fluss::error::Error| ApiError::new(code::INVALID_TARGET_COLUMN, format!("partial update: {e}"));
+    fn merge(
+        &self,
+        old: Option<&[u8]>,
+        new: &[u8],
+        targets: &[usize],
+        delete: bool,
+    ) -> Result<Vec<u8>, ApiError> {
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(code::INVALID_TARGET_COLUMN, format!("partial update: {e}"))
+        };
         let new_row = self.decoder.decode(new);
         let old_row = old.map(|old| self.decoder.decode(old));
-        let mut encoder = RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
+        let mut encoder =
+            RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
         encoder.start_new_row().map_err(internal)?;
         for pos in 0..self.field_count {
             let datum = if targets.contains(&pos) {
-                if delete { Datum::Null } else { self.getters[pos].get_field(&new_row).map_err(internal)? }
+                if delete {
+                    Datum::Null
+                } else {
+                    self.getters[pos].get_field(&new_row).map_err(internal)?
+                }
             } else {
                 match &old_row {
                     Some(old_row) => self.getters[pos].get_field(old_row).map_err(internal)?,
@@ -235,17 +306,39 @@ impl RowCodec {
     }
 }
 
-async fn put_bucket(table: &TableRuntime, bucket: &Bucket, records: Bytes, targets: Option<&[usize]>) -> Result<i64, ApiError> {
+async fn put_bucket(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    records: Bytes,
+    targets: Option<&[usize]>,
+) -> Result<i64, ApiError> {
     let (writes, writer_id, sequence) = decode_writes(table, &records)?;
     let codec = RowCodec::new(table)?;
-    let kv = bucket.kv.as_ref().ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
+    let kv = bucket
+        .kv
+        .as_ref()
+        .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
     let _guard = bucket.write_lock.lock().await;
-    let check = bucket.writers.lock().unwrap_or_else(|p| p.into_inner()).check(writer_id, sequence)?;
+    let check = bucket
+        .writers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .check(writer_id, sequence)?;
     if let WriterCheck::Duplicate { .. } = check {
-        tracing::debug!(bucket = bucket.id, writer_id, sequence, "acknowledging retried kv batch without applying");
+        tracing::debug!(
+            bucket = bucket.id,
+            writer_id,
+            sequence,
+            "acknowledging retried kv batch without applying"
+        );
         return Ok(bucket.log.high_watermark());
     }
-    let kv_error = |e: String| ApiError::new(code::KV_STORAGE_EXCEPTION, format!("bucket {}: {e}", bucket.id));
+    let kv_error = |e: String| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("bucket {}: {e}", bucket.id),
+        )
+    };
     // Changes of this request by key, so a key written twice in one batch sees its first write.
     let mut pending: HashMap<Bytes, Option<Vec<u8>>> = HashMap::new();
     let mut change_types = Vec::new();
@@ -253,12 +346,19 @@ async fn put_bucket(table: &TableRuntime, bucket: &Bucket, records: Bytes, targe
     for (key, value) in writes {
         let old = match pending.get(&key) {
             Some(staged) => staged.clone(),
-            None => kv.get(&key).map_err(|e| kv_error(e.to_string()))?.map(|v| v.to_vec()),
+            None => kv
+                .get(&key)
+                .map_err(|e| kv_error(e.to_string()))?
+                .map(|v| v.to_vec()),
         };
-        let old_row = old.as_deref().map(|stored| &stored[SCHEMA_ID_BYTES.min(stored.len())..]);
+        let old_row = old
+            .as_deref()
+            .map(|stored| &stored[SCHEMA_ID_BYTES.min(stored.len())..]);
         let new = match (&value, targets) {
             (Some(row), None) => Some(codec.stored(row)),
-            (Some(row), Some(targets)) => Some(codec.stored(&codec.merge(old_row, row, targets, false)?)),
+            (Some(row), Some(targets)) => {
+                Some(codec.stored(&codec.merge(old_row, row, targets, false)?))
+            }
             (None, None) => None,
             (None, Some(targets)) => match old_row {
                 // A partial delete nulls the target columns; the row goes once only the key is left.
@@ -288,14 +388,24 @@ async fn put_bucket(table: &TableRuntime, bucket: &Bucket, records: Bytes, targe
         pending.insert(key, new);
     }
     if change_types.is_empty() {
-        bucket.writers.lock().unwrap_or_else(|p| p.into_inner()).record(writer_id, sequence, bucket.log.high_watermark());
+        bucket
+            .writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(writer_id, sequence, bucket.log.high_watermark());
         return Ok(bucket.log.high_watermark());
     }
     let changelog = changelog_batch(table, &codec, &change_types, &images)?;
     let info = crate::logs::append_changelog(bucket, changelog).await?;
-    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-    kv.apply(&changes, info.next_offset).map_err(|e| kv_error(e.to_string()))?;
-    bucket.writers.lock().unwrap_or_else(|p| p.into_inner()).record(writer_id, sequence, info.base_offset);
+    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+    kv.apply(&changes, info.next_offset)
+        .map_err(|e| kv_error(e.to_string()))?;
+    bucket
+        .writers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .record(writer_id, sequence, info.base_offset);
     Ok(info.next_offset)
 }
 
@@ -306,15 +416,26 @@ fn covers_all_non_key(table: &TableRuntime, targets: &[usize]) -> bool {
 }
 
 /// Builds one ARROW changelog batch from stored row images (schema id + row).
-fn changelog_batch(table: &TableRuntime, codec: &RowCodec, change_types: &[u8], images: &[Vec<u8>]) -> Result<Bytes, ApiError> {
-    let internal = |e: fluss::error::Error| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("changelog encode: {e}"));
-    let mut builder = fluss::record::RowAppendRecordBatchBuilder::new(&codec.row_type).map_err(internal)?;
+fn changelog_batch(
+    table: &TableRuntime,
+    codec: &RowCodec,
+    change_types: &[u8],
+    images: &[Vec<u8>],
+) -> Result<Bytes, ApiError> {
+    let internal = |e: fluss::error::Error| {
+        ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("changelog encode: {e}"))
+    };
+    let mut builder =
+        fluss::record::RowAppendRecordBatchBuilder::new(&codec.row_type).map_err(internal)?;
     for image in images {
         let row = codec.decoder.decode(&image[SCHEMA_ID_BYTES..]);
         builder.append(&row).map_err(internal)?;
     }
     let record_batch = builder.build_arrow_record_batch().map_err(internal)?;
-    debug_assert_eq!(record_batch.schema().fields().len(), table.arrow_schema.fields().len());
+    debug_assert_eq!(
+        record_batch.schema().fields().len(),
+        table.arrow_schema.fields().len()
+    );
     let message = batch::encode_arrow_message(&record_batch)?;
     Ok(batch::build_batch(
         HeaderFields {
@@ -337,14 +458,20 @@ pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, Ap
     if !table.entry.has_primary_key() {
         return Err(ApiError::new(
             code::NON_PRIMARY_KEY_TABLE,
-            format!("table {} has no primary key: lookups need one", table.entry.qualified_name()),
+            format!(
+                "table {} has no primary key: lookups need one",
+                table.entry.qualified_name()
+            ),
         ));
     }
     let keys: usize = request.buckets_req.iter().map(|b| b.keys.len()).sum();
     if keys > service.config.lookup_keys_max {
         return Err(ApiError::new(
             code::RECORD_TOO_LARGE,
-            format!("lookup of {keys} keys exceeds lookup_keys_max {}", service.config.lookup_keys_max),
+            format!(
+                "lookup of {keys} keys exceeds lookup_keys_max {}",
+                service.config.lookup_keys_max
+            ),
         ));
     }
     let buckets_resp = request
@@ -352,13 +479,17 @@ pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, Ap
         .iter()
         .map(|bucket_request| {
             let result = table.bucket(bucket_request.bucket_id).and_then(|bucket| {
-                let kv = bucket.kv.as_ref().ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
+                let kv = bucket.kv.as_ref().ok_or_else(|| {
+                    ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet")
+                })?;
                 bucket_request
                     .keys
                     .iter()
                     .map(|key| {
                         kv.get(key)
-                            .map(|value| PbValue { values: value.map(|v| v.to_vec()) })
+                            .map(|value| PbValue {
+                                values: value.map(|v| v.to_vec()),
+                            })
                             .map_err(|e| ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string()))
                     })
                     .collect::<Result<Vec<_>, _>>()
@@ -385,7 +516,9 @@ pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, Ap
 }
 
 fn primary_key_encoder(table: &TableRuntime) -> Result<Box<dyn fluss::row::KeyEncoder>, ApiError> {
-    let internal = |e: fluss::error::Error| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("key encoder: {e}"));
+    let internal = |e: fluss::error::Error| {
+        ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("key encoder: {e}"))
+    };
     let entry = &table.entry;
     let info = fluss::metadata::TableInfo::of(
         fluss::metadata::TablePath::new(entry.database.clone(), entry.name.clone()),
@@ -416,18 +549,28 @@ const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
 pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiError> {
     let Some(kv) = &bucket.kv else { return Ok(()) };
     let context = format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
-    let mut applied = kv.applied_offset().map_err(|e| storage_error(&context, e))?;
+    let mut applied = kv
+        .applied_offset()
+        .map_err(|e| storage_error(&context, e))?;
     let high_watermark = bucket.log.high_watermark();
     if applied >= high_watermark {
         return Ok(());
     }
-    let corrupt = |reason: String| ApiError::new(code::KV_STORAGE_EXCEPTION, format!("{context}: changelog replay: {reason}"));
+    let corrupt = |reason: String| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("{context}: changelog replay: {reason}"),
+        )
+    };
     let codec = RowCodec::new(table)?;
     let mut key_encoder = primary_key_encoder(table)?;
     let row_type = Arc::new(codec.row_type.clone());
     let replay_start = applied;
     while applied < high_watermark {
-        let data = bucket.log.read(applied, REPLAY_READ_BYTES).map_err(|e| storage_error(&context, e))?;
+        let data = bucket
+            .log
+            .read(applied, REPLAY_READ_BYTES)
+            .map_err(|e| storage_error(&context, e))?;
         if data.is_empty() {
             break;
         }
@@ -437,9 +580,13 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 continue;
             }
             let (change_types, message) = view.split_records().map_err(corrupt)?;
-            let record_batch = Arc::new(batch::decode_arrow_message(&message, &table.arrow_schema, None).map_err(corrupt)?);
-            let mut row = fluss::row::ColumnarRow::new(record_batch.clone(), row_type.clone(), 0, None)
-                .map_err(|e| corrupt(e.to_string()))?;
+            let record_batch = Arc::new(
+                batch::decode_arrow_message(&message, &table.arrow_schema, None)
+                    .map_err(corrupt)?,
+            );
+            let mut row =
+                fluss::row::ColumnarRow::new(record_batch.clone(), row_type.clone(), 0, None)
+                    .map_err(|e| corrupt(e.to_string()))?;
             let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
             for i in 0..record_batch.num_rows() {
                 if view.base_offset() + i as i64 <= applied - 1 {
@@ -450,11 +597,19 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                     continue;
                 }
                 row.set_row_id(i);
-                let key = key_encoder.encode_key(&row).map_err(|e| corrupt(e.to_string()))?.to_vec();
-                let value = if change == DELETE { None } else { Some(codec.stored(&codec.encode_row(&row)?)) };
+                let key = key_encoder
+                    .encode_key(&row)
+                    .map_err(|e| corrupt(e.to_string()))?
+                    .to_vec();
+                let value = if change == DELETE {
+                    None
+                } else {
+                    Some(codec.stored(&codec.encode_row(&row)?))
+                };
                 changes.push((key, value));
             }
-            kv.apply(&changes, next).map_err(|e| storage_error(&context, e))?;
+            kv.apply(&changes, next)
+                .map_err(|e| storage_error(&context, e))?;
             applied = next;
         }
     }

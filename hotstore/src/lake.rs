@@ -31,11 +31,17 @@ impl LakeRegistry {
     pub fn open(dir: &Path) -> crate::Result<LakeRegistry> {
         let path = dir.join(REGISTRY_FILE);
         let snapshots = match std::fs::read(&path) {
-            Ok(bytes) => parse(&bytes).map_err(|reason| crate::Error::CatalogCorrupt { path: path.clone(), reason })?,
+            Ok(bytes) => parse(&bytes).map_err(|reason| crate::Error::CatalogCorrupt {
+                path: path.clone(),
+                reason,
+            })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(source) => return Err(crate::Error::Io { path, source }),
         };
-        Ok(LakeRegistry { path, snapshots: Mutex::new(snapshots) })
+        Ok(LakeRegistry {
+            path,
+            snapshots: Mutex::new(snapshots),
+        })
     }
 
     pub fn get(&self, table_id: i64) -> Option<LakeSnapshot> {
@@ -44,7 +50,12 @@ impl LakeRegistry {
 
     /// Records a snapshot. Buckets absent from `bucket_offsets` keep their previous offset, and
     /// an offset never moves backwards: the lake only grows.
-    pub fn set(&self, table_id: i64, snapshot_id: i64, bucket_offsets: &[(i32, i64)]) -> crate::Result<()> {
+    pub fn set(
+        &self,
+        table_id: i64,
+        snapshot_id: i64,
+        bucket_offsets: &[(i32, i64)],
+    ) -> crate::Result<()> {
         let mut snapshots = self.lock();
         let mut merged: BTreeMap<i32, i64> = snapshots
             .get(&table_id)
@@ -54,7 +65,13 @@ impl LakeRegistry {
             let entry = merged.entry(bucket).or_insert(offset);
             *entry = (*entry).max(offset);
         }
-        snapshots.insert(table_id, LakeSnapshot { snapshot_id, bucket_offsets: merged.into_iter().collect() });
+        snapshots.insert(
+            table_id,
+            LakeSnapshot {
+                snapshot_id,
+                bucket_offsets: merged.into_iter().collect(),
+            },
+        );
         self.persist(&snapshots)
     }
 
@@ -68,7 +85,9 @@ impl LakeRegistry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, LakeSnapshot>> {
-        self.snapshots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn persist(&self, snapshots: &BTreeMap<i64, LakeSnapshot>) -> crate::Result<()> {
@@ -82,8 +101,12 @@ impl LakeRegistry {
                 })
             })
             .collect();
-        let bytes = serde_json::to_vec(&json!({"version": 1, "tables": tables})).expect("json values serialize");
-        write_atomically(&self.path, &bytes).map_err(|source| crate::Error::Io { path: self.path.clone(), source })
+        let bytes = serde_json::to_vec(&json!({"version": 1, "tables": tables}))
+            .expect("json values serialize");
+        write_atomically(&self.path, &bytes).map_err(|source| crate::Error::Io {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
@@ -94,12 +117,21 @@ fn parse(bytes: &[u8]) -> Result<BTreeMap<i64, LakeSnapshot>, String> {
         let table_id = table["table_id"].as_i64().ok_or("missing table_id")?;
         let snapshot_id = table["snapshot_id"].as_i64().ok_or("missing snapshot_id")?;
         let mut bucket_offsets = Vec::new();
-        for pair in table["bucket_offsets"].as_array().ok_or("missing bucket_offsets")? {
+        for pair in table["bucket_offsets"]
+            .as_array()
+            .ok_or("missing bucket_offsets")?
+        {
             let bucket = pair[0].as_i64().ok_or("bad bucket")? as i32;
             let offset = pair[1].as_i64().ok_or("bad offset")?;
             bucket_offsets.push((bucket, offset));
         }
-        snapshots.insert(table_id, LakeSnapshot { snapshot_id, bucket_offsets });
+        snapshots.insert(
+            table_id,
+            LakeSnapshot {
+                snapshot_id,
+                bucket_offsets,
+            },
+        );
     }
     Ok(snapshots)
 }
@@ -114,7 +146,10 @@ mod tests {
         let registry = LakeRegistry::open(dir.path()).unwrap();
         registry.set(7, 1, &[(0, 10), (1, 5)]).unwrap();
         registry.set(7, 2, &[(0, 8), (1, 9)]).unwrap();
-        let expected = LakeSnapshot { snapshot_id: 2, bucket_offsets: vec![(0, 10), (1, 9)] };
+        let expected = LakeSnapshot {
+            snapshot_id: 2,
+            bucket_offsets: vec![(0, 10), (1, 9)],
+        };
         assert_eq!(registry.get(7), Some(expected.clone()));
         let reopened = LakeRegistry::open(dir.path()).unwrap();
         assert_eq!(reopened.get(7), Some(expected));

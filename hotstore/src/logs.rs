@@ -61,7 +61,9 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
             }
         }
     });
-    Ok(ProduceLogResponse { buckets_resp: join_all(appends).await })
+    Ok(ProduceLogResponse {
+        buckets_resp: join_all(appends).await,
+    })
 }
 
 /// Appends the client's batches durably. The log tablet checks framing and CRCs and applies
@@ -74,7 +76,11 @@ async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, A
         .await
         .map_err(|e| storage_error(&format!("bucket {}", bucket.id), e))?;
     if info.batches.iter().any(|b| b.duplicate) {
-        tracing::debug!(bucket = bucket.id, base_offset = info.base_offset, "acknowledged retried batch without appending");
+        tracing::debug!(
+            bucket = bucket.id,
+            base_offset = info.base_offset,
+            "acknowledged retried batch without appending"
+        );
     }
     Ok(info.base_offset)
 }
@@ -93,19 +99,32 @@ pub async fn fetch(service: &Service, body: Bytes) -> Result<FetchLogResponse, A
         match service.table_runtime(table_request.table_id) {
             Ok(table) => {
                 let projection = if table_request.projection_pushdown_enabled {
-                    Some(validate_projection(&table, &table_request.projected_fields)?)
+                    Some(validate_projection(
+                        &table,
+                        &table_request.projected_fields,
+                    )?)
                 } else {
                     None
                 };
-                targets.push(FetchTarget { table, projection, buckets: table_request.buckets_req });
+                targets.push(FetchTarget {
+                    table,
+                    projection,
+                    buckets: table_request.buckets_req,
+                });
             }
             Err(error) => unknown_tables.push((table_request, error)),
         }
     }
-    let wait_ms = u64::try_from(request.max_wait_ms.unwrap_or(0)).unwrap_or(0).min(service.config.fetch_wait_max_ms);
+    let wait_ms = u64::try_from(request.max_wait_ms.unwrap_or(0))
+        .unwrap_or(0)
+        .min(service.config.fetch_wait_max_ms);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    let min_bytes = usize::try_from(request.min_bytes.unwrap_or(1)).unwrap_or(1).max(1);
-    let response_bytes_max = usize::try_from(request.max_bytes).unwrap_or(0).clamp(1, service.config.fetch_response_bytes_max);
+    let min_bytes = usize::try_from(request.min_bytes.unwrap_or(1))
+        .unwrap_or(1)
+        .max(1);
+    let response_bytes_max = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .clamp(1, service.config.fetch_response_bytes_max);
     loop {
         let (mut response, bytes, any_error) = read_targets(&targets, response_bytes_max);
         let now = Instant::now();
@@ -131,7 +150,9 @@ fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize
     let mut projection = Vec::with_capacity(fields.len());
     for &field in fields {
         match usize::try_from(field) {
-            Ok(index) if index < field_count && projection.last().is_none_or(|&last| last < index) => {
+            Ok(index)
+                if index < field_count && projection.last().is_none_or(|&last| last < index) =>
+            {
                 projection.push(index)
             }
             _ => {
@@ -148,7 +169,10 @@ fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize
     if projection.is_empty() {
         return Err(ApiError::new(
             code::INVALID_COLUMN_PROJECTION,
-            format!("projection of {} selects no column", table.entry.qualified_name()),
+            format!(
+                "projection of {} selects no column",
+                table.entry.qualified_name()
+            ),
         ));
     }
     Ok(projection)
@@ -156,11 +180,16 @@ fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize
 
 /// Reads every requested bucket once; returns the response, its record bytes and whether
 /// any bucket answered an error (which ends a long poll at once).
-fn read_targets(targets: &[FetchTarget], response_bytes_max: usize) -> (FetchLogResponse, usize, bool) {
+fn read_targets(
+    targets: &[FetchTarget],
+    response_bytes_max: usize,
+) -> (FetchLogResponse, usize, bool) {
     let mut budget = response_bytes_max;
     let mut total = 0usize;
     let mut any_error = false;
-    let mut response = FetchLogResponse { tables_resp: Vec::with_capacity(targets.len()) };
+    let mut response = FetchLogResponse {
+        tables_resp: Vec::with_capacity(targets.len()),
+    };
     for target in targets {
         let mut buckets_resp = Vec::with_capacity(target.buckets.len());
         for bucket_request in &target.buckets {
@@ -178,16 +207,27 @@ fn read_targets(targets: &[FetchTarget], response_bytes_max: usize) -> (FetchLog
                 }
             }
         }
-        response.tables_resp.push(PbFetchLogRespForTable { table_id: target.table.entry.id, buckets_resp });
+        response.tables_resp.push(PbFetchLogRespForTable {
+            table_id: target.table.entry.id,
+            buckets_resp,
+        });
     }
     (response, total, any_error)
 }
 
-fn read_bucket(target: &FetchTarget, request: &PbFetchLogReqForBucket, budget: usize) -> Result<PbFetchLogRespForBucket, ApiError> {
+fn read_bucket(
+    target: &FetchTarget,
+    request: &PbFetchLogReqForBucket,
+    budget: usize,
+) -> Result<PbFetchLogRespForBucket, ApiError> {
     let bucket = target.table.bucket(request.bucket_id)?;
     let high_watermark = bucket.log.high_watermark();
     let log_start = bucket.log.log_start_offset();
-    let offset = if request.fetch_offset == EARLIEST_OFFSET { log_start } else { request.fetch_offset };
+    let offset = if request.fetch_offset == EARLIEST_OFFSET {
+        log_start
+    } else {
+        request.fetch_offset
+    };
     if offset < log_start || offset > high_watermark {
         return Err(ApiError::new(
             code::LOG_OFFSET_OUT_OF_RANGE,
@@ -199,14 +239,22 @@ fn read_bucket(target: &FetchTarget, request: &PbFetchLogReqForBucket, budget: u
             ),
         ));
     }
-    let max_bytes = usize::try_from(request.max_fetch_bytes).unwrap_or(0).clamp(1, budget.max(1));
+    let max_bytes = usize::try_from(request.max_fetch_bytes)
+        .unwrap_or(0)
+        .clamp(1, budget.max(1));
     let records = if offset == high_watermark {
         Bytes::new()
     } else {
-        let data = bucket
-            .log
-            .read(offset, max_bytes)
-            .map_err(|e| storage_error(&format!("{} bucket {}", target.table.entry.qualified_name(), bucket.id), e))?;
+        let data = bucket.log.read(offset, max_bytes).map_err(|e| {
+            storage_error(
+                &format!(
+                    "{} bucket {}",
+                    target.table.entry.qualified_name(),
+                    bucket.id
+                ),
+                e,
+            )
+        })?;
         match &target.projection {
             Some(projection) => project(&target.table, data, projection)?,
             None => data,
@@ -225,11 +273,19 @@ fn read_bucket(target: &FetchTarget, request: &PbFetchLogReqForBucket, budget: u
 
 fn project(table: &TableRuntime, data: Bytes, projection: &[usize]) -> Result<Bytes, ApiError> {
     let storage_error = |reason: String| {
-        ApiError::new(code::LOG_STORAGE_EXCEPTION, format!("cannot project stored batch of {}: {reason}", table.entry.qualified_name()))
+        ApiError::new(
+            code::LOG_STORAGE_EXCEPTION,
+            format!(
+                "cannot project stored batch of {}: {reason}",
+                table.entry.qualified_name()
+            ),
+        )
     };
     let mut out = BytesMut::with_capacity(data.len());
     for view in batch::split_batches(data).map_err(storage_error)? {
-        out.extend_from_slice(&batch::project_batch(&view, &table.arrow_schema, projection).map_err(storage_error)?);
+        out.extend_from_slice(
+            &batch::project_batch(&view, &table.arrow_schema, projection).map_err(storage_error)?,
+        );
     }
     Ok(out.freeze())
 }
@@ -245,7 +301,9 @@ async fn wait_for_any(targets: &[FetchTarget], timeout: Duration) {
                     request.fetch_offset
                 };
                 let bucket = bucket.clone();
-                waits.push(Box::pin(async move { bucket.log.wait_for_data(offset, timeout).await }));
+                waits.push(Box::pin(async move {
+                    bucket.log.wait_for_data(offset, timeout).await
+                }));
             }
         }
     }
@@ -309,7 +367,10 @@ pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsR
 
 /// Appends server-built batches (a PK table's changelog) to a bucket; the caller holds the
 /// bucket's write lock.
-pub(crate) async fn append_changelog(bucket: &Bucket, batches: Bytes) -> Result<crate::tablets::AppendInfo, ApiError> {
+pub(crate) async fn append_changelog(
+    bucket: &Bucket,
+    batches: Bytes,
+) -> Result<crate::tablets::AppendInfo, ApiError> {
     bucket
         .log
         .append(batches, crate::catalog::now_ms())

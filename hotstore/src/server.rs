@@ -90,8 +90,12 @@ impl Server {
             });
         }
         let mut config = config;
-        config.request_bytes_in_flight_max = config.request_bytes_in_flight_max.max(config.frame_bytes_max);
-        if config.request_bytes_in_flight_max / 1024 > Semaphore::MAX_PERMITS || config.frame_bytes_max > i32::MAX as usize {
+        config.request_bytes_in_flight_max = config
+            .request_bytes_in_flight_max
+            .max(config.frame_bytes_max);
+        if config.request_bytes_in_flight_max / 1024 > Semaphore::MAX_PERMITS
+            || config.frame_bytes_max > i32::MAX as usize
+        {
             return Err(crate::Error::Config {
                 message: format!(
                     "frame_bytes_max {} and request_bytes_in_flight_max {} must fit a frame's i32 length",
@@ -101,10 +105,14 @@ impl Server {
         }
         let listener = TcpListener::bind(config.bind_addr)
             .await
-            .map_err(|source| crate::Error::Bind { addr: config.bind_addr, source })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| crate::Error::Bind { addr: config.bind_addr, source })?;
+            .map_err(|source| crate::Error::Bind {
+                addr: config.bind_addr,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| crate::Error::Bind {
+            addr: config.bind_addr,
+            source,
+        })?;
         let advertised_host = config.advertised_host.clone().unwrap_or_else(|| {
             if local_addr.ip().is_unspecified() {
                 "127.0.0.1".to_string()
@@ -112,11 +120,17 @@ impl Server {
                 local_addr.ip().to_string()
             }
         });
-        let service = Arc::new(Service::open(config.clone(), advertised_host, local_addr.port()).await?);
+        let service =
+            Arc::new(Service::open(config.clone(), advertised_host, local_addr.port()).await?);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         tracing::info!(addr = %local_addr, "hotstore listening (Fluss wire protocol)");
-        Ok(ServerHandle { local_addr, service, shutdown_tx, accept: Some(accept) })
+        Ok(ServerHandle {
+            local_addr,
+            service,
+            shutdown_tx,
+            accept: Some(accept),
+        })
     }
 }
 
@@ -157,11 +171,16 @@ impl ServerHandle {
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
-        self.service.set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
+        self.service
+            .set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
     }
 
     /// The latest lake snapshot recorded for a table, if any: `(snapshot_id, [(bucket, offset)])`.
-    pub fn lake_snapshot(&self, database: &str, table: &str) -> crate::Result<Option<crate::LakeSnapshot>> {
+    pub fn lake_snapshot(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> crate::Result<Option<crate::LakeSnapshot>> {
         self.service.lake_snapshot(database, table)
     }
 }
@@ -180,7 +199,9 @@ async fn accept_loop(
 ) {
     let connections = Arc::new(Semaphore::new(config.connections_max));
     // Counted in KiB so the permit count stays small; a frame takes its size rounded up.
-    let request_kib = Arc::new(Semaphore::new(config.request_bytes_in_flight_max.div_ceil(1024)));
+    let request_kib = Arc::new(Semaphore::new(
+        config.request_bytes_in_flight_max.div_ceil(1024),
+    ));
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -216,7 +237,10 @@ async fn accept_loop(
     }
     drop(listener);
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await.is_err() {
+    if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+        .await
+        .is_err()
+    {
         tracing::warn!("hotstore shutdown grace period passed; aborting remaining connections");
         tasks.abort_all();
     }
@@ -260,10 +284,13 @@ async fn serve_connection(
                 break;
             }
         };
-        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
         let service = service.clone();
         let response_tx = response_tx.clone();
-        let is_write = header.api_key == protocol::api::PRODUCE_LOG || header.api_key == protocol::api::PUT_KV;
+        let is_write =
+            header.api_key == protocol::api::PRODUCE_LOG || header.api_key == protocol::api::PUT_KV;
         let (after, done) = if is_write {
             let (done, next) = tokio::sync::oneshot::channel::<()>();
             (last_write.replace(next), Some(done))
@@ -280,10 +307,16 @@ async fn serve_connection(
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
-                    tracing::error!(api_key = header.api_key, "request handler panicked; this is a bug");
+                    tracing::error!(
+                        api_key = header.api_key,
+                        "request handler panicked; this is a bug"
+                    );
                     protocol::encode_error(
                         header.request_id,
-                        &ApiError::new(code::UNKNOWN_SERVER_ERROR, "internal error in silt's hotstore"),
+                        &ApiError::new(
+                            code::UNKNOWN_SERVER_ERROR,
+                            "internal error in silt's hotstore",
+                        ),
                     )
                 });
             if let Some(done) = done {
@@ -298,7 +331,12 @@ async fn serve_connection(
     }
     // Let running requests answer before the writer closes (bounded by the shutdown grace).
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    if tokio::time::timeout(grace, async { while requests.join_next().await.is_some() {} }).await.is_err() {
+    if tokio::time::timeout(grace, async {
+        while requests.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
         requests.abort_all();
     }
     drop(response_tx);
@@ -319,14 +357,25 @@ async fn read_frame(
         Err(error) => return Err(error.to_string()),
     }
     let length = protocol::frame_length(prefix, frame_bytes_max).map_err(|e| e.to_string())?;
-    let kib = u32::try_from(length.div_ceil(1024).max(1)).map_err(|_| "frame too large".to_string())?;
-    let permit = request_kib.clone().acquire_many_owned(kib).await.map_err(|e| e.to_string())?;
+    let kib =
+        u32::try_from(length.div_ceil(1024).max(1)).map_err(|_| "frame too large".to_string())?;
+    let permit = request_kib
+        .clone()
+        .acquire_many_owned(kib)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut frame = BytesMut::zeroed(length);
-    reader.read_exact(&mut frame).await.map_err(|e| format!("truncated frame: {e}"))?;
+    reader
+        .read_exact(&mut frame)
+        .await
+        .map_err(|e| format!("truncated frame: {e}"))?;
     Ok(Some((frame.freeze(), permit)))
 }
 
-async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut responses: mpsc::Receiver<Bytes>) {
+async fn write_responses(
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    mut responses: mpsc::Receiver<Bytes>,
+) {
     let mut writer = BufWriter::new(writer);
     while let Some(frame) = responses.recv().await {
         if writer.write_all(&frame).await.is_err() {
@@ -370,7 +419,10 @@ mod tests {
     }
 
     fn log_table() -> TableDescriptor {
-        let schema = Schema::builder().column("id", DataTypes::int()).build().unwrap();
+        let schema = Schema::builder()
+            .column("id", DataTypes::int())
+            .build()
+            .unwrap();
         TableDescriptor::builder()
             .schema(schema)
             .distributed_by(Some(2), vec![])
@@ -406,18 +458,40 @@ mod tests {
         let connection = client(&server).await;
         let admin = connection.get_admin().unwrap();
         let path = TablePath::new("fluss", "tiered");
-        admin.create_table(&path, &log_table(), false).await.unwrap();
+        admin
+            .create_table(&path, &log_table(), false)
+            .await
+            .unwrap();
 
         let missing = admin.get_latest_lake_snapshot(&path).await.unwrap_err();
-        assert_eq!(missing.api_error(), Some(fluss::rpc::FlussError::LakeSnapshotNotExist), "{missing}");
-        assert!(server.set_lake_snapshot("fluss", "orderz", 1, &[(0, 5)]).is_err(), "unknown table");
-        assert!(server.set_lake_snapshot("fluss", "tiered", 1, &[(2, 5)]).is_err(), "bucket out of range");
+        assert_eq!(
+            missing.api_error(),
+            Some(fluss::rpc::FlussError::LakeSnapshotNotExist),
+            "{missing}"
+        );
+        assert!(
+            server
+                .set_lake_snapshot("fluss", "orderz", 1, &[(0, 5)])
+                .is_err(),
+            "unknown table"
+        );
+        assert!(
+            server
+                .set_lake_snapshot("fluss", "tiered", 1, &[(2, 5)])
+                .is_err(),
+            "bucket out of range"
+        );
 
-        server.set_lake_snapshot("fluss", "tiered", 7, &[(0, 10), (1, 3)]).unwrap();
+        server
+            .set_lake_snapshot("fluss", "tiered", 7, &[(0, 10), (1, 3)])
+            .unwrap();
         let snapshot = admin.get_latest_lake_snapshot(&path).await.unwrap();
         assert_eq!(snapshot.snapshot_id(), 7);
-        let mut offsets: Vec<(i32, i64)> =
-            snapshot.table_buckets_offset().iter().map(|(b, o)| (b.bucket_id(), *o)).collect();
+        let mut offsets: Vec<(i32, i64)> = snapshot
+            .table_buckets_offset()
+            .iter()
+            .map(|(b, o)| (b.bucket_id(), *o))
+            .collect();
         offsets.sort();
         assert_eq!(offsets, [(0, 10), (1, 3)]);
         server.shutdown().await.unwrap();
@@ -436,17 +510,20 @@ mod tests {
         let connection = client(&server).await;
         let admin = connection.get_admin().unwrap();
         let path = TablePath::new("fluss", "idem");
-        admin.create_table(&path, &log_table(), false).await.unwrap();
+        admin
+            .create_table(&path, &log_table(), false)
+            .await
+            .unwrap();
         let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
 
-        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
-            "id",
-            arrow::datatypes::DataType::Int32,
-            true,
-        )]));
+        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int32, true),
+        ]));
         let rows = arrow::array::RecordBatch::try_new(
             schema,
-            vec![std::sync::Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3]))],
+            vec![std::sync::Arc::new(arrow::array::Int32Array::from(vec![
+                1, 2, 3,
+            ]))],
         )
         .unwrap();
         let message = crate::batch::encode_arrow_message(&rows).unwrap();
@@ -493,8 +570,14 @@ mod tests {
         let (_, body) = call(&server, crate::protocol::api::PRODUCE_LOG, &produce(5)).await;
         let (code, _) = base_offset(body);
         assert_eq!(code, Some(crate::protocol::code::OUT_OF_ORDER_SEQUENCE));
-        let latest = admin.list_offsets(&path, &[0], fluss::rpc::message::OffsetSpec::Latest).await.unwrap();
-        assert_eq!(latest[&0], 6, "two batches of three rows, the retry not appended");
+        let latest = admin
+            .list_offsets(&path, &[0], fluss::rpc::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
+        assert_eq!(
+            latest[&0], 6,
+            "two batches of three rows, the retry not appended"
+        );
         server.shutdown().await.unwrap();
     }
 
@@ -520,8 +603,17 @@ mod tests {
                 .unwrap()
                 .build()
                 .unwrap();
-            let descriptor = TableDescriptor::builder().schema(schema).distributed_by(Some(2), vec![]).build().unwrap();
-            connection.get_admin().unwrap().create_table(&path, &descriptor, false).await.unwrap();
+            let descriptor = TableDescriptor::builder()
+                .schema(schema)
+                .distributed_by(Some(2), vec![])
+                .build()
+                .unwrap();
+            connection
+                .get_admin()
+                .unwrap()
+                .create_table(&path, &descriptor, false)
+                .await
+                .unwrap();
             let table = connection.get_table(&path).await.unwrap();
             let writer = table.new_upsert().unwrap().create_writer().unwrap();
             for id in 0..50 {
@@ -538,7 +630,13 @@ mod tests {
         let connection = client(&server).await;
         let table = connection.get_table(&path).await.unwrap();
         let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
-        for (id, expected) in [(0, Some("a")), (7, Some("b")), (9, None), (49, Some("a")), (50, None)] {
+        for (id, expected) in [
+            (0, Some("a")),
+            (7, Some("b")),
+            (9, None),
+            (49, Some("a")),
+            (50, None),
+        ] {
             let mut key = fluss::row::GenericRow::new(1);
             key.set_field(0, id);
             let result = lookuper.lookup(&key).await.unwrap();
@@ -560,7 +658,10 @@ mod tests {
         let connection = client(&server).await;
         let admin = connection.get_admin().unwrap();
         let path = TablePath::new("fluss", "poll");
-        admin.create_table(&path, &log_table(), false).await.unwrap();
+        admin
+            .create_table(&path, &log_table(), false)
+            .await
+            .unwrap();
         let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
         let fetch = |max_wait_ms: i32| FetchLogRequest {
             follower_server_id: -1,
@@ -570,7 +671,12 @@ mod tests {
                 projection_pushdown_enabled: false,
                 projected_fields: vec![],
                 buckets_req: (0..2)
-                    .map(|bucket_id| PbFetchLogReqForBucket { partition_id: None, bucket_id, fetch_offset: 0, max_fetch_bytes: 1 << 20 })
+                    .map(|bucket_id| PbFetchLogReqForBucket {
+                        partition_id: None,
+                        bucket_id,
+                        fetch_offset: 0,
+                        max_fetch_bytes: 1 << 20,
+                    })
                     .collect(),
             }],
             max_wait_ms: Some(max_wait_ms),
@@ -587,21 +693,33 @@ mod tests {
         let started = std::time::Instant::now();
         let (_, body) = call(&server, crate::protocol::api::FETCH_LOG, &fetch(300)).await;
         assert_eq!(records(body), 0);
-        assert!(started.elapsed() >= Duration::from_millis(250), "an empty fetch waits for max_wait_ms");
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "an empty fetch waits for max_wait_ms"
+        );
 
         let writer_table = connection.get_table(&path).await.unwrap();
         let writer = writer_table.new_append().unwrap().create_writer().unwrap();
         let started = std::time::Instant::now();
         let long_poll = fetch(20_000);
-        let (poll, ()) = tokio::join!(call(&server, crate::protocol::api::FETCH_LOG, &long_poll), async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let mut row = fluss::row::GenericRow::new(1);
-            row.set_field(0, 1i32);
-            writer.append(&row).unwrap();
-            writer.flush().await.unwrap();
-        });
-        assert!(records(poll.1) > 0, "the long poll returns the appended batch");
-        assert!(started.elapsed() < Duration::from_secs(10), "the long poll wakes on the append");
+        let (poll, ()) = tokio::join!(
+            call(&server, crate::protocol::api::FETCH_LOG, &long_poll),
+            async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let mut row = fluss::row::GenericRow::new(1);
+                row.set_field(0, 1i32);
+                writer.append(&row).unwrap();
+                writer.flush().await.unwrap();
+            }
+        );
+        assert!(
+            records(poll.1) > 0,
+            "the long poll returns the appended batch"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the long poll wakes on the append"
+        );
         server.shutdown().await.unwrap();
     }
 }

@@ -29,10 +29,20 @@ pub struct Service {
 }
 
 impl Service {
-    pub async fn open(config: ServerConfig, advertised_host: String, port: u16) -> crate::Result<Service> {
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|source| crate::Error::Io { path: config.data_dir.clone(), source })?;
-        let catalog = Catalog::open(&config.data_dir, config.default_bucket_count, config.bucket_count_max)?;
+    pub async fn open(
+        config: ServerConfig,
+        advertised_host: String,
+        port: u16,
+    ) -> crate::Result<Service> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| crate::Error::Io {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let catalog = Catalog::open(
+            &config.data_dir,
+            config.default_bucket_count,
+            config.bucket_count_max,
+        )?;
         let tablets = Tablets::open(config.data_dir.join("tables"), config.log, config.kv)?;
         for table in catalog.tables() {
             tablets.open_table(table).await?;
@@ -41,7 +51,15 @@ impl Service {
         // Writer ids only need to differ from those handed out before a restart, whose state
         // silt does not keep; the clock provides that without persisting a counter.
         let next_writer_id = AtomicI64::new(crate::catalog::now_ms() * 1000);
-        Ok(Service { config, catalog, tablets, lake, advertised_host, port, next_writer_id })
+        Ok(Service {
+            config,
+            catalog,
+            tablets,
+            lake,
+            advertised_host,
+            port,
+            next_writer_id,
+        })
     }
 
     pub async fn close(&self) {
@@ -51,12 +69,18 @@ impl Service {
     /// Runs one request and returns the complete response frame.
     pub async fn handle(&self, header: RequestHeader, body: Bytes) -> Bytes {
         let id = header.request_id;
-        let Some(&(_, min, max)) = api::SERVED.iter().find(|(key, _, _)| *key == header.api_key) else {
+        let Some(&(_, min, max)) = api::SERVED
+            .iter()
+            .find(|(key, _, _)| *key == header.api_key)
+        else {
             return protocol::encode_error(
                 id,
                 &ApiError::new(
                     code::UNSUPPORTED_VERSION,
-                    format!("api key {} is not served by silt's hotstore", header.api_key),
+                    format!(
+                        "api key {} is not served by silt's hotstore",
+                        header.api_key
+                    ),
                 ),
             );
         };
@@ -97,7 +121,10 @@ impl Service {
             api::LOOKUP => reply(id, crate::kv::lookup(self, body).await),
             other => protocol::encode_error(
                 id,
-                &ApiError::new(code::UNSUPPORTED_VERSION, format!("api key {other} has no handler")),
+                &ApiError::new(
+                    code::UNSUPPORTED_VERSION,
+                    format!("api key {other} has no handler"),
+                ),
             ),
         }
     }
@@ -118,7 +145,11 @@ impl Service {
 
     fn create_database(&self, body: Bytes) -> Result<Empty, ApiError> {
         let request: CreateDatabaseRequest = protocol::decode(body, "CreateDatabase")?;
-        self.catalog.create_database(&request.database_name, request.database_json, request.ignore_if_exists)?;
+        self.catalog.create_database(
+            &request.database_name,
+            request.database_json,
+            request.ignore_if_exists,
+        )?;
         Ok(Empty {})
     }
 
@@ -158,7 +189,9 @@ impl Service {
 
     fn database_exists(&self, body: Bytes) -> Result<ExistsResponse, ApiError> {
         let request: DatabaseExistsRequest = protocol::decode(body, "DatabaseExists")?;
-        Ok(ExistsResponse { exists: self.catalog.database_exists(&request.database_name) })
+        Ok(ExistsResponse {
+            exists: self.catalog.database_exists(&request.database_name),
+        })
     }
 
     fn get_database_info(&self, body: Bytes) -> Result<GetDatabaseInfoResponse, ApiError> {
@@ -188,7 +221,10 @@ impl Service {
             self.tablets.drop_table(&entry).await;
             return Err(ApiError::new(
                 code::LOG_STORAGE_EXCEPTION,
-                format!("cannot create tablets of {}: {error}", entry.qualified_name()),
+                format!(
+                    "cannot create tablets of {}: {error}",
+                    entry.qualified_name()
+                ),
             ));
         }
         Ok(Empty {})
@@ -197,9 +233,11 @@ impl Service {
     async fn drop_table(&self, body: Bytes) -> Result<Empty, ApiError> {
         let request: DropTableRequest = protocol::decode(body, "DropTable")?;
         let path = request.table_path;
-        if let Some(entry) =
-            self.catalog.drop_table(&path.database_name, &path.table_name, request.ignore_if_not_exists)?
-        {
+        if let Some(entry) = self.catalog.drop_table(
+            &path.database_name,
+            &path.table_name,
+            request.ignore_if_not_exists,
+        )? {
             self.drop_table_data(&entry).await;
         }
         Ok(Empty {})
@@ -212,7 +250,10 @@ impl Service {
 
     fn get_table_info(&self, body: Bytes) -> Result<GetTableInfoResponse, ApiError> {
         let request: TablePathRequest = protocol::decode(body, "GetTableInfo")?;
-        let table = self.catalog.table(&request.table_path.database_name, &request.table_path.table_name)?;
+        let table = self.catalog.table(
+            &request.table_path.database_name,
+            &request.table_path.table_name,
+        )?;
         Ok(GetTableInfoResponse {
             table_id: table.id,
             schema_id: table.schema_id,
@@ -226,43 +267,71 @@ impl Service {
 
     fn list_tables(&self, body: Bytes) -> Result<ListTablesResponse, ApiError> {
         let request: ListTablesRequest = protocol::decode(body, "ListTables")?;
-        Ok(ListTablesResponse { table_name: self.catalog.list_tables(&request.database_name)? })
+        Ok(ListTablesResponse {
+            table_name: self.catalog.list_tables(&request.database_name)?,
+        })
     }
 
     fn list_partition_infos(&self, body: Bytes) -> Result<ListPartitionInfosResponse, ApiError> {
         let request: TablePathRequest = protocol::decode(body, "ListPartitionInfos")?;
-        let table = self.catalog.table(&request.table_path.database_name, &request.table_path.table_name)?;
+        let table = self.catalog.table(
+            &request.table_path.database_name,
+            &request.table_path.table_name,
+        )?;
         if !table.descriptor.is_partitioned() {
             return Err(ApiError::new(
                 code::TABLE_NOT_PARTITIONED,
                 format!("table {} is not partitioned", table.qualified_name()),
             ));
         }
-        Ok(ListPartitionInfosResponse { partitions_info: Vec::new(), system_partitions_included: None })
+        Ok(ListPartitionInfosResponse {
+            partitions_info: Vec::new(),
+            system_partitions_included: None,
+        })
     }
 
     fn table_exists(&self, body: Bytes) -> Result<ExistsResponse, ApiError> {
         let request: TablePathRequest = protocol::decode(body, "TableExists")?;
-        let exists = self.catalog.table(&request.table_path.database_name, &request.table_path.table_name).is_ok();
+        let exists = self
+            .catalog
+            .table(
+                &request.table_path.database_name,
+                &request.table_path.table_name,
+            )
+            .is_ok();
         Ok(ExistsResponse { exists })
     }
 
     fn get_table_schema(&self, body: Bytes) -> Result<GetTableSchemaResponse, ApiError> {
         let request: GetTableSchemaRequest = protocol::decode(body, "GetTableSchema")?;
-        let table = self.catalog.table(&request.table_path.database_name, &request.table_path.table_name)?;
+        let table = self.catalog.table(
+            &request.table_path.database_name,
+            &request.table_path.table_name,
+        )?;
         if let Some(schema_id) = request.schema_id
             && schema_id != table.schema_id
         {
             return Err(ApiError::new(
                 code::SCHEMA_NOT_EXIST,
-                format!("table {} has no schema {schema_id} (only {})", table.qualified_name(), table.schema_id),
+                format!(
+                    "table {} has no schema {schema_id} (only {})",
+                    table.qualified_name(),
+                    table.schema_id
+                ),
             ));
         }
-        let value: serde_json::Value = serde_json::from_slice(&table.json)
-            .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("stored table json: {e}")))?;
+        let value: serde_json::Value = serde_json::from_slice(&table.json).map_err(|e| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("stored table json: {e}"),
+            )
+        })?;
         let schema_json = serde_json::to_vec(&value["schema"])
             .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("schema json: {e}")))?;
-        Ok(GetTableSchemaResponse { schema_id: table.schema_id, schema_json })
+        Ok(GetTableSchemaResponse {
+            schema_id: table.schema_id,
+            schema_json,
+        })
     }
 
     fn server_node(&self) -> PbServerNode {
@@ -286,7 +355,10 @@ impl Service {
             ));
         }
         if let Some(id) = request.partitions_id.first() {
-            return Err(ApiError::new(code::PARTITION_NOT_EXISTS, format!("partition id {id} does not exist")));
+            return Err(ApiError::new(
+                code::PARTITION_NOT_EXISTS,
+                format!("partition id {id} does not exist"),
+            ));
         }
         let mut table_metadata = Vec::with_capacity(request.table_path.len());
         for path in &request.table_path {
@@ -305,16 +377,24 @@ impl Service {
         for path in &request.table_path {
             self.catalog.table(&path.database_name, &path.table_name)?;
         }
-        Ok(InitWriterResponse { writer_id: self.next_writer_id.fetch_add(1, Ordering::Relaxed) })
+        Ok(InitWriterResponse {
+            writer_id: self.next_writer_id.fetch_add(1, Ordering::Relaxed),
+        })
     }
 
     fn get_lake_snapshot(&self, body: Bytes) -> Result<GetLakeSnapshotResponse, ApiError> {
         let request: GetLakeSnapshotRequest = protocol::decode(body, "GetLakeSnapshot")?;
-        let table = self.catalog.table(&request.table_path.database_name, &request.table_path.table_name)?;
+        let table = self.catalog.table(
+            &request.table_path.database_name,
+            &request.table_path.table_name,
+        )?;
         let snapshot = self.lake.get(table.id).ok_or_else(|| {
             ApiError::new(
                 code::LAKE_SNAPSHOT_NOT_EXIST,
-                format!("table {} has no lake snapshot yet (tiering has not committed it)", table.qualified_name()),
+                format!(
+                    "table {} has no lake snapshot yet (tiering has not committed it)",
+                    table.qualified_name()
+                ),
             )
         })?;
         if let Some(wanted) = request.snapshot_id
@@ -351,10 +431,16 @@ impl Service {
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
-        let entry = self.catalog.table(database, table).map_err(|error| crate::Error::UnknownTable {
-            message: error.message,
-        })?;
-        if let Some(&(bucket, _)) = bucket_offsets.iter().find(|(b, _)| *b < 0 || *b >= entry.bucket_count) {
+        let entry =
+            self.catalog
+                .table(database, table)
+                .map_err(|error| crate::Error::UnknownTable {
+                    message: error.message,
+                })?;
+        if let Some(&(bucket, _)) = bucket_offsets
+            .iter()
+            .find(|(b, _)| *b < 0 || *b >= entry.bucket_count)
+        {
             return Err(crate::Error::Config {
                 message: format!(
                     "bucket {bucket} is out of range for {} with {} buckets",
@@ -366,10 +452,17 @@ impl Service {
         self.lake.set(entry.id, snapshot_id, bucket_offsets)
     }
 
-    pub(crate) fn lake_snapshot(&self, database: &str, table: &str) -> crate::Result<Option<crate::LakeSnapshot>> {
-        let entry = self.catalog.table(database, table).map_err(|error| crate::Error::UnknownTable {
-            message: error.message,
-        })?;
+    pub(crate) fn lake_snapshot(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> crate::Result<Option<crate::LakeSnapshot>> {
+        let entry =
+            self.catalog
+                .table(database, table)
+                .map_err(|error| crate::Error::UnknownTable {
+                    message: error.message,
+                })?;
         Ok(self.lake.get(entry.id))
     }
 
@@ -377,14 +470,20 @@ impl Service {
     /// refresh its metadata).
     pub(crate) fn table_runtime(&self, table_id: i64) -> Result<Arc<TableRuntime>, ApiError> {
         self.tablets.get(table_id).ok_or_else(|| {
-            ApiError::new(code::UNKNOWN_TABLE_OR_BUCKET, format!("unknown table id {table_id}"))
+            ApiError::new(
+                code::UNKNOWN_TABLE_OR_BUCKET,
+                format!("unknown table id {table_id}"),
+            )
         })
     }
 }
 
 fn table_metadata_of(table: &TableEntry) -> PbTableMetadata {
     PbTableMetadata {
-        table_path: PbTablePath { database_name: table.database.clone(), table_name: table.name.clone() },
+        table_path: PbTablePath {
+            database_name: table.database.clone(),
+            table_name: table.name.clone(),
+        },
         table_id: table.id,
         schema_id: table.schema_id,
         table_json: table.json.clone(),
@@ -437,10 +536,23 @@ mod tests {
         static FIXTURE: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
         FIXTURE.get_or_init(|| {
             let dir = tempfile::tempdir().unwrap();
-            let config = ServerConfig { data_dir: dir.path().to_path_buf(), fetch_wait_max_ms: 0, ..ServerConfig::default() };
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let service = runtime.block_on(Service::open(config, "127.0.0.1".into(), 9123)).unwrap();
-            Fixture { _dir: dir, runtime, service }
+            let config = ServerConfig {
+                data_dir: dir.path().to_path_buf(),
+                fetch_wait_max_ms: 0,
+                ..ServerConfig::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let service = runtime
+                .block_on(Service::open(config, "127.0.0.1".into(), 9123))
+                .unwrap();
+            Fixture {
+                _dir: dir,
+                runtime,
+                service,
+            }
         })
     }
 
@@ -455,8 +567,16 @@ mod tests {
 
     fn call(api_key: i16, version: i16, body: Bytes) -> (u8, Bytes) {
         let fixture = fixture();
-        let header = RequestHeader { api_key, api_version: version, request_id: 9 };
-        let (kind, id, body) = parse_response(fixture.runtime.block_on(fixture.service.handle(header, body)));
+        let header = RequestHeader {
+            api_key,
+            api_version: version,
+            request_id: 9,
+        };
+        let (kind, id, body) = parse_response(
+            fixture
+                .runtime
+                .block_on(fixture.service.handle(header, body)),
+        );
         assert_eq!(id, 9);
         (kind, body)
     }

@@ -19,14 +19,14 @@ pub use storage::{AppendInfo, KvTablet, LogTablet};
 pub fn storage_error(context: &str, error: storage::Error) -> ApiError {
     let code = match &error {
         storage::Error::OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE,
-        storage::Error::MalformedBatch { .. } | storage::Error::CrcMismatch { .. } | storage::Error::EmptyAppend => {
-            code::CORRUPT_RECORD
-        }
+        storage::Error::MalformedBatch { .. }
+        | storage::Error::CrcMismatch { .. }
+        | storage::Error::EmptyAppend => code::CORRUPT_RECORD,
         storage::Error::OffsetOutOfRange { .. } => code::LOG_OFFSET_OUT_OF_RANGE,
         storage::Error::KeyTooLarge { .. } => code::RECORD_TOO_LARGE,
-        storage::Error::Kv { .. } | storage::Error::CorruptKv { .. } | storage::Error::AppliedOffsetRegressed { .. } => {
-            code::KV_STORAGE_EXCEPTION
-        }
+        storage::Error::Kv { .. }
+        | storage::Error::CorruptKv { .. }
+        | storage::Error::AppliedOffsetRegressed { .. } => code::KV_STORAGE_EXCEPTION,
         _ => code::LOG_STORAGE_EXCEPTION,
     };
     ApiError::new(code, format!("{context}: {error}"))
@@ -59,25 +59,39 @@ pub struct Bucket {
 
 impl TableRuntime {
     pub fn bucket(&self, bucket_id: i32) -> Result<&Arc<Bucket>, ApiError> {
-        usize::try_from(bucket_id).ok().and_then(|i| self.buckets.get(i)).ok_or_else(|| {
-            ApiError::new(
-                code::UNKNOWN_TABLE_OR_BUCKET,
-                format!(
-                    "unknown bucket {bucket_id} of {} (it has {} buckets)",
-                    self.entry.qualified_name(),
-                    self.buckets.len()
-                ),
-            )
-        })
+        usize::try_from(bucket_id)
+            .ok()
+            .and_then(|i| self.buckets.get(i))
+            .ok_or_else(|| {
+                ApiError::new(
+                    code::UNKNOWN_TABLE_OR_BUCKET,
+                    format!(
+                        "unknown bucket {bucket_id} of {} (it has {} buckets)",
+                        self.entry.qualified_name(),
+                        self.buckets.len()
+                    ),
+                )
+            })
     }
 }
 
 impl Tablets {
     /// Opens the server's kv store under `root/kv`; tables are opened one by one.
-    pub fn open(root: PathBuf, log_config: LogConfig, kv_config: storage::KvConfig) -> crate::Result<Tablets> {
-        let kv_store = KvStore::open(&root.join("kv"), kv_config)
-            .map_err(|e| crate::Error::Storage { message: e.to_string() })?;
-        Ok(Tablets { root, log_config, kv_store, tables: RwLock::new(HashMap::new()) })
+    pub fn open(
+        root: PathBuf,
+        log_config: LogConfig,
+        kv_config: storage::KvConfig,
+    ) -> crate::Result<Tablets> {
+        let kv_store =
+            KvStore::open(&root.join("kv"), kv_config).map_err(|e| crate::Error::Storage {
+                message: e.to_string(),
+            })?;
+        Ok(Tablets {
+            root,
+            log_config,
+            kv_store,
+            tables: RwLock::new(HashMap::new()),
+        })
     }
 
     fn kv_tablet_name(table_id: i64, bucket_id: i32) -> String {
@@ -91,17 +105,30 @@ impl Tablets {
     pub async fn open_table(&self, entry: Arc<TableEntry>) -> crate::Result<()> {
         let dir = self.table_dir(entry.id);
         let row_type = entry.descriptor.schema().row_type();
-        let arrow_schema = fluss::record::to_arrow_schema(row_type).map_err(|e| crate::Error::Config {
-            message: format!("table {} has a schema silt cannot map to arrow: {e}", entry.qualified_name()),
-        })?;
+        let arrow_schema =
+            fluss::record::to_arrow_schema(row_type).map_err(|e| crate::Error::Config {
+                message: format!(
+                    "table {} has a schema silt cannot map to arrow: {e}",
+                    entry.qualified_name()
+                ),
+            })?;
         let mut buckets = Vec::with_capacity(entry.bucket_count as usize);
         for bucket_id in 0..entry.bucket_count {
             let bucket_dir = dir.join(format!("bucket-{bucket_id}"));
-            let log = LogTablet::open(&bucket_dir.join("log"), self.log_config)
-                .map_err(|e| crate::Error::Storage { message: e.to_string() })?;
+            let log = LogTablet::open(&bucket_dir.join("log"), self.log_config).map_err(|e| {
+                crate::Error::Storage {
+                    message: e.to_string(),
+                }
+            })?;
             let kv = if entry.has_primary_key() {
                 let name = Self::kv_tablet_name(entry.id, bucket_id);
-                Some(self.kv_store.open_tablet(&name).map_err(|e| crate::Error::Storage { message: e.to_string() })?)
+                Some(
+                    self.kv_store
+                        .open_tablet(&name)
+                        .map_err(|e| crate::Error::Storage {
+                            message: e.to_string(),
+                        })?,
+                )
             } else {
                 None
             };
@@ -113,28 +140,50 @@ impl Tablets {
                 write_lock: tokio::sync::Mutex::new(()),
             }));
         }
-        let runtime = Arc::new(TableRuntime { entry: entry.clone(), arrow_schema, buckets });
+        let runtime = Arc::new(TableRuntime {
+            entry: entry.clone(),
+            arrow_schema,
+            buckets,
+        });
         for bucket in &runtime.buckets {
             crate::kv::recover(&runtime, bucket).map_err(|e| crate::Error::Storage {
-                message: format!("recovering kv of {} bucket {}: {}", entry.qualified_name(), bucket.id, e.message),
+                message: format!(
+                    "recovering kv of {} bucket {}: {}",
+                    entry.qualified_name(),
+                    bucket.id,
+                    e.message
+                ),
             })?;
         }
-        self.tables.write().unwrap_or_else(|p| p.into_inner()).insert(entry.id, runtime);
+        self.tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entry.id, runtime);
         Ok(())
     }
 
     pub fn get(&self, table_id: i64) -> Option<Arc<TableRuntime>> {
-        self.tables.read().unwrap_or_else(|p| p.into_inner()).get(&table_id).cloned()
+        self.tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&table_id)
+            .cloned()
     }
 
     /// Forgets the table and deletes its files once in-flight writes have finished.
     pub async fn drop_table(&self, entry: &TableEntry) {
-        let removed = self.tables.write().unwrap_or_else(|p| p.into_inner()).remove(&entry.id);
+        let removed = self
+            .tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&entry.id);
         if let Some(runtime) = removed {
             for bucket in &runtime.buckets {
                 let _guard = bucket.write_lock.lock().await;
                 if bucket.kv.is_some()
-                    && let Err(error) = self.kv_store.drop_tablet(&Self::kv_tablet_name(entry.id, bucket.id))
+                    && let Err(error) = self
+                        .kv_store
+                        .drop_tablet(&Self::kv_tablet_name(entry.id, bucket.id))
                 {
                     tracing::warn!(%error, "cannot drop kv tablet of dropped table");
                 }
@@ -149,8 +198,13 @@ impl Tablets {
     }
 
     pub async fn close_all(&self) {
-        let tables: Vec<Arc<TableRuntime>> =
-            self.tables.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let tables: Vec<Arc<TableRuntime>> = self
+            .tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
         for table in tables {
             for bucket in &table.buckets {
                 // Waiting for the write lock lets an in-flight append finish durably.
@@ -198,7 +252,9 @@ impl WriterTable {
         if sequence != expected {
             return Err(ApiError::new(
                 code::OUT_OF_ORDER_SEQUENCE,
-                format!("out of order batch sequence {sequence} for writer {writer_id} (expected {expected})"),
+                format!(
+                    "out of order batch sequence {sequence} for writer {writer_id} (expected {expected})"
+                ),
             ));
         }
         Ok(WriterCheck::Append)
@@ -226,9 +282,15 @@ mod tests {
         assert_eq!(table.check(7, 0), Ok(WriterCheck::Append));
         table.record(7, 0, 0);
         table.record(7, 1, 10);
-        assert_eq!(table.check(7, 1), Ok(WriterCheck::Duplicate { base_offset: 10 }));
+        assert_eq!(
+            table.check(7, 1),
+            Ok(WriterCheck::Duplicate { base_offset: 10 })
+        );
         assert_eq!(table.check(7, 2), Ok(WriterCheck::Append));
-        assert_eq!(table.check(7, 5).unwrap_err().code, code::OUT_OF_ORDER_SEQUENCE);
+        assert_eq!(
+            table.check(7, 5).unwrap_err().code,
+            code::OUT_OF_ORDER_SEQUENCE
+        );
         assert_eq!(table.check(-1, 3), Ok(WriterCheck::Append));
         assert_eq!(table.check(8, 9), Ok(WriterCheck::Append));
     }

@@ -80,8 +80,14 @@ impl BenchConfig {
                 other => bail!("unknown flag {other} (try --help)"),
             }
         }
-        ensure!(config.rows > 0 && config.batch_rows > 0 && config.buckets > 0, "counts must be positive");
-        ensure!(config.keys > 0 && config.lookups > 0, "--keys and --lookups must be positive");
+        ensure!(
+            config.rows > 0 && config.batch_rows > 0 && config.buckets > 0,
+            "counts must be positive"
+        );
+        ensure!(
+            config.keys > 0 && config.lookups > 0,
+            "--keys and --lookups must be positive"
+        );
         if config.label.is_empty() {
             config.label = config.bootstrap.clone();
         }
@@ -122,7 +128,14 @@ impl Latency {
     fn of(mut samples: Vec<Duration>) -> Self {
         samples.sort_unstable();
         let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
-        Latency { samples: samples.len(), misses: 0, misses_after_2s: 0, p50: at(0.50), p99: at(0.99), max: *samples.last().unwrap_or(&Duration::ZERO) }
+        Latency {
+            samples: samples.len(),
+            misses: 0,
+            misses_after_2s: 0,
+            p50: at(0.50),
+            p99: at(0.99),
+            max: *samples.last().unwrap_or(&Duration::ZERO),
+        }
     }
 }
 
@@ -150,21 +163,37 @@ fn batch(start: i64, rows: i64) -> Result<(RecordBatch, u64)> {
     let ts = Int64Array::from_iter_values((start..start + rows).map(|i| 1_700_000_000_000 + i));
     let payload: StringArray = (0..rows).map(|_| Some(PAYLOAD)).collect();
     let bytes = rows as u64 * (8 + 8 + PAYLOAD.len() as u64);
-    let batch = RecordBatch::try_new(arrow_schema(), vec![Arc::new(ids), Arc::new(ts), Arc::new(payload)])?;
+    let batch = RecordBatch::try_new(
+        arrow_schema(),
+        vec![Arc::new(ids), Arc::new(ts), Arc::new(payload)],
+    )?;
     Ok((batch, bytes))
 }
 
 /// Creates `silt_bench.<name>_<unix ms>`: a name never used before, so a run never meets the
 /// state of an earlier run's table of the same name.
-async fn fresh_table(admin: &FlussAdmin, name: &str, descriptor: &TableDescriptor) -> Result<TablePath> {
+async fn fresh_table(
+    admin: &FlussAdmin,
+    name: &str,
+    descriptor: &TableDescriptor,
+) -> Result<TablePath> {
     admin.create_database(DATABASE, None, true).await?;
-    let unique_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+    let unique_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis();
     let path = TablePath::new(DATABASE, format!("{name}_{unique_ms}"));
-    admin.create_table(&path, descriptor, false).await.with_context(|| format!("create {path}"))?;
+    admin
+        .create_table(&path, descriptor, false)
+        .await
+        .with_context(|| format!("create {path}"))?;
     Ok(path)
 }
 
-async fn produce(connection: &FlussConnection, path: &TablePath, config: &BenchConfig) -> Result<Throughput> {
+async fn produce(
+    connection: &FlussConnection,
+    path: &TablePath,
+    config: &BenchConfig,
+) -> Result<Throughput> {
     let table = connection.get_table(path).await?;
     let writer = table.new_append()?.create_writer()?;
     // Build batches before the clock starts, so the figure is the server's and the wire's.
@@ -183,11 +212,21 @@ async fn produce(connection: &FlussConnection, path: &TablePath, config: &BenchC
         // Dropping the future is fine: flush() below waits for every acknowledgement.
         drop(writer.append_arrow_batch(batch)?);
     }
-    tokio::time::timeout(config.deadline, writer.flush()).await.context("produce deadline")??;
-    Ok(Throughput { rows: config.rows, bytes, elapsed: started.elapsed() })
+    tokio::time::timeout(config.deadline, writer.flush())
+        .await
+        .context("produce deadline")??;
+    Ok(Throughput {
+        rows: config.rows,
+        bytes,
+        elapsed: started.elapsed(),
+    })
 }
 
-async fn fetch(connection: &FlussConnection, path: &TablePath, config: &BenchConfig) -> Result<Throughput> {
+async fn fetch(
+    connection: &FlussConnection,
+    path: &TablePath,
+    config: &BenchConfig,
+) -> Result<Throughput> {
     let table = connection.get_table(path).await?;
     let scanner = table.new_scan().create_record_batch_log_scanner()?;
     for bucket in 0..config.buckets {
@@ -197,7 +236,11 @@ async fn fetch(connection: &FlussConnection, path: &TablePath, config: &BenchCon
     let mut rows = 0i64;
     let mut bytes = 0u64;
     while rows < config.rows {
-        ensure!(started.elapsed() < config.deadline, "fetch deadline: {rows} of {} rows", config.rows);
+        ensure!(
+            started.elapsed() < config.deadline,
+            "fetch deadline: {rows} of {} rows",
+            config.rows
+        );
         for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
             let batch = scan_batch.batch();
             let payload = batch
@@ -208,7 +251,11 @@ async fn fetch(connection: &FlussConnection, path: &TablePath, config: &BenchCon
             bytes += batch.num_rows() as u64 * 16 + payload.value_data().len() as u64;
         }
     }
-    Ok(Throughput { rows, bytes, elapsed: started.elapsed() })
+    Ok(Throughput {
+        rows,
+        bytes,
+        elapsed: started.elapsed(),
+    })
 }
 
 async fn upsert_and_lookup(
@@ -226,9 +273,15 @@ async fn upsert_and_lookup(
         row.set_field(2, PAYLOAD);
         drop(writer.upsert(&row)?);
     }
-    tokio::time::timeout(config.deadline, writer.flush()).await.context("upsert deadline")??;
+    tokio::time::timeout(config.deadline, writer.flush())
+        .await
+        .context("upsert deadline")??;
     let bytes = config.keys as u64 * (16 + PAYLOAD.len() as u64);
-    let upsert = Throughput { rows: config.keys, bytes, elapsed: started.elapsed() };
+    let upsert = Throughput {
+        rows: config.keys,
+        bytes,
+        elapsed: started.elapsed(),
+    };
 
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
     let mut samples = Vec::with_capacity(config.lookups);
@@ -239,8 +292,14 @@ async fn upsert_and_lookup(
     let mut state: u64 = 0x5eed;
     let started = Instant::now();
     for _ in 0..config.lookups {
-        ensure!(started.elapsed() < config.deadline, "lookup deadline after {} lookups", samples.len());
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ensure!(
+            started.elapsed() < config.deadline,
+            "lookup deadline after {} lookups",
+            samples.len()
+        );
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let id = ((state >> 33) % config.keys as u64) as i64;
         let mut key = GenericRow::new(1);
         key.set_field(0, id);
@@ -272,7 +331,9 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport> {
     client.bootstrap_servers = config.bootstrap.clone();
     client.writer_acks = "all".into();
     client.lookup_batch_timeout_ms = config.lookup_batch_timeout_ms;
-    let connection = FlussConnection::new(client).await.with_context(|| format!("connect to {}", config.bootstrap))?;
+    let connection = FlussConnection::new(client)
+        .await
+        .with_context(|| format!("connect to {}", config.bootstrap))?;
     let admin = connection.get_admin()?;
 
     let log_schema = Schema::builder()
@@ -285,12 +346,25 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport> {
         .distributed_by(Some(config.buckets), vec!["id".into()])
         .build()?;
     let log_path = fresh_table(&admin, "bench_log", &log).await?;
-    eprintln!("produce: {} rows in batches of {} into {} buckets", config.rows, config.batch_rows, config.buckets);
+    eprintln!(
+        "produce: {} rows in batches of {} into {} buckets",
+        config.rows, config.batch_rows, config.buckets
+    );
     let produce = produce(&connection, &log_path, config).await?;
-    eprintln!("  {:.0} rows/s, {:.1} MB/s in {:?}", produce.rows_per_s(), produce.mb_per_s(), produce.elapsed);
+    eprintln!(
+        "  {:.0} rows/s, {:.1} MB/s in {:?}",
+        produce.rows_per_s(),
+        produce.mb_per_s(),
+        produce.elapsed
+    );
     eprintln!("fetch: {} rows", config.rows);
     let fetch = fetch(&connection, &log_path, config).await?;
-    eprintln!("  {:.0} rows/s, {:.1} MB/s in {:?}", fetch.rows_per_s(), fetch.mb_per_s(), fetch.elapsed);
+    eprintln!(
+        "  {:.0} rows/s, {:.1} MB/s in {:?}",
+        fetch.rows_per_s(),
+        fetch.mb_per_s(),
+        fetch.elapsed
+    );
 
     let kv_schema = Schema::builder()
         .column("id", DataTypes::bigint())
@@ -303,30 +377,73 @@ pub async fn run_bench(config: &BenchConfig) -> Result<BenchReport> {
         .distributed_by(Some(config.buckets), vec![])
         .build()?;
     let kv_path = fresh_table(&admin, "bench_kv", &kv).await?;
-    eprintln!("upsert: {} keys, then {} lookups", config.keys, config.lookups);
+    eprintln!(
+        "upsert: {} keys, then {} lookups",
+        config.keys, config.lookups
+    );
     let (upsert, lookup) = upsert_and_lookup(&connection, &kv_path, config).await?;
-    eprintln!("  upsert {:.0} rows/s; lookup p50 {:?} p99 {:?}", upsert.rows_per_s(), lookup.p50, lookup.p99);
+    eprintln!(
+        "  upsert {:.0} rows/s; lookup p50 {:?} p99 {:?}",
+        upsert.rows_per_s(),
+        lookup.p50,
+        lookup.p99
+    );
 
     admin.drop_table(&log_path, true).await?;
     admin.drop_table(&kv_path, true).await?;
-    Ok(BenchReport { produce, fetch, upsert, lookup })
+    Ok(BenchReport {
+        produce,
+        fetch,
+        upsert,
+        lookup,
+    })
 }
 
 fn print_report(config: &BenchConfig, report: &BenchReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("hotstore bench: {} ({}), acks=all", config.label, config.bootstrap);
+    println!(
+        "hotstore bench: {} ({}), acks=all",
+        config.label, config.bootstrap
+    );
     println!("| metric                 | value        |");
     println!("|------------------------|--------------|");
-    println!("| produce rows/s         | {:>12.0} |", report.produce.rows_per_s());
-    println!("| produce MB/s           | {:>12.1} |", report.produce.mb_per_s());
-    println!("| fetch rows/s           | {:>12.0} |", report.fetch.rows_per_s());
-    println!("| fetch MB/s             | {:>12.1} |", report.fetch.mb_per_s());
-    println!("| upsert rows/s          | {:>12.0} |", report.upsert.rows_per_s());
-    println!("| lookup p50 ms          | {:>12.3} |", ms(report.lookup.p50));
-    println!("| lookup p99 ms          | {:>12.3} |", ms(report.lookup.p99));
-    println!("| lookup max ms          | {:>12.3} |", ms(report.lookup.max));
+    println!(
+        "| produce rows/s         | {:>12.0} |",
+        report.produce.rows_per_s()
+    );
+    println!(
+        "| produce MB/s           | {:>12.1} |",
+        report.produce.mb_per_s()
+    );
+    println!(
+        "| fetch rows/s           | {:>12.0} |",
+        report.fetch.rows_per_s()
+    );
+    println!(
+        "| fetch MB/s             | {:>12.1} |",
+        report.fetch.mb_per_s()
+    );
+    println!(
+        "| upsert rows/s          | {:>12.0} |",
+        report.upsert.rows_per_s()
+    );
+    println!(
+        "| lookup p50 ms          | {:>12.3} |",
+        ms(report.lookup.p50)
+    );
+    println!(
+        "| lookup p99 ms          | {:>12.3} |",
+        ms(report.lookup.p99)
+    );
+    println!(
+        "| lookup max ms          | {:>12.3} |",
+        ms(report.lookup.max)
+    );
     println!("| lookup misses          | {:>12} |", report.lookup.misses);
-    println!("| ... still missing 2s later | {:>8} |", report.lookup.misses_after_2s);
+    println!(
+        "| ... still missing 2s later | {:>8} |",
+        report.lookup.misses_after_2s
+    );
     println!(
         "rows={} bytes={} produce_s={:.3} fetch_s={:.3} keys={} lookups={}",
         report.produce.rows,
@@ -350,6 +467,10 @@ async fn try_main() -> Result<()> {
     let config = BenchConfig::from_args()?;
     let report = run_bench(&config).await?;
     print_report(&config, &report);
-    ensure!(report.lookup.misses == 0, "{} lookups of written keys found nothing", report.lookup.misses);
+    ensure!(
+        report.lookup.misses == 0,
+        "{} lookups of written keys found nothing",
+        report.lookup.misses
+    );
     Ok(())
 }

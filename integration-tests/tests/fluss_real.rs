@@ -18,7 +18,10 @@ async fn scenario_against_real_fluss() -> Result<()> {
         Ok(bootstrap) => (bootstrap, None),
         Err(_) => match RealFluss::start("scenario")? {
             Started::Running(cluster) => {
-                eprintln!("real Fluss started in {:?} at {}", cluster.start_duration, cluster.bootstrap);
+                eprintln!(
+                    "real Fluss started in {:?} at {}",
+                    cluster.start_duration, cluster.bootstrap
+                );
                 (cluster.bootstrap.clone(), Some(cluster))
             }
             Started::Skipped(reason) => {
@@ -34,7 +37,10 @@ async fn scenario_against_real_fluss() -> Result<()> {
     let record = scenario::run_scenario(&bootstrap).await?;
     println!("{record:#?}");
     check_record(&record);
-    assert!(scenario::differences(&record, &record).is_empty(), "a record agrees with itself");
+    assert!(
+        scenario::differences(&record, &record).is_empty(),
+        "a record agrees with itself"
+    );
 
     // The same scenario against silt's hotstore; every difference is printed, and those not
     // explained in fluss-real/OBSERVED.md fail the test.
@@ -59,21 +65,57 @@ async fn scenario_against_real_fluss() -> Result<()> {
 
 /// What the issue states a Fluss server does; the real server must pass it, and so must silt.
 fn check_record(record: &ScenarioRecord) {
-    let kinds: Vec<&str> = record.changelog.iter().map(|e| e.change_type.as_str()).collect();
-    assert_eq!(kinds, ["+I", "+I", "-U", "+U", "-D"], "changelog of upsert(1) upsert(2) upsert(1') delete(2)");
+    let kinds: Vec<&str> = record
+        .changelog
+        .iter()
+        .map(|e| e.change_type.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["+I", "+I", "-U", "+U", "-D"],
+        "changelog of upsert(1) upsert(2) upsert(1') delete(2)"
+    );
     let offsets: Vec<i64> = record.changelog.iter().map(|e| e.offset).collect();
     assert_eq!(offsets, [0, 1, 2, 3, 4]);
 
-    assert_eq!(record.pk_offsets.latest[&0], 5, "latest offset of the PK table's bucket after the sequence");
-    let alice2 = |score| Some(UserRow { id: 1, name: Some("alice2".into()), score: Some(score) });
+    assert_eq!(
+        record.pk_offsets.latest[&0], 5,
+        "latest offset of the PK table's bucket after the sequence"
+    );
+    let alice2 = |score| {
+        Some(UserRow {
+            id: 1,
+            name: Some("alice2".into()),
+            score: Some(score),
+        })
+    };
     assert_eq!(record.lookups["after_sequence/1"], alice2(11));
     assert_eq!(record.lookups["after_sequence/2"], None, "deleted key");
-    assert_eq!(record.lookups["after_sequence/3"], None, "never written key");
-    assert_eq!(record.lookups["after_partial_update/1"], alice2(99), "partial update keeps name");
-    let kinds: Vec<&str> = record.partial_update_changelog.iter().map(|e| e.change_type.as_str()).collect();
+    assert_eq!(
+        record.lookups["after_sequence/3"], None,
+        "never written key"
+    );
+    assert_eq!(
+        record.lookups["after_partial_update/1"],
+        alice2(99),
+        "partial update keeps name"
+    );
+    let kinds: Vec<&str> = record
+        .partial_update_changelog
+        .iter()
+        .map(|e| e.change_type.as_str())
+        .collect();
     assert_eq!(kinds, ["-U", "+U"], "partial update changelog");
-    let offsets: Vec<i64> = record.partial_update_changelog.iter().map(|e| e.offset).collect();
-    assert_eq!(offsets, [0, 1], "partial update offsets, relative to the log end before it");
+    let offsets: Vec<i64> = record
+        .partial_update_changelog
+        .iter()
+        .map(|e| e.offset)
+        .collect();
+    assert_eq!(
+        offsets,
+        [0, 1],
+        "partial update offsets, relative to the log end before it"
+    );
     // Not asserted: `unchanged_upsert_changelog`. Real Fluss 0.9.1 appends -U/+U for an upsert
     // that changes nothing; silt's design appends nothing (see fluss-real/OBSERVED.md).
 
@@ -81,18 +123,36 @@ fn check_record(record: &ScenarioRecord) {
         Outcome::Api { code, .. } => Some(*code),
         _ => None,
     };
-    assert_eq!(api("create_database/duplicate"), Some(6), "DatabaseAlreadyExist");
+    assert_eq!(
+        api("create_database/duplicate"),
+        Some(6),
+        "DatabaseAlreadyExist"
+    );
     assert_eq!(api("create_table/duplicate"), Some(8), "TableAlreadyExist");
-    assert_eq!(api("get_table_info/unknown_table"), Some(7), "TableNotExist");
+    assert_eq!(
+        api("get_table_info/unknown_table"),
+        Some(7),
+        "TableNotExist"
+    );
     assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
 
     let rows = 2 * scenario::LOG_ROWS_PER_BATCH as usize;
-    assert_eq!(record.log.scanned.values().map(Vec::len).sum::<usize>(), rows);
+    assert_eq!(
+        record.log.scanned.values().map(Vec::len).sum::<usize>(),
+        rows
+    );
     for (bucket, scanned) in &record.log.scanned {
         let offsets: Vec<i64> = scanned.iter().map(|(offset, _)| *offset).collect();
         let contiguous: Vec<i64> = (0..scanned.len() as i64).collect();
-        assert_eq!(offsets, contiguous, "bucket {bucket} offsets are contiguous from 0");
-        assert_eq!(record.log.offsets.latest[bucket], scanned.len() as i64, "latest = high watermark");
+        assert_eq!(
+            offsets, contiguous,
+            "bucket {bucket} offsets are contiguous from 0"
+        );
+        assert_eq!(
+            record.log.offsets.latest[bucket],
+            scanned.len() as i64,
+            "latest = high watermark"
+        );
     }
     assert_eq!(record.log.projected_columns, ["id", "amount"]);
 }

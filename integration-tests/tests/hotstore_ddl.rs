@@ -44,11 +44,21 @@ async fn databases_and_tables_round_trip() -> Result<()> {
     // Databases: the default one exists, a new one can be created once.
     assert!(admin.database_exists("fluss").await?);
     admin.create_database("shop", None, false).await?;
-    let duplicate = admin.create_database("shop", None, false).await.unwrap_err();
-    assert_eq!(api_code(&duplicate), Some(6), "DatabaseAlreadyExist: {duplicate}");
+    let duplicate = admin
+        .create_database("shop", None, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_code(&duplicate),
+        Some(6),
+        "DatabaseAlreadyExist: {duplicate}"
+    );
     admin.create_database("shop", None, true).await?;
     let databases = admin.list_databases().await?;
-    assert!(databases.contains(&"shop".to_string()) && databases.contains(&"fluss".to_string()), "{databases:?}");
+    assert!(
+        databases.contains(&"shop".to_string()) && databases.contains(&"fluss".to_string()),
+        "{databases:?}"
+    );
     let info = admin.get_database_info("shop").await?;
     assert_eq!(info.database_name(), "shop");
     let unknown = admin.get_database_info("nope").await.unwrap_err();
@@ -57,38 +67,85 @@ async fn databases_and_tables_round_trip() -> Result<()> {
     // Tables: a log table with 3 buckets and lake properties, a PK table with default buckets.
     let orders = TablePath::new("shop", "orders");
     let users = TablePath::new("shop", "users");
-    admin.create_table(&orders, &log_descriptor(3)?, false).await?;
-    admin.create_table(&users, &pk_descriptor(None)?, false).await?;
-    let duplicate = admin.create_table(&orders, &log_descriptor(3)?, false).await.unwrap_err();
-    assert_eq!(api_code(&duplicate), Some(8), "TableAlreadyExist: {duplicate}");
-    admin.create_table(&orders, &log_descriptor(3)?, true).await?;
-    let in_unknown_db = admin.create_table(&TablePath::new("nope", "t"), &log_descriptor(1)?, false).await.unwrap_err();
-    assert_eq!(api_code(&in_unknown_db), Some(4), "DatabaseNotExist: {in_unknown_db}");
+    admin
+        .create_table(&orders, &log_descriptor(3)?, false)
+        .await?;
+    admin
+        .create_table(&users, &pk_descriptor(None)?, false)
+        .await?;
+    let duplicate = admin
+        .create_table(&orders, &log_descriptor(3)?, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_code(&duplicate),
+        Some(8),
+        "TableAlreadyExist: {duplicate}"
+    );
+    admin
+        .create_table(&orders, &log_descriptor(3)?, true)
+        .await?;
+    let in_unknown_db = admin
+        .create_table(&TablePath::new("nope", "t"), &log_descriptor(1)?, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_code(&in_unknown_db),
+        Some(4),
+        "DatabaseNotExist: {in_unknown_db}"
+    );
 
     let mut tables = admin.list_tables("shop").await?;
     tables.sort();
     assert_eq!(tables, ["orders", "users"]);
     assert!(admin.table_exists(&orders).await?);
-    assert!(!admin.table_exists(&TablePath::new("shop", "orderz")).await?);
+    assert!(
+        !admin
+            .table_exists(&TablePath::new("shop", "orderz"))
+            .await?
+    );
 
     let orders_info = admin.get_table_info(&orders).await?;
     assert_eq!(orders_info.get_num_buckets(), 3);
-    assert_eq!(orders_info.get_properties().get("table.datalake.enabled").map(String::as_str), Some("true"));
-    assert_eq!(orders_info.get_properties().get("table.datalake.freshness").map(String::as_str), Some("30s"));
+    assert_eq!(
+        orders_info
+            .get_properties()
+            .get("table.datalake.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        orders_info
+            .get_properties()
+            .get("table.datalake.freshness")
+            .map(String::as_str),
+        Some("30s")
+    );
     assert!(!orders_info.has_primary_key());
     let users_info = admin.get_table_info(&users).await?;
     assert!(users_info.has_primary_key());
     assert_eq!(users_info.get_num_buckets(), 1, "default bucket count");
-    assert_eq!(users_info.get_bucket_keys(), ["id"], "bucket keys default to the primary key");
+    assert_eq!(
+        users_info.get_bucket_keys(),
+        ["id"],
+        "bucket keys default to the primary key"
+    );
     let schema = admin.get_table_schema(&users, None).await?;
     assert_eq!(schema.schema_id(), users_info.get_schema_id());
 
-    let unknown = admin.get_table_info(&TablePath::new("shop", "orderz")).await.unwrap_err();
+    let unknown = admin
+        .get_table_info(&TablePath::new("shop", "orderz"))
+        .await
+        .unwrap_err();
     assert_eq!(api_code(&unknown), Some(7), "TableNotExist: {unknown}");
 
     // Drop: a non-empty database needs cascade; dropped tables are gone.
     let not_empty = admin.drop_database("shop", false, false).await.unwrap_err();
-    assert_eq!(api_code(&not_empty), Some(5), "DatabaseNotEmpty: {not_empty}");
+    assert_eq!(
+        api_code(&not_empty),
+        Some(5),
+        "DatabaseNotEmpty: {not_empty}"
+    );
     admin.drop_table(&orders, false).await?;
     let gone = admin.drop_table(&orders, false).await.unwrap_err();
     assert_eq!(api_code(&gone), Some(7), "TableNotExist: {gone}");
@@ -111,7 +168,13 @@ async fn catalog_survives_restart() -> Result<()> {
         let connection = connect(&server).await?;
         let admin = connection.get_admin()?;
         admin.create_database("keep", None, false).await?;
-        admin.create_table(&TablePath::new("keep", "t"), &pk_descriptor(Some(4))?, false).await?;
+        admin
+            .create_table(
+                &TablePath::new("keep", "t"),
+                &pk_descriptor(Some(4))?,
+                false,
+            )
+            .await?;
     }
     server.shutdown().await?;
 

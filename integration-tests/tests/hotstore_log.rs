@@ -27,7 +27,10 @@ fn descriptor() -> Result<TableDescriptor> {
         .column("name", DataTypes::string())
         .column("amount", DataTypes::int())
         .build()?;
-    Ok(TableDescriptor::builder().schema(schema).distributed_by(Some(BUCKETS), vec![]).build()?)
+    Ok(TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(BUCKETS), vec![])
+        .build()?)
 }
 
 fn arrow_batch(start: i64, rows: i64) -> Result<RecordBatch> {
@@ -70,19 +73,48 @@ async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> 
     tokio::time::timeout(DEADLINE, writer.flush()).await??;
 
     let buckets: Vec<i32> = (0..BUCKETS).collect();
-    let latest = admin.list_offsets(&path, &buckets, OffsetSpec::Latest).await?;
-    let earliest = admin.list_offsets(&path, &buckets, OffsetSpec::Earliest).await?;
-    ensure!(latest.values().sum::<i64>() == ROWS, "latest offsets {latest:?} sum to {ROWS}");
-    ensure!(earliest.values().all(|&o| o == 0), "earliest offsets {earliest:?}");
-    ensure!(latest.values().filter(|&&o| o > 0).count() >= 2, "rows spread across buckets: {latest:?}");
-    let by_time = admin.list_offsets(&path, &buckets, OffsetSpec::Timestamp(before_ms)).await?;
-    ensure!(by_time.values().all(|&o| o == 0), "timestamp before the writes gives offset 0: {by_time:?}");
-    let future = admin.list_offsets(&path, &buckets, OffsetSpec::Timestamp(now_ms() + 3_600_000)).await;
-    let code = future.as_ref().err().and_then(|e| hotstore_support::api_code(e));
-    ensure!(code == Some(38), "a timestamp in the future is InvalidTimestamp (38) as in Fluss: {future:?}");
+    let latest = admin
+        .list_offsets(&path, &buckets, OffsetSpec::Latest)
+        .await?;
+    let earliest = admin
+        .list_offsets(&path, &buckets, OffsetSpec::Earliest)
+        .await?;
+    ensure!(
+        latest.values().sum::<i64>() == ROWS,
+        "latest offsets {latest:?} sum to {ROWS}"
+    );
+    ensure!(
+        earliest.values().all(|&o| o == 0),
+        "earliest offsets {earliest:?}"
+    );
+    ensure!(
+        latest.values().filter(|&&o| o > 0).count() >= 2,
+        "rows spread across buckets: {latest:?}"
+    );
+    let by_time = admin
+        .list_offsets(&path, &buckets, OffsetSpec::Timestamp(before_ms))
+        .await?;
+    ensure!(
+        by_time.values().all(|&o| o == 0),
+        "timestamp before the writes gives offset 0: {by_time:?}"
+    );
+    let future = admin
+        .list_offsets(&path, &buckets, OffsetSpec::Timestamp(now_ms() + 3_600_000))
+        .await;
+    let code = future
+        .as_ref()
+        .err()
+        .and_then(|e| hotstore_support::api_code(e));
+    ensure!(
+        code == Some(38),
+        "a timestamp in the future is InvalidTimestamp (38) as in Fluss: {future:?}"
+    );
 
     // Scan (id, amount) from earliest; per bucket the offsets are contiguous from 0.
-    let scanner = table.new_scan().project(&[0, 2])?.create_record_batch_log_scanner()?;
+    let scanner = table
+        .new_scan()
+        .project(&[0, 2])?
+        .create_record_batch_log_scanner()?;
     for bucket in &buckets {
         scanner.subscribe(*bucket, EARLIEST_OFFSET).await?;
     }
@@ -91,25 +123,54 @@ async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> 
     let mut rows = 0i64;
     let started = Instant::now();
     while rows < ROWS {
-        ensure!(started.elapsed() < DEADLINE, "scanned {rows} of {ROWS} rows within {DEADLINE:?}");
+        ensure!(
+            started.elapsed() < DEADLINE,
+            "scanned {rows} of {ROWS} rows within {DEADLINE:?}"
+        );
         for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
             let bucket = scan_batch.bucket().bucket_id();
             let batch = scan_batch.batch();
-            ensure!(batch.num_columns() == 2, "projection keeps 2 columns, got {}", batch.num_columns());
+            ensure!(
+                batch.num_columns() == 2,
+                "projection keeps 2 columns, got {}",
+                batch.num_columns()
+            );
             let expected = next_offset[&bucket];
-            ensure!(scan_batch.base_offset() == expected, "bucket {bucket}: batch at {} after {expected}", scan_batch.base_offset());
+            ensure!(
+                scan_batch.base_offset() == expected,
+                "bucket {bucket}: batch at {} after {expected}",
+                scan_batch.base_offset()
+            );
             next_offset.insert(bucket, expected + batch.num_rows() as i64);
-            let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().expect("id is BIGINT");
-            let amounts = batch.column(1).as_any().downcast_ref::<Int32Array>().expect("amount is INT");
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("id is BIGINT");
+            let amounts = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int32Array>()
+                .expect("amount is INT");
             for i in 0..batch.num_rows() {
                 let id = ids.value(i);
-                ensure!(amounts.value(i) == (id % 1000) as i32, "row {id} has amount {}", amounts.value(i));
-                ensure!(!std::mem::replace(&mut seen[id as usize], true), "row {id} scanned twice");
+                ensure!(
+                    amounts.value(i) == (id % 1000) as i32,
+                    "row {id} has amount {}",
+                    amounts.value(i)
+                );
+                ensure!(
+                    !std::mem::replace(&mut seen[id as usize], true),
+                    "row {id} scanned twice"
+                );
             }
             rows += batch.num_rows() as i64;
         }
     }
-    ensure!(next_offset == latest.into_iter().collect(), "scan ends at the high watermarks");
+    ensure!(
+        next_offset == latest.into_iter().collect(),
+        "scan ends at the high watermarks"
+    );
     server.shutdown().await?;
     Ok(())
 }
@@ -121,7 +182,10 @@ async fn fetch_from_earliest_after_restart() -> Result<()> {
     {
         let server = start_server(dir.path()).await?;
         let connection = connect(&server).await?;
-        connection.get_admin()?.create_table(&path, &descriptor()?, false).await?;
+        connection
+            .get_admin()?
+            .create_table(&path, &descriptor()?, false)
+            .await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_append()?.create_writer()?;
         drop(writer.append_arrow_batch(arrow_batch(0, 1000)?)?);
@@ -138,19 +202,32 @@ async fn fetch_from_earliest_after_restart() -> Result<()> {
     let mut ids = Vec::new();
     let started = Instant::now();
     while ids.len() < 1000 {
-        ensure!(started.elapsed() < DEADLINE, "scanned {} of 1000 rows after restart", ids.len());
+        ensure!(
+            started.elapsed() < DEADLINE,
+            "scanned {} of 1000 rows after restart",
+            ids.len()
+        );
         for record in scanner.poll(Duration::from_millis(500)).await? {
             ids.push(record.row().get_long(0)?);
         }
     }
     ids.sort();
-    ensure!(ids == (0..1000).collect::<Vec<i64>>(), "all rows come back after a restart");
-    let latest = connection.get_admin()?.list_offsets(&path, &[0, 1, 2], OffsetSpec::Latest).await?;
+    ensure!(
+        ids == (0..1000).collect::<Vec<i64>>(),
+        "all rows come back after a restart"
+    );
+    let latest = connection
+        .get_admin()?
+        .list_offsets(&path, &[0, 1, 2], OffsetSpec::Latest)
+        .await?;
     ensure!(latest.values().sum::<i64>() == 1000, "{latest:?}");
     server.shutdown().await?;
     Ok(())
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -23,10 +23,20 @@ async fn pipelined_appends_of_one_writer_are_all_kept() -> Result<()> {
     let connection = hotstore_support::connect(&server).await?;
     let admin = connection.get_admin()?;
     admin.create_database("p", None, false).await?;
-    let schema = Schema::builder().column("id", DataTypes::bigint()).column("v", DataTypes::string()).build()?;
+    let schema = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
     let path = TablePath::new("p", "t");
     admin
-        .create_table(&path, &TableDescriptor::builder().schema(schema).distributed_by(Some(4), vec![]).build()?, false)
+        .create_table(
+            &path,
+            &TableDescriptor::builder()
+                .schema(schema)
+                .distributed_by(Some(4), vec![])
+                .build()?,
+            false,
+        )
         .await?;
     let table = connection.get_table(&path).await?;
     let arrow_schema = silt_connectors::fluss::table_arrow_schema(&connection, "p", "t").await?;
@@ -37,15 +47,24 @@ async fn pipelined_appends_of_one_writer_are_all_kept() -> Result<()> {
         let values: Vec<String> = ids.iter().map(|i| format!("row {i}")).collect();
         let batch = RecordBatch::try_new(
             arrow_schema.clone(),
-            vec![Arc::new(Int64Array::from(ids)), Arc::new(StringArray::from(values))],
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(StringArray::from(values)),
+            ],
         )?;
         // Not awaited: batches pile up and go out pipelined, several in flight per bucket.
         let _ = writer.append_arrow_batch(batch)?;
     }
     writer.flush().await?;
-    let latest = admin.list_offsets(&path, &[0, 1, 2, 3], OffsetSpec::Latest).await?;
+    let latest = admin
+        .list_offsets(&path, &[0, 1, 2, 3], OffsetSpec::Latest)
+        .await?;
     let total: i64 = latest.values().sum();
-    assert_eq!(total, batches * rows_per_batch, "rows in the log after every append was acknowledged: {latest:?}");
+    assert_eq!(
+        total,
+        batches * rows_per_batch,
+        "rows in the log after every append was acknowledged: {latest:?}"
+    );
     server.shutdown().await?;
     Ok(())
 }

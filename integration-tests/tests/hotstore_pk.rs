@@ -36,13 +36,25 @@ fn user(id: i32, name: Option<&str>, score: Option<i64>) -> GenericRow<'static> 
 fn read_user<R: DataGetters + ?Sized>(row: &R) -> Result<User> {
     Ok(User {
         id: row.get_int(0)?,
-        name: if row.is_null_at(1)? { None } else { Some(row.get_string(1)?.to_string()) },
-        score: if row.is_null_at(2)? { None } else { Some(row.get_long(2)?) },
+        name: if row.is_null_at(1)? {
+            None
+        } else {
+            Some(row.get_string(1)?.to_string())
+        },
+        score: if row.is_null_at(2)? {
+            None
+        } else {
+            Some(row.get_long(2)?)
+        },
     })
 }
 
 fn expect(id: i32, name: &str, score: i64) -> User {
-    User { id, name: Some(name.to_string()), score: Some(score) }
+    User {
+        id,
+        name: Some(name.to_string()),
+        score: Some(score),
+    }
 }
 
 fn descriptor() -> Result<TableDescriptor> {
@@ -52,31 +64,56 @@ fn descriptor() -> Result<TableDescriptor> {
         .column("score", DataTypes::bigint())
         .primary_key(vec!["id"])?
         .build()?;
-    Ok(TableDescriptor::builder().schema(schema).distributed_by(Some(1), vec![]).build()?)
+    Ok(TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(1), vec![])
+        .build()?)
 }
 
 async fn lookup(table: &FlussTable<'_>, id: i32) -> Result<Option<User>> {
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
     let mut key = GenericRow::new(1);
     key.set_field(0, id);
-    let result = lookuper.lookup(&key).await.with_context(|| format!("lookup({id})"))?;
-    result.get_single_row()?.map(|row| read_user(&row)).transpose()
+    let result = lookuper
+        .lookup(&key)
+        .await
+        .with_context(|| format!("lookup({id})"))?;
+    result
+        .get_single_row()?
+        .map(|row| read_user(&row))
+        .transpose()
 }
 
-async fn changelog(table: &FlussTable<'_>, from: i64, expected: usize) -> Result<Vec<(i64, String, User)>> {
+async fn changelog(
+    table: &FlussTable<'_>,
+    from: i64,
+    expected: usize,
+) -> Result<Vec<(i64, String, User)>> {
     let scanner = table.new_scan().create_log_scanner()?;
     scanner.subscribe(0, from).await?;
     let mut entries = Vec::new();
     let started = Instant::now();
     while entries.len() < expected {
-        ensure!(started.elapsed() < DEADLINE, "changelog has {} of {expected} entries: {entries:?}", entries.len());
+        ensure!(
+            started.elapsed() < DEADLINE,
+            "changelog has {} of {expected} entries: {entries:?}",
+            entries.len()
+        );
         for record in scanner.poll(Duration::from_millis(300)).await? {
-            entries.push((record.offset(), record.change_type().short_string().to_string(), read_user(record.row())?));
+            entries.push((
+                record.offset(),
+                record.change_type().short_string().to_string(),
+                read_user(record.row())?,
+            ));
         }
     }
     // A short extra poll catches entries that should not be there.
     for record in scanner.poll(Duration::from_millis(300)).await? {
-        entries.push((record.offset(), record.change_type().short_string().to_string(), read_user(record.row())?));
+        entries.push((
+            record.offset(),
+            record.change_type().short_string().to_string(),
+            read_user(record.row())?,
+        ));
     }
     Ok(entries)
 }
@@ -88,15 +125,24 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
     {
         let server = start_server(dir.path()).await?;
         let connection = connect(&server).await?;
-        connection.get_admin()?.create_table(&path, &descriptor()?, false).await?;
+        connection
+            .get_admin()?
+            .create_table(&path, &descriptor()?, false)
+            .await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_upsert()?.create_writer()?;
         writer.upsert(&user(1, Some("alice"), Some(10)))?.await?;
         writer.upsert(&user(2, Some("bob"), Some(20)))?.await?;
         writer.upsert(&user(1, Some("alice2"), Some(11)))?.await?;
         writer.delete(&user(2, None, None))?.await?;
-        writer.upsert(&user(1, Some("alice2"), Some(11)))?.await.context("unchanged upsert")?;
-        writer.delete(&user(3, None, None))?.await.context("delete of an absent key")?;
+        writer
+            .upsert(&user(1, Some("alice2"), Some(11)))?
+            .await
+            .context("unchanged upsert")?;
+        writer
+            .delete(&user(3, None, None))?
+            .await
+            .context("delete of an absent key")?;
 
         let entries = changelog(&table, 0, 5).await?;
         let expected = vec![
@@ -111,22 +157,43 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
         assert_eq!(lookup(&table, 1).await?, Some(expect(1, "alice2", 11)));
         assert_eq!(lookup(&table, 2).await?, None);
         assert_eq!(lookup(&table, 3).await?, None);
-        let latest = connection.get_admin()?.list_offsets(&path, &[0], OffsetSpec::Latest).await?;
+        let latest = connection
+            .get_admin()?
+            .list_offsets(&path, &[0], OffsetSpec::Latest)
+            .await?;
         assert_eq!(latest[&0], 5);
 
         // Partial update of (id, score): name keeps its value; the changelog has full images.
-        let partial = table.new_upsert()?.partial_update_with_column_names(&["id", "score"])?.create_writer()?;
+        let partial = table
+            .new_upsert()?
+            .partial_update_with_column_names(&["id", "score"])?
+            .create_writer()?;
         partial.upsert(&user(1, None, Some(99)))?.await?;
         partial.upsert(&user(4, None, Some(7)))?.await?;
         assert_eq!(lookup(&table, 1).await?, Some(expect(1, "alice2", 99)));
-        assert_eq!(lookup(&table, 4).await?, Some(User { id: 4, name: None, score: Some(7) }));
+        assert_eq!(
+            lookup(&table, 4).await?,
+            Some(User {
+                id: 4,
+                name: None,
+                score: Some(7)
+            })
+        );
         let entries = changelog(&table, 5, 3).await?;
         assert_eq!(
             entries,
             vec![
                 (5, "-U".to_string(), expect(1, "alice2", 11)),
                 (6, "+U".to_string(), expect(1, "alice2", 99)),
-                (7, "+I".to_string(), User { id: 4, name: None, score: Some(7) }),
+                (
+                    7,
+                    "+I".to_string(),
+                    User {
+                        id: 4,
+                        name: None,
+                        score: Some(7)
+                    }
+                ),
             ]
         );
         server.shutdown().await?;
@@ -141,7 +208,13 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
     let writer = table.new_upsert()?.create_writer()?;
     writer.upsert(&user(1, Some("carol"), Some(1)))?.await?;
     let entries = changelog(&table, 8, 2).await?;
-    assert_eq!(entries, vec![(8, "-U".to_string(), expect(1, "alice2", 99)), (9, "+U".to_string(), expect(1, "carol", 1))]);
+    assert_eq!(
+        entries,
+        vec![
+            (8, "-U".to_string(), expect(1, "alice2", 99)),
+            (9, "+U".to_string(), expect(1, "carol", 1))
+        ]
+    );
     server.shutdown().await?;
     Ok(())
 }
@@ -158,8 +231,14 @@ async fn many_keys_across_buckets() -> Result<()> {
         .column("score", DataTypes::bigint())
         .primary_key(vec!["id"])?
         .build()?;
-    let descriptor = TableDescriptor::builder().schema(schema).distributed_by(Some(4), vec![]).build()?;
-    connection.get_admin()?.create_table(&path, &descriptor, false).await?;
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(4), vec![])
+        .build()?;
+    connection
+        .get_admin()?
+        .create_table(&path, &descriptor, false)
+        .await?;
     let table = connection.get_table(&path).await?;
     let writer = table.new_upsert()?.create_writer()?;
     for id in 0..5000 {
@@ -167,10 +246,20 @@ async fn many_keys_across_buckets() -> Result<()> {
     }
     writer.flush().await?;
     for id in [0, 1, 2499, 4999] {
-        assert_eq!(lookup(&table, id).await?, Some(expect(id, "x", i64::from(id))));
+        assert_eq!(
+            lookup(&table, id).await?,
+            Some(expect(id, "x", i64::from(id)))
+        );
     }
-    let latest = connection.get_admin()?.list_offsets(&path, &[0, 1, 2, 3], OffsetSpec::Latest).await?;
-    assert_eq!(latest.values().sum::<i64>(), 5000, "one +I per key: {latest:?}");
+    let latest = connection
+        .get_admin()?
+        .list_offsets(&path, &[0, 1, 2, 3], OffsetSpec::Latest)
+        .await?;
+    assert_eq!(
+        latest.values().sum::<i64>(),
+        5000,
+        "one +I per key: {latest:?}"
+    );
     server.shutdown().await?;
     Ok(())
 }

@@ -34,7 +34,10 @@ async fn response(stream: &mut TcpStream) -> Result<(u8, i32, Vec<u8>)> {
 /// True when the server closed the connection (EOF) within the timeout.
 async fn closed(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
-    matches!(tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await, Ok(Ok(0)) | Ok(Err(_)))
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,33 +54,57 @@ async fn frames_are_checked_per_connection() -> Result<()> {
     let mut good = TcpStream::connect(addr).await?;
     good.write_all(&request(4242, 1, b"")).await?;
     let (kind, id, body) = response(&mut good).await?;
-    ensure!(kind == 1 && id == 1, "error response for request 1, got type {kind} id {id}");
-    ensure!(body.first() == Some(&0x08), "ErrorResponse starts with field 1 (error_code): {body:?}");
-    ensure!(body.get(1) == Some(&2), "error code 2 (UnsupportedVersion): {body:?}");
+    ensure!(
+        kind == 1 && id == 1,
+        "error response for request 1, got type {kind} id {id}"
+    );
+    ensure!(
+        body.first() == Some(&0x08),
+        "ErrorResponse starts with field 1 (error_code): {body:?}"
+    );
+    ensure!(
+        body.get(1) == Some(&2),
+        "error code 2 (UnsupportedVersion): {body:?}"
+    );
 
     // Oversized frame: that connection closes; the other one keeps working.
     let mut oversized = TcpStream::connect(addr).await?;
     oversized.write_all(&(1_000_000i32).to_be_bytes()).await?;
-    ensure!(closed(&mut oversized).await, "oversized frame closes the connection");
+    ensure!(
+        closed(&mut oversized).await,
+        "oversized frame closes the connection"
+    );
     // Negative length and a frame shorter than a header close their connections too.
     let mut negative = TcpStream::connect(addr).await?;
     negative.write_all(&(-5i32).to_be_bytes()).await?;
-    ensure!(closed(&mut negative).await, "negative length closes the connection");
+    ensure!(
+        closed(&mut negative).await,
+        "negative length closes the connection"
+    );
     let mut short = TcpStream::connect(addr).await?;
     short.write_all(&[0, 0, 0, 3, 1, 2, 3]).await?;
-    ensure!(closed(&mut short).await, "short frame closes the connection");
+    ensure!(
+        closed(&mut short).await,
+        "short frame closes the connection"
+    );
 
     // ApiVersions (1000, empty body decodes to defaults) still answers on the good connection.
     good.write_all(&request(1000, 2, b"")).await?;
     let (kind, id, _) = response(&mut good).await?;
-    ensure!(kind == 0 && id == 2, "ApiVersions succeeds after other connections failed");
+    ensure!(
+        kind == 0 && id == 2,
+        "ApiVersions succeeds after other connections failed"
+    );
 
     // connections_max = 3: with three open, a fourth is closed on accept.
     let _second = TcpStream::connect(addr).await?;
     let _third = TcpStream::connect(addr).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut fourth = TcpStream::connect(addr).await?;
-    ensure!(closed(&mut fourth).await, "connection beyond connections_max is closed");
+    ensure!(
+        closed(&mut fourth).await,
+        "connection beyond connections_max is closed"
+    );
 
     server.shutdown().await?;
     Ok(())

@@ -14,7 +14,11 @@ async fn scenario_against_hotstore() -> Result<()> {
     let record = scenario::run_scenario(&server.local_addr().to_string()).await?;
     println!("{record:#?}");
 
-    let kinds: Vec<&str> = record.changelog.iter().map(|e| e.change_type.as_str()).collect();
+    let kinds: Vec<&str> = record
+        .changelog
+        .iter()
+        .map(|e| e.change_type.as_str())
+        .collect();
     assert_eq!(kinds, ["+I", "+I", "-U", "+U", "-D"]);
     let offsets: Vec<i64> = record.changelog.iter().map(|e| e.offset).collect();
     assert_eq!(offsets, [0, 1, 2, 3, 4]);
@@ -27,10 +31,17 @@ async fn scenario_against_hotstore() -> Result<()> {
     assert_eq!(api("get_table_info/unknown_table"), Some(7));
     assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
     let rows = 2 * scenario::LOG_ROWS_PER_BATCH as usize;
-    assert_eq!(record.log.scanned.values().map(Vec::len).sum::<usize>(), rows);
+    assert_eq!(
+        record.log.scanned.values().map(Vec::len).sum::<usize>(),
+        rows
+    );
     for (bucket, scanned) in &record.log.scanned {
         let offsets: Vec<i64> = scanned.iter().map(|(offset, _)| *offset).collect();
-        assert_eq!(offsets, (0..scanned.len() as i64).collect::<Vec<_>>(), "bucket {bucket}");
+        assert_eq!(
+            offsets,
+            (0..scanned.len() as i64).collect::<Vec<_>>(),
+            "bucket {bucket}"
+        );
         assert_eq!(record.log.offsets.latest[bucket], scanned.len() as i64);
     }
     assert_eq!(record.log.projected_columns, ["id", "amount"]);

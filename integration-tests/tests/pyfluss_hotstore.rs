@@ -9,19 +9,25 @@ use anyhow::Result;
 use silt_hotstore::{Server, ServerConfig};
 
 fn skip(reason: &str) -> Result<()> {
-    std::io::stderr().write_all(format!("SKIPPED: pyfluss_against_hotstore: {reason}\n").as_bytes())?;
+    std::io::stderr()
+        .write_all(format!("SKIPPED: pyfluss_against_hotstore: {reason}\n").as_bytes())?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pyfluss_against_hotstore() -> Result<()> {
-    let probe = Command::new("python3").args(["-c", "import fluss, pytest, pyarrow"]).output();
+    let probe = Command::new("python3")
+        .args(["-c", "import fluss, pytest, pyarrow"])
+        .output();
     match probe {
         Err(e) => return skip(&format!("python3 cannot run ({e})")),
         Ok(out) if !out.status.success() => {
             return skip(&format!(
                 "pyfluss, pytest or pyarrow is not importable ({})",
-                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
             ));
         }
         Ok(_) => {}
@@ -46,9 +52,15 @@ async fn pyfluss_against_hotstore() -> Result<()> {
     .await??;
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "pyfluss tests failed against the hotstore:\n{stdout}");
+    assert!(
+        output.status.success(),
+        "pyfluss tests failed against the hotstore:\n{stdout}"
+    );
     // pytest exits 0 with every test skipped too: insist they ran.
-    assert!(stdout.contains(" passed") && !stdout.contains("skipped"), "pyfluss tests did not all run:\n{stdout}");
+    assert!(
+        stdout.contains(" passed") && !stdout.contains("skipped"),
+        "pyfluss tests did not all run:\n{stdout}"
+    );
     server.shutdown().await?;
     Ok(())
 }

@@ -30,14 +30,19 @@ async fn start_server(dir: &std::path::Path) -> ServerHandle {
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
     let admin = connection.get_admin()?;
     admin.create_database("t", None, false).await?;
-    let events = Schema::builder().column("id", DataTypes::bigint()).column("v", DataTypes::string()).build()?;
+    let events = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
     let events = TableDescriptor::builder()
         .schema(events)
         .distributed_by(Some(3), vec![])
         .property("table.datalake.enabled", "true")
         .property("table.datalake.freshness", "300ms")
         .build()?;
-    admin.create_table(&TablePath::new("t", "events"), &events, false).await?;
+    admin
+        .create_table(&TablePath::new("t", "events"), &events, false)
+        .await?;
     let users = Schema::builder()
         .column("id", DataTypes::bigint())
         .column("name", DataTypes::string())
@@ -50,7 +55,9 @@ async fn create_tables(connection: &FlussConnection) -> Result<()> {
         .property("table.datalake.enabled", "true")
         .property("table.datalake.freshness", "300ms")
         .build()?;
-    admin.create_table(&TablePath::new("t", "users"), &users, false).await?;
+    admin
+        .create_table(&TablePath::new("t", "users"), &users, false)
+        .await?;
     Ok(())
 }
 
@@ -63,7 +70,12 @@ struct Expected {
 
 /// Writes events `from..to` and, for every 3rd of them, an upsert of user `id % 400`; every
 /// 7th of those is a delete instead.
-async fn write(connection: &FlussConnection, from: i64, to: i64, expected: &mut Expected) -> Result<()> {
+async fn write(
+    connection: &FlussConnection,
+    from: i64,
+    to: i64,
+    expected: &mut Expected,
+) -> Result<()> {
     let events = connection.get_table(&TablePath::new("t", "events")).await?;
     let users = connection.get_table(&TablePath::new("t", "users")).await?;
     let appender = events.new_append()?.create_writer()?;
@@ -108,9 +120,13 @@ fn service(dir: &std::path::Path, server: &Arc<ServerHandle>) -> TieringService 
     );
     config.poll_interval = Duration::from_millis(200);
     let registry_server = server.clone();
-    let registry: RegistryUpdate = Arc::new(move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-        registry_server.set_lake_snapshot(db, table, snapshot, offsets).map_err(anyhow::Error::from)
-    });
+    let registry: RegistryUpdate = Arc::new(
+        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+            registry_server
+                .set_lake_snapshot(db, table, snapshot, offsets)
+                .map_err(anyhow::Error::from)
+        },
+    );
     TieringService::new(config, Some(registry))
 }
 
@@ -119,7 +135,10 @@ async fn wait_caught_up(tiering: &TieringService, tables: usize) -> Result<()> {
     loop {
         tiering.poll_once().await?;
         let status = tiering.status().await?;
-        let hot: i64 = status.iter().flat_map(|s| s.buckets.values().map(|(h, _)| *h)).sum();
+        let hot: i64 = status
+            .iter()
+            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
+            .sum();
         if status.len() == tables && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
             return Ok(());
         }
@@ -130,7 +149,11 @@ async fn wait_caught_up(tiering: &TieringService, tables: usize) -> Result<()> {
     }
 }
 
-async fn lake_rows(dir: &std::path::Path, table: &str, sql: &str) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+async fn lake_rows(
+    dir: &std::path::Path,
+    table: &str,
+    sql: &str,
+) -> Result<Vec<arrow::record_batch::RecordBatch>> {
     let uri = dir.join("lake").join("t").join(table);
     let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
     let ctx = SessionContext::new();
@@ -141,7 +164,14 @@ async fn lake_rows(dir: &std::path::Path, table: &str, sql: &str) -> Result<Vec<
 fn i64s(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<i64> {
     batches
         .iter()
-        .flat_map(|b| b.column(column).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
+        .flat_map(|b| {
+            b.column(column)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
         .collect()
 }
 
@@ -150,9 +180,12 @@ fn strings(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<S
         .iter()
         .flat_map(|b| {
             // DataFusion may read strings as Utf8View; compare as plain strings.
-            let a = arrow::compute::cast(b.column(column), &arrow::datatypes::DataType::Utf8).unwrap();
+            let a =
+                arrow::compute::cast(b.column(column), &arrow::datatypes::DataType::Utf8).unwrap();
             let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-            (0..a.len()).map(|i| a.value(i).to_string()).collect::<Vec<_>>()
+            (0..a.len())
+                .map(|i| a.value(i).to_string())
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -195,7 +228,10 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let more = writer.await??;
-    assert!(lag_at_crash > 0, "the crash must land while tiering is behind, to test recovery");
+    assert!(
+        lag_at_crash > 0,
+        "the crash must land while tiering is behind, to test recovery"
+    );
     expected.events.extend(more.events);
     expected.users = more.users;
 
@@ -206,26 +242,59 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
     wait_caught_up(&second, 2).await?;
 
     let batches = lake_rows(dir.path(), "events", "SELECT id, v FROM lake ORDER BY id").await?;
-    let lake_events: Vec<(i64, String)> = i64s(&batches, 0).into_iter().zip(strings(&batches, 1)).collect();
+    let lake_events: Vec<(i64, String)> = i64s(&batches, 0)
+        .into_iter()
+        .zip(strings(&batches, 1))
+        .collect();
     expected.events.sort();
-    assert_eq!(lake_events.len(), expected.events.len(), "log table: row count (lost or duplicated rows)");
-    assert!(lake_events == expected.events, "log table: the lake differs from what was written");
+    assert_eq!(
+        lake_events.len(),
+        expected.events.len(),
+        "log table: row count (lost or duplicated rows)"
+    );
+    assert!(
+        lake_events == expected.events,
+        "log table: the lake differs from what was written"
+    );
 
-    let batches = lake_rows(dir.path(), "users", "SELECT id, name, score FROM lake ORDER BY id").await?;
+    let batches = lake_rows(
+        dir.path(),
+        "users",
+        "SELECT id, name, score FROM lake ORDER BY id",
+    )
+    .await?;
     let lake_users: BTreeMap<i64, (String, i64)> = i64s(&batches, 0)
         .into_iter()
         .zip(strings(&batches, 1).into_iter().zip(i64s(&batches, 2)))
         .collect();
-    assert_eq!(i64s(&batches, 0).len(), lake_users.len(), "pk table: one row per key");
-    assert_eq!(lake_users, expected.users, "pk table: the lake differs from the latest row per key");
+    assert_eq!(
+        i64s(&batches, 0).len(),
+        lake_users.len(),
+        "pk table: one row per key"
+    );
+    assert_eq!(
+        lake_users, expected.users,
+        "pk table: the lake differs from the latest row per key"
+    );
 
     // The registry the clients see matches the lake's txn offsets.
     for status in second.status().await? {
-        let snapshot = server.lake_snapshot("t", &status.table)?.expect("registry has the table");
+        let snapshot = server
+            .lake_snapshot("t", &status.table)?
+            .expect("registry has the table");
         for (bucket, (hot, lake)) in &status.buckets {
             assert_eq!(hot, lake, "{}: bucket {bucket} caught up", status.table);
-            let registered = snapshot.bucket_offsets.iter().find(|(b, _)| b == bucket).map(|(_, o)| *o);
-            assert_eq!(registered, Some(*lake), "{}: registry offset of bucket {bucket}", status.table);
+            let registered = snapshot
+                .bucket_offsets
+                .iter()
+                .find(|(b, _)| b == bucket)
+                .map(|(_, o)| *o);
+            assert_eq!(
+                registered,
+                Some(*lake),
+                "{}: registry offset of bucket {bucket}",
+                status.table
+            );
         }
     }
     second.shutdown(Duration::from_secs(30)).await;

@@ -23,16 +23,29 @@ const DB: &str = "tier_real";
 async fn create_and_fill(connection: &FlussConnection) -> Result<()> {
     let admin = connection.get_admin()?;
     admin.create_database(DB, None, true).await?;
-    let log = Schema::builder().column("id", DataTypes::bigint()).column("v", DataTypes::string()).build()?;
-    let log = TableDescriptor::builder().schema(log).distributed_by(Some(2), vec![]).build()?;
-    admin.create_table(&TablePath::new(DB, "events"), &log, true).await?;
+    let log = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
+    let log = TableDescriptor::builder()
+        .schema(log)
+        .distributed_by(Some(2), vec![])
+        .build()?;
+    admin
+        .create_table(&TablePath::new(DB, "events"), &log, true)
+        .await?;
     let pk = Schema::builder()
         .column("id", DataTypes::bigint())
         .column("score", DataTypes::bigint())
         .primary_key(vec!["id"])?
         .build()?;
-    let pk = TableDescriptor::builder().schema(pk).distributed_by(Some(2), vec!["id".to_string()]).build()?;
-    admin.create_table(&TablePath::new(DB, "users"), &pk, true).await?;
+    let pk = TableDescriptor::builder()
+        .schema(pk)
+        .distributed_by(Some(2), vec!["id".to_string()])
+        .build()?;
+    admin
+        .create_table(&TablePath::new(DB, "users"), &pk, true)
+        .await?;
 
     let events = connection.get_table(&TablePath::new(DB, "events")).await?;
     let users = connection.get_table(&TablePath::new(DB, "users")).await?;
@@ -59,10 +72,20 @@ async fn create_and_fill(connection: &FlussConnection) -> Result<()> {
 }
 
 /// `(bucket, offset, change type, longs)` of a table's changelog up to the high watermarks.
-async fn changelog(connection: &FlussConnection, table: &str) -> Result<Vec<(i32, i64, u8, Vec<i64>)>> {
+async fn changelog(
+    connection: &FlussConnection,
+    table: &str,
+) -> Result<Vec<(i32, i64, u8, Vec<i64>)>> {
     let path = TablePath::new(DB, table);
-    let hw = connection.get_admin()?.list_offsets(&path, &[0, 1], OffsetSpec::Latest).await?;
-    let scanner = connection.get_table(&path).await?.new_scan().create_log_scanner()?;
+    let hw = connection
+        .get_admin()?
+        .list_offsets(&path, &[0, 1], OffsetSpec::Latest)
+        .await?;
+    let scanner = connection
+        .get_table(&path)
+        .await?
+        .new_scan()
+        .create_log_scanner()?;
     let mut remaining = BTreeMap::new();
     for b in [0, 1] {
         if hw[&b] > 0 {
@@ -76,12 +99,22 @@ async fn changelog(connection: &FlussConnection, table: &str) -> Result<Vec<(i32
         if Instant::now() > deadline {
             bail!("reading {table} timed out; left {remaining:?}");
         }
-        for (bucket, records) in scanner.poll(Duration::from_millis(200)).await?.into_records_by_buckets() {
+        for (bucket, records) in scanner
+            .poll(Duration::from_millis(200))
+            .await?
+            .into_records_by_buckets()
+        {
             let b = bucket.bucket_id();
             for r in records {
-                let Some(&end) = remaining.get(&b) else { continue };
+                let Some(&end) = remaining.get(&b) else {
+                    continue;
+                };
                 if r.offset() < end {
-                    let longs = if table == "events" { vec![r.row().get_long(0)?] } else { vec![r.row().get_long(0)?, r.row().get_long(1)?] };
+                    let longs = if table == "events" {
+                        vec![r.row().get_long(0)?]
+                    } else {
+                        vec![r.row().get_long(0)?, r.row().get_long(1)?]
+                    };
                     out.push((b, r.offset(), r.change_type().to_byte_value(), longs));
                 }
                 if r.offset() + 1 >= end {
@@ -105,7 +138,14 @@ async fn lake_longs(dir: &std::path::Path, table: &str, sql: &str) -> Result<Vec
         let columns: Vec<Int64Array> = batch
             .columns()
             .iter()
-            .map(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Int64).unwrap().as_any().downcast_ref::<Int64Array>().unwrap().clone())
+            .map(|c| {
+                arrow::compute::cast(c, &arrow::datatypes::DataType::Int64)
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone()
+            })
             .collect();
         for i in 0..batch.num_rows() {
             rows.push(columns.iter().map(|c| c.value(i)).collect());
@@ -119,7 +159,9 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
     let cluster = match RealFluss::start("tiering")? {
         Started::Running(cluster) => cluster,
         Started::Skipped(reason) => {
-            std::io::stderr().write_all(format!("SKIPPED: tiering_reads_a_real_fluss_cluster: {reason}\n").as_bytes())?;
+            std::io::stderr().write_all(
+                format!("SKIPPED: tiering_reads_a_real_fluss_cluster: {reason}\n").as_bytes(),
+            )?;
             return Ok(());
         }
     };
@@ -127,7 +169,11 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
     create_and_fill(&connection).await?;
 
     let dir = tempfile::tempdir()?;
-    let mut config = TieringConfig::new(&cluster.bootstrap, dir.path().to_string_lossy().to_string(), dir.path().join("checkpoints"));
+    let mut config = TieringConfig::new(
+        &cluster.bootstrap,
+        dir.path().to_string_lossy().to_string(),
+        dir.path().join("checkpoints"),
+    );
     config.freshness_default = Duration::from_millis(300);
     let tiering = TieringService::new(config, None);
     tiering.tier_table(DB, "events").await?;
@@ -135,7 +181,11 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let status = tiering.status().await?;
-        if status.len() == 2 && status.iter().all(|s| s.lag_offsets == 0 && s.delta_version.is_some()) {
+        if status.len() == 2
+            && status
+                .iter()
+                .all(|s| s.lag_offsets == 0 && s.delta_version.is_some())
+        {
             break;
         }
         if Instant::now() > deadline {
@@ -146,11 +196,22 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
     tiering.shutdown(Duration::from_secs(30)).await;
 
     let hot = changelog(&connection, "events").await?;
-    let mut want: Vec<Vec<i64>> = hot.iter().map(|(b, o, _, l)| vec![*b as i64, *o, l[0]]).collect();
+    let mut want: Vec<Vec<i64>> = hot
+        .iter()
+        .map(|(b, o, _, l)| vec![*b as i64, *o, l[0]])
+        .collect();
     want.sort();
-    let got = lake_longs(dir.path(), "events", "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset").await?;
+    let got = lake_longs(
+        dir.path(),
+        "events",
+        "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset",
+    )
+    .await?;
     assert_eq!(got.len(), 2_000, "every appended row once");
-    assert!(got == want, "log table: lake differs from the real cluster's log");
+    assert!(
+        got == want,
+        "log table: lake differs from the real cluster's log"
+    );
 
     let mut latest = BTreeMap::new();
     for (_, _, change, l) in changelog(&connection, "users").await? {
@@ -165,9 +226,19 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
         }
     }
     let want: Vec<Vec<i64>> = latest.into_iter().map(|(k, v)| vec![k, v]).collect();
-    let got = lake_longs(dir.path(), "users", "SELECT id, score FROM lake ORDER BY id").await?;
+    let got = lake_longs(
+        dir.path(),
+        "users",
+        "SELECT id, score FROM lake ORDER BY id",
+    )
+    .await?;
     assert!(!want.is_empty());
-    assert!(got == want, "pk table: lake ({} rows) differs from the latest rows of the real changelog ({} keys)", got.len(), want.len());
+    assert!(
+        got == want,
+        "pk table: lake ({} rows) differs from the latest rows of the real changelog ({} keys)",
+        got.len(),
+        want.len()
+    );
     drop(cluster);
     Ok(())
 }

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use arrow::array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
+    RecordBatch, StringArray, TimestampMillisecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
@@ -58,15 +61,35 @@ fn make_batch(schema: &SchemaRef, from: u64, n: usize) -> Result<RecordBatch> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(12);
     for (i, field) in schema.fields().iter().enumerate() {
         let col: ArrayRef = match (i, field.data_type()) {
-            (0, _) | (9, _) => Arc::new(Int64Array::from_iter_values(ids.iter().map(|v| v * if i == 9 { 1000 } else { 1 }))),
-            (_, DataType::Int32) => Arc::new(Int32Array::from_iter_values(ids.iter().map(|v| (v % 10_007) as i32))),
-            (_, DataType::Int16) => Arc::new(Int16Array::from_iter_values(ids.iter().map(|v| (v % 17) as i16))),
-            (_, DataType::Float64) => Arc::new(Float64Array::from_iter_values(ids.iter().map(|v| (v % 9973) as f64 * 0.25))),
-            (_, DataType::Float32) => Arc::new(Float32Array::from_iter_values(ids.iter().map(|v| (v % 7) as f32 * 0.05))),
-            (_, DataType::Boolean) => Arc::new(BooleanArray::from_iter(ids.iter().map(|v| Some(v % 3 == 0)))),
-            (6, _) => Arc::new(StringArray::from_iter_values(ids.iter().map(|v| format!("SKU-{:06}", v % 50_000)))),
-            (7, _) => Arc::new(StringArray::from_iter_values(ids.iter().map(|v| ["Lisbon", "Oslo", "Lyon", "Kyoto", "Quito"][(*v % 5) as usize]))),
-            (_, DataType::Utf8) => Arc::new(StringArray::from_iter_values(ids.iter().map(|v| format!("order note {v} with some text")))),
+            (0, _) | (9, _) => Arc::new(Int64Array::from_iter_values(
+                ids.iter().map(|v| v * if i == 9 { 1000 } else { 1 }),
+            )),
+            (_, DataType::Int32) => Arc::new(Int32Array::from_iter_values(
+                ids.iter().map(|v| (v % 10_007) as i32),
+            )),
+            (_, DataType::Int16) => Arc::new(Int16Array::from_iter_values(
+                ids.iter().map(|v| (v % 17) as i16),
+            )),
+            (_, DataType::Float64) => Arc::new(Float64Array::from_iter_values(
+                ids.iter().map(|v| (v % 9973) as f64 * 0.25),
+            )),
+            (_, DataType::Float32) => Arc::new(Float32Array::from_iter_values(
+                ids.iter().map(|v| (v % 7) as f32 * 0.05),
+            )),
+            (_, DataType::Boolean) => Arc::new(BooleanArray::from_iter(
+                ids.iter().map(|v| Some(v % 3 == 0)),
+            )),
+            (6, _) => Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|v| format!("SKU-{:06}", v % 50_000)),
+            )),
+            (7, _) => {
+                Arc::new(StringArray::from_iter_values(ids.iter().map(|v| {
+                    ["Lisbon", "Oslo", "Lyon", "Kyoto", "Quito"][(*v % 5) as usize]
+                })))
+            }
+            (_, DataType::Utf8) => Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|v| format!("order note {v} with some text")),
+            )),
             (_, other) => return Err(anyhow!("bench schema has an unexpected type {other}")),
         };
         columns.push(col);
@@ -76,15 +99,31 @@ fn make_batch(schema: &SchemaRef, from: u64, n: usize) -> Result<RecordBatch> {
 
 fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
     let n = batch.num_rows();
-    let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.push(Field::new("__bucket", DataType::Int32, false));
     fields.push(Field::new("__offset", DataType::Int64, false));
-    fields.push(Field::new("__timestamp", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false));
+    fields.push(Field::new(
+        "__timestamp",
+        DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        false,
+    ));
     let mut columns = batch.columns().to_vec();
     columns.push(Arc::new(Int32Array::from(vec![0; n])));
-    columns.push(Arc::new(Int64Array::from_iter_values(offset..offset + n as i64)));
-    columns.push(Arc::new(TimestampMillisecondArray::from(vec![1_700_000_000_000i64; n]).with_timezone("UTC")));
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        offset..offset + n as i64,
+    )));
+    columns.push(Arc::new(
+        TimestampMillisecondArray::from(vec![1_700_000_000_000i64; n]).with_timezone("UTC"),
+    ));
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -94,16 +133,25 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-async fn wait_lake_covers(tiering: &TieringService, table: &str, targets: &[(i32, i64)], deadline: Instant) -> Result<Instant> {
+async fn wait_lake_covers(
+    tiering: &TieringService,
+    table: &str,
+    targets: &[(i32, i64)],
+    deadline: Instant,
+) -> Result<Instant> {
     loop {
         let status = tiering.status().await?;
         if let Some(t) = status.iter().find(|s| s.table == table)
-            && targets.iter().all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
+            && targets
+                .iter()
+                .all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
         {
             return Ok(Instant::now());
         }
         if Instant::now() > deadline {
-            return Err(anyhow!("the lake of {table} did not reach {targets:?} in time"));
+            return Err(anyhow!(
+                "the lake of {table} did not reach {targets:?} in time"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -122,28 +170,47 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     let bootstrap = server.local_addr().to_string();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
-    admin.create_database(DB, None, true).await.map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_database(DB, None, true)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     for table in ["throughput", "freshness"] {
         let descriptor = TableDescriptor::builder()
             .schema(schema_12())
             .distributed_by(Some(BUCKETS), vec![])
             .build()
             .map_err(|e| anyhow!("{e}"))?;
-        admin.create_table(&TablePath::new(DB, table), &descriptor, false).await.map_err(|e| anyhow!("{e}"))?;
+        admin
+            .create_table(&TablePath::new(DB, table), &descriptor, false)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
     }
-    let arrow_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, "throughput").await?;
+    let arrow_schema =
+        silt_connectors::fluss::table_arrow_schema(&connection, DB, "throughput").await?;
 
     // Pre-fill.
-    println!("pre-filling {DB}.throughput with {} rows of 12 columns ...", options.rows);
-    let table = connection.get_table(&TablePath::new(DB, "throughput")).await.map_err(|e| anyhow!("{e}"))?;
-    let appender = table.new_append().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
+    println!(
+        "pre-filling {DB}.throughput with {} rows of 12 columns ...",
+        options.rows
+    );
+    let table = connection
+        .get_table(&TablePath::new(DB, "throughput"))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let appender = table
+        .new_append()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
     let mut batches = Vec::new();
     let started = Instant::now();
     let mut written = 0u64;
     while written < options.rows {
         let n = options.batch_rows.min((options.rows - written) as usize);
         let batch = make_batch(&arrow_schema, written, n)?;
-        appender.append_arrow_batch(batch.clone()).map_err(|e| anyhow!("append: {e}"))?;
+        appender
+            .append_arrow_batch(batch.clone())
+            .map_err(|e| anyhow!("append: {e}"))?;
         batches.push(batch);
         written += n as u64;
     }
@@ -154,14 +221,20 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     // Ceiling: the same batches to Parquet with the writer's settings, in this process.
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT))
+        .set_max_row_group_row_count(Some(
+            silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
+        ))
         .build();
     let ceiling_dir = dir.path().join("ceiling");
     std::fs::create_dir_all(&ceiling_dir)?;
     let started = Instant::now();
     let mut offset = 0i64;
     let first = with_system_columns(&batches[0], 0)?;
-    let mut writer = ArrowWriter::try_new(std::fs::File::create(ceiling_dir.join("part-0.parquet"))?, first.schema(), Some(props))?;
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(ceiling_dir.join("part-0.parquet"))?,
+        first.schema(),
+        Some(props),
+    )?;
     for batch in &batches {
         writer.write(&with_system_columns(batch, offset)?)?;
         offset += batch.num_rows() as i64;
@@ -177,12 +250,22 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         .await
         .map_err(|e| anyhow!("{e}"))?;
     let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
-    let mut config = TieringConfig::new(&bootstrap, dir.path().join("lake").to_string_lossy().to_string(), dir.path().join("checkpoints"));
+    let mut config = TieringConfig::new(
+        &bootstrap,
+        dir.path().join("lake").to_string_lossy().to_string(),
+        dir.path().join("checkpoints"),
+    );
     config.freshness_default = Duration::from_secs(options.freshness_seconds.max(1));
     let tiering = TieringService::new(config, None);
     let started = Instant::now();
     tiering.tier_table(DB, "throughput").await?;
-    let done = wait_lake_covers(&tiering, "throughput", &targets, Instant::now() + Duration::from_secs(3600)).await?;
+    let done = wait_lake_covers(
+        &tiering,
+        "throughput",
+        &targets,
+        Instant::now() + Duration::from_secs(3600),
+    )
+    .await?;
     let tiering_s = (done - started).as_secs_f64();
 
     // Freshness under a steady load at a fraction of the produce rate.
@@ -190,12 +273,20 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     let rate = (options.rows as f64 / tiering_s * options.load_fraction).max(100.0);
     let flush_every = Duration::from_millis(100);
     let rows_per_flush = ((rate * flush_every.as_secs_f64()) as usize).max(1);
-    let fresh = connection.get_table(&TablePath::new(DB, "freshness")).await.map_err(|e| anyhow!("{e}"))?;
-    let fresh_writer = fresh.new_append().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
+    let fresh = connection
+        .get_table(&TablePath::new(DB, "freshness"))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let fresh_writer = fresh
+        .new_append()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
     tiering.tier_table(DB, "freshness").await?;
     let measure_for = Duration::from_secs(20);
     // (acked at, high watermarks right after the ack, seen in the lake at)
-    let acks: Arc<std::sync::Mutex<Vec<(Instant, Vec<(i32, i64)>, Option<Instant>)>>> = Arc::default();
+    let acks: Arc<std::sync::Mutex<Vec<(Instant, Vec<(i32, i64)>, Option<Instant>)>>> =
+        Arc::default();
     let load_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
         let (acks, load_done, tiering) = (acks.clone(), load_done.clone(), tiering.clone());
@@ -208,7 +299,10 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
                 if let Some(t) = status.iter().find(|s| s.table == "freshness") {
                     for (_, targets, seen) in acks.lock().unwrap().iter_mut() {
                         if seen.is_none() {
-                            if targets.iter().all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw)) {
+                            if targets
+                                .iter()
+                                .all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
+                            {
                                 *seen = Some(now);
                             } else {
                                 pending += 1;
@@ -216,7 +310,9 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
                         }
                     }
                 }
-                if (load_done.load(std::sync::atomic::Ordering::SeqCst) && pending == 0) || now > deadline {
+                if (load_done.load(std::sync::atomic::Ordering::SeqCst) && pending == 0)
+                    || now > deadline
+                {
                     return Ok::<_, anyhow::Error>(());
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -232,41 +328,86 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
             .append_arrow_batch(make_batch(&arrow_schema, next_id, rows_per_flush)?)
             .map_err(|e| anyhow!("append: {e}"))?;
         next_id += rows_per_flush as u64;
-        fresh_writer.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+        fresh_writer
+            .flush()
+            .await
+            .map_err(|e| anyhow!("flush: {e}"))?;
         let acked_at = Instant::now();
         let hw = admin
             .list_offsets(&TablePath::new(DB, "freshness"), &ids, OffsetSpec::Latest)
             .await
             .map_err(|e| anyhow!("{e}"))?;
-        acks.lock().unwrap().push((acked_at, ids.iter().map(|b| (*b, hw[b])).collect(), None));
+        acks.lock()
+            .unwrap()
+            .push((acked_at, ids.iter().map(|b| (*b, hw[b])).collect(), None));
     }
     load_done.store(true, std::sync::atomic::Ordering::SeqCst);
     watcher.await??;
     let acks = acks.lock().unwrap().clone();
     let mut latencies: Vec<f64> = acks
         .iter()
-        .filter_map(|(acked_at, _, seen)| seen.map(|s| s.saturating_duration_since(*acked_at).as_secs_f64()))
+        .filter_map(|(acked_at, _, seen)| {
+            seen.map(|s| s.saturating_duration_since(*acked_at).as_secs_f64())
+        })
         .collect();
     latencies.sort_by(f64::total_cmp);
     tiering.shutdown(Duration::from_secs(60)).await;
 
     let mb = |rows: u64, s: f64| rows as f64 / s;
     println!();
-    println!("silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets)", if cfg!(debug_assertions) { "debug" } else { "release" }, options.rows);
+    println!(
+        "silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        options.rows
+    );
     println!("{:<44} {:>14}", "figure", "value");
-    println!("{:<44} {:>14.0}", "produce through fluss-rs (rows/s, durable)", produce_rows_s);
-    println!("{:<44} {:>14.0}", "ceiling: same batches -> parquet (rows/s)", mb(options.rows, ceiling_s));
-    println!("{:<44} {:>14.0}", "tiering from scratch (rows/s)", mb(options.rows, tiering_s));
-    println!("{:<44} {:>14.2}", "tiering / ceiling (target >= 0.80)", ceiling_s / tiering_s);
+    println!(
+        "{:<44} {:>14.0}",
+        "produce through fluss-rs (rows/s, durable)", produce_rows_s
+    );
+    println!(
+        "{:<44} {:>14.0}",
+        "ceiling: same batches -> parquet (rows/s)",
+        mb(options.rows, ceiling_s)
+    );
+    println!(
+        "{:<44} {:>14.0}",
+        "tiering from scratch (rows/s)",
+        mb(options.rows, tiering_s)
+    );
+    println!(
+        "{:<44} {:>14.2}",
+        "tiering / ceiling (target >= 0.80)",
+        ceiling_s / tiering_s
+    );
     println!(
         "{:<44} {:>14}",
-        format!("freshness at {:.0} rows/s, {} s checkpoints", rate, options.freshness_seconds),
+        format!(
+            "freshness at {:.0} rows/s, {} s checkpoints",
+            rate, options.freshness_seconds
+        ),
         format!("{} samples", latencies.len())
     );
-    println!("{:<44} {:>14.3}", "  write ack -> visible in lake p50 (s)", percentile(&latencies, 0.50));
-    println!("{:<44} {:>14.3}", "  write ack -> visible in lake p99 (s, target <= 3)", percentile(&latencies, 0.99));
+    println!(
+        "{:<44} {:>14.3}",
+        "  write ack -> visible in lake p50 (s)",
+        percentile(&latencies, 0.50)
+    );
+    println!(
+        "{:<44} {:>14.3}",
+        "  write ack -> visible in lake p99 (s, target <= 3)",
+        percentile(&latencies, 0.99)
+    );
     if latencies.len() < acks.len() {
-        println!("  {} of {} flushes never became visible within 120 s", acks.len() - latencies.len(), acks.len());
+        println!(
+            "  {} of {} flushes never became visible within 120 s",
+            acks.len() - latencies.len(),
+            acks.len()
+        );
     }
     drop((fresh_writer, fresh, appender, table));
     drop(connection);

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use crate::config::Config;
 
 #[derive(Debug, Parser)]
-#[command(name = "silt", version, about = "silt: a streamhouse in one binary (Fluss-compatible hot store, Delta Lake tiering, bounded SQL)")]
+#[command(
+    name = "silt",
+    version,
+    about = "silt: a streamhouse in one binary (Fluss-compatible hot store, Delta Lake tiering, bounded SQL)"
+)]
 pub struct Cli {
     /// Config file layered over the built-in conf/silt.yaml.
     #[arg(long, global = true, env = "SILT_CONFIG")]
@@ -19,7 +23,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
     /// Log filter, e.g. info or silt=debug.
-    #[arg(long, global = true, default_value = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info", env = "SILT_LOG")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info",
+        env = "SILT_LOG"
+    )]
     log: String,
     #[command(subcommand)]
     command: Command,
@@ -98,7 +107,9 @@ pub fn main() -> ExitCode {
 
 fn try_main(cli: Cli) -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let mut overrides = Vec::new();
@@ -106,7 +117,9 @@ fn try_main(cli: Cli) -> Result<()> {
         overrides.push(("data_dir".to_string(), dir.display().to_string()));
     }
     let config = Config::load(cli.config.as_deref(), std::env::vars(), &overrides)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Bench {

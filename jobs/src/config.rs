@@ -56,10 +56,16 @@ pub struct RestConfig {
 
 impl Config {
     /// Loads the layered configuration. `overrides` are `key.path=value` pairs from the CLI.
-    pub fn load(file: Option<&Path>, env: impl Iterator<Item = (String, String)>, overrides: &[(String, String)]) -> Result<Config> {
-        let mut merged: Value = serde_yaml_ng::from_str(DEFAULTS_YAML).context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Iterator<Item = (String, String)>,
+        overrides: &[(String, String)],
+    ) -> Result<Config> {
+        let mut merged: Value = serde_yaml_ng::from_str(DEFAULTS_YAML)
+            .context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
         if let Some(file) = file {
-            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read config file {}", file.display()))?;
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read config file {}", file.display()))?;
             let overlay: Value = serde_yaml_ng::from_str(&text)
                 .with_context(|| format!("config file {} is not valid YAML", file.display()))?;
             merge(&mut merged, overlay);
@@ -69,16 +75,28 @@ impl Config {
             if CLI_ENV.contains(&name.as_str()) {
                 continue;
             }
-            let Some(path) = name.strip_prefix("SILT_") else { continue };
+            let Some(path) = name.strip_prefix("SILT_") else {
+                continue;
+            };
             let path = path.to_ascii_lowercase().replace("__", ".");
-            set(&mut merged, &path, &value, &format!("environment variable {name}"))?;
+            set(
+                &mut merged,
+                &path,
+                &value,
+                &format!("environment variable {name}"),
+            )?;
         }
         for (path, value) in overrides {
             set(&mut merged, path, value, &format!("flag setting {path}"))?;
         }
-        let defaults: Value = serde_yaml_ng::from_str(DEFAULTS_YAML).context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
+        let defaults: Value = serde_yaml_ng::from_str(DEFAULTS_YAML)
+            .context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
         check_kinds(&defaults, &merged, "")?;
-        serde_yaml_ng::from_value(merged).map_err(|e| anyhow::anyhow!("invalid configuration: {e} (see conf/silt.yaml for the keys and their types)"))
+        serde_yaml_ng::from_value(merged).map_err(|e| {
+            anyhow::anyhow!(
+                "invalid configuration: {e} (see conf/silt.yaml for the keys and their types)"
+            )
+        })
     }
 }
 
@@ -115,13 +133,21 @@ fn kind(v: &Value) -> &'static str {
 fn check_kinds(defaults: &Value, merged: &Value, path: &str) -> Result<()> {
     let (Value::Mapping(d), Value::Mapping(m)) = (defaults, merged) else {
         if std::mem::discriminant(defaults) != std::mem::discriminant(merged) {
-            bail!("invalid configuration: {path} must be {}, got {} ({merged:?})", kind(defaults), kind(merged));
+            bail!(
+                "invalid configuration: {path} must be {}, got {} ({merged:?})",
+                kind(defaults),
+                kind(merged)
+            );
         }
         return Ok(());
     };
     for (k, dv) in d {
         let key = k.as_str().unwrap_or_default();
-        let child = if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+        let child = if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        };
         if let Some(mv) = m.get(k) {
             check_kinds(dv, mv, &child)?;
         }
@@ -134,14 +160,23 @@ fn check_kinds(defaults: &Value, merged: &Value, path: &str) -> Result<()> {
 fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
     let mut node = root;
     for part in path.split('.') {
-        let Value::Mapping(map) = node else { bail!("{origin}: {path:?} is not a configuration key") };
-        let known: Vec<String> = map.keys().filter_map(|k| k.as_str().map(str::to_string)).collect();
+        let Value::Mapping(map) = node else {
+            bail!("{origin}: {path:?} is not a configuration key")
+        };
+        let known: Vec<String> = map
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
         node = match map.get_mut(part) {
             Some(child) => child,
-            None => bail!("{origin}: unknown key {part:?} in {path:?} (known here: {})", known.join(", ")),
+            None => bail!(
+                "{origin}: unknown key {part:?} in {path:?} (known here: {})",
+                known.join(", ")
+            ),
         };
     }
-    let value: Value = serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+    let value: Value =
+        serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
     *node = value;
     Ok(())
 }
@@ -150,7 +185,11 @@ fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn load(file_yaml: Option<&str>, env: &[(&str, &str)], flags: &[(&str, &str)]) -> Result<Config> {
+    fn load(
+        file_yaml: Option<&str>,
+        env: &[(&str, &str)],
+        flags: &[(&str, &str)],
+    ) -> Result<Config> {
         let dir = tempfile::tempdir().unwrap();
         let file = file_yaml.map(|y| {
             let p = dir.path().join("silt.yaml");
@@ -158,7 +197,10 @@ mod tests {
             p
         });
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        let flags: Vec<_> = flags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let flags: Vec<_> = flags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::load(file.as_deref(), env, &flags)
     }
 
@@ -168,22 +210,47 @@ mod tests {
         assert_eq!(c.hotstore.listen, "127.0.0.1:9123");
         let c = load(Some("hotstore:\n  buckets_default: 5\n"), &[], &[]).unwrap();
         assert_eq!(c.hotstore.buckets_default, 5);
-        let c = load(Some("hotstore:\n  buckets_default: 5\n"), &[("SILT_HOTSTORE__BUCKETS_DEFAULT", "7")], &[]).unwrap();
+        let c = load(
+            Some("hotstore:\n  buckets_default: 5\n"),
+            &[("SILT_HOTSTORE__BUCKETS_DEFAULT", "7")],
+            &[],
+        )
+        .unwrap();
         assert_eq!(c.hotstore.buckets_default, 7);
-        let c = load(None, &[("SILT_HOTSTORE__BUCKETS_DEFAULT", "7"), ("SILT_LOG", "debug")], &[("hotstore.buckets_default", "9")]).unwrap();
+        let c = load(
+            None,
+            &[
+                ("SILT_HOTSTORE__BUCKETS_DEFAULT", "7"),
+                ("SILT_LOG", "debug"),
+            ],
+            &[("hotstore.buckets_default", "9")],
+        )
+        .unwrap();
         assert_eq!(c.hotstore.buckets_default, 9);
-        assert_eq!(c.rest.listen, "127.0.0.1:8081", "untouched keys keep their defaults");
+        assert_eq!(
+            c.rest.listen, "127.0.0.1:8081",
+            "untouched keys keep their defaults"
+        );
     }
 
     #[test]
     fn mistakes_are_named() {
-        let e = load(None, &[("SILT_HOTSTORE__LISTN", "x")], &[]).unwrap_err().to_string();
-        assert!(e.contains("SILT_HOTSTORE__LISTN") && e.contains("\"listn\"") && e.contains("listen"), "{e}");
-        let e = load(Some("hotstore:\n  nope: 1\n"), &[], &[]).unwrap_err().to_string();
+        let e = load(None, &[("SILT_HOTSTORE__LISTN", "x")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SILT_HOTSTORE__LISTN") && e.contains("\"listn\"") && e.contains("listen"),
+            "{e}"
+        );
+        let e = load(Some("hotstore:\n  nope: 1\n"), &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nope"), "{e}");
         let e = load(Some("hotstore: [unclosed\n"), &[], &[]).unwrap_err();
         assert!(format!("{e:#}").contains("not valid YAML"), "{e:#}");
-        let e = load(None, &[], &[("engine.checkpoint_interval_ms", "soon")]).unwrap_err().to_string();
+        let e = load(None, &[], &[("engine.checkpoint_interval_ms", "soon")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("checkpoint_interval_ms"), "{e}");
     }
 }

@@ -15,7 +15,8 @@ use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use silt_engine::{
-    JobConfig, JobGraph, JobManager, JobState, Operator, Output, Partitioning, RestoredState, Source, SourcePoll, TaskContext,
+    JobConfig, JobGraph, JobManager, JobState, Operator, Output, Partitioning, RestoredState,
+    Source, SourcePoll, TaskContext,
 };
 
 const CUSTOMERS: i64 = 100;
@@ -49,7 +50,11 @@ struct OrderGenerator {
 
 #[async_trait]
 impl Source for OrderGenerator {
-    async fn open(&mut self, _ctx: &TaskContext, restored: RestoredState) -> silt_engine::Result<()> {
+    async fn open(
+        &mut self,
+        _ctx: &TaskContext,
+        restored: RestoredState,
+    ) -> silt_engine::Result<()> {
         if let Some(mut s) = restored.own().cloned() {
             self.next = s.get_u64();
         }
@@ -68,13 +73,18 @@ impl Source for OrderGenerator {
         let ids: Vec<i64> = (self.next..self.next + rows)
             .map(|n| (n * self.parallelism + self.subtask) as i64)
             .collect();
-        let customers = Int64Array::from_iter_values(ids.iter().map(|id| id.wrapping_mul(7919) % CUSTOMERS));
+        let customers =
+            Int64Array::from_iter_values(ids.iter().map(|id| id.wrapping_mul(7919) % CUSTOMERS));
         let amounts = Float64Array::from_iter_values(ids.iter().map(|id| (id % 97) as f64 + 0.5));
         self.next += rows;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let batch = RecordBatch::try_new(
             orders_schema(),
-            vec![Arc::new(Int64Array::from(ids)), Arc::new(customers), Arc::new(amounts)],
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(customers),
+                Arc::new(amounts),
+            ],
         )?;
         Ok(SourcePoll::Batch(batch))
     }
@@ -95,7 +105,11 @@ struct RevenuePerCustomer {
 
 #[async_trait]
 impl Operator for RevenuePerCustomer {
-    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> silt_engine::Result<()> {
+    async fn open(
+        &mut self,
+        ctx: &TaskContext,
+        restored: RestoredState,
+    ) -> silt_engine::Result<()> {
         self.subtask = ctx.subtask_index;
         if let Some(mut s) = restored.own().cloned() {
             while s.has_remaining() {
@@ -105,9 +119,22 @@ impl Operator for RevenuePerCustomer {
         Ok(())
     }
 
-    async fn process(&mut self, _input: usize, batch: RecordBatch, _out: &mut Output) -> silt_engine::Result<()> {
-        let customers = batch.column(1).as_any().downcast_ref::<Int64Array>().expect("customer is int64");
-        let amounts = batch.column(2).as_any().downcast_ref::<Float64Array>().expect("amount is float64");
+    async fn process(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> silt_engine::Result<()> {
+        let customers = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("customer is int64");
+        let amounts = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .expect("amount is float64");
         for (c, a) in customers.values().iter().zip(amounts.values()) {
             let t = self.totals.entry(*c).or_default();
             t.0 += 1;
@@ -147,23 +174,40 @@ pub async fn run(data_dir: &Path, options: DemoOptions) -> Result<()> {
     let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
     let mut graph = JobGraph::new();
     let (rate, max, parallelism) = (options.rate_per_s, options.orders_max, options.parallelism);
-    let source = graph.add_source("orders", parallelism, move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
-        Ok(Box::new(OrderGenerator {
-            next: 0,
-            subtask: ctx.subtask_index as u64,
-            parallelism: ctx.parallelism as u64,
-            rate_per_s: rate,
-            orders_max: max,
-        }))
-    });
-    let revenue = graph.add_operator("revenue-per-customer", parallelism, |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-        Ok(Box::new(RevenuePerCustomer::default()))
-    });
-    graph.connect(source, revenue, Partitioning::Hash { key_columns: vec!["customer".into()] });
+    let source = graph.add_source(
+        "orders",
+        parallelism,
+        move |ctx: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+            Ok(Box::new(OrderGenerator {
+                next: 0,
+                subtask: ctx.subtask_index as u64,
+                parallelism: ctx.parallelism as u64,
+                rate_per_s: rate,
+                orders_max: max,
+            }))
+        },
+    );
+    let revenue = graph.add_operator(
+        "revenue-per-customer",
+        parallelism,
+        |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+            Ok(Box::new(RevenuePerCustomer::default()))
+        },
+    );
+    graph.connect(
+        source,
+        revenue,
+        Partitioning::Hash {
+            key_columns: vec!["customer".into()],
+        },
+    );
 
     let mut config = JobConfig::new("demo", storage);
     config.checkpoint.interval = Some(options.checkpoint_interval);
-    println!("demo job: orders x{parallelism} -> revenue-per-customer x{parallelism}; checkpoints in {}", checkpoints.display());
+    println!(
+        "demo job: orders x{parallelism} -> revenue-per-customer x{parallelism}; checkpoints in {}",
+        checkpoints.display()
+    );
     println!("press Ctrl-C to stop with a final checkpoint; run again to resume");
     let job = JobManager::new().submit(graph, config)?;
     tokio::select! {
@@ -184,7 +228,11 @@ fn report(state: JobState, job: &silt_engine::JobHandle) -> Result<()> {
             op.name, op.records_in, op.records_out, op.backpressured_ms, op.last_checkpoint_bytes
         );
     }
-    println!("job {state}: {} checkpoints, {} restarts", m.checkpoints.len(), m.restarts);
+    println!(
+        "job {state}: {} checkpoints, {} restarts",
+        m.checkpoints.len(),
+        m.restarts
+    );
     match state {
         JobState::Finished => Ok(()),
         other => anyhow::bail!("demo job ended {other}"),

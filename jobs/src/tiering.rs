@@ -17,9 +17,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
 use futures::FutureExt;
-use silt_connectors::delta::{DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets};
+use silt_connectors::delta::{
+    DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets,
+};
 use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, connect};
-use silt_engine::{ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning, RestartStrategy, Source, TaskContext};
+use silt_engine::{
+    ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning,
+    RestartStrategy, Source, TaskContext,
+};
 use tracing::{info, warn};
 
 pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
@@ -53,7 +58,11 @@ pub struct TieringConfig {
 }
 
 impl TieringConfig {
-    pub fn new(bootstrap_servers: impl Into<String>, lake_root: impl Into<String>, checkpoint_root: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        bootstrap_servers: impl Into<String>,
+        lake_root: impl Into<String>,
+        checkpoint_root: impl Into<PathBuf>,
+    ) -> Self {
         TieringConfig {
             bootstrap_servers: bootstrap_servers.into(),
             lake_root: lake_root.into(),
@@ -79,23 +88,34 @@ impl TieringConfig {
 
     /// Where the lake table of `database.table` lives.
     pub fn lake_uri(&self, database: &str, table: &str) -> String {
-        format!("{}/{database}/{table}", self.lake_root.trim_end_matches('/'))
+        format!(
+            "{}/{database}/{table}",
+            self.lake_root.trim_end_matches('/')
+        )
     }
 }
 
 /// Parses Fluss-style durations: `500ms`, `30s`, `3min`, `1 h`, `2d` (a bare number is seconds).
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let t = text.trim().to_ascii_lowercase();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().map_err(|_| anyhow!("{text:?} is not a duration (use e.g. 500ms, 30s, 3min, 1h)"))?;
+    let value: f64 = number
+        .parse()
+        .map_err(|_| anyhow!("{text:?} is not a duration (use e.g. 500ms, 30s, 3min, 1h)"))?;
     let seconds = match unit.trim() {
         "ms" | "milli" | "millis" | "milliseconds" => value / 1000.0,
         "" | "s" | "sec" | "secs" | "second" | "seconds" => value,
         "m" | "min" | "mins" | "minute" | "minutes" => value * 60.0,
         "h" | "hour" | "hours" => value * 3600.0,
         "d" | "day" | "days" => value * 86400.0,
-        other => return Err(anyhow!("{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)")),
+        other => {
+            return Err(anyhow!(
+                "{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)"
+            ));
+        }
     };
     if !(0.001..=31_536_000.0).contains(&seconds) {
         return Err(anyhow!("{text:?} is out of range (1ms to 365 days)"));
@@ -152,7 +172,10 @@ pub struct TieringService {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 impl TieringService {
@@ -182,10 +205,20 @@ impl TieringService {
     /// were dropped (or recreated under a new id).
     pub async fn poll_once(&self) -> Result<()> {
         let connection = connect(&self.config.bootstrap_servers).await?;
-        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let admin = connection
+            .get_admin()
+            .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let mut seen = BTreeMap::new();
-        for database in admin.list_databases().await.map_err(|e| anyhow!("list databases: {e}"))? {
-            for table in admin.list_tables(&database).await.map_err(|e| anyhow!("list tables of {database}: {e}"))? {
+        for database in admin
+            .list_databases()
+            .await
+            .map_err(|e| anyhow!("list databases: {e}"))?
+        {
+            for table in admin
+                .list_tables(&database)
+                .await
+                .map_err(|e| anyhow!("list tables of {database}: {e}"))?
+            {
                 let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
                 let info = match admin.get_table_info(&path).await {
                     Ok(info) => info,
@@ -194,7 +227,12 @@ impl TieringService {
                         continue;
                     }
                 };
-                if info.get_properties().get(DATALAKE_ENABLED).map(|v| v.eq_ignore_ascii_case("true")) == Some(true) {
+                if info
+                    .get_properties()
+                    .get(DATALAKE_ENABLED)
+                    .map(|v| v.eq_ignore_ascii_case("true"))
+                    == Some(true)
+                {
                     seen.insert((database.clone(), table.clone()), info);
                 }
             }
@@ -203,7 +241,12 @@ impl TieringService {
         // Tables gone, recreated, or whose job ended for good: stop tracking (and cancel).
         let stale: Vec<_> = jobs
             .iter()
-            .filter(|(key, job)| !job.explicit && seen.get(*key).is_none_or(|info| info.get_table_id() != job.table_id))
+            .filter(|(key, job)| {
+                !job.explicit
+                    && seen
+                        .get(*key)
+                        .is_none_or(|info| info.get_table_id() != job.table_id)
+            })
             .map(|(key, _)| key.clone())
             .collect();
         for key in stale {
@@ -220,7 +263,9 @@ impl TieringService {
                 Ok(job) => {
                     jobs.insert(key, job);
                 }
-                Err(e) => warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start job"),
+                Err(e) => {
+                    warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start job")
+                }
             }
         }
         Ok(())
@@ -230,7 +275,9 @@ impl TieringService {
     /// cluster whose tables are not marked for silt). A no-op when it is already tiered.
     pub async fn tier_table(&self, database: &str, table: &str) -> Result<()> {
         let connection = connect(&self.config.bootstrap_servers).await?;
-        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let admin = connection
+            .get_admin()
+            .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
         let info = admin
             .get_table_info(&path)
@@ -257,11 +304,14 @@ impl TieringService {
         let table_id = info.get_table_id();
         let buckets = info.get_num_buckets().max(1) as u32;
         let freshness = match info.get_properties().get(DATALAKE_FRESHNESS) {
-            Some(text) => parse_duration(text).with_context(|| format!("{DATALAKE_FRESHNESS} of {name}"))?,
+            Some(text) => {
+                parse_duration(text).with_context(|| format!("{DATALAKE_FRESHNESS} of {name}"))?
+            }
             None => self.config.freshness_default,
         };
         let lake_uri = self.config.lake_uri(database, table);
-        let user_schema = silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
+        let user_schema =
+            silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
         let kind = if info.has_primary_key() {
             TableKind::PrimaryKey {
                 key_columns: info.get_primary_keys().clone(),
@@ -274,7 +324,10 @@ impl TieringService {
         let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
-        let start_offsets = lake.as_ref().map(|l| l.bucket_offsets.clone()).unwrap_or_default();
+        let start_offsets = lake
+            .as_ref()
+            .map(|l| l.bucket_offsets.clone())
+            .unwrap_or_default();
         let progress = Arc::new(Mutex::new(Progress {
             lake_offsets: start_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
@@ -282,27 +335,45 @@ impl TieringService {
         }));
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
             // Repairs a registry that missed the last commit (a crash between commit and update).
-            let offsets: Vec<(i32, i64)> = lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
+            let offsets: Vec<(i32, i64)> =
+                lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
             registry(database, table, lake.delta_version as i64, &offsets)?;
         }
 
         let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
-        let (db, tb, registry, hook_progress) = (database.to_string(), table.to_string(), self.registry.clone(), progress.clone());
+        let (db, tb, registry, hook_progress) = (
+            database.to_string(),
+            table.to_string(),
+            self.registry.clone(),
+            progress.clone(),
+        );
         sink.on_commit = Some(Arc::new(move |commit: LakeCommit| {
-            let (db, tb, registry, progress) = (db.clone(), tb.clone(), registry.clone(), hook_progress.clone());
+            let (db, tb, registry, progress) = (
+                db.clone(),
+                tb.clone(),
+                registry.clone(),
+                hook_progress.clone(),
+            );
             async move {
                 let offsets = {
                     let mut p = progress.lock().unwrap();
-                    p.lake_offsets.extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
+                    p.lake_offsets
+                        .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
                     p.delta_version = Some(commit.delta_version);
                     p.last_commit_ms = now_ms();
-                    p.lake_offsets.iter().map(|(b, o)| (*b, *o)).collect::<Vec<_>>()
+                    p.lake_offsets
+                        .iter()
+                        .map(|(b, o)| (*b, *o))
+                        .collect::<Vec<_>>()
                 };
                 if let Some(registry) = registry {
-                    registry(&db, &tb, commit.delta_version as i64, &offsets)
-                        .map_err(|e| silt_connectors::delta::Error::Config(format!("updating the lake-offset registry: {e:#}")))?;
+                    registry(&db, &tb, commit.delta_version as i64, &offsets).map_err(|e| {
+                        silt_connectors::delta::Error::Config(format!(
+                            "updating the lake-offset registry: {e:#}"
+                        ))
+                    })?;
                 }
                 Ok(())
             }
@@ -311,21 +382,32 @@ impl TieringService {
 
         if let Some((point, marker)) = self.config.crash_at.clone() {
             sink.fault_injection = Some(Arc::new(move |at: FaultPoint| {
-                if at == point && std::fs::OpenOptions::new().write(true).create_new(true).open(&marker).is_ok() {
+                if at == point
+                    && std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&marker)
+                        .is_ok()
+                {
                     eprintln!("crash injected at {at:?}");
                     std::process::abort();
                 }
             }));
         }
 
-        let mut source_config = FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
+        let mut source_config =
+            FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
         let parallelism = self.config.source_parallelism_max.clamp(1, buckets);
-        let source = graph.add_source("fluss-source", parallelism, move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
-            Ok(Box::new(FlussSource::new((*source_config).clone())))
-        });
+        let source = graph.add_source(
+            "fluss-source",
+            parallelism,
+            move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+                Ok(Box::new(FlussSource::new((*source_config).clone())))
+            },
+        );
         add_delta_sink(
             &mut graph,
             "lake",
@@ -338,7 +420,10 @@ impl TieringService {
         )
         .with_context(|| format!("building the tiering job of {name}"))?;
 
-        let checkpoints = self.config.checkpoint_root.join(format!("{database}.{table}-{table_id}"));
+        let checkpoints = self
+            .config
+            .checkpoint_root
+            .join(format!("{database}.{table}-{table_id}"));
         let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
         let mut job_config = JobConfig::new(format!("tiering {name}"), storage);
         job_config.checkpoint.interval = Some(freshness);
@@ -362,7 +447,9 @@ impl TieringService {
     /// Hot high watermarks, lake offsets and lag per tiered table.
     pub async fn status(&self) -> Result<Vec<TableTieringStatus>> {
         let connection = connect(&self.config.bootstrap_servers).await?;
-        let admin = connection.get_admin().map_err(|e| anyhow!("fluss admin: {e}"))?;
+        let admin = connection
+            .get_admin()
+            .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let jobs = self.jobs.lock().await;
         let mut out = Vec::with_capacity(jobs.len());
         for ((database, table), job) in jobs.iter() {
@@ -375,7 +462,15 @@ impl TieringService {
             let p = job.progress.lock().unwrap();
             let buckets: BTreeMap<i32, (i64, i64)> = bucket_ids
                 .iter()
-                .map(|b| (*b, (hot.get(b).copied().unwrap_or(0), p.lake_offsets.get(b).copied().unwrap_or(0))))
+                .map(|b| {
+                    (
+                        *b,
+                        (
+                            hot.get(b).copied().unwrap_or(0),
+                            p.lake_offsets.get(b).copied().unwrap_or(0),
+                        ),
+                    )
+                })
                 .collect();
             let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
             let metrics = job.job.metrics();
@@ -388,7 +483,11 @@ impl TieringService {
                 freshness: job.freshness,
                 buckets,
                 lag_offsets,
-                lag_seconds: if lag_offsets == 0 { 0.0 } else { (now_ms() - p.last_commit_ms) as f64 / 1000.0 },
+                lag_seconds: if lag_offsets == 0 {
+                    0.0
+                } else {
+                    (now_ms() - p.last_commit_ms) as f64 / 1000.0
+                },
                 delta_version: p.delta_version,
                 checkpoints: metrics.checkpoints.len(),
                 restarts: metrics.restarts,
@@ -407,8 +506,12 @@ impl TieringService {
                 continue;
             }
             match tokio::time::timeout(timeout, job.job.stop()).await {
-                Ok(Ok(id)) => info!(table = %format!("{database}.{table}"), checkpoint = id, "tiering: stopped with a final checkpoint"),
-                Ok(Err(e)) => warn!(table = %format!("{database}.{table}"), error = %e, "tiering: stop failed"),
+                Ok(Ok(id)) => {
+                    info!(table = %format!("{database}.{table}"), checkpoint = id, "tiering: stopped with a final checkpoint")
+                }
+                Ok(Err(e)) => {
+                    warn!(table = %format!("{database}.{table}"), error = %e, "tiering: stop failed")
+                }
                 Err(_) => {
                     warn!(table = %format!("{database}.{table}"), "tiering: stop timed out; cancelling");
                     job.job.cancel().await;
@@ -424,7 +527,14 @@ mod tests {
 
     #[test]
     fn durations_parse_like_fluss() {
-        let cases = [("500ms", 500), ("30s", 30_000), ("3min", 180_000), ("1 h", 3_600_000), ("2", 2_000), ("1.5s", 1_500)];
+        let cases = [
+            ("500ms", 500),
+            ("30s", 30_000),
+            ("3min", 180_000),
+            ("1 h", 3_600_000),
+            ("2", 2_000),
+            ("1.5s", 1_500),
+        ];
         for (text, ms) in cases {
             assert_eq!(parse_duration(text).unwrap().as_millis(), ms, "{text}");
         }

@@ -15,7 +15,9 @@ use silt_hotstore::{Server, ServerConfig, ServerHandle};
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringConfig, TieringService};
+use crate::tiering::{
+    DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringConfig, TieringService,
+};
 
 #[derive(Debug, Clone)]
 pub struct UpOptions {
@@ -31,11 +33,12 @@ pub struct UpOptions {
 }
 
 pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
-    let bind_addr: SocketAddr = config
-        .hotstore
-        .listen
-        .parse()
-        .with_context(|| format!("hotstore.listen {:?} is not an address like 127.0.0.1:9123", config.hotstore.listen))?;
+    let bind_addr: SocketAddr = config.hotstore.listen.parse().with_context(|| {
+        format!(
+            "hotstore.listen {:?} is not an address like 127.0.0.1:9123",
+            config.hotstore.listen
+        )
+    })?;
     let mut server = ServerConfig {
         bind_addr,
         data_dir: config.data_dir.join("hotstore"),
@@ -53,7 +56,11 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
             window_ms: config.hotstore.group_commit_window_ms,
         },
         "never" => silt_hotstore::storage::FsyncPolicy::Never,
-        other => return Err(anyhow!("hotstore.fsync is {other:?}; use always, group or never")),
+        other => {
+            return Err(anyhow!(
+                "hotstore.fsync is {other:?}; use always, group or never"
+            ));
+        }
     };
     if !bind_addr.ip().is_loopback() {
         warn!(%bind_addr, "hotstore listens beyond loopback: anyone who can reach this address can read and write tables");
@@ -77,29 +84,48 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
 }
 
 pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
-    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let server = Arc::new(Server::start(hotstore_config(config)?).await?);
     let bootstrap = server.local_addr().to_string();
-    println!("hotstore: Fluss wire protocol on {bootstrap} (data in {})", config.data_dir.display());
+    println!(
+        "hotstore: Fluss wire protocol on {bootstrap} (data in {})",
+        config.data_dir.display()
+    );
 
     let registry_server = server.clone();
-    let registry: RegistryUpdate = Arc::new(move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-        registry_server.set_lake_snapshot(db, table, snapshot, offsets).map_err(anyhow::Error::from)
-    });
+    let registry: RegistryUpdate = Arc::new(
+        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+            registry_server
+                .set_lake_snapshot(db, table, snapshot, offsets)
+                .map_err(anyhow::Error::from)
+        },
+    );
     let mut tiering_config = tiering_config(config, &bootstrap);
-    tiering_config.crash_at = options.crash_at.map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}"))));
+    tiering_config.crash_at = options
+        .crash_at
+        .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}"))));
     let tiering = TieringService::new(tiering_config, Some(registry));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let discovery = {
         let tiering = tiering.clone();
         tokio::spawn(async move { tiering.run(stop_rx).await })
     };
-    println!("tiering: lake tables under {}", config.data_dir.join("lake").display());
+    println!(
+        "tiering: lake tables under {}",
+        config.data_dir.join("lake").display()
+    );
 
     let workload = if options.demo {
         create_demo_tables(&bootstrap).await?;
-        let (bootstrap, rate, stop) = (bootstrap.clone(), options.demo_rate_per_s, stop_tx.subscribe());
-        Some(tokio::spawn(async move { demo_workload(&bootstrap, rate, stop).await }))
+        let (bootstrap, rate, stop) = (
+            bootstrap.clone(),
+            options.demo_rate_per_s,
+            stop_tx.subscribe(),
+        );
+        Some(tokio::spawn(async move {
+            demo_workload(&bootstrap, rate, stop).await
+        }))
     } else {
         None
     };
@@ -211,21 +237,45 @@ async fn create_demo_tables(bootstrap: &str) -> Result<()> {
         .build()
         .map_err(|e| anyhow!("{e}"))?;
     admin
-        .create_table(&TablePath::new(DEMO_DATABASE, "customers"), &customers, true)
+        .create_table(
+            &TablePath::new(DEMO_DATABASE, "customers"),
+            &customers,
+            true,
+        )
         .await
         .map_err(|e| anyhow!("creating demo.customers: {e}"))?;
-    info!("demo tables ready: demo.orders (log, 3 buckets), demo.customers (primary key, 2 buckets)");
+    info!(
+        "demo tables ready: demo.orders (log, 3 buckets), demo.customers (primary key, 2 buckets)"
+    );
     Ok(())
 }
 
 /// Appends orders and upserts (and sometimes deletes) customers, ten flushes a second, until
 /// told to stop. Returns the rows written.
-async fn demo_workload(bootstrap: &str, rate_per_s: u64, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<u64> {
+async fn demo_workload(
+    bootstrap: &str,
+    rate_per_s: u64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<u64> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
-    let orders = connection.get_table(&TablePath::new(DEMO_DATABASE, "orders")).await.map_err(|e| anyhow!("{e}"))?;
-    let customers = connection.get_table(&TablePath::new(DEMO_DATABASE, "customers")).await.map_err(|e| anyhow!("{e}"))?;
-    let appender = orders.new_append().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
-    let upserter = customers.new_upsert().map_err(|e| anyhow!("{e}"))?.create_writer().map_err(|e| anyhow!("{e}"))?;
+    let orders = connection
+        .get_table(&TablePath::new(DEMO_DATABASE, "orders"))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let customers = connection
+        .get_table(&TablePath::new(DEMO_DATABASE, "customers"))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let appender = orders
+        .new_append()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
+    let upserter = customers
+        .new_upsert()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
     let per_tick = (rate_per_s / 10).max(1);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let (mut order_id, mut written) = (0i64, 0u64);
@@ -259,10 +309,22 @@ async fn demo_workload(bootstrap: &str, rate_per_s: u64, mut stop: tokio::sync::
             order_id += 1;
             written += 1;
         }
-        appender.flush().await.map_err(|e| anyhow!("flush orders: {e}"))?;
-        upserter.flush().await.map_err(|e| anyhow!("flush customers: {e}"))?;
+        appender
+            .flush()
+            .await
+            .map_err(|e| anyhow!("flush orders: {e}"))?;
+        upserter
+            .flush()
+            .await
+            .map_err(|e| anyhow!("flush customers: {e}"))?;
     }
-    appender.flush().await.map_err(|e| anyhow!("flush orders: {e}"))?;
-    upserter.flush().await.map_err(|e| anyhow!("flush customers: {e}"))?;
+    appender
+        .flush()
+        .await
+        .map_err(|e| anyhow!("flush orders: {e}"))?;
+    upserter
+        .flush()
+        .await
+        .map_err(|e| anyhow!("flush customers: {e}"))?;
     Ok(written)
 }

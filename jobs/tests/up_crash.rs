@@ -31,7 +31,15 @@ fn start_silt(data_dir: &Path) -> Result<Silt> {
 
 fn start_silt_with(data_dir: &Path, extra: &[&str]) -> Result<Silt> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(["--data-dir", &data_dir.to_string_lossy(), "--log", "warn", "up", "--status-every-s", "3600"])
+        .args([
+            "--data-dir",
+            &data_dir.to_string_lossy(),
+            "--log",
+            "warn",
+            "up",
+            "--status-every-s",
+            "3600",
+        ])
         .args(extra)
         .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())
@@ -43,11 +51,18 @@ fn start_silt_with(data_dir: &Path, extra: &[&str]) -> Result<Silt> {
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(rest) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
-                let _ = tx.send(rest.split_whitespace().next().unwrap_or_default().to_string());
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
             }
         }
     });
-    let bootstrap = rx.recv_timeout(Duration::from_secs(30)).map_err(|_| anyhow!("silt up did not report its address within 30 s"))?;
+    let bootstrap = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| anyhow!("silt up did not report its address within 30 s"))?;
     Ok(Silt { child, bootstrap })
 }
 
@@ -75,14 +90,19 @@ async fn connect(bootstrap: &str) -> Result<FlussConnection> {
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
     let admin = connection.get_admin()?;
     admin.create_database("c", None, true).await?;
-    let events = Schema::builder().column("id", DataTypes::bigint()).column("v", DataTypes::string()).build()?;
+    let events = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
     let events = TableDescriptor::builder()
         .schema(events)
         .distributed_by(Some(3), vec![])
         .property("table.datalake.enabled", "true")
         .property("table.datalake.freshness", "250ms")
         .build()?;
-    admin.create_table(&TablePath::new("c", "events"), &events, true).await?;
+    admin
+        .create_table(&TablePath::new("c", "events"), &events, true)
+        .await?;
     let users = Schema::builder()
         .column("id", DataTypes::bigint())
         .column("score", DataTypes::bigint())
@@ -94,14 +114,18 @@ async fn create_tables(connection: &FlussConnection) -> Result<()> {
         .property("table.datalake.enabled", "true")
         .property("table.datalake.freshness", "250ms")
         .build()?;
-    admin.create_table(&TablePath::new("c", "users"), &users, true).await?;
+    admin
+        .create_table(&TablePath::new("c", "users"), &users, true)
+        .await?;
     Ok(())
 }
 
 /// Writes batches until an error (the process died) and returns the acknowledged event ids.
 async fn write_until_killed(bootstrap: String, first_id: i64) -> BTreeSet<i64> {
     let mut acked = BTreeSet::new();
-    let Ok(connection) = connect(&bootstrap).await else { return acked };
+    let Ok(connection) = connect(&bootstrap).await else {
+        return acked;
+    };
     let (Ok(events), Ok(users)) = (
         connection.get_table(&TablePath::new("c", "events")).await,
         connection.get_table(&TablePath::new("c", "users")).await,
@@ -128,7 +152,11 @@ async fn write_until_killed(bootstrap: String, first_id: i64) -> BTreeSet<i64> {
             let mut u = GenericRow::new(2);
             u.set_field(0, i % 300);
             u.set_field(1, i);
-            let op = if i % 11 == 0 { upserter.delete(&u) } else { upserter.upsert(&u) };
+            let op = if i % 11 == 0 {
+                upserter.delete(&u)
+            } else {
+                upserter.upsert(&u)
+            };
             if op.is_err() {
                 return acked;
             }
@@ -147,7 +175,11 @@ async fn write_until_killed(bootstrap: String, first_id: i64) -> BTreeSet<i64> {
 }
 
 /// Reads a table's whole changelog up to the current high watermarks through the client.
-async fn hot_changelog(connection: &FlussConnection, table: &str, buckets: i32) -> Result<Vec<(i32, i64, u8, Vec<i64>, Option<String>)>> {
+async fn hot_changelog(
+    connection: &FlussConnection,
+    table: &str,
+    buckets: i32,
+) -> Result<Vec<(i32, i64, u8, Vec<i64>, Option<String>)>> {
     let path = TablePath::new("c", table);
     let admin = connection.get_admin()?;
     let ids: Vec<i32> = (0..buckets).collect();
@@ -165,12 +197,20 @@ async fn hot_changelog(connection: &FlussConnection, table: &str, buckets: i32) 
     let deadline = Instant::now() + Duration::from_secs(60);
     while !remaining.is_empty() {
         if Instant::now() > deadline {
-            bail!("reading {table} up to its high watermarks timed out; still to read: {remaining:?}");
+            bail!(
+                "reading {table} up to its high watermarks timed out; still to read: {remaining:?}"
+            );
         }
-        for (bucket, records) in scanner.poll(Duration::from_millis(200)).await?.into_records_by_buckets() {
+        for (bucket, records) in scanner
+            .poll(Duration::from_millis(200))
+            .await?
+            .into_records_by_buckets()
+        {
             let b = bucket.bucket_id();
             for r in records {
-                let Some(end) = remaining.get(&b).copied() else { continue };
+                let Some(end) = remaining.get(&b).copied() else {
+                    continue;
+                };
                 if r.offset() >= end {
                     continue;
                 }
@@ -190,7 +230,11 @@ async fn hot_changelog(connection: &FlussConnection, table: &str, buckets: i32) 
     Ok(rows)
 }
 
-async fn lake_batches(data_dir: &Path, table: &str, sql: &str) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+async fn lake_batches(
+    data_dir: &Path,
+    table: &str,
+    sql: &str,
+) -> Result<Vec<arrow::record_batch::RecordBatch>> {
     let uri = data_dir.join("lake").join("c").join(table);
     let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
     let ctx = SessionContext::new();
@@ -204,7 +248,11 @@ fn column_i64(batches: &[arrow::record_batch::RecordBatch], i: usize) -> Vec<i64
         .iter()
         .flat_map(|b| {
             let a = arrow::compute::cast(b.column(i), &arrow::datatypes::DataType::Int64).unwrap();
-            let a = a.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().clone();
+            let a = a
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap()
+                .clone();
             (0..a.len()).map(move |j| a.value(j)).collect::<Vec<_>>()
         })
         .collect()
@@ -242,7 +290,10 @@ async fn wait_for_lake(connection: &FlussConnection, data_dir: &Path) -> Result<
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("tiering did not catch up within 120 s: {}", behind.join(", "));
+            bail!(
+                "tiering did not catch up within 120 s: {}",
+                behind.join(", ")
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -282,13 +333,21 @@ async fn trial(seed: u64) -> Result<()> {
     let silt = start_silt(dir.path())?;
     let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, seed).await?;
     drop(silt);
-    eprintln!("crash trial seed {seed}: {kills} kills, {} acked writes, {events} events, {users} users", acked.len());
+    eprintln!(
+        "crash trial seed {seed}: {kills} kills, {} acked writes, {events} events, {users} users",
+        acked.len()
+    );
     Ok(())
 }
 
 /// Waits for tiering to catch up, then checks the lake against the hot changelog and the
 /// acknowledged writes against the hot store. Returns (events, users) counts.
-async fn verify(dir: &Path, bootstrap: &str, acked: &BTreeSet<i64>, seed: u64) -> Result<(usize, usize)> {
+async fn verify(
+    dir: &Path,
+    bootstrap: &str,
+    acked: &BTreeSet<i64>,
+    seed: u64,
+) -> Result<(usize, usize)> {
     let connection = connect(bootstrap).await?;
     wait_for_lake(&connection, dir).await?;
 
@@ -297,18 +356,34 @@ async fn verify(dir: &Path, bootstrap: &str, acked: &BTreeSet<i64>, seed: u64) -
     let hot_ids: BTreeSet<i64> = hot.iter().map(|r| r.3[0]).collect();
     let lost: Vec<_> = acked.difference(&hot_ids).take(5).collect();
     let dir = &dir;
-    assert!(lost.is_empty(), "seed {seed}: acknowledged writes missing from the hot store: {lost:?}");
-    let lake = lake_batches(dir, "events", "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset").await?;
+    assert!(
+        lost.is_empty(),
+        "seed {seed}: acknowledged writes missing from the hot store: {lost:?}"
+    );
+    let lake = lake_batches(
+        dir,
+        "events",
+        "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset",
+    )
+    .await?;
     let lake_rows: Vec<(i64, i64, i64)> = column_i64(&lake, 0)
         .into_iter()
         .zip(column_i64(&lake, 1))
         .zip(column_i64(&lake, 2))
         .map(|((b, o), id)| (b, o, id))
         .collect();
-    let mut hot_rows: Vec<(i64, i64, i64)> = hot.iter().map(|r| (r.0 as i64, r.1, r.3[0])).collect();
+    let mut hot_rows: Vec<(i64, i64, i64)> =
+        hot.iter().map(|r| (r.0 as i64, r.1, r.3[0])).collect();
     hot_rows.sort();
-    assert_eq!(lake_rows.len(), hot_rows.len(), "seed {seed}: events row count (lake vs hot)");
-    assert!(lake_rows == hot_rows, "seed {seed}: events differ between the lake and the hot changelog");
+    assert_eq!(
+        lake_rows.len(),
+        hot_rows.len(),
+        "seed {seed}: events row count (lake vs hot)"
+    );
+    assert!(
+        lake_rows == hot_rows,
+        "seed {seed}: events differ between the lake and the hot changelog"
+    );
 
     // PK table: the lake holds the latest image per key from the changelog, deletes removed.
     let mut latest: BTreeMap<i64, i64> = BTreeMap::new();
@@ -326,21 +401,37 @@ async fn verify(dir: &Path, bootstrap: &str, acked: &BTreeSet<i64>, seed: u64) -
         }
     }
     let lake = lake_batches(dir, "users", "SELECT id, score FROM lake ORDER BY id").await?;
-    let lake_users: Vec<(i64, i64)> = column_i64(&lake, 0).into_iter().zip(column_i64(&lake, 1)).collect();
+    let lake_users: Vec<(i64, i64)> = column_i64(&lake, 0)
+        .into_iter()
+        .zip(column_i64(&lake, 1))
+        .collect();
     let want: Vec<(i64, i64)> = latest.into_iter().collect();
-    assert!(lake_users == want, "seed {seed}: users differ: lake {} rows vs changelog {} keys", lake_users.len(), want.len());
+    assert!(
+        lake_users == want,
+        "seed {seed}: users differ: lake {} rows vs changelog {} keys",
+        lake_users.len(),
+        want.len()
+    );
 
     // The lake snapshot clients see (hotstore's registry) matches the lake's txn offsets.
     let admin = connection.get_admin()?;
     for (table, buckets) in [("events", 3), ("users", 2)] {
         let path = TablePath::new("c", table);
         let snapshot = admin.get_latest_lake_snapshot(&path).await?;
-        let registered: BTreeMap<i32, i64> = snapshot.table_buckets_offset().iter().map(|(b, o)| (b.bucket_id(), *o)).collect();
+        let registered: BTreeMap<i32, i64> = snapshot
+            .table_buckets_offset()
+            .iter()
+            .map(|(b, o)| (b.bucket_id(), *o))
+            .collect();
         let ids: Vec<i32> = (0..buckets).collect();
         let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
         for b in ids {
             if hw[&b] > 0 {
-                assert_eq!(registered.get(&b), Some(&hw[&b]), "seed {seed}: registry offset of {table}[{b}]");
+                assert_eq!(
+                    registered.get(&b),
+                    Some(&hw[&b]),
+                    "seed {seed}: registry offset of {table}[{b}]"
+                );
             }
         }
     }
@@ -364,13 +455,26 @@ async fn crash_at(point: &str) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(!status.success(), "the injected crash at {point} ends the process abnormally");
-    let marker = if point == "before-commit" { ".crashed-BeforeCommit" } else { ".crashed-AfterCommit" };
-    assert!(dir.path().join(marker).exists(), "the process died at the injected point {point}, not elsewhere");
+    assert!(
+        !status.success(),
+        "the injected crash at {point} ends the process abnormally"
+    );
+    let marker = if point == "before-commit" {
+        ".crashed-BeforeCommit"
+    } else {
+        ".crashed-AfterCommit"
+    };
+    assert!(
+        dir.path().join(marker).exists(),
+        "the process died at the injected point {point}, not elsewhere"
+    );
     let acked = writer.await?;
     let silt = start_silt(dir.path())?;
     let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, 0).await?;
-    eprintln!("crash at {point}: {} acked writes, {events} events, {users} users", acked.len());
+    eprintln!(
+        "crash at {point}: {} acked writes, {events} events, {users} users",
+        acked.len()
+    );
     Ok(())
 }
 
@@ -386,9 +490,14 @@ async fn a_kill_after_the_delta_commit_before_the_registry_update_is_repaired() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_during_writes_and_tiering_loses_and_duplicates_nothing() -> Result<()> {
-    let trials: u64 = std::env::var("SILTTEST_CRASH_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let trials: u64 = std::env::var("SILTTEST_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     for seed in 1..=trials {
-        trial(seed).await.with_context(|| format!("crash trial seed {seed}"))?;
+        trial(seed)
+            .await
+            .with_context(|| format!("crash trial seed {seed}"))?;
     }
     Ok(())
 }

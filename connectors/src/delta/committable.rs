@@ -60,7 +60,8 @@ impl Committable {
     }
 
     pub fn from_json(value: &Value) -> Result<Committable> {
-        let bad = |what: &str| Error::Committable(format!("{what} is missing or has the wrong type"));
+        let bad =
+            |what: &str| Error::Committable(format!("{what} is missing or has the wrong type"));
         let u64_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).ok_or_else(|| bad(k));
         let i64_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_i64).ok_or_else(|| bad(k));
         let adds = value
@@ -68,17 +69,28 @@ impl Committable {
             .and_then(Value::as_array)
             .ok_or_else(|| bad("adds"))?
             .iter()
-            .map(|a| serde_json::from_value::<Add>(a.clone()).map_err(|e| Error::Committable(format!("add action: {e}"))))
+            .map(|a| {
+                serde_json::from_value::<Add>(a.clone())
+                    .map_err(|e| Error::Committable(format!("add action: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let staged = value
             .get("staged")
             .and_then(Value::as_array)
             .ok_or_else(|| bad("staged"))?
             .iter()
-            .map(|p| p.as_str().map(str::to_string).ok_or_else(|| bad("staged path")))
+            .map(|p| {
+                p.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| bad("staged path"))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut buckets = BTreeMap::new();
-        for b in value.get("buckets").and_then(Value::as_array).ok_or_else(|| bad("buckets"))? {
+        for b in value
+            .get("buckets")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("buckets"))?
+        {
             let bucket = i32::try_from(i64_of(b, "bucket")?).map_err(|_| bad("bucket"))?;
             let range = BucketRange {
                 start: i64_of(b, "start")?,
@@ -86,7 +98,9 @@ impl Committable {
                 rows: u64_of(b, "rows")?,
             };
             if range.start >= range.end {
-                return Err(Error::Committable(format!("bucket {bucket} has an empty range {range:?}")));
+                return Err(Error::Committable(format!(
+                    "bucket {bucket} has an empty range {range:?}"
+                )));
             }
             buckets.insert(bucket, range);
         }
@@ -101,13 +115,21 @@ impl Committable {
 }
 
 pub fn batch_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new(COLUMN, DataType::Binary, false)]))
+    Arc::new(Schema::new(vec![Field::new(
+        COLUMN,
+        DataType::Binary,
+        false,
+    )]))
 }
 
 /// The one-row batch that carries a committable to the committer.
 pub fn to_batch(committable: &Committable) -> Result<RecordBatch> {
-    let bytes = serde_json::to_vec(&committable.to_json()?).map_err(|e| Error::Internal(e.to_string()))?;
-    Ok(RecordBatch::try_new(batch_schema(), vec![Arc::new(BinaryArray::from_iter_values([bytes]))])?)
+    let bytes =
+        serde_json::to_vec(&committable.to_json()?).map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(RecordBatch::try_new(
+        batch_schema(),
+        vec![Arc::new(BinaryArray::from_iter_values([bytes]))],
+    )?)
 }
 
 /// Every committable in a batch received by the committer.
@@ -118,7 +140,8 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Committable>> {
         .ok_or_else(|| Error::Committable(format!("the committer's input has no binary column {COLUMN:?} (connect it to a delta writer)")))?;
     (0..column.len())
         .map(|i| {
-            let value: Value = serde_json::from_slice(column.value(i)).map_err(|e| Error::Committable(e.to_string()))?;
+            let value: Value = serde_json::from_slice(column.value(i))
+                .map_err(|e| Error::Committable(e.to_string()))?;
             Committable::from_json(&value)
         })
         .collect()
@@ -126,7 +149,10 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Committable>> {
 
 /// The committer's state: pending committables, oldest first.
 pub fn encode_pending(pending: &[Committable]) -> Result<Vec<u8>> {
-    let values = pending.iter().map(Committable::to_json).collect::<Result<Vec<_>>>()?;
+    let values = pending
+        .iter()
+        .map(Committable::to_json)
+        .collect::<Result<Vec<_>>>()?;
     serde_json::to_vec(&Value::Array(values)).map_err(|e| Error::Internal(e.to_string()))
 }
 
@@ -134,7 +160,8 @@ pub fn decode_pending(bytes: &[u8]) -> Result<Vec<Committable>> {
     if bytes.is_empty() {
         return Ok(Vec::new());
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| Error::Committable(e.to_string()))?;
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| Error::Committable(e.to_string()))?;
     value
         .as_array()
         .ok_or_else(|| Error::Committable("state is not a list".into()))?
@@ -164,10 +191,21 @@ mod tests {
             writer: 1,
             adds: vec![add],
             staged: vec!["_silt_staging/x.parquet".into()],
-            buckets: BTreeMap::from([(3, BucketRange { start: 10, end: 12, rows: 2 })]),
+            buckets: BTreeMap::from([(
+                3,
+                BucketRange {
+                    start: 10,
+                    end: 12,
+                    rows: 2,
+                },
+            )]),
         };
-        let json = |cs: Vec<Committable>| cs.iter().map(|c| c.to_json().unwrap()).collect::<Vec<_>>();
-        assert_eq!(json(from_batch(&to_batch(&c).unwrap()).unwrap()), json(vec![c.clone()]));
+        let json =
+            |cs: Vec<Committable>| cs.iter().map(|c| c.to_json().unwrap()).collect::<Vec<_>>();
+        assert_eq!(
+            json(from_batch(&to_batch(&c).unwrap()).unwrap()),
+            json(vec![c.clone()])
+        );
         let pending = decode_pending(&encode_pending(&[c.clone(), c.clone()]).unwrap()).unwrap();
         assert_eq!(json(pending), json(vec![c.clone(), c]));
         assert!(decode_pending(b"").unwrap().is_empty());

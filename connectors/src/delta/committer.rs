@@ -58,7 +58,10 @@ impl DeltaCommitter {
 
     /// Commits every pending committable of checkpoints `<= up_to` in one Delta commit.
     async fn commit_up_to(&mut self, up_to: u64) -> Result<Option<LakeCommit>> {
-        let (ready, later): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|c| c.checkpoint_id <= up_to);
+        let (ready, later): (Vec<_>, Vec<_>) = self
+            .pending
+            .drain(..)
+            .partition(|c| c.checkpoint_id <= up_to);
         self.pending = later;
         if ready.is_empty() {
             return Ok(None);
@@ -96,7 +99,9 @@ impl DeltaCommitter {
             "delta commit"
         );
         if let Some(hook) = &self.config.on_commit {
-            (hook.as_ref())(commit.clone()).await.map_err(|e| Error::Hook(e.to_string()))?;
+            (hook.as_ref())(commit.clone())
+                .await
+                .map_err(|e| Error::Hook(e.to_string()))?;
         }
         Ok(commit)
     }
@@ -104,7 +109,11 @@ impl DeltaCommitter {
 
 #[async_trait]
 impl Operator for DeltaCommitter {
-    async fn open(&mut self, _ctx: &TaskContext, restored: RestoredState) -> silt_engine::Result<()> {
+    async fn open(
+        &mut self,
+        _ctx: &TaskContext,
+        restored: RestoredState,
+    ) -> silt_engine::Result<()> {
         self.lake = Some(LakeTable::open(self.config.clone()).await?);
         if let Some(state) = restored.own() {
             self.pending = decode_pending(state)?;
@@ -114,12 +123,21 @@ impl Operator for DeltaCommitter {
         Ok(())
     }
 
-    async fn process(&mut self, _input: usize, batch: RecordBatch, _out: &mut Output) -> silt_engine::Result<()> {
+    async fn process(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> silt_engine::Result<()> {
         self.pending.extend(from_batch(&batch)?);
         Ok(())
     }
 
-    async fn snapshot(&mut self, _checkpoint_id: u64, _out: &mut Output) -> silt_engine::Result<Bytes> {
+    async fn snapshot(
+        &mut self,
+        _checkpoint_id: u64,
+        _out: &mut Output,
+    ) -> silt_engine::Result<Bytes> {
         Ok(Bytes::from(encode_pending(&self.pending)?))
     }
 

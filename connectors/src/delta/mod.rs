@@ -114,7 +114,12 @@ impl DeltaSinkConfig {
     pub const COMMIT_RETRIES_DEFAULT: usize = 15;
 
     /// A config with default limits.
-    pub fn new(table_uri: impl Into<String>, table_id: impl Into<String>, kind: TableKind, user_schema: SchemaRef) -> Self {
+    pub fn new(
+        table_uri: impl Into<String>,
+        table_id: impl Into<String>,
+        kind: TableKind,
+        user_schema: SchemaRef,
+    ) -> Self {
         DeltaSinkConfig {
             table_uri: table_uri.into(),
             storage_options: HashMap::new(),
@@ -137,14 +142,25 @@ impl DeltaSinkConfig {
         if self.table_uri.is_empty() {
             return invalid("table_uri is empty (set a local path or an object store url)".into());
         }
-        if self.table_id.is_empty() || !self.table_id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        if self.table_id.is_empty()
+            || !self
+                .table_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
             return invalid(format!(
                 "table_id {:?} must be non-empty and use only letters, digits, '.', '_' and '-'",
                 self.table_id
             ));
         }
-        if self.target_file_bytes == 0 || self.row_group_rows_max == 0 || self.change_buffer_bytes_max == 0 {
-            return invalid("target_file_bytes, row_group_rows_max and change_buffer_bytes_max must be > 0".into());
+        if self.target_file_bytes == 0
+            || self.row_group_rows_max == 0
+            || self.change_buffer_bytes_max == 0
+        {
+            return invalid(
+                "target_file_bytes, row_group_rows_max and change_buffer_bytes_max must be > 0"
+                    .into(),
+            );
         }
         lake_arrow_schema(&self.user_schema)?;
         if let TableKind::PrimaryKey { key_columns } = &self.kind {
@@ -153,8 +169,16 @@ impl DeltaSinkConfig {
             }
             for key in key_columns {
                 if self.user_schema.field_with_name(key).is_err() {
-                    let known: Vec<&str> = self.user_schema.fields().iter().map(|f| f.name().as_str()).collect();
-                    return invalid(format!("key column {key:?} is not a column of the table (columns: {})", known.join(", ")));
+                    let known: Vec<&str> = self
+                        .user_schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect();
+                    return invalid(format!(
+                        "key column {key:?} is not a column of the table (columns: {})",
+                        known.join(", ")
+                    ));
                 }
             }
         }
@@ -198,7 +222,9 @@ pub fn add_delta_sink(
     let committer = graph.add_operator(
         format!("{name}-committer"),
         1,
-        move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> { Ok(Box::new(DeltaCommitter::new(config.clone()))) },
+        move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+            Ok(Box::new(DeltaCommitter::new(config.clone())))
+        },
     );
     graph.connect(upstream, writer, partitioning);
     graph.connect(writer, committer, Partitioning::Rebalance);

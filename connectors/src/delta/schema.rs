@@ -28,12 +28,22 @@ pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
         | DataType::Float64
         | DataType::Date32 => data_type.clone(),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => DataType::Binary,
-        DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => DataType::Binary,
+        DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s)
+            if *p <= 38 && *s >= 0 =>
+        {
             DataType::Decimal128(*p, *s)
         }
-        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
-            return Err(unsupported("Delta decimals have precision 1..=38 and scale >= 0 (narrow the column)"));
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => {
+            return Err(unsupported(
+                "Delta decimals have precision 1..=38 and scale >= 0 (narrow the column)",
+            ));
         }
         DataType::Timestamp(TimeUnit::Nanosecond, _) => {
             return Err(unsupported(
@@ -42,28 +52,47 @@ pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
         }
         // Seconds and milliseconds widen to microseconds exactly.
         DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
-        DataType::Timestamp(_, Some(_)) => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Timestamp(_, Some(_)) => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
         DataType::Time32(_) | DataType::Time64(_) => {
-            return Err(unsupported("Delta has no time-of-day type (cast the column to INT or STRING in a transform)"));
+            return Err(unsupported(
+                "Delta has no time-of-day type (cast the column to INT or STRING in a transform)",
+            ));
         }
         DataType::Date64 => return Err(unsupported("use a DATE (date32) or a TIMESTAMP column")),
         DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
-            return Err(unsupported("Delta has no unsigned integers (cast to a wider signed integer)"));
+            return Err(unsupported(
+                "Delta has no unsigned integers (cast to a wider signed integer)",
+            ));
         }
-        DataType::List(item) | DataType::LargeList(item) | DataType::ListView(item) | DataType::LargeListView(item) | DataType::FixedSizeList(item, _) => {
+        DataType::List(item)
+        | DataType::LargeList(item)
+        | DataType::ListView(item)
+        | DataType::LargeListView(item)
+        | DataType::FixedSizeList(item, _) => {
             let inner = lake_data_type(&format!("{column}.element"), item.data_type())?;
             DataType::List(Arc::new(Field::new("element", inner, item.is_nullable())))
         }
         DataType::Struct(fields) => DataType::Struct(lake_fields(column, fields)?),
         DataType::Map(entries, _) => {
             let DataType::Struct(kv) = entries.data_type() else {
-                return Err(unsupported("a map's entries must be a struct of key and value"));
+                return Err(unsupported(
+                    "a map's entries must be a struct of key and value",
+                ));
             };
             let kv = lake_fields(column, kv)?;
-            DataType::Map(Arc::new(Field::new("key_value", DataType::Struct(kv), false)), false)
+            DataType::Map(
+                Arc::new(Field::new("key_value", DataType::Struct(kv), false)),
+                false,
+            )
         }
         DataType::Dictionary(_, value) => lake_data_type(column, value)?,
-        _ => return Err(unsupported("there is no Delta type for it (cast it in a transform)")),
+        _ => {
+            return Err(unsupported(
+                "there is no Delta type for it (cast it in a transform)",
+            ));
+        }
     })
 }
 
@@ -79,7 +108,13 @@ fn lake_fields(column: &str, fields: &Fields) -> Result<Fields> {
 }
 
 fn is_system_column(name: &str) -> bool {
-    [BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN, CHANGE_TYPE_COLUMN].contains(&name)
+    [
+        BUCKET_COLUMN,
+        OFFSET_COLUMN,
+        TIMESTAMP_COLUMN,
+        CHANGE_TYPE_COLUMN,
+    ]
+    .contains(&name)
 }
 
 /// The lake table's Arrow schema: the user columns (mapped), then `__bucket`, `__offset`,
@@ -93,11 +128,19 @@ pub fn lake_arrow_schema(user_schema: &Schema) -> Result<SchemaRef> {
                 f.name()
             )));
         }
-        fields.push(Field::new(f.name(), lake_data_type(f.name(), f.data_type())?, f.is_nullable()));
+        fields.push(Field::new(
+            f.name(),
+            lake_data_type(f.name(), f.data_type())?,
+            f.is_nullable(),
+        ));
     }
     fields.push(Field::new(BUCKET_COLUMN, DataType::Int32, false));
     fields.push(Field::new(OFFSET_COLUMN, DataType::Int64, false));
-    fields.push(Field::new(TIMESTAMP_COLUMN, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false));
+    fields.push(Field::new(
+        TIMESTAMP_COLUMN,
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    ));
     Ok(Arc::new(Schema::new(fields)))
 }
 
@@ -135,17 +178,22 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
         if column.data_type() == field.data_type() {
             columns.push(column.clone());
         } else {
-            columns.push(cast_with_options(column, field.data_type(), &options).map_err(|e| {
-                Error::Batch(format!(
-                    "column {:?} of type {} does not convert to {}: {e}",
-                    field.name(),
-                    column.data_type(),
-                    field.data_type()
-                ))
-            })?);
+            columns.push(
+                cast_with_options(column, field.data_type(), &options).map_err(|e| {
+                    Error::Batch(format!(
+                        "column {:?} of type {} does not convert to {}: {e}",
+                        field.name(),
+                        column.data_type(),
+                        field.data_type()
+                    ))
+                })?,
+            );
         }
         if !field.is_nullable() && columns.last().is_some_and(|c| c.null_count() > 0) {
-            return Err(Error::Batch(format!("column {:?} is declared NOT NULL but holds nulls", field.name())));
+            return Err(Error::Batch(format!(
+                "column {:?} is declared NOT NULL but holds nulls",
+                field.name()
+            )));
         }
     }
     Ok(RecordBatch::try_new(target.clone(), columns)?)
@@ -176,35 +224,66 @@ mod tests {
             (DataType::FixedSizeBinary(16), DataType::Binary),
             (DataType::Decimal128(38, 10), DataType::Decimal128(38, 10)),
             (DataType::Date32, DataType::Date32),
-            (DataType::Timestamp(TimeUnit::Second, None), DataType::Timestamp(TimeUnit::Microsecond, None)),
-            (DataType::Timestamp(TimeUnit::Millisecond, None), DataType::Timestamp(TimeUnit::Microsecond, None)),
-            (DataType::Timestamp(TimeUnit::Microsecond, utc.clone()), DataType::Timestamp(TimeUnit::Microsecond, utc.clone())),
-            (DataType::Timestamp(TimeUnit::Millisecond, Some("+02:00".into())), DataType::Timestamp(TimeUnit::Microsecond, utc)),
+            (
+                DataType::Timestamp(TimeUnit::Second, None),
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+            (
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+            (
+                DataType::Timestamp(TimeUnit::Microsecond, utc.clone()),
+                DataType::Timestamp(TimeUnit::Microsecond, utc.clone()),
+            ),
+            (
+                DataType::Timestamp(TimeUnit::Millisecond, Some("+02:00".into())),
+                DataType::Timestamp(TimeUnit::Microsecond, utc),
+            ),
         ];
         for (from, to) in ok {
             assert_eq!(map(from.clone()), Ok(to), "{from}");
         }
         let errors = [
             (DataType::Time32(TimeUnit::Millisecond), "time-of-day"),
-            (DataType::Timestamp(TimeUnit::Nanosecond, None), "microsecond"),
+            (
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+                "microsecond",
+            ),
             (DataType::UInt32, "unsigned"),
             (DataType::Decimal256(50, 2), "precision"),
             (DataType::Null, "no Delta type"),
         ];
         for (t, fix) in errors {
             let e = map(t.clone()).expect_err("should fail");
-            assert!(e.starts_with(&format!("column c has type {t} which Delta cannot store;")) && e.contains(fix), "{e}");
+            assert!(
+                e.starts_with(&format!("column c has type {t} which Delta cannot store;"))
+                    && e.contains(fix),
+                "{e}"
+            );
         }
     }
 
     #[test]
     fn nested_types_map_their_children() {
-        let list = DataType::List(Arc::new(Field::new("item", DataType::Timestamp(TimeUnit::Millisecond, None), true)));
+        let list = DataType::List(Arc::new(Field::new(
+            "item",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            true,
+        )));
         assert_eq!(
             map(list),
-            Ok(DataType::List(Arc::new(Field::new("element", DataType::Timestamp(TimeUnit::Microsecond, None), true))))
+            Ok(DataType::List(Arc::new(Field::new(
+                "element",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                true
+            ))))
         );
-        let bad = DataType::Struct(Fields::from(vec![Field::new("t", DataType::Time64(TimeUnit::Nanosecond), true)]));
+        let bad = DataType::Struct(Fields::from(vec![Field::new(
+            "t",
+            DataType::Time64(TimeUnit::Nanosecond),
+            true,
+        )]));
         assert!(map(bad).unwrap_err().starts_with("column c.t has type"));
     }
 
@@ -222,13 +301,26 @@ mod tests {
                 Field::new("extra", DataType::Int64, false),
             ]);
             let t: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![1_500]));
-            RecordBatch::try_new(Arc::new(schema), vec![a, t, Arc::new(Int64Array::from(vec![0]))]).unwrap()
+            RecordBatch::try_new(
+                Arc::new(schema),
+                vec![a, t, Arc::new(Int64Array::from(vec![0]))],
+            )
+            .unwrap()
         };
         let out = conform(&batch(Arc::new(Int64Array::from(vec![7]))), &target).unwrap();
         assert_eq!(out.schema(), target);
-        let t = out.column(1).as_any().downcast_ref::<arrow::array::TimestampMicrosecondArray>().unwrap();
+        let t = out
+            .column(1)
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .unwrap();
         assert_eq!(t.value(0), 1_500_000);
-        let err = conform(&batch(Arc::new(StringArray::from(vec!["7"]))), &target).unwrap_err().to_string();
-        assert!(err.contains("column \"a\" is Utf8 in the batch but the table stores Int64"), "{err}");
+        let err = conform(&batch(Arc::new(StringArray::from(vec!["7"]))), &target)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("column \"a\" is Utf8 in the batch but the table stores Int64"),
+            "{err}"
+        );
     }
 }

@@ -14,7 +14,9 @@ use datafusion::common::Column;
 use datafusion::logical_expr::{Expr, col, lit};
 use datafusion::prelude::SessionContext;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TableReference, TransactionError};
+use deltalake::kernel::transaction::{
+    CommitBuilder, CommitProperties, TableReference, TransactionError,
+};
 use deltalake::kernel::{Action, Add, StructType, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError, Path};
@@ -139,13 +141,19 @@ impl LakeTable {
         // a CREATE (the second as version 1, with a new table id), so creation is serialized
         // within the process. Two processes tiering one table is a misconfiguration anyway.
         let _creating = CREATE_LOCK.lock().await;
-        let table = DeltaTable::try_from_url_with_storage_options(url.clone(), config.storage_options.clone())
-            .await
-            .map_err(Error::delta(uri))?;
+        let table = DeltaTable::try_from_url_with_storage_options(
+            url.clone(),
+            config.storage_options.clone(),
+        )
+        .await
+        .map_err(Error::delta(uri))?;
         let table = if table.version().is_some() {
             table
         } else {
-            let columns: StructType = lake_schema.as_ref().try_into_kernel().map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
+            let columns: StructType = lake_schema
+                .as_ref()
+                .try_into_kernel()
+                .map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
             let created = table
                 .create()
                 .with_columns(columns.fields().cloned())
@@ -160,9 +168,12 @@ impl LakeTable {
                 }
                 Err(e) => {
                     warn!(table = uri, error = %e, "create failed; reloading in case another writer created it");
-                    DeltaTable::try_from_url_with_storage_options(url, config.storage_options.clone())
-                        .await
-                        .map_err(Error::delta(uri))?
+                    DeltaTable::try_from_url_with_storage_options(
+                        url,
+                        config.storage_options.clone(),
+                    )
+                    .await
+                    .map_err(Error::delta(uri))?
                 }
             }
         };
@@ -184,7 +195,10 @@ impl LakeTable {
             uri: self.uri().to_string(),
             message,
         };
-        let state = self.table.snapshot().map_err(|_| mismatch("it has no version after create".into()))?;
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|_| mismatch("it has no version after create".into()))?;
         let want: StructType = self
             .lake_schema
             .as_ref()
@@ -193,7 +207,12 @@ impl LakeTable {
         let have = state.schema();
         for field in want.fields() {
             match have.field(field.name()) {
-                None => return Err(mismatch(format!("it has no column {:?} (point the sink at a new location)", field.name()))),
+                None => {
+                    return Err(mismatch(format!(
+                        "it has no column {:?} (point the sink at a new location)",
+                        field.name()
+                    )));
+                }
                 Some(f) if f.data_type() != field.data_type() => {
                     return Err(mismatch(format!(
                         "column {:?} is {:?} there but the changelog needs {:?}",
@@ -206,7 +225,11 @@ impl LakeTable {
             }
         }
         if have.fields().count() != want.fields().count() {
-            return Err(mismatch(format!("it has {} columns, the sink writes {}", have.fields().count(), want.fields().count())));
+            return Err(mismatch(format!(
+                "it has {} columns, the sink writes {}",
+                have.fields().count(),
+                want.fields().count()
+            )));
         }
         if state.metadata().partition_columns() != &[BUCKET_COLUMN.to_string()] {
             return Err(mismatch(format!(
@@ -232,11 +255,17 @@ impl LakeTable {
     }
 
     pub async fn refresh(&mut self) -> Result<()> {
-        self.table.update_state().await.map_err(Error::delta(&self.config.table_uri))
+        self.table
+            .update_state()
+            .await
+            .map_err(Error::delta(&self.config.table_uri))
     }
 
     /// The lake's txn versions of these buckets (absent: never committed).
-    pub async fn bucket_offsets(&self, buckets: impl IntoIterator<Item = i32>) -> Result<BTreeMap<i32, i64>> {
+    pub async fn bucket_offsets(
+        &self,
+        buckets: impl IntoIterator<Item = i32>,
+    ) -> Result<BTreeMap<i32, i64>> {
         txn_versions(&self.table, self.uri(), &self.config.table_id, buckets).await
     }
 
@@ -246,10 +275,17 @@ impl LakeTable {
     /// invariant (commits are all-or-nothing).
     pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
         self.refresh().await?;
-        let buckets: BTreeSet<i32> = committables.iter().flat_map(|c| c.buckets.keys().copied()).collect();
+        let buckets: BTreeSet<i32> = committables
+            .iter()
+            .flat_map(|c| c.buckets.keys().copied())
+            .collect();
         let lake_offsets = self.bucket_offsets(buckets).await?;
         let mut plan = CommitPlan {
-            checkpoint_id: committables.iter().map(|c| c.checkpoint_id).max().unwrap_or(0),
+            checkpoint_id: committables
+                .iter()
+                .map(|c| c.checkpoint_id)
+                .max()
+                .unwrap_or(0),
             adds: Vec::new(),
             staged: Vec::new(),
             lake_offsets,
@@ -297,15 +333,26 @@ impl LakeTable {
         if plan.is_noop() {
             return Ok(self.lake_commit(plan, read_version, true));
         }
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
         let txns: Vec<Transaction> = plan
             .txns
             .iter()
-            .map(|(&b, &v)| Transaction::new_with_last_update(app_id(&self.config.table_id, b), v, Some(now_ms)))
+            .map(|(&b, &v)| {
+                Transaction::new_with_last_update(app_id(&self.config.table_id, b), v, Some(now_ms))
+            })
             .collect();
         let metadata = [
-            ("silt.checkpointId".to_string(), serde_json::json!(plan.checkpoint_id)),
-            ("silt.tableId".to_string(), serde_json::json!(self.config.table_id)),
+            (
+                "silt.checkpointId".to_string(),
+                serde_json::json!(plan.checkpoint_id),
+            ),
+            (
+                "silt.tableId".to_string(),
+                serde_json::json!(self.config.table_id),
+            ),
         ];
         let properties = CommitProperties::default()
             .with_application_transactions(txns.clone())
@@ -313,7 +360,13 @@ impl LakeTable {
             .with_max_retries(self.config.commit_retries_max);
         let kind = self.config.kind.clone();
         let version = match &kind {
-            TableKind::Log => self.commit_actions(plan.adds.iter().cloned().map(Action::Add).collect(), properties).await?,
+            TableKind::Log => {
+                self.commit_actions(
+                    plan.adds.iter().cloned().map(Action::Add).collect(),
+                    properties,
+                )
+                .await?
+            }
             TableKind::PrimaryKey { key_columns } => {
                 let merged = self.merge(plan, key_columns, properties.clone()).await?;
                 match merged {
@@ -325,7 +378,9 @@ impl LakeTable {
             }
         };
         if version <= read_version && self.version().is_some() {
-            return Err(Error::Internal(format!("commit returned version {version} not after {read_version}")));
+            return Err(Error::Internal(format!(
+                "commit returned version {version} not after {read_version}"
+            )));
         }
         self.refresh().await?;
         self.delete_staged(&plan.staged).await;
@@ -357,16 +412,27 @@ impl LakeTable {
         }
     }
 
-    async fn commit_actions(&mut self, actions: Vec<Action>, properties: CommitProperties) -> Result<u64> {
+    async fn commit_actions(
+        &mut self,
+        actions: Vec<Action>,
+        properties: CommitProperties,
+    ) -> Result<u64> {
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: Some(vec![BUCKET_COLUMN.to_string()]),
             predicate: None,
         };
-        let state = self.table.snapshot().map_err(Error::delta(&self.config.table_uri))?;
+        let state = self
+            .table
+            .snapshot()
+            .map_err(Error::delta(&self.config.table_uri))?;
         let committed = CommitBuilder::from(properties)
             .with_actions(actions)
-            .build(Some(state as &dyn TableReference), self.table.log_store(), operation)
+            .build(
+                Some(state as &dyn TableReference),
+                self.table.log_store(),
+                operation,
+            )
             .await
             .map_err(|e| self.map_commit_error(e))?;
         Ok(committed.version())
@@ -374,7 +440,12 @@ impl LakeTable {
 
     /// MERGE of the staged changes (offsets the lake already has filtered out, reduced to the
     /// last change per key) by bucket and key. `None` when the merge changed nothing.
-    async fn merge(&mut self, plan: &CommitPlan, key_columns: &[String], properties: CommitProperties) -> Result<Option<u64>> {
+    async fn merge(
+        &mut self,
+        plan: &CommitPlan,
+        key_columns: &[String],
+        properties: CommitProperties,
+    ) -> Result<Option<u64>> {
         let changes = self.read_staged(plan).await?;
         if changes.num_rows() == 0 {
             return Ok(None);
@@ -382,12 +453,19 @@ impl LakeTable {
         let changes = last_change_per_key(&changes, key_columns)?;
         let before = self.version();
         let qualified = |rel: &str, name: &str| Expr::Column(Column::new(Some(rel), name));
-        let mut predicate = qualified("target", BUCKET_COLUMN).eq(qualified("source", BUCKET_COLUMN));
+        let mut predicate =
+            qualified("target", BUCKET_COLUMN).eq(qualified("source", BUCKET_COLUMN));
         for key in key_columns {
             predicate = predicate.and(qualified("target", key).eq(qualified("source", key)));
         }
-        let is_delete = col(Column::new(Some("source"), CHANGE_TYPE_COLUMN)).eq(lit(ChangeType::Delete as i8));
-        let columns: Vec<String> = self.lake_schema.fields().iter().map(|f| f.name().clone()).collect();
+        let is_delete =
+            col(Column::new(Some("source"), CHANGE_TYPE_COLUMN)).eq(lit(ChangeType::Delete as i8));
+        let columns: Vec<String> = self
+            .lake_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         let ctx = SessionContext::new();
         let source = ctx.read_batch(changes)?;
         let merged = self
@@ -432,10 +510,16 @@ impl LakeTable {
             let bytes = store
                 .get(&location)
                 .await
-                .map_err(|source| Error::Storage { path: path.clone(), source })?
+                .map_err(|source| Error::Storage {
+                    path: path.clone(),
+                    source,
+                })?
                 .bytes()
                 .await
-                .map_err(|source| Error::Storage { path: path.clone(), source })?;
+                .map_err(|source| Error::Storage {
+                    path: path.clone(),
+                    source,
+                })?;
             for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
                 let batch = batch?;
                 let keep = not_in_lake(&batch, &plan.lake_offsets)?;
@@ -451,7 +535,11 @@ impl LakeTable {
     /// Lake columns plus `__change_type`: what primary-key writers stage.
     pub fn staged_schema(&self) -> SchemaRef {
         let mut fields: Vec<_> = self.lake_schema.fields().iter().cloned().collect();
-        fields.push(Arc::new(arrow::datatypes::Field::new(CHANGE_TYPE_COLUMN, arrow::datatypes::DataType::Int8, false)));
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            CHANGE_TYPE_COLUMN,
+            arrow::datatypes::DataType::Int8,
+            false,
+        )));
         Arc::new(arrow::datatypes::Schema::new(fields))
     }
 
@@ -470,15 +558,27 @@ fn not_in_lake(batch: &RecordBatch, lake: &BTreeMap<i32, i64>) -> Result<Boolean
     let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
     let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
     Ok((0..batch.num_rows())
-        .map(|i| Some(lake.get(&buckets.value(i)).is_none_or(|&v| offsets.value(i) >= v)))
+        .map(|i| {
+            Some(
+                lake.get(&buckets.value(i))
+                    .is_none_or(|&v| offsets.value(i) >= v),
+            )
+        })
         .collect())
 }
 
-pub(crate) fn int_column<'a, A: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a A> {
+pub(crate) fn int_column<'a, A: Array + 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a A> {
     batch
         .column_by_name(name)
         .and_then(|c| c.as_any().downcast_ref::<A>())
-        .ok_or_else(|| Error::Batch(format!("system column {name:?} is missing or has the wrong type (see changelog.rs)")))
+        .ok_or_else(|| {
+            Error::Batch(format!(
+                "system column {name:?} is missing or has the wrong type (see changelog.rs)"
+            ))
+        })
 }
 
 fn add_bucket(add: &Add) -> Result<i32> {
@@ -486,7 +586,12 @@ fn add_bucket(add: &Add) -> Result<i32> {
         .get(BUCKET_COLUMN)
         .and_then(|v| v.as_deref())
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| Error::Internal(format!("data file {} has no {BUCKET_COLUMN} partition value", add.path)))
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "data file {} has no {BUCKET_COLUMN} partition value",
+                add.path
+            ))
+        })
 }
 
 /// Rows recorded in an add's statistics.
@@ -495,7 +600,12 @@ pub(crate) fn add_rows(add: &Add) -> Result<u64> {
         .as_deref()
         .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
         .and_then(|v| v.get("numRecords").and_then(serde_json::Value::as_u64))
-        .ok_or_else(|| Error::Internal(format!("data file {} has no numRecords statistic", add.path)))
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "data file {} has no numRecords statistic",
+                add.path
+            ))
+        })
 }
 
 /// **Assertion at the commit edge:** for log tables the txn ranges of a committable cover

@@ -68,7 +68,9 @@ impl DeltaWriter {
     }
 
     fn lake(&self) -> Result<&LakeTable> {
-        self.lake.as_ref().ok_or_else(|| Error::Internal("the delta writer was used before open".into()))
+        self.lake
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the delta writer was used before open".into()))
     }
 
     fn writer_properties(&self) -> WriterProperties {
@@ -106,16 +108,26 @@ impl DeltaWriter {
     async fn write_log(&mut self, batch: RecordBatch) -> Result<()> {
         let schema = self.lake()?.lake_schema().clone();
         let batch = conform(&batch, &schema)?;
-        let files = self.files.as_mut().ok_or_else(|| Error::Internal("log writer not open".into()))?;
-        files.write(batch).await.map_err(Error::delta(&self.config.table_uri))
+        let files = self
+            .files
+            .as_mut()
+            .ok_or_else(|| Error::Internal("log writer not open".into()))?;
+        files
+            .write(batch)
+            .await
+            .map_err(Error::delta(&self.config.table_uri))
     }
 
     async fn buffer_changes(&mut self, batch: RecordBatch) -> Result<()> {
         let change_types = int_column::<Int8Array>(&batch, CHANGE_TYPE_COLUMN)?;
         let mut keep = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {
-            let change = ChangeType::from_i8(change_types.value(i))
-                .ok_or_else(|| Error::Batch(format!("unknown change type {} (see changelog.rs)", change_types.value(i))))?;
+            let change = ChangeType::from_i8(change_types.value(i)).ok_or_else(|| {
+                Error::Batch(format!(
+                    "unknown change type {} (see changelog.rs)",
+                    change_types.value(i)
+                ))
+            })?;
             keep.push(Some(change != ChangeType::UpdateBefore));
         }
         let batch = filter_record_batch(&batch, &keep.into())?;
@@ -137,14 +149,19 @@ impl DeltaWriter {
         if self.changes.is_empty() {
             return Ok(());
         }
-        let (store, schema) = (self.lake()?.table().object_store(), self.lake()?.staged_schema());
+        let (store, schema) = (
+            self.lake()?.table().object_store(),
+            self.lake()?.staged_schema(),
+        );
         let all = arrow::compute::concat_batches(&schema, &self.changes)?;
         let reduced = last_change_per_key(&all, key_columns)?;
         let mut bytes = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(self.writer_properties()))?;
         writer.write(&reduced)?;
         writer.close()?;
-        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
         self.staged_count += 1;
         let path = format!(
             "{STAGING_DIR}/w{}-a{}-{}-{random:016x}.parquet",
@@ -153,7 +170,10 @@ impl DeltaWriter {
         store
             .put(&Path::from(path.as_str()), Bytes::from(bytes).into())
             .await
-            .map_err(|source| Error::Storage { path: path.clone(), source })?;
+            .map_err(|source| Error::Storage {
+                path: path.clone(),
+                source,
+            })?;
         debug!(path, rows = reduced.num_rows(), "staged changes");
         self.staged.push(path);
         self.changes.clear();
@@ -164,7 +184,10 @@ impl DeltaWriter {
     /// Closes everything written since the last barrier into one committable.
     async fn close_for_checkpoint(&mut self, checkpoint_id: u64) -> Result<Option<Committable>> {
         let adds = match self.files.as_mut() {
-            Some(files) => files.flush().await.map_err(Error::delta(&self.config.table_uri))?,
+            Some(files) => files
+                .flush()
+                .await
+                .map_err(Error::delta(&self.config.table_uri))?,
             None => Vec::new(),
         };
         self.stage().await?;
@@ -172,13 +195,21 @@ impl DeltaWriter {
         let staged = std::mem::take(&mut self.staged);
         if buckets.is_empty() {
             if !adds.is_empty() || !staged.is_empty() {
-                return Err(Error::Internal(format!("{} files but no offsets at checkpoint {checkpoint_id}", adds.len() + staged.len())));
+                return Err(Error::Internal(format!(
+                    "{} files but no offsets at checkpoint {checkpoint_id}",
+                    adds.len() + staged.len()
+                )));
             }
             return Ok(None);
         }
         let mut rows: BTreeMap<i32, u64> = BTreeMap::new();
         for add in &adds {
-            let bucket = add.partition_values.get(BUCKET_COLUMN).cloned().flatten().unwrap_or_default();
+            let bucket = add
+                .partition_values
+                .get(BUCKET_COLUMN)
+                .cloned()
+                .flatten()
+                .unwrap_or_default();
             *rows.entry(bucket.parse().unwrap_or(i32::MIN)).or_default() += add_rows(add)?;
         }
         if matches!(self.config.kind, TableKind::Log) {
@@ -201,7 +232,11 @@ impl DeltaWriter {
 
 #[async_trait]
 impl Operator for DeltaWriter {
-    async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> silt_engine::Result<()> {
+    async fn open(
+        &mut self,
+        _ctx: &TaskContext,
+        _restored: RestoredState,
+    ) -> silt_engine::Result<()> {
         let lake = LakeTable::open(self.config.clone()).await?;
         if self.config.kind == TableKind::Log {
             let files = RecordBatchWriter::for_table(lake.table())
@@ -214,7 +249,12 @@ impl Operator for DeltaWriter {
         Ok(())
     }
 
-    async fn process(&mut self, _input: usize, batch: RecordBatch, _out: &mut Output) -> silt_engine::Result<()> {
+    async fn process(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> silt_engine::Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -226,7 +266,11 @@ impl Operator for DeltaWriter {
         Ok(())
     }
 
-    async fn snapshot(&mut self, checkpoint_id: u64, out: &mut Output) -> silt_engine::Result<Bytes> {
+    async fn snapshot(
+        &mut self,
+        checkpoint_id: u64,
+        out: &mut Output,
+    ) -> silt_engine::Result<Bytes> {
         if let Some(committable) = self.close_for_checkpoint(checkpoint_id).await? {
             out.emit(to_batch(&committable)?).await?;
         }
@@ -236,7 +280,10 @@ impl Operator for DeltaWriter {
 
 /// Keeps, per key, the row with the highest `__offset` (the last change). Row order of the
 /// result follows the input.
-pub(crate) fn last_change_per_key(batch: &RecordBatch, key_columns: &[String]) -> Result<RecordBatch> {
+pub(crate) fn last_change_per_key(
+    batch: &RecordBatch,
+    key_columns: &[String],
+) -> Result<RecordBatch> {
     let mut keys = Vec::with_capacity(key_columns.len());
     for name in key_columns {
         let column = batch
@@ -244,10 +291,15 @@ pub(crate) fn last_change_per_key(batch: &RecordBatch, key_columns: &[String]) -
             .ok_or_else(|| Error::Batch(format!("key column {name:?} is missing")))?;
         keys.push(column.clone());
     }
-    let converter = RowConverter::new(keys.iter().map(|k| SortField::new(k.data_type().clone())).collect())?;
+    let converter = RowConverter::new(
+        keys.iter()
+            .map(|k| SortField::new(k.data_type().clone()))
+            .collect(),
+    )?;
     let rows = converter.convert_columns(&keys)?;
     let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
-    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32)> = HashMap::with_capacity(batch.num_rows());
+    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32)> =
+        HashMap::with_capacity(batch.num_rows());
     for (i, row) in rows.iter().enumerate() {
         let offset = offsets.value(i);
         let entry = last.entry(row).or_insert((offset, i as u32));
@@ -284,20 +336,39 @@ mod tests {
         )
         .unwrap();
         let out = last_change_per_key(&batch, &["k".to_string()]).unwrap();
-        let k = out.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        let k = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         let o = out.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
         let v = out.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
-        (0..out.num_rows()).map(|i| (k.value(i).to_string(), o.value(i), v.value(i))).collect()
+        (0..out.num_rows())
+            .map(|i| (k.value(i).to_string(), o.value(i), v.value(i)))
+            .collect()
     }
 
     #[test]
     fn the_last_change_per_key_wins() {
         assert_eq!(reduce(&[]), vec![]);
         assert_eq!(
-            reduce(&[("a", 1, 10), ("b", 2, 20), ("a", 3, 11), ("c", 4, 30), ("b", 5, 21)]),
-            vec![("a".into(), 3, 11), ("c".into(), 4, 30), ("b".into(), 5, 21)]
+            reduce(&[
+                ("a", 1, 10),
+                ("b", 2, 20),
+                ("a", 3, 11),
+                ("c", 4, 30),
+                ("b", 5, 21)
+            ]),
+            vec![
+                ("a".into(), 3, 11),
+                ("c".into(), 4, 30),
+                ("b".into(), 5, 21)
+            ]
         );
         // Offsets decide, not positions (staged files of several writers are concatenated).
-        assert_eq!(reduce(&[("a", 9, 2), ("a", 4, 1)]), vec![("a".into(), 9, 2)]);
+        assert_eq!(
+            reduce(&[("a", 9, 2), ("a", 4, 1)]),
+            vec![("a".into(), 9, 2)]
+        );
     }
 }

@@ -16,4 +16,6 @@
 
 mod source;
 
-pub use source::{EndPosition, FlussSource, FlussSourceConfig, StartPosition, connect, table_arrow_schema};
+pub use source::{
+    EndPosition, FlussSource, FlussSourceConfig, StartPosition, connect, table_arrow_schema,
+};

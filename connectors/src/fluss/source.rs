@@ -2,7 +2,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::array::{
+    ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray,
+};
 use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -52,7 +54,11 @@ pub struct FlussSourceConfig {
 }
 
 impl FlussSourceConfig {
-    pub fn new(bootstrap_servers: impl Into<String>, database: impl Into<String>, table: impl Into<String>) -> Self {
+    pub fn new(
+        bootstrap_servers: impl Into<String>,
+        database: impl Into<String>,
+        table: impl Into<String>,
+    ) -> Self {
         FlussSourceConfig {
             bootstrap_servers: bootstrap_servers.into(),
             database: database.into(),
@@ -79,18 +85,25 @@ pub async fn connect(bootstrap_servers: &str) -> Result<FlussConnection> {
     config.bootstrap_servers = bootstrap_servers.to_string();
     FlussConnection::new(config)
         .await
-        .map_err(fluss_error(&format!("cannot connect to fluss at {bootstrap_servers}")))
+        .map_err(fluss_error(&format!(
+            "cannot connect to fluss at {bootstrap_servers}"
+        )))
 }
 
 /// The Arrow schema of a table's columns as the client reads them.
-pub async fn table_arrow_schema(connection: &FlussConnection, database: &str, table: &str) -> Result<SchemaRef> {
+pub async fn table_arrow_schema(
+    connection: &FlussConnection,
+    database: &str,
+    table: &str,
+) -> Result<SchemaRef> {
     let path = TablePath::new(database.to_string(), table.to_string());
     let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
     let info = admin
         .get_table_info(&path)
         .await
         .map_err(fluss_error(&format!("table {database}.{table}")))?;
-    fluss::record::to_arrow_schema(info.get_row_type()).map_err(fluss_error(&format!("schema of {database}.{table}")))
+    fluss::record::to_arrow_schema(info.get_row_type())
+        .map_err(fluss_error(&format!("schema of {database}.{table}")))
 }
 
 /// One subtask of the Fluss source.
@@ -136,17 +149,26 @@ impl FlussSource {
     /// Groups the records of one bucket into Arrow batches: runs of rows that share the
     /// client's underlying batch become one slice of it plus the system columns.
     fn to_batches(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<()> {
-        let end = self.end_offsets.as_ref().and_then(|e| e.get(&bucket).copied()).unwrap_or(i64::MAX);
+        let end = self
+            .end_offsets
+            .as_ref()
+            .and_then(|e| e.get(&bucket).copied())
+            .unwrap_or(i64::MAX);
         let mut start = 0;
         while start < records.len() {
             let first = &records[start];
             let Some(source) = first.row().get_record_batch() else {
-                return Err(Error::operator("the fluss client returned a row without its batch"));
+                return Err(Error::operator(
+                    "the fluss client returned a row without its batch",
+                ));
             };
             let mut len = 1;
             while start + len < records.len() {
                 let r = &records[start + len];
-                let same = r.row().get_record_batch().is_some_and(|b| std::ptr::eq(b, source))
+                let same = r
+                    .row()
+                    .get_record_batch()
+                    .is_some_and(|b| std::ptr::eq(b, source))
                     && r.row().get_row_id() == first.row().get_row_id() + len;
                 if !same {
                     break;
@@ -157,7 +179,10 @@ impl FlussSource {
             start += len;
             // Skip what was already queued (a re-fetch) and what lies past the end.
             let from = self.queued_next.get(&bucket).copied().unwrap_or(0);
-            let keep: Vec<&ScanRecord> = run.iter().filter(|r| r.offset() >= from && r.offset() < end).collect();
+            let keep: Vec<&ScanRecord> = run
+                .iter()
+                .filter(|r| r.offset() >= from && r.offset() < end)
+                .collect();
             if keep.is_empty() {
                 continue;
             }
@@ -165,18 +190,31 @@ impl FlussSource {
             let data = source.slice(first.row().get_row_id() + skip, keep.len());
             let batch = self.with_system_columns(bucket, &data, &keep)?;
             let base = keep[0].offset();
-            debug_assert!(keep.windows(2).all(|w| w[1].offset() == w[0].offset() + 1), "offsets within a run are contiguous");
+            debug_assert!(
+                keep.windows(2).all(|w| w[1].offset() == w[0].offset() + 1),
+                "offsets within a run are contiguous"
+            );
             self.queued_next.insert(bucket, base + keep.len() as i64);
             self.ready.push_back((bucket, base, batch));
         }
         Ok(())
     }
 
-    fn with_system_columns(&mut self, bucket: i32, data: &RecordBatch, records: &[&ScanRecord]) -> Result<RecordBatch> {
+    fn with_system_columns(
+        &mut self,
+        bucket: i32,
+        data: &RecordBatch,
+        records: &[&ScanRecord],
+    ) -> Result<RecordBatch> {
         let schema = match &self.output_schema {
             Some(s) => s.clone(),
             None => {
-                let mut fields: Vec<_> = data.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+                let mut fields: Vec<_> = data
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
                 fields.extend(stream_system_fields());
                 let s = Arc::new(Schema::new(fields));
                 self.output_schema = Some(s.clone());
@@ -186,15 +224,25 @@ impl FlussSource {
         let n = records.len();
         let mut columns: Vec<ArrayRef> = data.columns().to_vec();
         columns.push(Arc::new(Int32Array::from(vec![bucket; n])));
-        columns.push(Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.offset()))));
+        columns.push(Arc::new(Int64Array::from_iter_values(
+            records.iter().map(|r| r.offset()),
+        )));
         columns.push(Arc::new(
-            TimestampMillisecondArray::from_iter_values(records.iter().map(|r| r.timestamp())).with_timezone("UTC"),
+            TimestampMillisecondArray::from_iter_values(records.iter().map(|r| r.timestamp()))
+                .with_timezone("UTC"),
         ));
         columns.push(Arc::new(Int8Array::from_iter_values(
-            records.iter().map(|r| r.change_type().to_byte_value() as i8),
+            records
+                .iter()
+                .map(|r| r.change_type().to_byte_value() as i8),
         )));
-        debug_assert!(records.iter().all(|r| ChangeType::from_i8(r.change_type().to_byte_value() as i8).is_some()));
-        RecordBatch::try_new(schema, columns).map_err(|e| Error::operator(format!("changelog batch of bucket {bucket}: {e}")))
+        debug_assert!(
+            records
+                .iter()
+                .all(|r| ChangeType::from_i8(r.change_type().to_byte_value() as i8).is_some())
+        );
+        RecordBatch::try_new(schema, columns)
+            .map_err(|e| Error::operator(format!("changelog batch of bucket {bucket}: {e}")))
     }
 }
 
@@ -227,7 +275,10 @@ impl Source for FlussSource {
         let path = self.config.table_path();
         let name = format!("{}.{}", self.config.database, self.config.table);
         let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
-        let info = admin.get_table_info(&path).await.map_err(fluss_error(&format!("table {name}")))?;
+        let info = admin
+            .get_table_info(&path)
+            .await
+            .map_err(fluss_error(&format!("table {name}")))?;
         let buckets: Vec<i32> = (0..info.get_num_buckets())
             .filter(|b| (*b as u32) % ctx.parallelism == ctx.subtask_index)
             .collect();
@@ -263,7 +314,12 @@ impl Source for FlussSource {
         }
         self.end_offsets = match &self.config.end {
             EndPosition::Unbounded => None,
-            EndPosition::Offsets(end) => Some(buckets.iter().map(|b| (*b, end.get(b).copied().unwrap_or(0))).collect()),
+            EndPosition::Offsets(end) => Some(
+                buckets
+                    .iter()
+                    .map(|b| (*b, end.get(b).copied().unwrap_or(0)))
+                    .collect(),
+            ),
             EndPosition::LatestAtOpen => {
                 let latest = if buckets.is_empty() {
                     HashMap::new()
@@ -273,20 +329,36 @@ impl Source for FlussSource {
                         .await
                         .map_err(fluss_error(&format!("list offsets of {name}")))?
                 };
-                Some(buckets.iter().map(|b| (*b, latest.get(b).copied().unwrap_or(0))).collect())
+                Some(
+                    buckets
+                        .iter()
+                        .map(|b| (*b, latest.get(b).copied().unwrap_or(0)))
+                        .collect(),
+                )
             }
         };
 
-        let table = connection.get_table(&path).await.map_err(fluss_error(&format!("table {name}")))?;
+        let table = connection
+            .get_table(&path)
+            .await
+            .map_err(fluss_error(&format!("table {name}")))?;
         let mut scan = table.new_scan();
         if let Some(columns) = &self.config.projection {
-            scan = scan.project(columns).map_err(fluss_error(&format!("projection on {name}")))?;
+            scan = scan
+                .project(columns)
+                .map_err(fluss_error(&format!("projection on {name}")))?;
         }
-        let scanner = scan.create_log_scanner().map_err(fluss_error(&format!("scanner on {name}")))?;
+        let scanner = scan
+            .create_log_scanner()
+            .map_err(fluss_error(&format!("scanner on {name}")))?;
         let subscriptions: HashMap<i32, i64> = self
             .next_offsets
             .iter()
-            .filter(|(b, next)| self.end_offsets.as_ref().is_none_or(|e| e.get(b).is_some_and(|end| *next < end)))
+            .filter(|(b, next)| {
+                self.end_offsets
+                    .as_ref()
+                    .is_none_or(|e| e.get(b).is_some_and(|end| *next < end))
+            })
             .map(|(b, o)| (*b, *o))
             .collect();
         if !subscriptions.is_empty() {
@@ -307,7 +379,10 @@ impl Source for FlussSource {
         if let Some((bucket, base, batch)) = self.ready.pop_front() {
             let next = base + batch.num_rows() as i64;
             let entry = self.next_offsets.entry(bucket).or_insert(next);
-            debug_assert!(*entry <= base || *entry == next, "offsets only move forward");
+            debug_assert!(
+                *entry <= base || *entry == next,
+                "offsets only move forward"
+            );
             *entry = next;
             return Ok(SourcePoll::Batch(batch));
         }
@@ -318,7 +393,10 @@ impl Source for FlussSource {
         let polled = scanner
             .poll(self.config.poll_timeout)
             .await
-            .map_err(fluss_error(&format!("poll {}.{}", self.config.database, self.config.table)))?;
+            .map_err(fluss_error(&format!(
+                "poll {}.{}",
+                self.config.database, self.config.table
+            )))?;
         if polled.is_empty() {
             return Ok(SourcePoll::Idle(Duration::ZERO));
         }
@@ -345,6 +423,11 @@ mod tests {
         assert_eq!(decode_offsets(encode_offsets(&offsets)).unwrap(), offsets);
         let mut damaged = encode_offsets(&offsets).to_vec();
         damaged.pop();
-        assert!(decode_offsets(Bytes::from(damaged)).unwrap_err().to_string().contains("damaged"));
+        assert!(
+            decode_offsets(Bytes::from(damaged))
+                .unwrap_err()
+                .to_string()
+                .contains("damaged")
+        );
     }
 }

@@ -16,8 +16,12 @@ use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_engine::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle};
-use silt_engine::{Error, Operator, Output, RestoredState, Result, Source, SourcePoll, TaskContext};
+use silt_engine::checkpoint::{
+    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
+};
+use silt_engine::{
+    Error, Operator, Output, RestoredState, Result, Source, SourcePoll, TaskContext,
+};
 
 pub fn input_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -35,7 +39,11 @@ pub fn output_schema() -> SchemaRef {
 }
 
 pub fn column(batch: &RecordBatch, i: usize) -> &Int64Array {
-    batch.column(i).as_any().downcast_ref::<Int64Array>().expect("int64 column")
+    batch
+        .column(i)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("int64 column")
 }
 
 /// Failure points: (subtask, position). Each fires once, the first time the source reaches it.
@@ -86,14 +94,22 @@ pub struct SeqSource {
 }
 
 impl SeqSource {
-    pub fn new(ctx: &TaskContext, seed: u64, records: u64, keys: u64, failures: Arc<Failures>) -> Self {
+    pub fn new(
+        ctx: &TaskContext,
+        seed: u64,
+        records: u64,
+        keys: u64,
+        failures: Arc<Failures>,
+    ) -> Self {
         SeqSource {
             subtask: ctx.subtask_index,
             records,
             keys,
             batch_rows_max: 50,
             position: 0,
-            rng: SmallRng::seed_from_u64(seed ^ ((ctx.subtask_index as u64) << 32) ^ ctx.attempt as u64),
+            rng: SmallRng::seed_from_u64(
+                seed ^ ((ctx.subtask_index as u64) << 32) ^ ctx.attempt as u64,
+            ),
             failures,
             pause: Duration::from_micros(200),
             bounded: true,
@@ -105,7 +121,10 @@ impl SeqSource {
 #[async_trait]
 impl Source for SeqSource {
     async fn open(&mut self, _ctx: &TaskContext, restored: RestoredState) -> Result<()> {
-        self.restored_from.lock().unwrap().push(restored.checkpoint_id.unwrap_or(0));
+        self.restored_from
+            .lock()
+            .unwrap()
+            .push(restored.checkpoint_id.unwrap_or(0));
         if let Some(mut state) = restored.own().cloned() {
             self.position = state.get_u64();
         }
@@ -122,7 +141,9 @@ impl Source for SeqSource {
         }
         let (from, to) = (self.position, self.position + rows);
         if self.failures.take(self.subtask, from, to) {
-            return Err(Error::operator(format!("injected failure in [{from}, {to})")));
+            return Err(Error::operator(format!(
+                "injected failure in [{from}, {to})"
+            )));
         }
         let base = self.subtask as i64 * self.keys as i64;
         let keys = Int64Array::from_iter_values((from..to).map(|v| base + (v % self.keys) as i64));
@@ -172,7 +193,11 @@ impl Operator for KeyedCount {
             .collect();
         let out_batch = RecordBatch::try_new(
             output_schema(),
-            vec![Arc::new(keys.clone()), Arc::new(values.clone()), Arc::new(counts)],
+            vec![
+                Arc::new(keys.clone()),
+                Arc::new(values.clone()),
+                Arc::new(counts),
+            ],
         )?;
         out.emit(out_batch).await
     }
@@ -199,7 +224,12 @@ pub struct CommitStore {
 impl CommitStore {
     /// Idempotent per (subtask, checkpoint), as a real transactional store is.
     fn commit(&self, subtask: u32, checkpoint_id: u64, rows: &[Row]) {
-        if self.committed.lock().unwrap().insert((subtask, checkpoint_id)) {
+        if self
+            .committed
+            .lock()
+            .unwrap()
+            .insert((subtask, checkpoint_id))
+        {
             self.rows.lock().unwrap().extend_from_slice(rows);
         }
     }
@@ -242,7 +272,10 @@ impl TxSink {
     }
 
     fn commit_up_to(&mut self, checkpoint_id: u64) {
-        let (done, keep): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(id, _)| *id <= checkpoint_id);
+        let (done, keep): (Vec<_>, Vec<_>) = self
+            .pending
+            .drain(..)
+            .partition(|(id, _)| *id <= checkpoint_id);
         for (id, rows) in done {
             self.store.commit(self.subtask, id, &rows);
         }
@@ -258,7 +291,9 @@ impl Operator for TxSink {
             while state.has_remaining() {
                 let id = state.get_u64();
                 let n = state.get_u64();
-                let rows = (0..n).map(|_| (state.get_i64(), state.get_i64(), state.get_i64())).collect();
+                let rows = (0..n)
+                    .map(|_| (state.get_i64(), state.get_i64(), state.get_i64()))
+                    .collect();
                 self.pending.push((id, rows));
             }
         }
@@ -266,7 +301,12 @@ impl Operator for TxSink {
         Ok(())
     }
 
-    async fn process(&mut self, _input: usize, batch: RecordBatch, _out: &mut Output) -> Result<()> {
+    async fn process(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> Result<()> {
         let (k, v, c) = (column(&batch, 0), column(&batch, 1), column(&batch, 2));
         for i in 0..batch.num_rows() {
             self.buffer.push((k.value(i), v.value(i), c.value(i)));
@@ -333,9 +373,18 @@ impl FaultyStorage {
 
 #[async_trait]
 impl CheckpointStorage for FaultyStorage {
-    async fn write_state(&self, id: u64, vertex: &str, subtask: u32, parallelism: u32, state: Bytes) -> Result<StateHandle> {
+    async fn write_state(
+        &self,
+        id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> Result<StateHandle> {
         self.in_flight.store(true, Ordering::SeqCst);
-        self.inner.write_state(id, vertex, subtask, parallelism, state).await
+        self.inner
+            .write_state(id, vertex, subtask, parallelism, state)
+            .await
     }
 
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
@@ -349,7 +398,10 @@ impl CheckpointStorage for FaultyStorage {
         if fail {
             self.metadata_writes_failed.fetch_add(1, Ordering::SeqCst);
             self.in_flight.store(false, Ordering::SeqCst);
-            return Err(Error::Storage(format!("injected crash before the metadata of checkpoint {}", metadata.checkpoint_id)));
+            return Err(Error::Storage(format!(
+                "injected crash before the metadata of checkpoint {}",
+                metadata.checkpoint_id
+            )));
         }
         let written = self.inner.write_metadata(metadata).await;
         self.in_flight.store(false, Ordering::SeqCst);

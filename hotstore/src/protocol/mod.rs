@@ -108,7 +108,10 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into() }
+        ApiError {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -132,7 +135,10 @@ pub enum FrameError {
     /// The length prefix is negative.
     NegativeLength(i32),
     /// The length prefix exceeds `frame_bytes_max`.
-    TooLarge { frame_bytes: usize, frame_bytes_max: usize },
+    TooLarge {
+        frame_bytes: usize,
+        frame_bytes_max: usize,
+    },
     /// The frame is shorter than a request header.
     ShortHeader(usize),
 }
@@ -141,13 +147,19 @@ impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FrameError::NegativeLength(length) => write!(f, "negative frame length {length}"),
-            FrameError::TooLarge { frame_bytes, frame_bytes_max } => write!(
+            FrameError::TooLarge {
+                frame_bytes,
+                frame_bytes_max,
+            } => write!(
                 f,
                 "frame of {frame_bytes} bytes exceeds frame_bytes_max {frame_bytes_max} \
                  (raise hotstore frame_bytes_max or lower the client's request size)"
             ),
             FrameError::ShortHeader(len) => {
-                write!(f, "frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header")
+                write!(
+                    f,
+                    "frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header"
+                )
             }
         }
     }
@@ -158,7 +170,10 @@ pub fn frame_length(prefix: [u8; 4], frame_bytes_max: usize) -> Result<usize, Fr
     let length = i32::from_be_bytes(prefix);
     let length = usize::try_from(length).map_err(|_| FrameError::NegativeLength(length))?;
     if length > frame_bytes_max {
-        return Err(FrameError::TooLarge { frame_bytes: length, frame_bytes_max });
+        return Err(FrameError::TooLarge {
+            frame_bytes: length,
+            frame_bytes_max,
+        });
     }
     Ok(length)
 }
@@ -205,7 +220,10 @@ pub fn encode_error(request_id: i32, error: &ApiError) -> Bytes {
 /// Decodes a request body, mapping a protobuf failure to CORRUPT_MESSAGE.
 pub fn decode<M: Message + Default>(body: Bytes, what: &str) -> Result<M, ApiError> {
     M::decode(body).map_err(|error| {
-        ApiError::new(code::CORRUPT_MESSAGE, format!("cannot decode {what} request: {error}"))
+        ApiError::new(
+            code::CORRUPT_MESSAGE,
+            format!("cannot decode {what} request: {error}"),
+        )
     })
 }
 
@@ -221,7 +239,10 @@ mod tests {
         assert_eq!(check(-1, 100), Err(FrameError::NegativeLength(-1)));
         assert_eq!(
             check(101, 100),
-            Err(FrameError::TooLarge { frame_bytes: 101, frame_bytes_max: 100 })
+            Err(FrameError::TooLarge {
+                frame_bytes: 101,
+                frame_bytes_max: 100
+            })
         );
     }
 
@@ -233,16 +254,32 @@ mod tests {
         frame.put_i32(42);
         frame.put_slice(b"body");
         let (header, body) = parse_request(frame.freeze()).unwrap();
-        assert_eq!(header, RequestHeader { api_key: api::METADATA, api_version: 0, request_id: 42 });
+        assert_eq!(
+            header,
+            RequestHeader {
+                api_key: api::METADATA,
+                api_version: 0,
+                request_id: 42
+            }
+        );
         assert_eq!(&body[..], b"body");
-        assert_eq!(parse_request(Bytes::from_static(b"short")), Err(FrameError::ShortHeader(5)));
+        assert_eq!(
+            parse_request(Bytes::from_static(b"short")),
+            Err(FrameError::ShortHeader(5))
+        );
     }
 
     #[test]
     fn error_frame_layout() {
-        let frame = encode_error(7, &ApiError::new(code::TABLE_NOT_EXIST, "unknown table a.b"));
+        let frame = encode_error(
+            7,
+            &ApiError::new(code::TABLE_NOT_EXIST, "unknown table a.b"),
+        );
         let mut rest = frame.slice(4..);
-        assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, rest.len());
+        assert_eq!(
+            i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+            rest.len()
+        );
         assert_eq!(rest.get_u8(), RESPONSE_ERROR);
         assert_eq!(rest.get_i32(), 7);
         let decoded = messages::ErrorResponse::decode(rest).unwrap();

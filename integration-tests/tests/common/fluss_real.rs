@@ -52,7 +52,10 @@ impl RealFluss {
         let work_dir = harness_dir().join(".cache").join(format!("run-{name}"));
         // A cluster left behind by a killed earlier run of the same test is stopped first;
         // stop.sh touches only processes started from this work dir.
-        script("stop.sh", &work_dir).stderr(Stdio::null()).status().context("run fluss-real/stop.sh")?;
+        script("stop.sh", &work_dir)
+            .stderr(Stdio::null())
+            .status()
+            .context("run fluss-real/stop.sh")?;
         let started = Instant::now();
         let output = script("start.sh", &work_dir)
             .stderr(Stdio::inherit())
@@ -69,10 +72,19 @@ impl RealFluss {
             other => bail!("fluss-real/start.sh failed with exit code {other:?}"),
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let Some(bootstrap) = stdout.lines().last().map(str::trim).filter(|l| !l.is_empty()) else {
+        let Some(bootstrap) = stdout
+            .lines()
+            .last()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        else {
             bail!("fluss-real/start.sh printed no bootstrap address");
         };
-        Ok(Started::Running(RealFluss { bootstrap: bootstrap.to_string(), start_duration, work_dir }))
+        Ok(Started::Running(RealFluss {
+            bootstrap: bootstrap.to_string(),
+            start_duration,
+            work_dir,
+        }))
     }
 }
 

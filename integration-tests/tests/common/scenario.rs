@@ -123,7 +123,11 @@ impl Outcome {
 /// The variant name of a client-side error, without the message (which holds server detail).
 fn client_error_kind(error: &fluss::error::Error) -> String {
     let debug = format!("{error:?}");
-    debug.split([' ', '{', '(']).next().unwrap_or("").to_string()
+    debug
+        .split([' ', '{', '('])
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Runs the whole scenario against `bootstrap` (`host:port`) and returns what it observed.
@@ -142,7 +146,10 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
         .drop_database(DATABASE, true, true)
         .await
         .context("drop the scenario database left by an earlier run")?;
-    admin.create_database(DATABASE, None, false).await.context("create database")?;
+    admin
+        .create_database(DATABASE, None, false)
+        .await
+        .context("create database")?;
 
     let log_path = TablePath::new(DATABASE, LOG_TABLE);
     let pk_path = TablePath::new(DATABASE, PK_TABLE);
@@ -216,8 +223,14 @@ async fn record_tables(
     log_path: &TablePath,
     pk_path: &TablePath,
 ) -> Result<TablesRecord> {
-    let log_info = admin.get_table_info(log_path).await.context("log table info")?;
-    let pk_info = admin.get_table_info(pk_path).await.context("pk table info")?;
+    let log_info = admin
+        .get_table_info(log_path)
+        .await
+        .context("log table info")?;
+    let pk_info = admin
+        .get_table_info(pk_path)
+        .await
+        .context("pk table info")?;
     let mut tables = admin.list_tables(DATABASE).await.context("list tables")?;
     tables.sort();
     Ok(TablesRecord {
@@ -242,7 +255,9 @@ async fn record_tables(
 }
 
 fn now_ms() -> i64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -320,8 +335,14 @@ async fn run_log_table(
         let row = record.row();
         // The projection keeps (id, amount): amount must follow from id.
         let (id, amount) = (row.get_int(0)?, row.get_long(1)?);
-        ensure!(amount == i64::from(id) * 100, "projected row ({id}, {amount}) is not (id, amount)");
-        scanned.entry(*bucket).or_default().push((record.offset(), id));
+        ensure!(
+            amount == i64::from(id) * 100,
+            "projected row ({id}, {amount}) is not (id, amount)"
+        );
+        scanned
+            .entry(*bucket)
+            .or_default()
+            .push((record.offset(), id));
         change_types.push(record.change_type().short_string().to_string());
     }
     change_types.dedup();
@@ -332,16 +353,29 @@ async fn run_log_table(
         projected_columns,
         change_types,
         offsets: earliest_and_latest(admin, path, &buckets).await?,
-        offsets_at_second_batch: offsets(admin, path, &buckets, OffsetSpec::Timestamp(between_batches_ms))
-            .await?,
+        offsets_at_second_batch: offsets(
+            admin,
+            path,
+            &buckets,
+            OffsetSpec::Timestamp(between_batches_ms),
+        )
+        .await?,
         offsets_at_epoch: offsets(admin, path, &buckets, OffsetSpec::Timestamp(0)).await?,
     })
 }
 
 /// The Arrow schema a projected record-batch scanner reports for columns [0, 2].
 fn projected_column_names(table: &FlussTable<'_>) -> Result<Vec<String>> {
-    let batch_scanner = table.new_scan().project(&[0, 2])?.create_record_batch_log_scanner()?;
-    Ok(batch_scanner.schema().fields().iter().map(|field| field.name().clone()).collect())
+    let batch_scanner = table
+        .new_scan()
+        .project(&[0, 2])?
+        .create_record_batch_log_scanner()?;
+    Ok(batch_scanner
+        .schema()
+        .fields()
+        .iter()
+        .map(|field| field.name().clone())
+        .collect())
 }
 
 /// Polls until `expected` records arrived (then once more, to catch extras) or
@@ -356,10 +390,17 @@ async fn poll_records(
         collect_polled(scanner, Duration::from_millis(500), &mut records).await?;
     }
     if records.len() < expected {
-        bail!("scanned {} of {expected} records within {POLL_DEADLINE:?}", records.len());
+        bail!(
+            "scanned {} of {expected} records within {POLL_DEADLINE:?}",
+            records.len()
+        );
     }
     // Extras (or, when nothing is expected, anything at all) get a longer look.
-    let settle = if expected == 0 { Duration::from_millis(1500) } else { Duration::from_millis(300) };
+    let settle = if expected == 0 {
+        Duration::from_millis(1500)
+    } else {
+        Duration::from_millis(300)
+    };
     collect_polled(scanner, settle, &mut records).await?;
     Ok(records)
 }
@@ -373,7 +414,11 @@ async fn collect_polled(
     let mut by_bucket: Vec<_> = polled.into_records_by_buckets().into_iter().collect();
     by_bucket.sort_by_key(|(bucket, _)| bucket.bucket_id());
     for (bucket, records) in by_bucket {
-        into.extend(records.into_iter().map(|record| (bucket.bucket_id(), record)));
+        into.extend(
+            records
+                .into_iter()
+                .map(|record| (bucket.bucket_id(), record)),
+        );
     }
     Ok(())
 }
@@ -401,8 +446,16 @@ fn user(id: i32, name: Option<&str>, score: Option<i64>) -> GenericRow<'static> 
 fn user_row<R: DataGetters + ?Sized>(row: &R) -> Result<UserRow> {
     Ok(UserRow {
         id: row.get_int(0)?,
-        name: if row.is_null_at(1)? { None } else { Some(row.get_string(1)?.to_string()) },
-        score: if row.is_null_at(2)? { None } else { Some(row.get_long(2)?) },
+        name: if row.is_null_at(1)? {
+            None
+        } else {
+            Some(row.get_string(1)?.to_string())
+        },
+        score: if row.is_null_at(2)? {
+            None
+        } else {
+            Some(row.get_long(2)?)
+        },
     })
 }
 
@@ -414,31 +467,57 @@ async fn run_pk_table(
     let table = connection.get_table(path).await.context("get pk table")?;
     let writer = table.new_upsert()?.create_writer()?;
     // Each write is acknowledged before the next is sent, so the changelog order is fixed.
-    writer.upsert(&user(1, Some("alice"), Some(10)))?.await.context("upsert(1)")?;
-    writer.upsert(&user(2, Some("bob"), Some(20)))?.await.context("upsert(2)")?;
-    writer.upsert(&user(1, Some("alice2"), Some(11)))?.await.context("upsert(1')")?;
-    writer.delete(&user(2, None, None))?.await.context("delete(2)")?;
+    writer
+        .upsert(&user(1, Some("alice"), Some(10)))?
+        .await
+        .context("upsert(1)")?;
+    writer
+        .upsert(&user(2, Some("bob"), Some(20)))?
+        .await
+        .context("upsert(2)")?;
+    writer
+        .upsert(&user(1, Some("alice2"), Some(11)))?
+        .await
+        .context("upsert(1')")?;
+    writer
+        .delete(&user(2, None, None))?
+        .await
+        .context("delete(2)")?;
 
     let mut lookups = BTreeMap::new();
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
     for key in [1, 2, 3] {
-        lookups.insert(format!("after_sequence/{key}"), lookup(&mut lookuper, key).await?);
+        lookups.insert(
+            format!("after_sequence/{key}"),
+            lookup(&mut lookuper, key).await?,
+        );
     }
     let offsets_after_sequence = earliest_and_latest(admin, path, &[0]).await?;
     let changelog = read_changelog(&table, 0, 5).await?;
 
     // Re-upsert key 1 with the value it has: silt's design appends nothing for an unchanged
     // row; the record shows what the server does.
-    writer.upsert(&user(1, Some("alice2"), Some(11)))?.await.context("upsert(1') again")?;
+    writer
+        .upsert(&user(1, Some("alice2"), Some(11)))?
+        .await
+        .context("upsert(1') again")?;
     let mut next_offset = changelog.last().map_or(0, |entry| entry.offset + 1);
     let unchanged_upsert_changelog = read_changelog(&table, next_offset, 0).await?;
     next_offset += i64::try_from(unchanged_upsert_changelog.len())?;
 
     // Partial update: write only (id, score); name must keep its value.
-    let partial = table.new_upsert()?.partial_update_with_column_names(&["id", "score"])?;
+    let partial = table
+        .new_upsert()?
+        .partial_update_with_column_names(&["id", "score"])?;
     let partial_writer = partial.create_writer()?;
-    partial_writer.upsert(&user(1, None, Some(99)))?.await.context("partial upsert(1)")?;
-    lookups.insert("after_partial_update/1".to_string(), lookup(&mut lookuper, 1).await?);
+    partial_writer
+        .upsert(&user(1, None, Some(99)))?
+        .await
+        .context("partial upsert(1)")?;
+    lookups.insert(
+        "after_partial_update/1".to_string(),
+        lookup(&mut lookuper, 1).await?,
+    );
     // Offsets relative to the log end before the partial update, so they compare across
     // servers that differ on the unchanged upsert.
     let mut partial_update_changelog = read_changelog(&table, next_offset, 2).await?;
@@ -458,8 +537,14 @@ async fn run_pk_table(
 async fn lookup(lookuper: &mut fluss::client::Lookuper, id: i32) -> Result<Option<UserRow>> {
     let mut key = GenericRow::new(1);
     key.set_field(0, id);
-    let result = lookuper.lookup(&key).await.with_context(|| format!("lookup({id})"))?;
-    result.get_single_row()?.map(|row| user_row(&row)).transpose()
+    let result = lookuper
+        .lookup(&key)
+        .await
+        .with_context(|| format!("lookup({id})"))?;
+    result
+        .get_single_row()?
+        .map(|row| user_row(&row))
+        .transpose()
 }
 
 async fn read_changelog(
@@ -467,7 +552,10 @@ async fn read_changelog(
     from_offset: i64,
     expected: usize,
 ) -> Result<Vec<ChangelogEntry>> {
-    let scanner = table.new_scan().create_log_scanner().context("changelog scanner")?;
+    let scanner = table
+        .new_scan()
+        .create_log_scanner()
+        .context("changelog scanner")?;
     scanner.subscribe(0, from_offset).await?;
     poll_records(&scanner, expected)
         .await?
@@ -495,12 +583,18 @@ async fn record_errors(
     let mut errors = BTreeMap::new();
     let mut note = |name: &str, outcome: Outcome| errors.insert(name.to_string(), outcome);
 
-    note("create_database/duplicate", Outcome::of(admin.create_database(DATABASE, None, false).await));
+    note(
+        "create_database/duplicate",
+        Outcome::of(admin.create_database(DATABASE, None, false).await),
+    );
     note(
         "create_database/duplicate_ignored",
         Outcome::of(admin.create_database(DATABASE, None, true).await),
     );
-    note("create_table/duplicate", Outcome::of(admin.create_table(log_path, &descriptor, false).await));
+    note(
+        "create_table/duplicate",
+        Outcome::of(admin.create_table(log_path, &descriptor, false).await),
+    );
     note(
         "create_table/duplicate_ignored",
         Outcome::of(admin.create_table(log_path, &descriptor, true).await),
@@ -509,23 +603,58 @@ async fn record_errors(
         "create_table/unknown_database",
         Outcome::of(admin.create_table(&in_unknown_db, &descriptor, false).await),
     );
-    note("get_table_info/unknown_table", Outcome::of(admin.get_table_info(&unknown_table).await));
-    note("get_table_info/unknown_database", Outcome::of(admin.get_table_info(&in_unknown_db).await));
-    note("get_table/unknown_table", Outcome::of(connection.get_table(&unknown_table).await.map(|_| ())));
-    note("drop_table/unknown_table", Outcome::of(admin.drop_table(&unknown_table, false).await));
-    note("drop_table/unknown_table_ignored", Outcome::of(admin.drop_table(&unknown_table, true).await));
-    note("get_database_info/unknown", Outcome::of(admin.get_database_info(unknown_db).await));
-    note("list_tables/unknown_database", Outcome::of(admin.list_tables(unknown_db).await));
-    note("drop_database/unknown", Outcome::of(admin.drop_database(unknown_db, false, false).await));
-    note("drop_database/not_empty", Outcome::of(admin.drop_database(DATABASE, false, false).await));
+    note(
+        "get_table_info/unknown_table",
+        Outcome::of(admin.get_table_info(&unknown_table).await),
+    );
+    note(
+        "get_table_info/unknown_database",
+        Outcome::of(admin.get_table_info(&in_unknown_db).await),
+    );
+    note(
+        "get_table/unknown_table",
+        Outcome::of(connection.get_table(&unknown_table).await.map(|_| ())),
+    );
+    note(
+        "drop_table/unknown_table",
+        Outcome::of(admin.drop_table(&unknown_table, false).await),
+    );
+    note(
+        "drop_table/unknown_table_ignored",
+        Outcome::of(admin.drop_table(&unknown_table, true).await),
+    );
+    note(
+        "get_database_info/unknown",
+        Outcome::of(admin.get_database_info(unknown_db).await),
+    );
+    note(
+        "list_tables/unknown_database",
+        Outcome::of(admin.list_tables(unknown_db).await),
+    );
+    note(
+        "drop_database/unknown",
+        Outcome::of(admin.drop_database(unknown_db, false, false).await),
+    );
+    note(
+        "drop_database/not_empty",
+        Outcome::of(admin.drop_database(DATABASE, false, false).await),
+    );
     // Fluss 0.9.1 answers a timestamp past the server's clock with InvalidTimestamp (38).
     note(
         "list_offsets/future_timestamp",
-        Outcome::of(admin.list_offsets(log_path, &[0], OffsetSpec::Timestamp(now_ms() + 3_600_000)).await),
+        Outcome::of(
+            admin
+                .list_offsets(log_path, &[0], OffsetSpec::Timestamp(now_ms() + 3_600_000))
+                .await,
+        ),
     );
     note(
         "list_offsets/unknown_table",
-        Outcome::of(admin.list_offsets(&unknown_table, &[0], OffsetSpec::Latest).await),
+        Outcome::of(
+            admin
+                .list_offsets(&unknown_table, &[0], OffsetSpec::Latest)
+                .await,
+        ),
     );
     errors
 }
@@ -559,7 +688,11 @@ pub struct Difference {
 
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: ours {} vs reference {}", self.field, self.ours, self.reference)?;
+        write!(
+            f,
+            "{}: ours {} vs reference {}",
+            self.field, self.ours, self.reference
+        )?;
         match self.known {
             Some(reason) => write!(f, " (known: {reason})"),
             None => write!(f, " (UNEXPLAINED)"),
@@ -574,20 +707,41 @@ pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Dif
     let mut compare = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
         let (a, b) = (format!("{a:?}"), format!("{b:?}"));
         if a != b {
-            let known = KNOWN_DIFFERENCES.iter().find(|(name, _)| *name == field).map(|(_, why)| *why);
-            out.push(Difference { field: field.to_string(), ours: a, reference: b, known });
+            let known = KNOWN_DIFFERENCES
+                .iter()
+                .find(|(name, _)| *name == field)
+                .map(|(_, why)| *why);
+            out.push(Difference {
+                field: field.to_string(),
+                ours: a,
+                reference: b,
+                known,
+            });
         }
     };
     compare("tables", &ours.tables, &reference.tables);
     compare("log", &ours.log, &reference.log);
     compare("changelog", &ours.changelog, &reference.changelog);
-    compare("unchanged_upsert_changelog", &ours.unchanged_upsert_changelog, &reference.unchanged_upsert_changelog);
-    compare("partial_update_changelog", &ours.partial_update_changelog, &reference.partial_update_changelog);
+    compare(
+        "unchanged_upsert_changelog",
+        &ours.unchanged_upsert_changelog,
+        &reference.unchanged_upsert_changelog,
+    );
+    compare(
+        "partial_update_changelog",
+        &ours.partial_update_changelog,
+        &reference.partial_update_changelog,
+    );
     compare("lookups", &ours.lookups, &reference.lookups);
     compare("pk_offsets", &ours.pk_offsets, &reference.pk_offsets);
-    let calls: std::collections::BTreeSet<&String> = ours.errors.keys().chain(reference.errors.keys()).collect();
+    let calls: std::collections::BTreeSet<&String> =
+        ours.errors.keys().chain(reference.errors.keys()).collect();
     for name in calls {
-        compare(&format!("errors/{name}"), &ours.errors.get(name), &reference.errors.get(name));
+        compare(
+            &format!("errors/{name}"),
+            &ours.errors.get(name),
+            &reference.errors.get(name),
+        );
     }
     out
 }

@@ -18,7 +18,10 @@ pub async fn start_server(data_dir: &Path) -> Result<ServerHandle> {
     start_with(data_dir, |_| {}).await
 }
 
-pub async fn start_with(data_dir: &Path, configure: impl FnOnce(&mut ServerConfig)) -> Result<ServerHandle> {
+pub async fn start_with(
+    data_dir: &Path,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> Result<ServerHandle> {
     let mut config = ServerConfig {
         bind_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.to_path_buf(),
@@ -31,7 +34,9 @@ pub async fn start_with(data_dir: &Path, configure: impl FnOnce(&mut ServerConfi
 pub async fn connect(server: &ServerHandle) -> Result<FlussConnection> {
     let mut config = Config::default();
     config.bootstrap_servers = server.local_addr().to_string();
-    FlussConnection::new(config).await.context("connect fluss-rs to hotstore")
+    FlussConnection::new(config)
+        .await
+        .context("connect fluss-rs to hotstore")
 }
 
 /// The Fluss error code of a client error, if it is an API error.
