@@ -21,8 +21,7 @@ const CRC_OFFSET_V0: usize = 21;
 const V0_HEADER_BYTES: usize = 48;
 const V1_HEADER_BYTES: usize = 52;
 const V2_HEADER_BYTES: usize = 56;
-const APPEND_ONLY_FLAG: u8 = 0x01;
-pub const NO_WRITER_ID: i64 = -1;
+pub use crate::storage::batch::{APPEND_ONLY_FLAG, NO_WRITER_ID};
 
 /// One batch inside a buffer of concatenated batches.
 #[derive(Debug, Clone)]

@@ -169,6 +169,9 @@ pub struct TieringService {
     manager: JobManager,
     registry: Option<RegistryUpdate>,
     jobs: Arc<tokio::sync::Mutex<BTreeMap<(String, String), TableJob>>>,
+    /// One client connection for discovery and status, opened on first use and dropped after
+    /// an error so the next call reconnects.
+    connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
 }
 
 fn now_ms() -> i64 {
@@ -185,7 +188,26 @@ impl TieringService {
             manager: JobManager::new(),
             registry,
             jobs: Arc::default(),
+            connection: Arc::default(),
         }
+    }
+
+    async fn connection(&self) -> Result<Arc<fluss::client::FlussConnection>> {
+        let mut slot = self.connection.lock().await;
+        if let Some(connection) = slot.as_ref() {
+            return Ok(connection.clone());
+        }
+        let connection = Arc::new(connect(&self.config.bootstrap_servers).await?);
+        *slot = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Forgets the cached connection after a failed call, so the next one reconnects.
+    async fn on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            *self.connection.lock().await = None;
+        }
+        result
     }
 
     /// Polls the catalog every `poll_interval` until `shutdown` fires.
@@ -204,7 +226,12 @@ impl TieringService {
     /// One discovery pass: starts jobs for new lake-enabled tables, cancels jobs of tables that
     /// were dropped (or recreated under a new id).
     pub async fn poll_once(&self) -> Result<()> {
-        let connection = connect(&self.config.bootstrap_servers).await?;
+        let result = self.discover().await;
+        self.on_error(result).await
+    }
+
+    async fn discover(&self) -> Result<()> {
+        let connection = self.connection().await?;
         let admin = connection
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
@@ -274,7 +301,7 @@ impl TieringService {
     /// Starts tiering one table now, whatever its `table.datalake.enabled` says (for a Fluss
     /// cluster whose tables are not marked for silt). A no-op when it is already tiered.
     pub async fn tier_table(&self, database: &str, table: &str) -> Result<()> {
-        let connection = connect(&self.config.bootstrap_servers).await?;
+        let connection = self.connection().await?;
         let admin = connection
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
@@ -446,7 +473,12 @@ impl TieringService {
 
     /// Hot high watermarks, lake offsets and lag per tiered table.
     pub async fn status(&self) -> Result<Vec<TableTieringStatus>> {
-        let connection = connect(&self.config.bootstrap_servers).await?;
+        let result = self.collect_status().await;
+        self.on_error(result).await
+    }
+
+    async fn collect_status(&self) -> Result<Vec<TableTieringStatus>> {
+        let connection = self.connection().await?;
         let admin = connection
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
