@@ -52,6 +52,8 @@ pub struct EngineConfig {
 #[serde(deny_unknown_fields)]
 pub struct RestConfig {
     pub listen: String,
+    /// When non-empty, REST (and Flight SQL) requests must carry this bearer token.
+    pub token: String,
 }
 
 impl Config {

@@ -9,5 +9,6 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod rest;
 pub mod tiering;
 pub mod up;

@@ -111,6 +111,18 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         let tiering = tiering.clone();
         tokio::spawn(async move { tiering.run(stop_rx).await })
     };
+    let rest_state = Arc::new(crate::rest::RestState {
+        config: config.clone(),
+        bootstrap: bootstrap.clone(),
+        tiering: tiering.clone(),
+    });
+    let (rest_addr, rest) = crate::rest::serve(
+        &config.rest.listen,
+        crate::rest::router(rest_state),
+        stop_tx.subscribe(),
+    )
+    .await?;
+    println!("rest: REST API on http://{rest_addr}");
     println!(
         "tiering: lake tables under {}",
         config.data_dir.join("lake").display()
@@ -158,6 +170,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         }
     }
     let _ = discovery.await;
+    let _ = rest.await;
     tiering.shutdown(Duration::from_secs(60)).await;
     shutdown_server(server).await
 }

@@ -7,79 +7,18 @@
 //! runner can ask for hundreds).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use datafusion::prelude::SessionContext;
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 
-struct Silt {
-    child: Child,
-    bootstrap: String,
-}
-
-/// Starts `silt up` on a free port over `data_dir` and waits for its listen line.
-fn start_silt(data_dir: &Path) -> Result<Silt> {
-    start_silt_with(data_dir, &[])
-}
-
-fn start_silt_with(data_dir: &Path, extra: &[&str]) -> Result<Silt> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args([
-            "--data-dir",
-            &data_dir.to_string_lossy(),
-            "--log",
-            "warn",
-            "up",
-            "--status-every-s",
-            "3600",
-        ])
-        .args(extra)
-        .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting silt up")?;
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
-            }
-        }
-    });
-    let bootstrap = rx
-        .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| anyhow!("silt up did not report its address within 30 s"))?;
-    Ok(Silt { child, bootstrap })
-}
-
-impl Silt {
-    fn kill(mut self) {
-        // SIGKILL: no shutdown hook runs.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Silt {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::{start_silt, start_silt_with};
 
 async fn connect(bootstrap: &str) -> Result<FlussConnection> {
     let mut config = fluss::config::Config::default();
@@ -441,7 +380,7 @@ async fn verify(
 /// Kills the process exactly at the committer's two dangerous points, then restarts it.
 async fn crash_at(point: &str) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut silt = start_silt_with(dir.path(), &["--crash-at", point])?;
+    let mut silt = start_silt_with(dir.path(), &["--crash-at", point], &[])?;
     create_tables(&connect(&silt.bootstrap).await?).await?;
     let writer = tokio::spawn(write_until_killed(silt.bootstrap.clone(), 0));
     // The first commit (within a freshness interval of the first rows) aborts the process.

@@ -1,0 +1,206 @@
+//! silt's REST API (axum), served by `silt up` on `rest.listen` (127.0.0.1:8081 by default).
+//!
+//! Each service contributes its own routes (`routes()` in its module) and this module merges
+//! them into one router behind one optional bearer token (`rest.token`): when a token is
+//! configured every request must carry `Authorization: Bearer <token>`, else it gets 401.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::tiering::TieringService;
+
+/// What every handler can reach.
+pub struct RestState {
+    pub config: Config,
+    /// The hotstore's Fluss address, for handlers that talk to tables through the client.
+    pub bootstrap: String,
+    pub tiering: TieringService,
+}
+
+pub type SharedState = Arc<RestState>;
+
+/// An error body: `{"error": "..."}` with a status code.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        #[derive(Serialize)]
+        struct Body {
+            error: String,
+        }
+        (
+            self.status,
+            Json(Body {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// The whole API: every service's routes behind the optional bearer token.
+pub fn router(state: SharedState) -> Router {
+    let token = state.config.rest.token.clone();
+    Router::new()
+        .route("/v1/tables", get(tables))
+        .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            Arc::new(token),
+            require_token,
+        ))
+}
+
+async fn require_token(State(token): State<Arc<String>>, request: Request, next: Next) -> Response {
+    if token.is_empty() {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token: send `Authorization: Bearer <rest.token>`",
+        )
+        .into_response()
+    }
+}
+
+/// Compares without returning early on the first differing byte.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(Serialize)]
+struct TableStatusBody {
+    table: String,
+    table_id: i64,
+    lake_uri: String,
+    job_state: String,
+    freshness_ms: u128,
+    /// Per bucket: hot high watermark and lake end offset.
+    buckets: Vec<BucketStatusBody>,
+    lag_offsets: i64,
+    lag_seconds: f64,
+    delta_version: Option<u64>,
+    checkpoints: usize,
+    restarts: u32,
+}
+
+#[derive(Serialize)]
+struct BucketStatusBody {
+    bucket: i32,
+    high_watermark: i64,
+    lake_offset: i64,
+}
+
+/// `GET /v1/tables`: tiering status and lag per lake-enabled table.
+async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatusBody>>, ApiError> {
+    let tables = state.tiering.status().await.map_err(ApiError::internal)?;
+    Ok(Json(
+        tables
+            .into_iter()
+            .map(|t| TableStatusBody {
+                table: format!("{}.{}", t.database, t.table),
+                table_id: t.table_id,
+                lake_uri: t.lake_uri,
+                job_state: t.job_state,
+                freshness_ms: t.freshness.as_millis(),
+                buckets: t
+                    .buckets
+                    .iter()
+                    .map(|(b, (hot, lake))| BucketStatusBody {
+                        bucket: *b,
+                        high_watermark: *hot,
+                        lake_offset: *lake,
+                    })
+                    .collect(),
+                lag_offsets: t.lag_offsets,
+                lag_seconds: t.lag_seconds,
+                delta_version: t.delta_version,
+                checkpoints: t.checkpoints,
+                restarts: t.restarts,
+            })
+            .collect(),
+    ))
+}
+
+/// Binds `listen` and serves `router` until `shutdown` fires. Returns the bound address.
+pub async fn serve(
+    listen: &str,
+    router: Router,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let addr: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("rest.listen {listen:?} is not an address like 127.0.0.1:8081"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind the REST API to {addr} (set rest.listen)"))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        warn!(%local, "REST API listens beyond loopback: set rest.token to require a bearer token");
+    }
+    info!(%local, "REST API listening");
+    let handle = tokio::spawn(async move {
+        let result = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })
+            .await;
+        if let Err(e) = result {
+            warn!(error = %e, "REST API stopped with an error");
+        }
+    });
+    Ok((local, handle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}
