@@ -14,8 +14,10 @@
 //! Rows are emitted as Arrow batches: the table's columns, then `__bucket`, `__offset`,
 //! `__timestamp`, `__change_type` (see [`crate::changelog`]).
 
+mod sink;
 mod source;
 
+pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
     EndPosition, FlussSource, FlussSourceConfig, StartPosition, connect, table_arrow_schema,
 };
