@@ -55,6 +55,14 @@ enum Command {
         #[arg(long, hide = true, value_parser = ["before-commit", "after-commit"])]
         crash_at: Option<String>,
     },
+    /// Submit, list, inspect, stop and cancel jobs through the REST API of `silt up`.
+    Job {
+        /// REST API base URL (default: http://<rest.listen>).
+        #[arg(long)]
+        rest: Option<String>,
+        #[command(subcommand)]
+        what: crate::job::cli::JobCommand,
+    },
     /// Measure silt: print figures and ratios taken in one run.
     Bench {
         #[command(subcommand)]
@@ -138,6 +146,9 @@ fn try_main(cli: Cli) -> Result<()> {
                     load_fraction,
                 };
                 crate::bench::tiering(options).await
+            }
+            Command::Job { rest, what } => {
+                crate::job::cli::run(&config, rest.as_deref(), what).await
             }
             Command::Up {
                 demo,

@@ -26,6 +26,7 @@ pub struct RestState {
     /// The hotstore's Fluss address, for handlers that talk to tables through the client.
     pub bootstrap: String,
     pub tiering: TieringService,
+    pub jobs: crate::job::service::JobService,
 }
 
 pub type SharedState = Arc<RestState>;
@@ -76,6 +77,7 @@ pub fn router(state: SharedState) -> Router {
     let token = state.config.rest.token.clone();
     Router::new()
         .route("/v1/tables", get(tables))
+        .merge(crate::job::routes::routes())
         .with_state(state)
         .layer(middleware::from_fn_with_state(
             Arc::new(token),

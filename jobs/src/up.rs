@@ -111,10 +111,16 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         let tiering = tiering.clone();
         tokio::spawn(async move { tiering.run(stop_rx).await })
     };
+    let jobs = crate::job::service::JobService::new(
+        crate::job::service::JobServiceConfig::from_config(config, &bootstrap),
+    );
+    let resumed = jobs.resume_persisted().await?;
+    println!("jobs: {resumed} submitted jobs resumed");
     let rest_state = Arc::new(crate::rest::RestState {
         config: config.clone(),
         bootstrap: bootstrap.clone(),
         tiering: tiering.clone(),
+        jobs: jobs.clone(),
     });
     let (rest_addr, rest) = crate::rest::serve(
         &config.rest.listen,
@@ -171,6 +177,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     }
     let _ = discovery.await;
     let _ = rest.await;
+    jobs.shutdown(Duration::from_secs(60)).await;
     tiering.shutdown(Duration::from_secs(60)).await;
     shutdown_server(server).await
 }

@@ -1,0 +1,228 @@
+//! `silt job submit|list|status|cancel|stop|validate`: the job commands, talking to the REST
+//! API of a running `silt up` (address from `rest.listen` or `--rest`, bearer token from
+//! `rest.token`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+
+use super::client::{Client, Response};
+use super::service::JobStatus;
+use super::{Format, parse_submission};
+use crate::config::Config;
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Submit a job definition (JSON) or a YAML pipeline; prints the job id.
+    Submit { file: PathBuf },
+    /// List jobs.
+    List,
+    /// A job's state, checkpoints and per-operator metrics.
+    Status { id: String },
+    /// Cancel a job (no final checkpoint).
+    Cancel { id: String },
+    /// Stop a job with a final checkpoint.
+    Stop { id: String },
+    /// Check a definition or pipeline and print the compiled graph, or the errors.
+    Validate { file: PathBuf },
+}
+
+/// The REST base URL: `--rest` when given, else `rest.listen` (a wildcard address is reached
+/// on loopback).
+pub fn rest_base(config: &Config, rest: Option<&str>) -> String {
+    if let Some(rest) = rest {
+        return rest.to_string();
+    }
+    let listen = config
+        .rest
+        .listen
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("[::]", "[::1]");
+    format!("http://{listen}")
+}
+
+fn content_type(path: &Path, text: &str) -> &'static str {
+    let by_name = match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => Some(Format::Json),
+        Some("yaml" | "yml") => Some(Format::Yaml),
+        _ => None,
+    };
+    match by_name.unwrap_or_else(|| Format::detect(None, text)) {
+        Format::Json => "application/json",
+        Format::Yaml => "application/yaml",
+    }
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Turns an error response into an error that prints every problem on its own line.
+fn failure(response: &Response) -> anyhow::Error {
+    if let Ok(v) = response.json()
+        && let Some(errors) = v["errors"].as_array()
+    {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| {
+                let (path, message) = (
+                    e["path"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or(""),
+                );
+                if path.is_empty() {
+                    format!("  {message}")
+                } else {
+                    format!("  {path}: {message}")
+                }
+            })
+            .collect();
+        return anyhow::anyhow!(
+            "invalid job ({} problems):\n{}",
+            lines.len(),
+            lines.join("\n")
+        );
+    }
+    anyhow::anyhow!("HTTP {}: {}", response.status, response.error_message())
+}
+
+fn parse_status(response: &Response) -> Result<JobStatus> {
+    serde_json::from_str(&response.body)
+        .with_context(|| format!("unexpected response: {}", response.body))
+}
+
+pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Result<()> {
+    let token = Some(config.rest.token.clone());
+    let client = Client::new(&rest_base(config, rest), token)?;
+    match command {
+        JobCommand::Validate { file } => {
+            let text = read(&file)?;
+            let ct = content_type(&file, &text);
+            // Syntax and shape first, offline, so a typo is reported without a server.
+            let format = if ct.contains("json") {
+                Format::Json
+            } else {
+                Format::Yaml
+            };
+            if let Err(errors) = parse_submission(&text, format) {
+                let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
+                bail!(
+                    "invalid job ({} problems):\n{}",
+                    lines.len(),
+                    lines.join("\n")
+                );
+            }
+            let response = client
+                .post("/v1/jobs/validate", ct, text.as_bytes())
+                .await
+                .context("the file parses; checking its tables needs the REST API")?;
+            if response.status != 200 {
+                return Err(failure(&response));
+            }
+            let v = response.json()?;
+            for line in v["graph"].as_array().into_iter().flatten() {
+                println!("{}", line.as_str().unwrap_or_default());
+            }
+            println!("valid");
+        }
+        JobCommand::Submit { file } => {
+            let text = read(&file)?;
+            let response = client
+                .post("/v1/jobs", content_type(&file, &text), text.as_bytes())
+                .await?;
+            if response.status != 201 {
+                return Err(failure(&response));
+            }
+            let status = parse_status(&response)?;
+            for line in &status.graph {
+                println!("{line}");
+            }
+            println!("submitted job {} ({})", status.id, status.state);
+        }
+        JobCommand::List => {
+            let response = client.get("/v1/jobs").await?;
+            if response.status != 200 {
+                return Err(failure(&response));
+            }
+            let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)?;
+            println!(
+                "{:<36} {:<10} {:<10} {:>11} {:>8}",
+                "ID", "STATE", "DESIRED", "CHECKPOINTS", "RESTARTS"
+            );
+            for j in jobs {
+                println!(
+                    "{:<36} {:<10} {:<10} {:>11} {:>8}",
+                    j.id,
+                    j.state,
+                    format!("{:?}", j.desired).to_lowercase(),
+                    j.checkpoints_completed,
+                    j.restarts
+                );
+            }
+        }
+        JobCommand::Status { id } => {
+            let response = client.get(&format!("/v1/jobs/{id}")).await?;
+            if response.status != 200 {
+                return Err(failure(&response));
+            }
+            print_status(&parse_status(&response)?);
+        }
+        JobCommand::Cancel { id } => {
+            let response = client.delete(&format!("/v1/jobs/{id}")).await?;
+            if response.status != 200 {
+                return Err(failure(&response));
+            }
+            println!("cancelled job {id} ({})", parse_status(&response)?.state);
+        }
+        JobCommand::Stop { id } => {
+            let response = client
+                .post(&format!("/v1/jobs/{id}/stop"), "application/json", b"")
+                .await?;
+            if response.status != 200 {
+                return Err(failure(&response));
+            }
+            let status = parse_status(&response)?;
+            let last = status.checkpoints.last().map(|c| c.id);
+            println!(
+                "stopped job {id} ({}) with final checkpoint {}",
+                status.state,
+                last.map_or("-".to_string(), |c| c.to_string())
+            );
+        }
+    }
+    Ok(())
+}
+
+fn print_status(s: &JobStatus) {
+    println!("job {} ({})", s.id, s.name);
+    println!(
+        "state {} (desired {:?}), {} restarts",
+        s.state, s.desired, s.restarts
+    );
+    if let Some(f) = &s.failure {
+        println!("failure: {f}");
+    }
+    println!(
+        "checkpoints: {} completed, {} failed, every {} ms",
+        s.checkpoints_completed, s.checkpoints_failed, s.checkpoint_interval_ms
+    );
+    for c in &s.checkpoints {
+        println!(
+            "  #{:<6} {:>8} bytes {:>6} ms{}",
+            c.id,
+            c.size_bytes,
+            c.duration_ms,
+            if c.is_final { " (final)" } else { "" }
+        );
+    }
+    println!(
+        "{:<28} {:>4} {:>12} {:>12} {:>10}",
+        "OPERATOR", "PAR", "RECORDS IN", "RECORDS OUT", "BACKPR ms"
+    );
+    for o in &s.operators {
+        println!(
+            "{:<28} {:>4} {:>12} {:>12} {:>10}",
+            o.name, o.parallelism, o.records_in, o.records_out, o.backpressured_ms
+        );
+    }
+}

@@ -1,0 +1,66 @@
+//! User jobs: JSON job definitions and YAML pipelines ([`definition`], [`pipeline`]), the
+//! service that runs, persists and resumes them ([`service`]), their REST routes and OpenAPI
+//! document ([`routes`]), and the `silt job` commands ([`cli`]) with their small HTTP client
+//! ([`client`]).
+
+pub mod cli;
+pub mod client;
+pub mod definition;
+pub mod pipeline;
+pub mod routes;
+pub mod service;
+
+use definition::{JobDefinition, JsonPaths, PathNames, ValidationErrors};
+
+/// A submission body's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+impl Format {
+    /// From a Content-Type header, else by sniffing the text (`{` starts JSON).
+    pub fn detect(content_type: Option<&str>, text: &str) -> Format {
+        match content_type.map(|c| c.to_ascii_lowercase()) {
+            Some(c) if c.contains("json") => Format::Json,
+            Some(c) if c.contains("yaml") || c.contains("yml") => Format::Yaml,
+            _ if text.trim_start().starts_with('{') => Format::Json,
+            _ => Format::Yaml,
+        }
+    }
+}
+
+/// Parses a submission: a JSON job definition, or YAML holding either a pipeline (`source`,
+/// `transform`, `sink`, `pipeline`) or a job definition (`operators`). Returns the definition
+/// and how to name paths in its errors.
+pub fn parse_submission(
+    text: &str,
+    format: Format,
+) -> Result<(JobDefinition, Box<dyn PathNames>), ValidationErrors> {
+    match format {
+        Format::Json => Ok((definition::parse_json(text)?, Box::new(JsonPaths))),
+        Format::Yaml => {
+            let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)
+                .map_err(|e| ValidationErrors::one("", format!("not valid YAML: {e}")))?;
+            let is_definition = value
+                .as_mapping()
+                .is_some_and(|m| m.contains_key("operators"));
+            if is_definition {
+                let de = serde_yaml_ng::Deserializer::from_str(text);
+                let def = serde_path_to_error::deserialize(de).map_err(|e| {
+                    ValidationErrors(vec![definition::serde_error(
+                        "",
+                        &e.path().to_string(),
+                        e.inner().to_string(),
+                    )])
+                })?;
+                Ok((def, Box::new(JsonPaths)))
+            } else {
+                let pipeline = pipeline::parse_yaml(text)?;
+                let (def, paths) = pipeline.to_definition()?;
+                Ok((def, Box::new(paths)))
+            }
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! REST routes of the job service, the Prometheus metrics and the OpenAPI document.
+//!
+//! [`ROUTES`] is the one list of what this module serves: the router is built from it and the
+//! OpenAPI document must describe exactly it plus the routes other modules add
+//! ([`OTHER_ROUTES`]); a test holds the two together.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::definition::ValidationErrors;
+use super::service::{JobError, JobStatus};
+use super::{Format, parse_submission};
+use crate::rest::{ApiError, SharedState};
+
+/// Every `(method, path)` this module routes.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/jobs"),
+    ("GET", "/v1/jobs"),
+    ("POST", "/v1/jobs/validate"),
+    ("GET", "/v1/jobs/{id}"),
+    ("DELETE", "/v1/jobs/{id}"),
+    ("POST", "/v1/jobs/{id}/stop"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+];
+
+/// Routes of the API that other modules serve, documented here too.
+pub const OTHER_ROUTES: &[(&str, &str)] = &[("GET", "/v1/tables")];
+
+/// Request bodies larger than this are refused (a definition is a few KiB).
+pub const BODY_BYTES_MAX: usize = 1024 * 1024;
+
+fn handler(method: &str, path: &str) -> MethodRouter<SharedState> {
+    match (method, path) {
+        ("POST", "/v1/jobs") => post(submit),
+        ("GET", "/v1/jobs") => get(list),
+        ("POST", "/v1/jobs/validate") => post(validate),
+        ("GET", "/v1/jobs/{id}") => get(status),
+        ("DELETE", "/v1/jobs/{id}") => delete(cancel),
+        ("POST", "/v1/jobs/{id}/stop") => post(stop),
+        ("GET", "/metrics") => get(metrics),
+        ("GET", "/openapi.json") => get(openapi_handler),
+        _ => unreachable!("ROUTES lists only handled routes: {method} {path}"),
+    }
+}
+
+/// The job service's routes, built from [`ROUTES`].
+pub fn routes() -> Router<SharedState> {
+    let mut by_path: Vec<(&str, MethodRouter<SharedState>)> = Vec::new();
+    for (method, path) in ROUTES {
+        match by_path.iter_mut().find(|(p, _)| p == path) {
+            Some((_, router)) => *router = std::mem::take(router).merge(handler(method, path)),
+            None => by_path.push((path, handler(method, path))),
+        }
+    }
+    by_path
+        .into_iter()
+        .fold(Router::new(), |router, (path, methods)| {
+            router.route(path, methods)
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
+}
+
+/// 400 with every problem and its path: `{"error": "...", "errors": [{"path", "message"}]}`.
+fn invalid(errors: ValidationErrors) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({ "error": errors.to_string(), "errors": errors.0 })),
+    )
+        .into_response()
+}
+
+fn job_error(e: JobError) -> Response {
+    match e {
+        JobError::Invalid(errors) => invalid(errors),
+        JobError::NotFound { .. } => ApiError::not_found(e.to_string()).into_response(),
+        JobError::NotRunning { .. } => {
+            ApiError::new(StatusCode::CONFLICT, e.to_string()).into_response()
+        }
+        JobError::Internal(e) => ApiError::internal(format!("{e:#}")).into_response(),
+    }
+}
+
+fn parse_body(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<
+    (
+        super::definition::JobDefinition,
+        Box<dyn super::definition::PathNames>,
+    ),
+    Response,
+> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| invalid(ValidationErrors::one("", "the body is not UTF-8 text")))?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    parse_submission(text, Format::detect(content_type, text)).map_err(invalid)
+}
+
+/// `POST /v1/jobs`: a JSON definition or a YAML pipeline; 201 with the job's status.
+async fn submit(State(state): State<SharedState>, headers: HeaderMap, body: Bytes) -> Response {
+    let (definition, paths) = match parse_body(&headers, &body) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
+    };
+    match state.jobs.submit(definition, paths.as_ref()).await {
+        Ok(status) => (StatusCode::CREATED, Json(status)).into_response(),
+        Err(e) => job_error(e),
+    }
+}
+
+/// `POST /v1/jobs/validate`: the compiled graph, or 400 with the problems; starts nothing.
+async fn validate(State(state): State<SharedState>, headers: HeaderMap, body: Bytes) -> Response {
+    let (definition, paths) = match parse_body(&headers, &body) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
+    };
+    match state.jobs.validate(&definition, paths.as_ref()).await {
+        Ok(compiled) => Json(json!({
+            "definition": compiled.definition,
+            "graph": compiled.summary,
+        }))
+        .into_response(),
+        Err(e) => job_error(e),
+    }
+}
+
+async fn list(State(state): State<SharedState>) -> Json<Vec<JobStatus>> {
+    Json(state.jobs.list().await)
+}
+
+async fn status(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
+    match state.jobs.status(&id).await {
+        Ok(s) => Json(s).into_response(),
+        Err(e) => job_error(e),
+    }
+}
+
+async fn cancel(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
+    match state.jobs.cancel(&id).await {
+        Ok(s) => Json(s).into_response(),
+        Err(e) => job_error(e),
+    }
+}
+
+async fn stop(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
+    match state.jobs.stop(&id).await {
+        Ok(s) => Json(s).into_response(),
+        Err(e) => job_error(e),
+    }
+}
+
+/// Escapes a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// `GET /metrics`: Prometheus text format 0.0.4.
+async fn metrics(State(state): State<SharedState>) -> Response {
+    let mut out = String::new();
+    let jobs = state.jobs.list().await;
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in samples {
+            out.push_str(&format!("{name}{{{labels}}} {value}\n"));
+        }
+    };
+    let job_labels =
+        |j: &JobStatus| format!("job=\"{}\",name=\"{}\"", label(&j.id), label(&j.name));
+    family(
+        "silt_job_running",
+        "gauge",
+        "1 when the job is running.",
+        jobs.iter()
+            .map(|j| (job_labels(j), u8::from(j.state == "running").to_string()))
+            .collect(),
+    );
+    family(
+        "silt_job_restarts_total",
+        "counter",
+        "Restarts of the job since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.restarts.to_string()))
+            .collect(),
+    );
+    family(
+        "silt_job_checkpoints_completed_total",
+        "counter",
+        "Checkpoints completed since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.checkpoints_completed.to_string()))
+            .collect(),
+    );
+    family(
+        "silt_job_checkpoints_failed_total",
+        "counter",
+        "Checkpoints that failed since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.checkpoints_failed.to_string()))
+            .collect(),
+    );
+    family(
+        "silt_job_buffered_bytes",
+        "gauge",
+        "Bytes buffered in the job's channels.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.buffered_bytes.to_string()))
+            .collect(),
+    );
+    type Pick = fn(&super::service::OperatorStatus) -> u64;
+    let operator_families: [(&str, &str, &str, Pick); 5] = [
+        (
+            "silt_operator_records_in_total",
+            "counter",
+            "Rows into the operator.",
+            |o| o.records_in,
+        ),
+        (
+            "silt_operator_records_out_total",
+            "counter",
+            "Rows out of the operator.",
+            |o| o.records_out,
+        ),
+        (
+            "silt_operator_bytes_in_total",
+            "counter",
+            "Arrow bytes into the operator.",
+            |o| o.bytes_in,
+        ),
+        (
+            "silt_operator_bytes_out_total",
+            "counter",
+            "Arrow bytes out of the operator.",
+            |o| o.bytes_out,
+        ),
+        (
+            "silt_operator_backpressured_ms_total",
+            "counter",
+            "Milliseconds the operator waited for room downstream.",
+            |o| o.backpressured_ms,
+        ),
+    ];
+    for (name, kind, help, pick) in operator_families {
+        let mut samples = Vec::new();
+        for j in &jobs {
+            for o in &j.operators {
+                samples.push((
+                    format!("{},operator=\"{}\"", job_labels(j), label(&o.name)),
+                    pick(o).to_string(),
+                ));
+            }
+        }
+        family(name, kind, help, samples);
+    }
+    match state.tiering.status().await {
+        Ok(tables) => {
+            let table_label = |t: &crate::tiering::TableTieringStatus| {
+                format!("table=\"{}.{}\"", label(&t.database), label(&t.table))
+            };
+            family(
+                "silt_tiering_lag_offsets",
+                "gauge",
+                "Offsets in the hot store not yet in the lake, per table.",
+                tables
+                    .iter()
+                    .map(|t| (table_label(t), t.lag_offsets.to_string()))
+                    .collect(),
+            );
+            family(
+                "silt_tiering_lag_seconds",
+                "gauge",
+                "Seconds the lake lags behind the hot store, per table.",
+                tables
+                    .iter()
+                    .map(|t| (table_label(t), format!("{:.3}", t.lag_seconds)))
+                    .collect(),
+            );
+        }
+        Err(e) => out.push_str(&format!(
+            "# tiering status unavailable: {}\n",
+            label(&format!("{e:#}"))
+        )),
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
+
+async fn openapi_handler() -> Json<serde_json::Value> {
+    Json(openapi())
+}
+
+fn error_responses(codes: &[&str]) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    for code in codes {
+        map.insert(
+            code.to_string(),
+            json!({"description": match *code {
+                "400" => "Invalid definition: every problem with its path",
+                "401" => "Missing or wrong bearer token",
+                "404" => "Unknown job id",
+                "409" => "The job is not running",
+                _ => "Internal error",
+            }, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+        );
+    }
+    serde_json::Value::Object(map)
+}
+
+fn ok(code: &str, description: &str, schema: serde_json::Value) -> serde_json::Value {
+    json!({ code: {"description": description, "content": {"application/json": {"schema": schema}}} })
+}
+
+fn merge(mut a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {
+    if let (Some(a), serde_json::Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+/// The OpenAPI 3.1 document of the whole REST API.
+pub fn openapi() -> serde_json::Value {
+    let job = json!({"$ref": "#/components/schemas/JobStatus"});
+    let id_param =
+        json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let submission = json!({
+        "required": true,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/JobDefinition"}},
+            "application/yaml": {"schema": {"type": "string", "description": "A YAML pipeline (source, transform, sink, pipeline) or a job definition in YAML"}}
+        }
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "silt REST API", "version": env!("CARGO_PKG_VERSION")},
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/jobs": {
+                "post": {
+                    "summary": "Submit a job (JSON definition or YAML pipeline); it is checked, persisted and started",
+                    "operationId": "submitJob",
+                    "requestBody": submission,
+                    "responses": merge(ok("201", "The job was started", job.clone()), error_responses(&["400", "401", "500"]))
+                },
+                "get": {
+                    "summary": "List jobs",
+                    "operationId": "listJobs",
+                    "responses": merge(ok("200", "Every job this silt knows", json!({"type": "array", "items": job})), error_responses(&["401"]))
+                }
+            },
+            "/v1/jobs/validate": {
+                "post": {
+                    "summary": "Check a definition or pipeline against the catalog and return the compiled graph; starts nothing",
+                    "operationId": "validateJob",
+                    "requestBody": submission,
+                    "responses": merge(ok("200", "The compiled graph", json!({"type": "object", "properties": {"definition": {"$ref": "#/components/schemas/JobDefinition"}, "graph": {"type": "array", "items": {"type": "string"}}}})), error_responses(&["400", "401", "500"]))
+                }
+            },
+            "/v1/jobs/{id}": {
+                "get": {
+                    "summary": "A job's state, parallelism, latest checkpoints and per-operator metrics",
+                    "operationId": "getJob",
+                    "parameters": id_param,
+                    "responses": merge(ok("200", "The job", job.clone()), error_responses(&["401", "404"]))
+                },
+                "delete": {
+                    "summary": "Cancel a job (no final checkpoint); it is not resumed",
+                    "operationId": "cancelJob",
+                    "parameters": id_param,
+                    "responses": merge(ok("200", "The cancelled job", job.clone()), error_responses(&["401", "404", "500"]))
+                }
+            },
+            "/v1/jobs/{id}/stop": {
+                "post": {
+                    "summary": "Stop a job with a final checkpoint; it is not resumed",
+                    "operationId": "stopJob",
+                    "parameters": id_param,
+                    "responses": merge(ok("200", "The stopped job", job), error_responses(&["401", "404", "409", "500"]))
+                }
+            },
+            "/v1/tables": {
+                "get": {
+                    "summary": "Tiering status and lag per lake-enabled table",
+                    "operationId": "listTables",
+                    "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics: per job and operator, and tiering lag per table",
+                    "operationId": "metrics",
+                    "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": {"description": "Missing or wrong bearer token"}}
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "operationId": "openapi",
+                    "responses": merge(ok("200", "The OpenAPI document", json!({"type": "object"})), error_responses(&["401"]))
+                }
+            }
+        },
+        "components": components(),
+    })
+}
+
+fn components() -> serde_json::Value {
+    json!({
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "Required when rest.token is set"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {
+                    "error": {"type": "string"},
+                    "errors": {"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"}, "message": {"type": "string"}}}}
+                }},
+                "JobDefinition": {"description": "See conf/job-definition.schema.json", "type": "object"},
+                "JobStatus": {"type": "object", "required": ["id", "name", "state", "desired", "parallelism", "checkpoints", "operators"], "properties": {
+                    "id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "state": {"type": "string", "enum": ["created", "running", "restarting", "finished", "cancelled", "failed"]},
+                    "desired": {"type": "string", "enum": ["running", "stopped", "cancelled"]},
+                    "failure": {"type": "string"},
+                    "submitted_at_ms": {"type": "integer"},
+                    "checkpoint_interval_ms": {"type": "integer"},
+                    "parallelism": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "checkpoints": {"type": "array", "items": {"type": "object", "properties": {
+                        "id": {"type": "integer"}, "duration_ms": {"type": "integer"}, "size_bytes": {"type": "integer"},
+                        "completed_at_ms": {"type": "integer"}, "is_final": {"type": "boolean"}}}},
+                    "checkpoints_completed": {"type": "integer"},
+                    "checkpoints_failed": {"type": "integer"},
+                    "restarts": {"type": "integer"},
+                    "buffered_bytes": {"type": "integer"},
+                    "operators": {"type": "array", "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "parallelism": {"type": "integer"},
+                        "records_in": {"type": "integer"}, "records_out": {"type": "integer"},
+                        "bytes_in": {"type": "integer"}, "bytes_out": {"type": "integer"},
+                        "backpressured_ms": {"type": "integer"}, "last_checkpoint_bytes": {"type": "integer"},
+                        "last_snapshot_ms": {"type": "integer"}}}},
+                    "graph": {"type": "array", "items": {"type": "string"}}
+                }}
+            }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes() {
+        let doc = openapi();
+        let mut documented = Vec::new();
+        for (path, methods) in doc["paths"].as_object().unwrap() {
+            for method in methods.as_object().unwrap().keys() {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+        let mut routed: Vec<(String, String)> = ROUTES
+            .iter()
+            .chain(OTHER_ROUTES)
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        documented.sort();
+        routed.sort();
+        assert_eq!(documented, routed);
+        // Every JobStatus field the handlers return is documented.
+        let props = doc["components"]["schemas"]["JobStatus"]["properties"]
+            .as_object()
+            .unwrap();
+        let sample = serde_json::to_value(JobStatus {
+            id: String::new(),
+            name: String::new(),
+            state: String::new(),
+            desired: super::super::service::Desired::Running,
+            failure: Some(String::new()),
+            submitted_at_ms: 0,
+            checkpoint_interval_ms: 0,
+            parallelism: Default::default(),
+            checkpoints: Vec::new(),
+            checkpoints_completed: 0,
+            checkpoints_failed: 0,
+            restarts: 0,
+            buffered_bytes: 0,
+            operators: Vec::new(),
+            graph: Vec::new(),
+        })
+        .unwrap();
+        for key in sample.as_object().unwrap().keys() {
+            assert!(props.contains_key(key), "JobStatus.{key} is not documented");
+        }
+        assert_eq!(props.len(), sample.as_object().unwrap().len());
+    }
+}
