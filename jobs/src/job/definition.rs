@@ -251,15 +251,37 @@ pub fn parse_json(text: &str) -> Result<JobDefinition, ValidationErrors> {
 /// Deserializes one operator's config, naming the failing field under `base`.
 fn parse_config<T: DeserializeOwned>(
     value: &serde_json::Value,
-    base: &str,
+    base: &Field<'_>,
 ) -> Result<T, ValidationError> {
     let value = if value.is_null() {
         serde_json::Value::Object(Default::default())
     } else {
         value.clone()
     };
-    serde_path_to_error::deserialize(value)
-        .map_err(|e| serde_error(base, &e.path().to_string(), e.inner().to_string()))
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = serde_error("config", &e.path().to_string(), e.inner().to_string());
+        ValidationError {
+            path: base.paths.operator(base.index, &inner.path),
+            message: inner.message,
+        }
+    })
+}
+
+/// Names paths inside one operator's config.
+struct Field<'a> {
+    paths: &'a dyn PathNames,
+    index: usize,
+}
+
+impl Field<'_> {
+    /// `config` itself (`key` empty) or `config.<key>`.
+    fn at(&self, key: &str) -> String {
+        if key.is_empty() {
+            self.paths.operator(self.index, "config")
+        } else {
+            self.paths.operator(self.index, &format!("config.{key}"))
+        }
+    }
 }
 
 /// What a compiled job needs from outside: the hot store and the data directory.
@@ -708,7 +730,6 @@ pub async fn compile(
     let mut resolved: Vec<Option<Resolved>> = (0..n).map(|_| None).collect();
     for &i in &plan.order {
         let op = &def.operators[i];
-        let config_path = paths.operator(i, "config");
         let inputs = inputs_of(i);
         let mut sources: BTreeSet<usize> = BTreeSet::new();
         for (_, from) in &inputs {
@@ -757,7 +778,7 @@ pub async fn compile(
             }),
             ctx,
             catalog,
-            &config_path,
+            &Field { paths, index: i },
         )
         .await;
         match result {
@@ -835,27 +856,30 @@ async fn resolve(
     source: Option<TableFacts>,
     ctx: &CompileContext,
     catalog: &mut Catalog,
-    base: &str,
+    base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
     let op = &def.operators[i];
-    let input = || input.clone().ok_or_else(|| at(base, "has no input"));
-    let transform_error = |field: &str, e: silt_connectors::transform::Error| {
-        at(&format!("{base}.{field}"), e.to_string())
+    let input = || {
+        input
+            .clone()
+            .ok_or_else(|| at(&base.at(""), "has no input"))
     };
+    let transform_error =
+        |field: &str, e: silt_connectors::transform::Error| at(&base.at(field), e.to_string());
     match op.kind.as_str() {
         "fluss-source" => {
             let c: FlussSourceDef = parse_config(&op.config, base)?;
             let facts = catalog
                 .table(&c.table)
                 .await
-                .map_err(|m| at(&format!("{base}.table"), m))?;
+                .map_err(|m| at(&base.at("table"), m))?;
             let start = match (c.start, c.timestamp_ms) {
                 (StartDef::Earliest, None) => StartPosition::Earliest,
                 (StartDef::Latest, None) => StartPosition::Latest,
                 (StartDef::Timestamp, Some(ms)) => StartPosition::Timestamp(ms),
                 (StartDef::Timestamp, None) => {
                     return Err(at(
-                        &format!("{base}.timestamp_ms"),
+                        &base.at("timestamp_ms"),
                         "start: timestamp needs timestamp_ms (milliseconds since the epoch)",
                     ));
                 }
@@ -870,7 +894,7 @@ async fn resolve(
                     .await
                     .map_err(|e| {
                         at(
-                            &format!("{base}.start"),
+                            &base.at("start"),
                             format!("reading the lake offsets at {uri}: {e}"),
                         )
                     })?;
@@ -878,7 +902,7 @@ async fn resolve(
                 }
                 (_, Some(_)) => {
                     return Err(at(
-                        &format!("{base}.timestamp_ms"),
+                        &base.at("timestamp_ms"),
                         "timestamp_ms is only used with start: timestamp (remove it)",
                     ));
                 }
@@ -901,7 +925,7 @@ async fn resolve(
             let c: ProjectDef = parse_config(&op.config, base)?;
             if c.expressions.is_empty() {
                 return Err(at(
-                    &format!("{base}.expressions"),
+                    &base.at("expressions"),
                     "needs at least one expression (e.g. [\"id\", \"amount * 2 AS doubled\"])",
                 ));
             }
@@ -930,7 +954,7 @@ async fn resolve(
             let schema = input()?;
             let Some(source) = source else {
                 return Err(at(
-                    base,
+                    &base.at(""),
                     "a delta-sink must be fed by exactly one fluss-source (its txn offsets are that source's buckets)",
                 ));
             };
@@ -942,7 +966,7 @@ async fn resolve(
             ] {
                 if schema.index_of(system).is_err() {
                     return Err(at(
-                        base,
+                        &base.at(""),
                         format!(
                             "the input lacks the system column {system} (do not drop it upstream)"
                         ),
@@ -954,7 +978,7 @@ async fn resolve(
                 SinkModeDef::Append => {
                     if c.keys.is_some() {
                         return Err(at(
-                            &format!("{base}.keys"),
+                            &base.at("keys"),
                             "keys are only used with mode: upsert (remove them)",
                         ));
                     }
@@ -964,7 +988,7 @@ async fn resolve(
                     let keys = c.keys.clone().unwrap_or_else(|| source.primary_key.clone());
                     if keys.is_empty() {
                         return Err(at(
-                            &format!("{base}.keys"),
+                            &base.at("keys"),
                             format!(
                                 "mode: upsert needs key columns and {}.{} has no primary key (set keys, e.g. [\"id\"])",
                                 source.database, source.table
@@ -974,7 +998,7 @@ async fn resolve(
                     for key in &keys {
                         if user.index_of(key).is_err() {
                             return Err(at(
-                                &format!("{base}.keys"),
+                                &base.at("keys"),
                                 format!(
                                     "key column {key} is not in the input (columns: {}); keep it in the projection",
                                     column_list(&user)
@@ -1000,7 +1024,9 @@ async fn resolve(
             if let Some(bytes) = c.target_file_bytes {
                 config.target_file_bytes = bytes;
             }
-            config.validate().map_err(|e| at(base, e.to_string()))?;
+            config
+                .validate()
+                .map_err(|e| at(&base.at(""), e.to_string()))?;
             Ok((Resolved::Delta(Box::new(config)), None))
         }
         "fluss-sink" => {
@@ -1009,20 +1035,20 @@ async fn resolve(
             let facts = catalog
                 .table(&c.table)
                 .await
-                .map_err(|m| at(&format!("{base}.table"), m))?;
+                .map_err(|m| at(&base.at("table"), m))?;
             let has_key = !facts.primary_key.is_empty();
             let mode = match (c.mode, has_key) {
                 (None, true) | (Some(SinkModeDef::Upsert), true) => FlussSinkMode::Upsert,
                 (None, false) | (Some(SinkModeDef::Append), false) => FlussSinkMode::Append,
                 (Some(SinkModeDef::Append), true) => {
                     return Err(at(
-                        &format!("{base}.mode"),
+                        &base.at("mode"),
                         format!("{} has a primary key: use mode upsert", c.table),
                     ));
                 }
                 (Some(SinkModeDef::Upsert), false) => {
                     return Err(at(
-                        &format!("{base}.mode"),
+                        &base.at("mode"),
                         format!("{} is a log table: use mode append", c.table),
                     ));
                 }
@@ -1031,7 +1057,7 @@ async fn resolve(
                 match schema.field_with_name(field.name()) {
                     Err(_) => {
                         return Err(at(
-                            &format!("{base}.table"),
+                            &base.at("table"),
                             format!(
                                 "column {} of {} is missing from the input (columns: {}); project it upstream",
                                 field.name(),
@@ -1044,7 +1070,7 @@ async fn resolve(
                         if !arrow::compute::can_cast_types(have.data_type(), field.data_type()) =>
                     {
                         return Err(at(
-                            &format!("{base}.table"),
+                            &base.at("table"),
                             format!(
                                 "column {} is {} in the input but {} in {} (cast it upstream)",
                                 field.name(),
@@ -1071,7 +1097,7 @@ async fn resolve(
             }
             Ok((Resolved::Print(config), None))
         }
-        other => Err(at(base, format!("unknown operator type {other}"))),
+        other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
     }
 }
 

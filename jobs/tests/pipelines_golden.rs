@@ -1,0 +1,360 @@
+//! Golden pipelines: each example in conf/pipelines/ runs against a real hotstore (written to
+//! through the fluss-rs client) and must produce exactly the rows a model of its input predicts,
+//! compared as multisets. Each also runs as checkpoint → kill → restore (at another parallelism)
+//! with more input after the restore, and must produce the same rows: no loss, no duplicates.
+//! A kill is an engine-level cancel without a final checkpoint, and the restore goes through
+//! the job service's persisted definition, as a restart of `silt up` does.
+
+mod jobs_support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use fluss::client::FlussConnection;
+use jobs_support::*;
+use silt_engine::{ChannelConfig, RestartStrategy};
+use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_jobs::job::service::{Desired, JobService, JobServiceConfig};
+use silt_jobs::job::{Format, parse_submission};
+
+const ORDERS_PER_PHASE: i64 = 150;
+const CUSTOMER_CHANGES_PER_PHASE: i64 = 60;
+const OUTPUT_TIMEOUT: Duration = Duration::from_secs(40);
+
+struct Env {
+    dir: tempfile::TempDir,
+    _server: ServerHandle,
+    bootstrap: String,
+    connection: FlussConnection,
+}
+
+impl Env {
+    async fn start() -> Result<Env> {
+        let dir = tempfile::tempdir()?;
+        let server = Server::start(ServerConfig {
+            bind_addr: "127.0.0.1:0".parse()?,
+            data_dir: dir.path().join("hotstore"),
+            ..ServerConfig::default()
+        })
+        .await?;
+        let bootstrap = server.local_addr().to_string();
+        let connection = connect(&bootstrap).await?;
+        create_shop_tables(&connection).await?;
+        Ok(Env {
+            dir,
+            _server: server,
+            bootstrap,
+            connection,
+        })
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    fn service(&self) -> JobService {
+        JobService::new(JobServiceConfig {
+            bootstrap: self.bootstrap.clone(),
+            data_dir: self.data_dir(),
+            checkpoint_interval_default: Duration::from_secs(1),
+            checkpoint_timeout: Duration::from_secs(30),
+            checkpoints_retained_max: 3,
+            restart: RestartStrategy::FixedDelay {
+                delay: Duration::from_millis(200),
+                attempts_max: 5,
+            },
+            channel: ChannelConfig::default(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Golden {
+    CustomersToDelta,
+    BigOrdersToDelta,
+    CustomersToSilt,
+}
+
+impl Golden {
+    fn file(self) -> &'static str {
+        match self {
+            Golden::CustomersToDelta => "pipelines/customers-to-delta.yaml",
+            Golden::BigOrdersToDelta => "pipelines/big-orders-to-delta.yaml",
+            Golden::CustomersToSilt => "pipelines/customers-to-silt.yaml",
+        }
+    }
+
+    async fn write_phase(self, env: &Env, phase: i64) -> Result<()> {
+        match self {
+            Golden::BigOrdersToDelta => {
+                let ids = phase * ORDERS_PER_PHASE..(phase + 1) * ORDERS_PER_PHASE;
+                write_orders(&env.connection, ids).await
+            }
+            _ => {
+                let ks =
+                    phase * CUSTOMER_CHANGES_PER_PHASE..(phase + 1) * CUSTOMER_CHANGES_PER_PHASE;
+                write_customers(&env.connection, ks).await
+            }
+        }
+    }
+
+    fn expected(self, phases: i64) -> Vec<String> {
+        match self {
+            Golden::CustomersToDelta => {
+                expected_customers_delta(phases * CUSTOMER_CHANGES_PER_PHASE)
+            }
+            Golden::BigOrdersToDelta => expected_big_orders(phases * ORDERS_PER_PHASE),
+            Golden::CustomersToSilt => {
+                expected_customers_clean(phases * CUSTOMER_CHANGES_PER_PHASE)
+            }
+        }
+    }
+
+    async fn read(self, env: &Env) -> Result<Vec<String>> {
+        let lake = |name: &str| env.data_dir().join("lake/_jobs").join(name).join("sink");
+        match self {
+            Golden::CustomersToDelta => {
+                delta_rows(
+                    &lake("customers-to-delta"),
+                    "SELECT customer_id, name, balance FROM lake",
+                )
+                .await
+            }
+            Golden::BigOrdersToDelta => {
+                delta_rows(
+                    &lake("big-orders-to-delta"),
+                    "SELECT order_id, customer_id, status, amount_cents FROM lake",
+                )
+                .await
+            }
+            Golden::CustomersToSilt => {
+                silt_table_rows(&env.bootstrap, "shop", "customers_clean").await
+            }
+        }
+    }
+
+    async fn wait_for_output(self, env: &Env, phases: i64) -> Result<()> {
+        let expected = self.expected(phases);
+        assert!(expected.len() > 5, "the model predicts too little output");
+        wait_for_rows(self.file(), &expected, OUTPUT_TIMEOUT, || self.read(env)).await
+    }
+}
+
+async fn submit(service: &JobService, golden: Golden) -> Result<String> {
+    let (definition, paths) = parse_submission(&read_conf(golden.file()), Format::Yaml)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let status = service
+        .submit(definition, paths.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(status.id)
+}
+
+async fn wait_for_checkpoint(service: &JobService, id: &str) -> Result<()> {
+    let handle = service.handle(id).await.context("job handle")?;
+    if !handle
+        .wait_for_checkpoints(1, Duration::from_secs(30))
+        .await
+    {
+        bail!(
+            "no checkpoint within 30 s: {:?}",
+            service.status(id).await.ok()
+        );
+    }
+    Ok(())
+}
+
+/// Input, a checkpoint, more input, the expected output, then a stop with a final checkpoint.
+async fn run_plain(golden: Golden) -> Result<()> {
+    let env = Env::start().await?;
+    golden.write_phase(&env, 0).await?;
+    let service = env.service();
+    let id = submit(&service, golden).await?;
+    wait_for_checkpoint(&service, &id).await?;
+    golden.write_phase(&env, 1).await?;
+    golden.wait_for_output(&env, 2).await?;
+    let stopped = service
+        .stop(&id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(
+        (stopped.state.as_str(), stopped.desired),
+        ("finished", Desired::Stopped)
+    );
+    assert!(
+        stopped.checkpoints.last().is_some_and(|c| c.is_final),
+        "{stopped:?}"
+    );
+    // Stopped output stays as it was.
+    assert_eq!(golden.read(&env).await?, golden.expected(2));
+    Ok(())
+}
+
+/// Input, a checkpoint, more input, a kill mid-stream, a restore at parallelism 3 from the
+/// persisted definition, more input, and the same output as without the kill.
+async fn run_kill_restore(golden: Golden) -> Result<()> {
+    let env = Env::start().await?;
+    golden.write_phase(&env, 0).await?;
+    let first = env.service();
+    let id = submit(&first, golden).await?;
+    wait_for_checkpoint(&first, &id).await?;
+    golden.write_phase(&env, 1).await?;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let handle = first.handle(&id).await.context("job handle")?;
+    handle.cancel().await; // no final checkpoint: what ran after the last one is replayed
+    drop(first);
+
+    // Rescale on restore: the persisted definition is what a restarted silt up reads.
+    let file = env.data_dir().join("jobs").join(format!("{id}.json"));
+    let text = std::fs::read_to_string(&file)?;
+    let rescaled = text.replace("\"parallelism\": 2", "\"parallelism\": 3");
+    assert_ne!(
+        text, rescaled,
+        "the persisted definition carries the parallelism"
+    );
+    std::fs::write(&file, rescaled)?;
+
+    let second = env.service();
+    assert_eq!(second.resume_persisted().await?, 1);
+    let status = second
+        .status(&id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(status.parallelism.get("source"), Some(&3), "{status:?}");
+    golden.write_phase(&env, 2).await?;
+    golden.wait_for_output(&env, 3).await?;
+    second.stop(&id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(golden.read(&env).await?, golden.expected(3));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pk_table_upserted_into_delta() -> Result<()> {
+    run_plain(Golden::CustomersToDelta).await?;
+    run_kill_restore(Golden::CustomersToDelta).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_table_filtered_and_projected_into_delta() -> Result<()> {
+    run_plain(Golden::BigOrdersToDelta).await?;
+    run_kill_restore(Golden::BigOrdersToDelta).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pk_table_transformed_into_another_silt_table() -> Result<()> {
+    run_plain(Golden::CustomersToSilt).await?;
+    run_kill_restore(Golden::CustomersToSilt).await
+}
+
+/// Mistakes in pipelines and definitions name the path and the fix, and start nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
+    let env = Env::start().await?;
+    let service = env.service();
+    let big_orders = read_conf("pipelines/big-orders-to-delta.yaml");
+    let to_silt = read_conf("pipelines/customers-to-silt.yaml");
+    let fanout = read_conf("jobs/orders-fanout.json");
+    // (body, format, path, part of the message)
+    let cases: Vec<(String, Format, &str, &str)> = vec![
+        (
+            big_orders.replace("shop.orders", "shop.orderz"),
+            Format::Yaml,
+            "source.table",
+            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)",
+        ),
+        (
+            big_orders.replace("amount > 10", "amount > 10 AND colour = 'red'"),
+            Format::Yaml,
+            "transform[0].filter",
+            "colour",
+        ),
+        (
+            big_orders.replace("upper(status) AS status", "upper(statuz) AS status"),
+            Format::Yaml,
+            "transform[0].projection (item 2)",
+            "statuz",
+        ),
+        (
+            big_orders.replace("mode: append", "mode: upsert"),
+            Format::Yaml,
+            "sink.keys",
+            "shop.orders has no primary key",
+        ),
+        (
+            to_silt.replace("upper(name) AS name, ", ""),
+            Format::Yaml,
+            "sink.table",
+            "column name of shop.customers_clean is missing from the input",
+        ),
+        (
+            big_orders.replace("interval: 1s", "interval: soon"),
+            Format::Yaml,
+            "pipeline.checkpoint.interval",
+            "not a duration",
+        ),
+        (
+            fanout.replace("shop.orders", "shop.orderz"),
+            Format::Json,
+            "operators[0].config.table",
+            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)",
+        ),
+        (
+            fanout.replace("SELECT order_id, amount FROM input", "SELECT count(*) FROM input"),
+            Format::Json,
+            "operators[1].config.statement",
+            "aggregate",
+        ),
+        (
+            fanout.replace("\"partitioning\": \"rebalance\"", "\"partitioning\": \"rebalance\" }, { \"from\": \"orders\", \"to\": \"lake\", \"partitioning\": \"broadcast\""),
+            Format::Json,
+            "operators[2]",
+            "has 2 inputs",
+        ),
+        (
+            fanout.replace("{ \"from\": \"orders\", \"to\": \"paid\" }", "{ \"from\": \"orders\", \"to\": \"paid\", \"partitioning\": \"rebalance\" }"),
+            Format::Json,
+            "edges[0].partitioning",
+            "order-sensitive sink lake",
+        ),
+        (
+            fanout.replace("\"type\": \"filter\"", "\"type\": \"filtre\""),
+            Format::Json,
+            "operators[3].type",
+            "unknown operator type filtre (known: fluss-source, filter",
+        ),
+    ];
+    for (body, format, path, message) in cases {
+        let (definition, paths) = match parse_submission(&body, format) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                assert_eq!(e.0[0].path, path, "{e}");
+                assert!(e.0[0].message.contains(message), "{e}");
+                continue;
+            }
+        };
+        let error = service
+            .submit(definition, paths.as_ref())
+            .await
+            .err()
+            .with_context(|| format!("accepted a job with a mistake at {path}"))?;
+        let silt_jobs::job::service::JobError::Invalid(errors) = error else {
+            bail!("not a validation error: {error}");
+        };
+        assert_eq!(errors.0[0].path, path, "{errors}");
+        assert!(
+            errors.0[0].message.contains(message),
+            "{path}: {:?} lacks {message:?}",
+            errors.0[0].message
+        );
+    }
+    assert!(
+        service.list().await.is_empty(),
+        "an invalid job was started"
+    );
+    assert!(
+        !env.data_dir().join("jobs").exists(),
+        "an invalid job was persisted"
+    );
+    Ok(())
+}
