@@ -1,0 +1,344 @@
+//! The job REST API and `silt job` commands against the real `silt up` binary on ephemeral
+//! ports: submit (YAML and JSON), list, status, metrics, stop, cancel; mistakes answer 400 with
+//! the path of the problem and start nothing; unknown ids answer 404; the OpenAPI document
+//! matches the router; and a submitted job survives a SIGKILL of `silt up` without loss or
+//! duplicates.
+
+mod common;
+mod jobs_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use jobs_support::*;
+use serde_json::Value;
+use silt_jobs::job::client::Client;
+
+async fn wait_for_status(
+    client: &Client,
+    id: &str,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let status = client.get(&format!("/v1/jobs/{id}")).await?.json()?;
+        if ok(&status) {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            bail!("job {id}: {what} did not happen within 40 s: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("running silt");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn conf_path(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../conf")
+        .join(relative)
+        .to_string_lossy()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let silt = common::start_silt(dir.path())?;
+    let connection = connect(&silt.bootstrap).await?;
+    create_shop_tables(&connection).await?;
+    write_orders(&connection, 0..150).await?;
+    let client = Client::new(&silt.rest, None)?;
+
+    // Submit a YAML pipeline.
+    let yaml = read_conf("pipelines/big-orders-to-delta.yaml");
+    let r = client
+        .post("/v1/jobs", "application/yaml", yaml.as_bytes())
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let pipeline_id = r.json()?["id"].as_str().unwrap().to_string();
+    let listed = client.get("/v1/jobs").await?.json()?;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["id"] == pipeline_id.as_str())
+    );
+    let status = wait_for_status(&client, &pipeline_id, "a checkpoint with data", |s| {
+        s["checkpoints_completed"].as_u64() >= Some(1)
+            && s["operators"]
+                .as_array()
+                .is_some_and(|ops| ops.iter().any(|o| o["records_in"].as_u64() > Some(0)))
+    })
+    .await?;
+    assert_eq!(status["state"], "running");
+    assert_eq!(status["parallelism"]["source"], 2);
+    assert_eq!(status["parallelism"]["sink-committer"], 1);
+
+    let metrics = client.get("/metrics").await?;
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics.body.contains(&format!(
+            "silt_operator_records_in_total{{job=\"{pipeline_id}\",name=\"big-orders-to-delta\",operator=\"sink-writer\"}}"
+        )),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics
+            .body
+            .contains("# TYPE silt_tiering_lag_offsets gauge")
+    );
+
+    // Stop: a final checkpoint, then finished; a second stop is a conflict.
+    let r = client
+        .post(
+            &format!("/v1/jobs/{pipeline_id}/stop"),
+            "application/json",
+            b"",
+        )
+        .await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let stopped = r.json()?;
+    assert_eq!(
+        (&stopped["state"], &stopped["desired"]),
+        (&Value::from("finished"), &Value::from("stopped"))
+    );
+    assert_eq!(
+        stopped["checkpoints"].as_array().unwrap().last().unwrap()["is_final"],
+        true
+    );
+    let again = client
+        .post(
+            &format!("/v1/jobs/{pipeline_id}/stop"),
+            "application/json",
+            b"",
+        )
+        .await?;
+    assert_eq!(again.status, 409, "{}", again.body);
+
+    // Submit a JSON definition, then cancel it.
+    let json = read_conf("jobs/orders-fanout.json");
+    let r = client
+        .post("/v1/jobs", "application/json", json.as_bytes())
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let fanout_id = r.json()?["id"].as_str().unwrap().to_string();
+    let r = client.delete(&format!("/v1/jobs/{fanout_id}")).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()?["state"], "cancelled");
+    assert_eq!(r.json()?["desired"], "cancelled");
+
+    // Unknown ids.
+    for (method, path) in [
+        ("GET", "/v1/jobs/nope"),
+        ("DELETE", "/v1/jobs/nope"),
+        ("POST", "/v1/jobs/nope/stop"),
+    ] {
+        let r = client.request(method, path, None).await?;
+        assert_eq!(r.status, 404, "{method} {path}: {}", r.body);
+        assert!(r.error_message().contains("unknown job nope"), "{}", r.body);
+    }
+
+    // Mistakes: 400 with the path, nothing started or persisted.
+    let mistakes: Vec<(&str, String, &str)> = vec![
+        (
+            "application/json",
+            r#"{"name": "x", "operators": [{"name": "a", "type": "fluss-source", "config": {"table": 5}}]}"#.into(),
+            "operators[0].config.table",
+        ),
+        ("application/json", r#"{"name": "x", "operators": [{"name": "a", "typ": "filter"}]}"#.into(), "operators[0].typ"),
+        ("application/json", r#"{"name": "#.into(), "name"),
+        ("application/yaml", yaml.replace("filter:", "filtr:"), "transform[0].filtr"),
+        ("application/yaml", yaml.replace("shop.orders", "shop.orderz"), "source.table"),
+        ("application/yaml", "source: [unclosed".into(), ""),
+    ];
+    for (content_type, body, path) in mistakes {
+        let r = client
+            .post("/v1/jobs", content_type, body.as_bytes())
+            .await?;
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        let v = r.json()?;
+        assert_eq!(v["errors"][0]["path"], path, "{body}: {}", r.body);
+        assert!(!v["error"].as_str().unwrap().is_empty());
+    }
+    let r = client
+        .post(
+            "/v1/jobs",
+            "application/yaml",
+            yaml.replace("shop.orders", "shop.orderz").as_bytes(),
+        )
+        .await?;
+    assert!(
+        r.body.contains(
+            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)"
+        ),
+        "{}",
+        r.body
+    );
+    let jobs = client.get("/v1/jobs").await?.json()?;
+    assert_eq!(jobs.as_array().unwrap().len(), 2, "{jobs}");
+    let persisted = std::fs::read_dir(dir.path().join("jobs"))?
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .count();
+    assert_eq!(persisted, 2);
+
+    // Every documented route is routed (not the router's fallback 404, not 405).
+    let doc = client.get("/openapi.json").await?.json()?;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for method in methods.as_object().unwrap().keys() {
+            let method = method.to_uppercase();
+            let concrete = path.replace("{id}", "nope");
+            let body = (method == "POST").then_some(("application/json", &b"{}"[..]));
+            let r = client.request(&method, &concrete, body).await?;
+            assert_ne!(
+                r.status, 405,
+                "{method} {path} is documented but not routed"
+            );
+            assert!(
+                !(r.status == 404 && r.body.is_empty()),
+                "{method} {path} is documented but not routed"
+            );
+        }
+    }
+
+    // The CLI talks to the same API.
+    let rest = silt.rest.as_str();
+    let (code, out) = silt_cli(&["job", "--rest", rest, "list"], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&pipeline_id) && out.contains(&fanout_id),
+        "{out}"
+    );
+    let (code, out) = silt_cli(&["job", "--rest", rest, "status", &pipeline_id], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("sink-writer") && out.contains("(final)"),
+        "{out}"
+    );
+    let (code, out) = silt_cli(&["job", "--rest", rest, "status", "nope"], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("unknown job nope"), "{out}");
+    let file = conf_path("pipelines/customers-to-silt.yaml");
+    let (code, out) = silt_cli(&["job", "--rest", rest, "validate", &file], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("fluss-sink shop.customers_clean") && out.contains("valid"),
+        "{out}"
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, yaml.replace("shop.orders", "shop.orderz"))?;
+    let (code, out) = silt_cli(
+        &["job", "--rest", rest, "validate", &bad.to_string_lossy()],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("source.table: unknown table shop.orderz"),
+        "{out}"
+    );
+    let (code, out) = silt_cli(&["job", "--rest", rest, "submit", &file], &[]);
+    assert_eq!(code, 0, "{out}");
+    let submitted = out
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted job "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no id in {out}"))
+        .to_string();
+    let (code, out) = silt_cli(&["job", "--rest", rest, "stop", &submitted], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("with final checkpoint"), "{out}");
+    let (code, out) = silt_cli(&["job", "--rest", rest, "cancel", &submitted], &[]);
+    assert_eq!(code, 0, "{out}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_token_guards_the_job_api() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let token = ("SILT_REST__TOKEN", "s3cret");
+    let silt = common::start_silt_with(dir.path(), &[], &[token])?;
+    let anonymous = Client::new(&silt.rest, None)?;
+    for path in ["/v1/jobs", "/metrics", "/openapi.json"] {
+        assert_eq!(anonymous.get(path).await?.status, 401, "{path}");
+    }
+    let authorized = Client::new(&silt.rest, Some("s3cret".into()))?;
+    assert_eq!(authorized.get("/v1/jobs").await?.status, 200);
+    let (code, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[token]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("bearer token"), "{out}");
+    Ok(())
+}
+
+/// Regression guard for the issue's promise: a submitted job resumes from its latest checkpoint
+/// after `silt up` is SIGKILLed, and the lake ends with every expected row exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let silt = common::start_silt(dir.path())?;
+    let connection = connect(&silt.bootstrap).await?;
+    create_shop_tables(&connection).await?;
+    write_orders(&connection, 0..200).await?;
+    let client = Client::new(&silt.rest, None)?;
+    let yaml = read_conf("pipelines/big-orders-to-delta.yaml");
+    let r = client
+        .post("/v1/jobs", "application/yaml", yaml.as_bytes())
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()?["id"].as_str().unwrap().to_string();
+    wait_for_status(&client, &id, "a checkpoint", |s| {
+        s["checkpoints_completed"].as_u64() >= Some(1)
+    })
+    .await?;
+    write_orders(&connection, 200..400).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(connection);
+    silt.kill();
+
+    let silt = common::start_silt(dir.path())?;
+    let client = Client::new(&silt.rest, None)?;
+    let status =
+        wait_for_status(&client, &id, "running again", |s| s["state"] == "running").await?;
+    assert_eq!(status["desired"], "running");
+    let connection = connect(&silt.bootstrap).await?;
+    write_orders(&connection, 400..600).await?;
+    let lake = dir.path().join("lake/_jobs/big-orders-to-delta/sink");
+    wait_for_rows(
+        "big orders after a restart",
+        &expected_big_orders(600),
+        Duration::from_secs(40),
+        || {
+            delta_rows(
+                &lake,
+                "SELECT order_id, customer_id, status, amount_cents FROM lake",
+            )
+        },
+    )
+    .await?;
+    // A graceful shutdown keeps it marked running: it would resume again.
+    let status = client.get(&format!("/v1/jobs/{id}")).await?.json()?;
+    assert_eq!(status["desired"], "running");
+    Ok(())
+}
