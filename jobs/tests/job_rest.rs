@@ -342,3 +342,75 @@ async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates
     assert_eq!(status["desired"], "running");
     Ok(())
 }
+
+/// `start: lake` reads from where the table's lake ends (its tiering txn offsets), so a job
+/// over the hot tail sees only what the lake does not have yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_started_at_the_lake_reads_only_the_hot_tail() -> Result<()> {
+    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+    let dir = tempfile::tempdir()?;
+    let silt = common::start_silt(dir.path())?;
+    let connection = connect(&silt.bootstrap).await?;
+    let admin = connection.get_admin()?;
+    admin.create_database("shop", None, true).await?;
+    let schema = Schema::builder()
+        .column("order_id", DataTypes::bigint())
+        .column("customer_id", DataTypes::bigint())
+        .column("amount", DataTypes::double())
+        .column("status", DataTypes::string())
+        .build()?;
+    let events = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(2), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "500ms")
+        .build()?;
+    admin
+        .create_table(&TablePath::new("shop", "events"), &events, true)
+        .await?;
+    write_orders_to(&connection, "events", 0..100).await?;
+    let client = Client::new(&silt.rest, None)?;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let tables = client.get("/v1/tables").await?.json()?;
+        let tiered: i64 = tables
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["table"] == "shop.events")
+            .flat_map(|t| t["buckets"].as_array().cloned().unwrap_or_default())
+            .map(|b| b["lake_offset"].as_i64().unwrap_or(0))
+            .sum();
+        if tiered == 100 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("tiering did not reach 100 rows within 40 s: {tables}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let definition = r#"{
+        "name": "events-tail",
+        "checkpoint": {"interval_ms": 500},
+        "operators": [
+            {"name": "events", "type": "fluss-source", "config": {"table": "shop.events", "start": "lake"}},
+            {"name": "tail", "type": "delta-sink", "config": {"mode": "append"}}
+        ]
+    }"#;
+    let r = client
+        .post("/v1/jobs", "application/json", definition.as_bytes())
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.body.contains("from lake offsets"),
+        "the compiled source should start at the lake's offsets: {}",
+        r.body
+    );
+    write_orders_to(&connection, "events", 100..150).await?;
+    let expected = sorted((100..150).map(|i| i.to_string()).collect());
+    let tail = dir.path().join("lake/_jobs/events-tail/tail");
+    wait_for_rows("the hot tail", &expected, Duration::from_secs(40), || {
+        delta_rows(&tail, "SELECT order_id FROM lake")
+    })
+    .await
+}

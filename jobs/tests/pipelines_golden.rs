@@ -356,5 +356,22 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
         !env.data_dir().join("jobs").exists(),
         "an invalid job was persisted"
     );
+
+    // Two running jobs of one name would share their Delta tables: the second is refused.
+    let first = submit(&service, Golden::BigOrdersToDelta).await?;
+    let (definition, paths) =
+        parse_submission(&big_orders, Format::Yaml).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Err(silt_jobs::job::service::JobError::Invalid(errors)) =
+        service.submit(definition, paths.as_ref()).await
+    else {
+        bail!("a second job named big-orders-to-delta was accepted");
+    };
+    assert_eq!(errors.0[0].path, "pipeline.name");
+    assert!(errors.0[0].message.contains(&first), "{errors}");
+    service
+        .cancel(&first)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(service.list().await.len(), 1);
     Ok(())
 }

@@ -111,3 +111,44 @@ impl Operator for PrintSink {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn lines(rows_per_batch_max: usize, system_columns: bool) -> Vec<String> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new(CHANGE_TYPE_COLUMN, DataType::Int8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(StringArray::from(vec![Some("a"), None, Some("c")])),
+                Arc::new(Int8Array::from(vec![1, 2, 4])),
+            ],
+        )
+        .unwrap();
+        PrintSink::new(PrintSinkConfig {
+            rows_per_batch_max,
+            system_columns,
+        })
+        .format(&batch)
+        .unwrap()
+    }
+
+    #[test]
+    fn rows_print_with_their_change_type_and_a_bound() {
+        assert_eq!(
+            lines(10, false),
+            vec!["+I id=1 name=a", "-U id=2 name=null", "-D id=3 name=c"]
+        );
+        assert_eq!(lines(1, false), vec!["+I id=1 name=a", "... 2 more rows"]);
+        assert_eq!(lines(1, true)[0], "+I id=1 name=a __change_type=1");
+    }
+}

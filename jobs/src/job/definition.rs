@@ -401,6 +401,10 @@ pub trait PathNames: Send + Sync {
     /// `field` is `""` for the operator itself, `type`, `parallelism` or `config.<key>`.
     fn operator(&self, index: usize, field: &str) -> String;
     fn edge(&self, index: usize, field: &str) -> String;
+    /// A top-level field: `name`, `parallelism`, `checkpoint.interval_ms`.
+    fn job(&self, field: &str) -> String {
+        field.to_string()
+    }
 }
 
 /// The definition's own paths.
@@ -471,7 +475,7 @@ fn check_shape(
     let mut push = |path: String, message: String| errors.push(ValidationError { path, message });
     if !valid_name(&def.name) {
         push(
-            "name".into(),
+            paths.job("name"),
             format!(
                 "job name {:?} must be 1 to {NAME_LEN_MAX} {NAME_CHARS}",
                 def.name
@@ -482,13 +486,13 @@ fn check_shape(
         && !(1..=PARALLELISM_MAX).contains(&p)
     {
         push(
-            "parallelism".into(),
+            paths.job("parallelism"),
             format!("{p} is out of range (use 1 to {PARALLELISM_MAX})"),
         );
     }
     if def.checkpoint.as_ref().and_then(|c| c.interval_ms) == Some(0) {
         push(
-            "checkpoint.interval_ms".into(),
+            paths.job("checkpoint.interval_ms"),
             "must be at least 1 (milliseconds)".into(),
         );
     }

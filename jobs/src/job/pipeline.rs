@@ -121,6 +121,13 @@ impl PathNames for PipelinePaths {
     fn edge(&self, _index: usize, _field: &str) -> String {
         "pipeline".into()
     }
+
+    fn job(&self, field: &str) -> String {
+        match field {
+            "checkpoint.interval_ms" => "pipeline.checkpoint.interval".into(),
+            other => format!("pipeline.{other}"),
+        }
+    }
 }
 
 /// Parses a pipeline from YAML; a syntax or shape error names its path.

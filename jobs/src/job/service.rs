@@ -228,6 +228,22 @@ impl JobService {
         paths: &dyn PathNames,
     ) -> Result<JobStatus, JobError> {
         let compiled = self.validate(&definition, paths).await?;
+        // One lock from the name check to the insert, so two submissions cannot both pass.
+        let mut jobs = self.jobs.lock().await;
+        // Jobs of one name share their default Delta tables and txn app ids; two at once
+        // would fight over them.
+        if let Some(running) = jobs.values().find(|e| {
+            e.persisted.definition.name == definition.name
+                && e.handle.as_ref().is_some_and(|h| !h.state().is_terminal())
+        }) {
+            return Err(JobError::Invalid(ValidationErrors::one(
+                paths.job("name"),
+                format!(
+                    "a job named {} is already running ({}); stop or cancel it first, or rename this one",
+                    definition.name, running.persisted.id
+                ),
+            )));
+        }
         let id = format!("{}-{:08x}", definition.name, rand::random::<u32>());
         let persisted = PersistedJob {
             id: id.clone(),
@@ -236,8 +252,14 @@ impl JobService {
             definition,
         };
         self.persist(&persisted)?;
-        let mut jobs = self.jobs.lock().await;
-        let entry = self.start(persisted, compiled)?;
+        let entry = match self.start(persisted, compiled) {
+            Ok(entry) => entry,
+            Err(e) => {
+                // Not started, so not to be resumed either.
+                let _ = std::fs::remove_file(self.config.jobs_dir().join(format!("{id}.json")));
+                return Err(JobError::Internal(e));
+            }
+        };
         info!(job = %id, "job submitted");
         let status = status_of(&entry);
         jobs.insert(id, entry);

@@ -92,9 +92,16 @@ pub fn customer_change(k: i64) -> (i64, Option<(String, f64)>) {
 }
 
 pub async fn write_orders(connection: &FlussConnection, ids: std::ops::Range<i64>) -> Result<()> {
-    let table = connection
-        .get_table(&TablePath::new("shop", "orders"))
-        .await?;
+    write_orders_to(connection, "orders", ids).await
+}
+
+/// Writes [`order`] rows into `shop.<table>` (a table with the columns of `shop.orders`).
+pub async fn write_orders_to(
+    connection: &FlussConnection,
+    table: &str,
+    ids: std::ops::Range<i64>,
+) -> Result<()> {
+    let table = connection.get_table(&TablePath::new("shop", table)).await?;
     let writer = table.new_append()?.create_writer()?;
     for id in ids {
         let (customer, amount, status) = order(id);
