@@ -1,4 +1,5 @@
-//! The `silt` command line. Exit codes: 0 success, 1 failure, 2 usage error.
+//! The `silt` command line. Exit codes: 0 success, 1 failure, 2 usage error, 3 deadline passed
+//! (verify).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,6 +60,25 @@ enum Command {
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
+    },
+    /// Check that a table's lake equals its hot changelog once tiering caught up (exit 0 match,
+    /// 1 mismatch, 3 deadline passed before the lake caught up).
+    Verify {
+        /// The table, as database.table.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        table: Option<String>,
+        /// Verify every lake-enabled table.
+        #[arg(long)]
+        all: bool,
+        /// How long to wait for the lake to reach the high watermarks (per table), e.g. 60s.
+        #[arg(long, default_value = "60s")]
+        deadline: String,
+        /// The hotstore's address (default: hotstore.listen from the config).
+        #[arg(long)]
+        bootstrap: Option<String>,
+        /// Rows shown per kind of difference.
+        #[arg(long, default_value_t = 10)]
+        show: usize,
     },
     /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
     Demo {
@@ -157,6 +177,30 @@ fn try_main(cli: Cli) -> Result<()> {
                     }),
                 };
                 crate::up::run(&config, options).await
+            }
+            Command::Verify {
+                table,
+                all,
+                deadline,
+                bootstrap,
+                show,
+            } => {
+                let options = crate::verify::VerifyOptions {
+                    bootstrap: bootstrap.unwrap_or_else(|| config.hotstore.listen.clone()),
+                    lake_root: config.data_dir.join("lake").to_string_lossy().to_string(),
+                    storage_options: Default::default(),
+                    deadline: crate::tiering::parse_duration(&deadline)
+                        .map_err(|e| anyhow::anyhow!("--deadline: {e}"))?,
+                    show_max: show,
+                    read_stall_max: Duration::from_secs(30),
+                };
+                let code = crate::verify::run(&options, table.as_deref(), all).await?;
+                if code != 0 {
+                    use std::io::Write as _;
+                    let _ = std::io::stdout().flush();
+                    std::process::exit(i32::from(code));
+                }
+                Ok(())
             }
             Command::Demo {
                 rate,

@@ -12,3 +12,4 @@ pub mod demo;
 pub mod rest;
 pub mod tiering;
 pub mod up;
+pub mod verify;
