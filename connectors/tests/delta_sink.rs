@@ -827,19 +827,40 @@ async fn replaying_a_committed_committable_is_a_noop() {
     );
     assert_eq!(lake.apply(&plan).await.unwrap().delta_version, 2);
     assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 18);
+}
 
-    // A lake version inside a committable's range breaks the all-or-nothing invariant.
-    let straddling = vec![write_committable(&lake, 3, 0, 12, 4).await];
-    let err = lake
-        .plan(&straddling)
-        .await
-        .err()
-        .expect("must be refused")
-        .to_string();
-    assert!(
-        err.contains("lies inside committable range [12, 16)"),
-        "{err}"
+/// Regression: a second tiering job on the same table (same app ids) commits part of a range
+/// this job also holds; the plan used to refuse that range as a broken invariant, so the first
+/// job failed and restarted from the same checkpoint forever and the table never caught up
+/// again (found by `silt bench trials`, second-job fault). Now only the offsets the lake does
+/// not have are committed: no duplicate, no stall.
+#[tokio::test]
+async fn a_range_the_lake_holds_in_part_is_trimmed_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut ours = LakeTable::open(log_config(dir.path())).await.unwrap();
+    let mut theirs = LakeTable::open(log_config(dir.path())).await.unwrap();
+    // The other job tiers [0, 13) of bucket 0; ours holds [0, 10) and then [10, 16).
+    let other = vec![write_committable(&theirs, 1, 0, 0, 13).await];
+    let plan = theirs.plan(&other).await.unwrap();
+    theirs.apply(&plan).await.unwrap();
+    let pending = vec![
+        write_committable(&ours, 1, 0, 0, 10).await,
+        write_committable(&ours, 2, 0, 10, 6).await,
+    ];
+    let plan = ours.plan(&pending).await.unwrap();
+    assert_eq!(plan.txns, BTreeMap::from([(0, 16)]));
+    assert_eq!(plan.rows, BTreeMap::from([(0, 3)]), "only [13, 16) is new");
+    let commit = ours.apply(&plan).await.unwrap();
+    assert_eq!(commit.bucket_offsets, BTreeMap::from([(0, 16)]));
+    let offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
+    assert_eq!(
+        offsets,
+        (0..16).collect::<Vec<_>>(),
+        "every offset exactly once"
     );
+    // Replaying the same committables is now a no-op.
+    assert!(ours.plan(&pending).await.unwrap().is_noop());
 }
 
 #[tokio::test]

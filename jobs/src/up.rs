@@ -86,6 +86,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
 pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    crate::lake_faults::install_from_env();
     let server = Arc::new(Server::start(hotstore_config(config)?).await?);
     let bootstrap = server.local_addr().to_string();
     println!(

@@ -271,8 +271,11 @@ impl LakeTable {
 
     /// Refreshes the table and keeps, of `committables`, what the lake does not have: a
     /// committable's bucket range is skipped when the lake's txn version already reaches its
-    /// end, and kept when it starts at or after it. A version inside a range is a broken
-    /// invariant (commits are all-or-nothing).
+    /// end, and kept when it starts at or after it. A version inside a range means another
+    /// writer with the same app ids (a second tiering job on the table) committed part of it:
+    /// only the offsets at or after the version are kept (log files are rewritten without the
+    /// rows before it; staged changes are filtered by offset when merged), so this job neither
+    /// duplicates the other's rows nor stalls on them.
     pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
         self.refresh().await?;
         let buckets: BTreeSet<i32> = committables
@@ -294,35 +297,126 @@ impl LakeTable {
         };
         for c in committables {
             let mut kept = BTreeSet::new();
+            // Buckets whose range the lake already holds in part: keep offsets >= the version.
+            let mut trims: BTreeMap<i32, i64> = BTreeMap::new();
             for (&bucket, range) in &c.buckets {
                 let lake = plan.lake_offsets.get(&bucket).copied();
                 match lake {
                     Some(v) if range.end <= v => continue,
                     Some(v) if range.start < v => {
-                        return Err(Error::Internal(format!(
-                            "bucket {bucket}: the lake's txn version {v} lies inside committable range [{}, {}) of checkpoint {}",
-                            range.start, range.end, c.checkpoint_id
-                        )));
+                        warn!(
+                            table = self.uri(),
+                            bucket,
+                            lake = v,
+                            start = range.start,
+                            end = range.end,
+                            checkpoint = c.checkpoint_id,
+                            "another writer tiered part of this range (a second tiering job?); committing only the offsets after it"
+                        );
+                        trims.insert(bucket, v);
                     }
                     _ => {}
                 }
                 kept.insert(bucket);
                 let txn = plan.txns.entry(bucket).or_insert(range.end);
                 *txn = (*txn).max(range.end);
-                *plan.rows.entry(bucket).or_default() += range.rows;
+                if !trims.contains_key(&bucket) {
+                    *plan.rows.entry(bucket).or_default() += range.rows;
+                }
             }
             if kept.is_empty() {
                 continue;
             }
             check_adds_cover_ranges(c, &kept)?;
+            let mut to_trim: BTreeMap<i32, Vec<Add>> = BTreeMap::new();
             for add in &c.adds {
-                if kept.contains(&add_bucket(add)?) {
-                    plan.adds.push(add.clone());
+                let bucket = add_bucket(add)?;
+                if !kept.contains(&bucket) {
+                    continue;
                 }
+                match trims.contains_key(&bucket) {
+                    true => to_trim.entry(bucket).or_default().push(add.clone()),
+                    false => plan.adds.push(add.clone()),
+                }
+            }
+            for (&bucket, &from) in &trims {
+                let adds = to_trim.remove(&bucket).unwrap_or_default();
+                let trimmed = self.trim_log_files(&adds, bucket, from).await?;
+                let rows = match self.config.kind {
+                    TableKind::Log => trimmed.iter().map(add_rows).sum::<Result<u64>>()?,
+                    // Staged changes are filtered by offset when merged; count the range.
+                    TableKind::PrimaryKey { .. } => {
+                        c.buckets.get(&bucket).map_or(0, |r| (r.end - from) as u64)
+                    }
+                };
+                *plan.rows.entry(bucket).or_default() += rows;
+                plan.adds.extend(trimmed);
             }
             plan.staged.extend(c.staged.iter().cloned());
         }
         Ok(plan)
+    }
+
+    /// Rewrites a bucket's data files without the rows below offset `from` (the lake already
+    /// has them from another writer) and returns the adds of the new files. The old files
+    /// stay on storage unreferenced, like the files of a checkpoint that never completed.
+    async fn trim_log_files(&self, adds: &[Add], bucket: i32, from: i64) -> Result<Vec<Add>> {
+        if adds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let store = self.table.object_store();
+        let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
+            .map_err(Error::delta(self.uri()))?;
+        let mut written = 0usize;
+        for add in adds {
+            let location = Path::from(add.path.as_str());
+            let storage = |source| Error::Storage {
+                path: add.path.clone(),
+                source,
+            };
+            let bytes = store
+                .get(&location)
+                .await
+                .map_err(storage)?
+                .bytes()
+                .await
+                .map_err(storage)?;
+            for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
+                let batch = batch?;
+                let offsets = int_column::<Int64Array>(&batch, OFFSET_COLUMN)?;
+                let keep: BooleanArray = (0..batch.num_rows())
+                    .map(|i| Some(offsets.value(i) >= from))
+                    .collect();
+                let batch = filter_record_batch(&batch, &keep)?;
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                // Data files do not hold the partition column; put it back for the writer.
+                let mut columns = batch.columns().to_vec();
+                let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+                if batch.column_by_name(BUCKET_COLUMN).is_none() {
+                    columns.push(Arc::new(Int32Array::from(vec![bucket; batch.num_rows()])));
+                    fields.push(Arc::new(arrow::datatypes::Field::new(
+                        BUCKET_COLUMN,
+                        arrow::datatypes::DataType::Int32,
+                        false,
+                    )));
+                }
+                let batch =
+                    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+                let batch = super::schema::conform(&batch, &self.lake_schema)?;
+                written += batch.num_rows();
+                deltalake::writer::DeltaWriter::write(&mut writer, batch)
+                    .await
+                    .map_err(Error::delta(self.uri()))?;
+            }
+        }
+        if written == 0 {
+            return Ok(Vec::new());
+        }
+        deltalake::writer::DeltaWriter::flush(&mut writer)
+            .await
+            .map_err(Error::delta(self.uri()))
     }
 
     /// Makes the commit of a plan: ONE Delta commit holding the adds (log) or the MERGE (primary

@@ -1,0 +1,388 @@
+//! `silt verify` against a running `silt up`: healthy tables match; a lake damaged on purpose
+//! (an add action removed from the Delta log, a data file added twice, a row changed inside a
+//! Parquet file) fails verify with exit code 1 and a diff that names the damage; a lake that
+//! cannot catch up within the deadline gives exit code 3.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use serde_json::Value;
+
+mod common;
+use common::start_silt;
+
+async fn connect(bootstrap: &str) -> Result<FlussConnection> {
+    let mut config = fluss::config::Config::default();
+    config.bootstrap_servers = bootstrap.to_string();
+    Ok(FlussConnection::new(config).await?)
+}
+
+async fn create_tables(connection: &FlussConnection, freshness: &str) -> Result<()> {
+    let admin = connection.get_admin()?;
+    admin.create_database("v", None, true).await?;
+    let events = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
+    let events = TableDescriptor::builder()
+        .schema(events)
+        .distributed_by(Some(3), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", freshness)
+        .build()?;
+    admin
+        .create_table(&TablePath::new("v", "events"), &events, true)
+        .await?;
+    let users = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("score", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .primary_key(vec!["id"])?
+        .build()?;
+    let users = TableDescriptor::builder()
+        .schema(users)
+        .distributed_by(Some(2), vec!["id".to_string()])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", freshness)
+        .build()?;
+    admin
+        .create_table(&TablePath::new("v", "users"), &users, true)
+        .await?;
+    Ok(())
+}
+
+/// A few rounds of appends, upserts, partial updates and deletes, spaced so tiering makes
+/// several commits (several files).
+async fn write_rounds(connection: &FlussConnection, rounds: i64) -> Result<()> {
+    let events = connection.get_table(&TablePath::new("v", "events")).await?;
+    let users = connection.get_table(&TablePath::new("v", "users")).await?;
+    let appender = events.new_append()?.create_writer()?;
+    let upserter = users.new_upsert()?.create_writer()?;
+    let partial = users
+        .new_upsert()?
+        .partial_update_with_column_names(&["id", "score"])?
+        .create_writer()?;
+    for round in 0..rounds {
+        for i in round * 100..(round + 1) * 100 {
+            let text = format!("e{i}");
+            let mut row = GenericRow::new(2);
+            row.set_field(0, i);
+            row.set_field(1, text.as_str());
+            appender.append(&row)?;
+            let name = format!("user{}", i % 40);
+            let mut u = GenericRow::new(3);
+            u.set_field(0, i % 40);
+            u.set_field(1, i);
+            u.set_field(2, name.as_str());
+            if i % 9 == 0 {
+                upserter.delete(&u)?;
+            } else {
+                upserter.upsert(&u)?;
+            }
+        }
+        appender.flush().await?;
+        upserter.flush().await?;
+        // Partial updates (score only) go in their own flush: the client keeps full-row and
+        // partial writes in separate batches.
+        for id in (round..40).step_by(7) {
+            let mut p = GenericRow::new(3);
+            p.set_field(0, id);
+            p.set_field(1, -id - round);
+            partial.upsert(&p)?;
+        }
+        partial.flush().await?;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    Ok(())
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+}
+
+fn silt_verify(data_dir: &Path, bootstrap: &str, args: &[&str]) -> Result<Run> {
+    let out = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["--data-dir", &data_dir.to_string_lossy(), "--log", "error"])
+        .arg("verify")
+        .args(args)
+        .args(["--bootstrap", bootstrap])
+        .output()
+        .context("running silt verify")?;
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+    };
+    eprintln!(
+        "silt verify {args:?} -> exit {}\n{}{}",
+        run.code,
+        run.stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(run)
+}
+
+fn lake_dir(data_dir: &Path, table: &str) -> PathBuf {
+    data_dir.join("lake").join("v").join(table)
+}
+
+/// The newest commit file of the Delta log that adds files, and its lines.
+fn last_commit_with_adds(table_dir: &Path) -> Result<(PathBuf, Vec<String>)> {
+    let mut commits: Vec<PathBuf> = std::fs::read_dir(table_dir.join("_delta_log"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    for path in commits.into_iter().rev() {
+        let text = std::fs::read_to_string(&path)?;
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.iter().any(|l| l.starts_with("{\"add\"")) {
+            return Ok((path, lines));
+        }
+    }
+    bail!("no commit with adds under {}", table_dir.display())
+}
+
+fn add_of(line: &str) -> Result<Value> {
+    let v: Value = serde_json::from_str(line)?;
+    Ok(v["add"].clone())
+}
+
+fn num_records(add: &Value) -> Result<u64> {
+    let stats: Value = serde_json::from_str(add["stats"].as_str().context("stats")?)?;
+    stats["numRecords"].as_u64().context("numRecords")
+}
+
+fn write_commit(path: &Path, lines: &[String]) -> Result<()> {
+    std::fs::write(path, lines.join("\n") + "\n")?;
+    Ok(())
+}
+
+/// Rewrites one data file with `change` applied to its first row, under a new name, and
+/// points the add action at it. Returns the new file name.
+fn change_first_row(
+    table_dir: &Path,
+    commit: &Path,
+    lines: &[String],
+    index: usize,
+    change: impl Fn(&RecordBatch) -> Result<RecordBatch>,
+) -> Result<String> {
+    let mut action: Value = serde_json::from_str(&lines[index])?;
+    let old = action["add"]["path"].as_str().context("path")?.to_string();
+    let file = std::fs::File::open(table_dir.join(&old))?;
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>()?;
+    let mut changed = vec![change(&batches[0])?];
+    changed.extend(batches[1..].iter().cloned());
+    let new = old.replace(".parquet", "-tampered.parquet");
+    let out = std::fs::File::create(table_dir.join(&new))?;
+    let mut writer = parquet::arrow::ArrowWriter::try_new(out, changed[0].schema(), None)?;
+    for b in &changed {
+        writer.write(b)?;
+    }
+    writer.close()?;
+    let size = std::fs::metadata(table_dir.join(&new))?.len();
+    action["add"]["path"] = Value::from(new.clone());
+    action["add"]["size"] = Value::from(size);
+    let mut lines = lines.to_vec();
+    lines[index] = serde_json::to_string(&action)?;
+    write_commit(commit, &lines)?;
+    Ok(new.rsplit('/').next().unwrap_or(&new).to_string())
+}
+
+/// Replaces row 0 of column `name` (string or bigint) with another value.
+fn replace_first(batch: &RecordBatch, name: &str) -> Result<RecordBatch> {
+    let i = batch.schema().index_of(name)?;
+    let mut columns = batch.columns().to_vec();
+    let c = &columns[i];
+    let replaced: ArrayRef = if let Some(s) = c.as_any().downcast_ref::<StringArray>() {
+        let mut values: Vec<Option<String>> = (0..s.len())
+            .map(|j| (!s.is_null(j)).then(|| s.value(j).to_string()))
+            .collect();
+        values[0] = Some("tampered".into());
+        Arc::new(StringArray::from(values))
+    } else if let Some(n) = c.as_any().downcast_ref::<Int64Array>() {
+        let mut values: Vec<Option<i64>> = n.iter().collect();
+        values[0] = Some(values[0].unwrap_or(0) + 1_000_000);
+        Arc::new(Int64Array::from(values))
+    } else {
+        bail!("column {name} has type {}", c.data_type())
+    };
+    columns[i] = replaced;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path();
+    let silt = start_silt(data)?;
+    let connection = connect(&silt.bootstrap).await?;
+    create_tables(&connection, "250ms").await?;
+    write_rounds(&connection, 3).await?;
+
+    let all = silt_verify(data, &silt.bootstrap, &["--all", "--deadline", "60s"])?;
+    assert_eq!(all.code, 0, "healthy tables verify");
+    assert!(all.stdout.contains("2 tables: 2 match"), "{}", all.stdout);
+    let one = silt_verify(data, &silt.bootstrap, &["v.users"])?;
+    assert_eq!(one.code, 0);
+    assert!(
+        one.stdout.contains("verify v.users: MATCH"),
+        "{}",
+        one.stdout
+    );
+
+    // Log table, damage 1: an add action removed from the Delta log.
+    let events = lake_dir(data, "events");
+    let (commit, original) = last_commit_with_adds(&events)?;
+    let index = original
+        .iter()
+        .position(|l| l.starts_with("{\"add\""))
+        .unwrap();
+    let removed = add_of(&original[index])?;
+    let rows = num_records(&removed)?;
+    let bucket = removed["partitionValues"]["__bucket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut lines = original.clone();
+    lines.remove(index);
+    write_commit(&commit, &lines)?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1, "a removed add fails verify");
+    assert!(
+        run.stdout
+            .contains(&format!("missing from the lake ({rows}, ")),
+        "names the {rows} missing rows: {}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!("bucket {bucket}: ")),
+        "names the bucket whose offsets are missing: {}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("verify v.events: MISMATCH"));
+
+    // Damage 2: the same data file added twice (a copy under a second name).
+    let add = add_of(&original[index])?;
+    let path = add["path"].as_str().unwrap().to_string();
+    let copy = path.replace(".parquet", "-copy.parquet");
+    std::fs::copy(events.join(&path), events.join(&copy))?;
+    let mut duplicated: Value = serde_json::from_str(&original[index])?;
+    duplicated["add"]["path"] = Value::from(copy.clone());
+    let mut lines = original.clone();
+    lines.push(serde_json::to_string(&duplicated)?);
+    write_commit(&commit, &lines)?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1, "a duplicated file fails verify");
+    let copy_name = copy.rsplit('/').next().unwrap();
+    assert!(
+        run.stdout.contains(&format!("extra in the lake ({rows}, ")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!("{copy_name} ({rows})")) && run.stdout.contains("(also in "),
+        "names the duplicated file: {}",
+        run.stdout
+    );
+
+    // Damage 3: one row changed inside a Parquet file.
+    let tampered = change_first_row(&events, &commit, &original, index, |b| {
+        replace_first(b, "v")
+    })?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1, "a changed row fails verify");
+    assert!(run.stdout.contains("differing (1, "), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&tampered)
+            && run.stdout.contains("lake {id=")
+            && run.stdout.contains("v=tampered"),
+        "names the file and shows both images: {}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("missing 0, extra 0, differing 1"));
+
+    // Repaired: the original log verifies again.
+    write_commit(&commit, &original)?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
+    assert_eq!(run.code, 0, "the restored log matches again");
+
+    // PK table: a changed row is a differing key; a removed add loses keys.
+    let users = lake_dir(data, "users");
+    let (commit, original) = last_commit_with_adds(&users)?;
+    let index = original
+        .iter()
+        .position(|l| l.starts_with("{\"add\""))
+        .unwrap();
+    change_first_row(&users, &commit, &original, index, |b| {
+        replace_first(b, "score")
+    })?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.users", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("differing keys (1, "), "{}", run.stdout);
+    assert!(run.stdout.contains("~ key {id="), "{}", run.stdout);
+
+    let rows = num_records(&add_of(&original[index])?)?;
+    let mut lines = original.clone();
+    lines.remove(index);
+    write_commit(&commit, &lines)?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.users", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout
+            .contains(&format!("keys missing from the lake ({rows}, ")),
+        "{}",
+        run.stdout
+    );
+
+    // --all reports the damaged table in its summary and fails.
+    let run = silt_verify(data, &silt.bootstrap, &["--all", "--deadline", "5s"])?;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("2 tables: 1 match, 1 do not"),
+        "{}",
+        run.stdout
+    );
+    write_commit(&commit, &original)?;
+    drop(silt);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let silt = start_silt(dir.path())?;
+    let connection = connect(&silt.bootstrap).await?;
+    // Tiering checkpoints once an hour: nothing reaches the lake within the deadline.
+    create_tables(&connection, "1h").await?;
+    write_rounds(&connection, 1).await?;
+    let run = silt_verify(
+        dir.path(),
+        &silt.bootstrap,
+        &["v.events", "--deadline", "2s"],
+    )?;
+    assert_eq!(run.code, 3, "deadline passed");
+    assert!(run.stdout.contains("DEADLINE PASSED"), "{}", run.stdout);
+    assert!(run.stdout.contains(": lake 0 < hw 100"), "{}", run.stdout);
+
+    let run = silt_verify(dir.path(), &silt.bootstrap, &["v.eventz"])?;
+    assert_eq!(run.code, 1, "unknown table");
+    let usage = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["verify"])
+        .output()?;
+    assert_eq!(
+        usage.status.code(),
+        Some(2),
+        "no table and no --all is a usage error"
+    );
+    Ok(())
+}
