@@ -39,7 +39,10 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
                 ))
             } else {
                 match table.bucket(bucket_id) {
-                    Ok(bucket) => append_client_batches(bucket, bucket_request.records).await,
+                    Ok(bucket) => match check_client_batches(&table, &bucket_request.records) {
+                        Ok(()) => append_client_batches(bucket, bucket_request.records).await,
+                        Err(error) => Err(error),
+                    },
                     Err(error) => Err(error),
                 }
             };
@@ -64,6 +67,48 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
     Ok(ProduceLogResponse {
         buckets_resp: join_all(appends).await,
     })
+}
+
+/// Checks what the log tablet cannot: each batch carries the table's schema id and Arrow data
+/// that decodes with the table's schema into its record count. A batch that passed its CRC but
+/// holds garbage would otherwise be stored and break every reader (and tiering) at that offset.
+/// Framing errors are left to the log tablet, which reports them as CORRUPT_RECORD.
+fn check_client_batches(table: &TableRuntime, records: &Bytes) -> Result<(), ApiError> {
+    let Ok(batches) = batch::split_batches(records.clone()) else {
+        return Ok(());
+    };
+    let name = table.entry.qualified_name();
+    for (index, view) in batches.iter().enumerate() {
+        let corrupt = |reason: String| {
+            ApiError::new(
+                code::CORRUPT_RECORD,
+                format!("batch {index} of {name}: {reason}"),
+            )
+        };
+        // Magic, header length, CRC and counts first: the accessors below rely on them.
+        view.validate().map_err(corrupt)?;
+        let schema_id = view.schema_id();
+        if i32::from(schema_id) != table.entry.schema_id {
+            return Err(ApiError::new(
+                code::SCHEMA_NOT_EXIST,
+                format!(
+                    "batch {index} of {name} has schema id {schema_id}, but the table has only schema {}",
+                    table.entry.schema_id
+                ),
+            ));
+        }
+        let (_, message) = view.split_records().map_err(corrupt)?;
+        let decoded = batch::decode_arrow_message(&message, &table.arrow_schema, None)
+            .map_err(|reason| corrupt(format!("no valid Arrow data: {reason}")))?;
+        if decoded.num_rows() != view.record_count().max(0) as usize {
+            return Err(corrupt(format!(
+                "{} rows, but the header counts {}",
+                decoded.num_rows(),
+                view.record_count()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Appends the client's batches durably. The log tablet checks framing and CRCs and applies

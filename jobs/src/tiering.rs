@@ -20,7 +20,9 @@ use futures::FutureExt;
 use silt_connectors::delta::{
     DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets,
 };
-use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, connect};
+use silt_connectors::fluss::{
+    FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
+};
 use silt_engine::{
     ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning,
     RestartStrategy, Source, TaskContext,
@@ -55,6 +57,8 @@ pub struct TieringConfig {
     /// Tests only: abort the process once at this committer point; the marker file records that
     /// it happened, so the restarted process runs normally.
     pub crash_at: Option<(FaultPoint, PathBuf)>,
+    /// SASL/PLAIN credentials for the Fluss endpoint, when it requires them.
+    pub credentials: Option<FlussCredentials>,
 }
 
 impl TieringConfig {
@@ -83,6 +87,7 @@ impl TieringConfig {
             },
             channel: ChannelConfig::default(),
             crash_at: None,
+            credentials: None,
         }
     }
 
@@ -197,7 +202,13 @@ impl TieringService {
         if let Some(connection) = slot.as_ref() {
             return Ok(connection.clone());
         }
-        let connection = Arc::new(connect(&self.config.bootstrap_servers).await?);
+        let connection = Arc::new(
+            connect_with(
+                &self.config.bootstrap_servers,
+                self.config.credentials.as_ref(),
+            )
+            .await?,
+        );
         *slot = Some(connection.clone());
         Ok(connection)
     }
@@ -425,6 +436,7 @@ impl TieringService {
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);
+        source_config.credentials = self.config.credentials.clone();
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
         let parallelism = self.config.source_parallelism_max.clamp(1, buckets);

@@ -17,5 +17,6 @@
 mod source;
 
 pub use source::{
-    EndPosition, FlussSource, FlussSourceConfig, StartPosition, connect, table_arrow_schema,
+    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect,
+    connect_with, table_arrow_schema,
 };
