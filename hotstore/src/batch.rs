@@ -248,6 +248,12 @@ pub fn encode_arrow_message(batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
     Ok(writer.get_ref()[schema_bytes..].to_vec())
 }
 
+/// Upper bound on the decompressed bytes of one batch's Arrow buffers. Clients write batches
+/// of a few MiB (fluss-rs: `writer_batch_size`), so this only stops a lie.
+const ARROW_DECODED_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Upper bound on the rows of one batch's Arrow data, for the same reason.
+const ARROW_ROWS_MAX: i64 = 64 * 1024 * 1024;
+
 /// Decodes the Arrow IPC message of a batch with the table's full schema, keeping only the
 /// `projection` columns (sorted ascending, as the client expects them on the wire).
 pub fn decode_arrow_message(
@@ -276,15 +282,66 @@ pub fn decode_arrow_message(
         .header_as_record_batch()
         .ok_or("arrow message is not a record batch")?;
     let body_start = (8 + ((metadata_len + 7) & !7)).min(message.len());
+    let body_len = message.len() - body_start;
+    let compressed = batch_metadata.compression().is_some();
+    let mut decoded_bytes = 0u64;
+    // arrow's reader slices the body at the offsets the metadata names and panics when one
+    // lies outside it, and allocates whatever decompressed length a compressed buffer claims
+    // (aborting the process when that fails); a client's batch is untrusted, so check both.
+    for (index, buffer) in batch_metadata.buffers().into_iter().flatten().enumerate() {
+        let end = u64::try_from(buffer.offset())
+            .ok()
+            .zip(u64::try_from(buffer.length()).ok())
+            .and_then(|(offset, length)| offset.checked_add(length));
+        if end.is_none_or(|end| end > body_len as u64) {
+            return Err(format!(
+                "arrow buffer {index} (offset {}, length {}) lies outside the {body_len}-byte body",
+                buffer.offset(),
+                buffer.length()
+            ));
+        }
+        if compressed && buffer.length() >= 8 {
+            let at = body_start + buffer.offset() as usize;
+            let claimed = i64::from_le_bytes(message[at..at + 8].try_into().expect("8 bytes"));
+            decoded_bytes = decoded_bytes.saturating_add(u64::try_from(claimed).unwrap_or(0));
+            if decoded_bytes > ARROW_DECODED_BYTES_MAX {
+                return Err(format!(
+                    "compressed arrow buffers claim more than {ARROW_DECODED_BYTES_MAX} bytes decoded"
+                ));
+            }
+        }
+    }
+    let rows = batch_metadata.length();
+    if !(0..=ARROW_ROWS_MAX).contains(&rows) {
+        return Err(format!(
+            "arrow batch of {rows} rows (at most {ARROW_ROWS_MAX})"
+        ));
+    }
+    for node in batch_metadata.nodes().into_iter().flatten() {
+        if !(0..=rows).contains(&node.length()) || !(0..=node.length()).contains(&node.null_count())
+        {
+            return Err(format!(
+                "arrow field of {} values ({} null) in a batch of {rows} rows",
+                node.length(),
+                node.null_count()
+            ));
+        }
+    }
     let body = arrow::buffer::Buffer::from(message.slice(body_start..));
-    arrow::ipc::reader::read_record_batch(
-        &body,
-        batch_metadata,
-        schema.clone(),
-        &std::collections::HashMap::new(),
-        projection,
-        &parsed.version(),
-    )
+    // The checks above keep the reader from allocating what the metadata claims; what else it
+    // asserts on (a validity buffer shorter than its field, say) must not take the server
+    // down, so a panic here is an invalid batch. The reader only reads its inputs.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        arrow::ipc::reader::read_record_batch(
+            &body,
+            batch_metadata,
+            schema.clone(),
+            &std::collections::HashMap::new(),
+            projection,
+            &parsed.version(),
+        )
+    }))
+    .map_err(|_| "arrow data is inconsistent with its metadata".to_string())?
     .map_err(|e| e.to_string())
 }
 

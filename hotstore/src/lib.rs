@@ -14,6 +14,8 @@ mod auth;
 mod batch;
 mod catalog;
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod hostile_tests;
 mod kv;
 mod lake;

@@ -164,6 +164,12 @@ impl ServerHandle {
         self.local_addr
     }
 
+    /// The request handlers, for tests that call them without a connection.
+    #[cfg(test)]
+    pub(crate) fn service(&self) -> &Arc<Service> {
+        &self.service
+    }
+
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`) and
     /// closes the tablets.
     pub async fn shutdown(mut self) -> crate::Result<()> {
