@@ -91,12 +91,10 @@ impl TieringConfig {
         }
     }
 
-    /// Where the lake table of `database.table` lives.
-    pub fn lake_uri(&self, database: &str, table: &str) -> String {
-        format!(
-            "{}/{database}/{table}",
-            self.lake_root.trim_end_matches('/')
-        )
+    /// Where the lake table of `database.table` lives; an error for a name that cannot be a
+    /// path component (see [`crate::paths`]).
+    pub fn lake_uri(&self, database: &str, table: &str) -> Result<String> {
+        crate::paths::lake_uri(&self.lake_root, database, table)
     }
 }
 
@@ -347,7 +345,8 @@ impl TieringService {
             }
             None => self.config.freshness_default,
         };
-        let lake_uri = self.config.lake_uri(database, table);
+        // Names come from the Fluss endpoint: checked before they become paths.
+        let lake_uri = self.config.lake_uri(database, table)?;
         let user_schema =
             silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
         let kind = if info.has_primary_key() {
@@ -459,10 +458,12 @@ impl TieringService {
         )
         .with_context(|| format!("building the tiering job of {name}"))?;
 
-        let checkpoints = self
-            .config
-            .checkpoint_root
-            .join(format!("{database}.{table}-{table_id}"));
+        let checkpoints = crate::paths::tiering_checkpoint_dir(
+            &self.config.checkpoint_root,
+            database,
+            table,
+            table_id,
+        )?;
         let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
         let mut job_config = JobConfig::new(format!("tiering {name}"), storage);
         job_config.checkpoint.interval = Some(freshness);
