@@ -744,3 +744,99 @@ async fn a_thousand_clients_come_and_go_in_bounded_memory_and_extra_ones_are_ref
     assert!(databases.contains(&"fluss".to_string()));
     server.shutdown().await.unwrap();
 }
+
+/// Not a test: measures what checking client batches (schema id, CRC, Arrow decode) costs
+/// next to the whole produce handler that includes it. Run with
+/// `SILTTEST_BENCH=1 cargo test -p silt-hotstore produce_validation -- --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_validation_throughput() {
+    if std::env::var_os("SILTTEST_BENCH").is_none() {
+        std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: produce_validation_throughput is a benchmark; run it with SILTTEST_BENCH=1 and --nocapture\n",
+        )
+        .ok();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let client = connect(&server, None).await.unwrap();
+    let admin = client.get_admin().unwrap();
+    let source = TablePath::new("fluss", "bench_source");
+    let sink = TablePath::new("fluss", "bench_sink");
+    admin
+        .create_table(&source, &log_table(), false)
+        .await
+        .unwrap();
+    admin
+        .create_table(&sink, &log_table(), false)
+        .await
+        .unwrap();
+    append(&client, &source, 0..1_000_000).await;
+    let source_id = admin.get_table_info(&source).await.unwrap().get_table_id();
+    let sink_id = admin.get_table_info(&sink).await.unwrap().get_table_id();
+
+    // The client's batches, read back raw, writer ids cleared so each produce appends.
+    let mut raw = Raw::open(&server).await;
+    let mut batches = Vec::new();
+    for bucket in 0..2 {
+        let mut offset = 0i64;
+        loop {
+            let mut request = fetch(source_id, bucket);
+            request.tables_req[0].buckets_req[0].fetch_offset = offset;
+            let response: FetchLogResponse =
+                success(raw.call_message(api::FETCH_LOG, &request).await);
+            let Some(records) = response.tables_resp[0].buckets_resp[0].records.clone() else {
+                break;
+            };
+            if records.is_empty() {
+                break;
+            }
+            for view in crate::batch::split_batches(records).unwrap() {
+                offset = view.next_offset();
+                let mut batch = view.data.to_vec();
+                patch_header(&mut batch, None, Some((-1, -1)));
+                batches.push((bucket, Bytes::from(batch)));
+            }
+        }
+    }
+    let bytes: usize = batches.iter().map(|(_, b)| b.len()).sum();
+    let service = server.service().clone();
+    let table = service.table_runtime(sink_id).unwrap();
+    let passes = 5;
+    let time_check = |decode: bool| {
+        let started = Instant::now();
+        for _ in 0..passes {
+            for (_, batch) in &batches {
+                crate::logs::check_client_batches(&table, batch, decode).unwrap();
+            }
+        }
+        started.elapsed().as_secs_f64() / f64::from(passes)
+    };
+    let check_s = time_check(false);
+    let decode_s = time_check(true);
+    let started = Instant::now();
+    for (bucket, batch) in &batches {
+        let body = produce(sink_id, *bucket, batch.to_vec()).encode_to_vec();
+        let header = crate::protocol::RequestHeader {
+            api_key: api::PRODUCE_LOG,
+            api_version: 0,
+            request_id: 1,
+        };
+        let response = service.handle(header, Bytes::from(body)).await;
+        assert_eq!(response[4], 0);
+    }
+    let produce_s = started.elapsed().as_secs_f64();
+    let mb = bytes as f64 / 1e6;
+    eprintln!(
+        "produce validation over {} client batches ({mb:.1} MB, ZSTD): default check (header, CRC, Arrow metadata) {:.0} MB/s = {:.1}% of the produce handler's time; \
+         with produce_decode_check {:.0} MB/s = {:.1}%; produce handler (durable, default check) {:.0} MB/s",
+        batches.len(),
+        mb / check_s,
+        100.0 * check_s / produce_s,
+        mb / decode_s,
+        100.0 * decode_s / produce_s,
+        mb / produce_s,
+    );
+    server.shutdown().await.unwrap();
+}

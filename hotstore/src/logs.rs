@@ -25,6 +25,7 @@ const LIST_TIMESTAMP: i32 = 2;
 pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogResponse, ApiError> {
     let request: ProduceLogRequest = protocol::decode(body, "ProduceLog")?;
     let table = service.table_runtime(request.table_id)?;
+    let decode_check = service.config.produce_decode_check;
     let appends = request.buckets_req.into_iter().map(|bucket_request| {
         let table = table.clone();
         async move {
@@ -39,10 +40,12 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
                 ))
             } else {
                 match table.bucket(bucket_id) {
-                    Ok(bucket) => match check_client_batches(&table, &bucket_request.records) {
-                        Ok(()) => append_client_batches(bucket, bucket_request.records).await,
-                        Err(error) => Err(error),
-                    },
+                    Ok(bucket) => {
+                        match check_client_batches(&table, &bucket_request.records, decode_check) {
+                            Ok(()) => append_client_batches(bucket, bucket_request.records).await,
+                            Err(error) => Err(error),
+                        }
+                    }
                     Err(error) => Err(error),
                 }
             };
@@ -70,10 +73,17 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
 }
 
 /// Checks what the log tablet cannot: each batch carries the table's schema id and Arrow data
-/// that decodes with the table's schema into its record count. A batch that passed its CRC but
-/// holds garbage would otherwise be stored and break every reader (and tiering) at that offset.
-/// Framing errors are left to the log tablet, which reports them as CORRUPT_RECORD.
-fn check_client_batches(table: &TableRuntime, records: &Bytes) -> Result<(), ApiError> {
+/// whose metadata fits the table's schema and the batch's record count. A batch that passed
+/// its CRC but holds garbage would otherwise be stored and break every reader (and tiering) at
+/// that offset. With `decode` the Arrow data is also decompressed and validated value by value
+/// (`produce_decode_check`); without it the check costs O(columns), so a CRC-valid batch with
+/// sound metadata but corrupt values still gets in, as on a Fluss server. Framing errors are
+/// left to the log tablet, which reports them as CORRUPT_RECORD.
+pub(crate) fn check_client_batches(
+    table: &TableRuntime,
+    records: &Bytes,
+    decode: bool,
+) -> Result<(), ApiError> {
     let Ok(batches) = batch::split_batches(records.clone()) else {
         return Ok(());
     };
@@ -98,12 +108,17 @@ fn check_client_batches(table: &TableRuntime, records: &Bytes) -> Result<(), Api
             ));
         }
         let (_, message) = view.split_records().map_err(corrupt)?;
-        let decoded = batch::decode_arrow_message(&message, &table.arrow_schema, None)
-            .map_err(|reason| corrupt(format!("no valid Arrow data: {reason}")))?;
-        if decoded.num_rows() != view.record_count().max(0) as usize {
+        let invalid = |reason: String| corrupt(format!("no valid Arrow data: {reason}"));
+        let rows = if decode {
+            batch::decode_arrow_message(&message, &table.arrow_schema, None)
+                .map_err(invalid)?
+                .num_rows() as i64
+        } else {
+            batch::check_arrow_message(&message, &table.arrow_schema).map_err(invalid)?
+        };
+        if rows != i64::from(view.record_count()) {
             return Err(corrupt(format!(
-                "{} rows, but the header counts {}",
-                decoded.num_rows(),
+                "{rows} rows, but the header counts {}",
                 view.record_count()
             )));
         }

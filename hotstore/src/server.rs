@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// Once a frame's length prefix arrived, its body must arrive within this time, else the
     /// connection is closed (a peer cannot hold a frame's budget by stalling).
     pub frame_read_timeout_ms: u64,
+    /// Decode and validate every value of a produced Arrow batch, not only its metadata.
+    /// Catches corrupt values behind a valid CRC at the cost of decompressing every batch.
+    pub produce_decode_check: bool,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +88,7 @@ impl Default for ServerConfig {
             sasl: None,
             authentication_timeout_ms: 10_000,
             frame_read_timeout_ms: 60_000,
+            produce_decode_check: false,
         }
     }
 }
