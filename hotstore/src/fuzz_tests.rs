@@ -69,7 +69,7 @@ fn log_descriptor(buckets: i32) -> TableDescriptor {
         .unwrap()
 }
 
-fn pk_descriptor() -> TableDescriptor {
+pub(crate) fn pk_descriptor() -> TableDescriptor {
     let schema = Schema::builder()
         .column("id", DataTypes::int())
         .column("name", DataTypes::string())
@@ -84,7 +84,7 @@ fn pk_descriptor() -> TableDescriptor {
         .unwrap()
 }
 
-fn encode_pk_row(id: i32, name: &str) -> Vec<u8> {
+pub(crate) fn encode_pk_row(id: i32, name: &str) -> Vec<u8> {
     let row_type = pk_descriptor().schema().row_type().clone();
     let mut encoder = RowEncoderFactory::create(KvFormat::COMPACTED, row_type).unwrap();
     encoder.start_new_row().unwrap();
@@ -94,7 +94,7 @@ fn encode_pk_row(id: i32, name: &str) -> Vec<u8> {
 }
 
 /// A kv batch with a valid CRC around whatever keys and rows it is given.
-fn kv_batch(schema_id: i32, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+pub(crate) fn kv_batch(schema_id: i32, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
     let mut builder = KvRecordBatchBuilder::new(schema_id, 1 << 20, KvFormat::COMPACTED);
     for (key, row) in records {
         builder.append_row(key, row.as_deref()).unwrap();

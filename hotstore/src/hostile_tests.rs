@@ -406,6 +406,53 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
         "no garbage was appended"
     );
 
+    // Garbage kv batches on a primary-key table: an error naming the cause, nothing applied.
+    let pk_path = TablePath::new("fluss", "hostile_pk");
+    admin
+        .create_table(&pk_path, &crate::fuzz_tests::pk_descriptor(), false)
+        .await
+        .unwrap();
+    let pk_id = admin.get_table_info(&pk_path).await.unwrap().get_table_id();
+    let row = crate::fuzz_tests::encode_pk_row(1, "one");
+    let kv = |schema_id: i32| {
+        crate::fuzz_tests::kv_batch(schema_id, &[(vec![1, 0, 0, 0], Some(row.clone()))])
+    };
+    let mut kv_bad_crc = kv(1);
+    let last = kv_bad_crc.len() - 1;
+    kv_bad_crc[last] ^= 0x55;
+    for (what, records, expected) in [
+        ("kv wrong schema id", kv(7), code::SCHEMA_NOT_EXIST),
+        ("kv bad crc", kv_bad_crc, code::CORRUPT_RECORD),
+        ("kv truncated", kv(1)[..20].to_vec(), code::CORRUPT_RECORD),
+    ] {
+        let request = PutKvRequest {
+            acks: -1,
+            table_id: pk_id,
+            timeout_ms: 10_000,
+            target_columns: vec![],
+            buckets_req: vec![PbWriteReqForBucket {
+                bucket_id: 0,
+                records: Bytes::from(records),
+                ..PbWriteReqForBucket::default()
+            }],
+            agg_mode: None,
+        };
+        let (kind, body) = raw.call_message(api::PUT_KV, &request).await;
+        let error = if kind == 1 {
+            ErrorResponse::decode(body).unwrap().error_code
+        } else {
+            PutKvResponse::decode(body).unwrap().buckets_resp[0]
+                .error_code
+                .unwrap_or(0)
+        };
+        assert_eq!(error, expected, "{what}");
+    }
+    assert_eq!(
+        row_count(&client, &pk_path, 2).await,
+        0,
+        "no garbage reached the changelog"
+    );
+
     // The uncorrupted batch goes in: the cases above failed for their corruption alone.
     let (error, base_offset) = produce_outcome(
         raw.call_message(api::PRODUCE_LOG, &produce(table_id, bucket, fresh.clone()))

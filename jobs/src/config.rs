@@ -34,6 +34,7 @@ pub struct HotstoreConfig {
     pub fsync: String,
     pub group_commit_window_ms: u64,
     pub segment_bytes_max: u64,
+    pub produce_decode_check: bool,
     pub sasl: SaslConfig,
 }
 

@@ -47,6 +47,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         connections_max: config.hotstore.connections_max,
         requests_in_flight_max: config.hotstore.requests_in_flight_max,
         request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
+        produce_decode_check: config.hotstore.produce_decode_check,
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
