@@ -248,13 +248,28 @@ pub fn encode_arrow_message(batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
     Ok(writer.get_ref()[schema_bytes..].to_vec())
 }
 
-/// Decodes the Arrow IPC message of a batch with the table's full schema, keeping only the
-/// `projection` columns (sorted ascending, as the client expects them on the wire).
-pub fn decode_arrow_message(
-    message: &Bytes,
+/// Upper bound on the decompressed bytes of one batch's Arrow buffers. Clients write batches
+/// of a few MiB (fluss-rs: `writer_batch_size`), so this only stops a lie.
+const ARROW_DECODED_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Upper bound on the rows of one batch's Arrow data, for the same reason.
+const ARROW_ROWS_MAX: i64 = 64 * 1024 * 1024;
+
+/// An Arrow IPC record batch message whose metadata has been checked against its body.
+struct ArrowMessage<'a> {
+    parsed: arrow::ipc::Message<'a>,
+    batch: arrow::ipc::RecordBatch<'a>,
+    body_start: usize,
+}
+
+/// Parses the metadata of an Arrow IPC record batch message and checks what arrow's reader
+/// trusts: every buffer lies inside the body (it panics otherwise), compressed buffers claim a
+/// bounded decoded size (it allocates whatever they claim, and a failed allocation aborts the
+/// process), field lengths fit the row count, and the field count matches `schema`. Costs
+/// O(columns): nothing is decompressed.
+fn parse_arrow_message<'a>(
+    message: &'a Bytes,
     schema: &SchemaRef,
-    projection: Option<&[usize]>,
-) -> Result<RecordBatch, String> {
+) -> Result<ArrowMessage<'a>, String> {
     if message.len() < 8 {
         return Err(format!(
             "arrow message of {} bytes is too short",
@@ -272,19 +287,119 @@ pub fn decode_arrow_message(
         .ok_or("arrow metadata runs past the batch")?;
     let parsed =
         arrow::ipc::root_as_message(&message[8..metadata_end]).map_err(|e| e.to_string())?;
-    let batch_metadata = parsed
+    let batch = parsed
         .header_as_record_batch()
         .ok_or("arrow message is not a record batch")?;
     let body_start = (8 + ((metadata_len + 7) & !7)).min(message.len());
-    let body = arrow::buffer::Buffer::from(message.slice(body_start..));
-    arrow::ipc::reader::read_record_batch(
-        &body,
-        batch_metadata,
-        schema.clone(),
-        &std::collections::HashMap::new(),
-        projection,
-        &parsed.version(),
-    )
+    let body_len = message.len() - body_start;
+    let compressed = batch.compression().is_some();
+    let mut decoded_bytes = 0u64;
+    for (index, buffer) in batch.buffers().into_iter().flatten().enumerate() {
+        let end = u64::try_from(buffer.offset())
+            .ok()
+            .zip(u64::try_from(buffer.length()).ok())
+            .and_then(|(offset, length)| offset.checked_add(length));
+        if end.is_none_or(|end| end > body_len as u64) {
+            return Err(format!(
+                "arrow buffer {index} (offset {}, length {}) lies outside the {body_len}-byte body",
+                buffer.offset(),
+                buffer.length()
+            ));
+        }
+        if compressed && buffer.length() >= 8 {
+            let at = body_start + buffer.offset() as usize;
+            let claimed = i64::from_le_bytes(message[at..at + 8].try_into().expect("8 bytes"));
+            decoded_bytes = decoded_bytes.saturating_add(u64::try_from(claimed).unwrap_or(0));
+            if decoded_bytes > ARROW_DECODED_BYTES_MAX {
+                return Err(format!(
+                    "compressed arrow buffers claim more than {ARROW_DECODED_BYTES_MAX} bytes decoded"
+                ));
+            }
+        }
+    }
+    let rows = batch.length();
+    if !(0..=ARROW_ROWS_MAX).contains(&rows) {
+        return Err(format!(
+            "arrow batch of {rows} rows (at most {ARROW_ROWS_MAX})"
+        ));
+    }
+    let nodes = batch.nodes().map_or(0, |nodes| nodes.len());
+    let expected_nodes: usize = schema
+        .fields()
+        .iter()
+        .map(|f| field_nodes(f.data_type()))
+        .sum();
+    if nodes != expected_nodes {
+        return Err(format!(
+            "arrow batch has {nodes} field nodes, the table's schema needs {expected_nodes}"
+        ));
+    }
+    for node in batch.nodes().into_iter().flatten() {
+        if !(0..=rows).contains(&node.length()) || !(0..=node.length()).contains(&node.null_count())
+        {
+            return Err(format!(
+                "arrow field of {} values ({} null) in a batch of {rows} rows",
+                node.length(),
+                node.null_count()
+            ));
+        }
+    }
+    Ok(ArrowMessage {
+        parsed,
+        batch,
+        body_start,
+    })
+}
+
+/// Field nodes an IPC record batch carries for a column of `data_type` (one per array in the
+/// column's tree).
+fn field_nodes(data_type: &arrow::datatypes::DataType) -> usize {
+    use arrow::datatypes::DataType;
+    match data_type {
+        DataType::List(child)
+        | DataType::LargeList(child)
+        | DataType::FixedSizeList(child, _)
+        | DataType::Map(child, _) => 1 + field_nodes(child.data_type()),
+        DataType::Struct(children) => {
+            1 + children
+                .iter()
+                .map(|c| field_nodes(c.data_type()))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// Checks a client's Arrow IPC message against the table's schema without decoding it (see
+/// [`parse_arrow_message`]) and returns its row count.
+pub fn check_arrow_message(message: &Bytes, schema: &SchemaRef) -> Result<i64, String> {
+    parse_arrow_message(message, schema).map(|m| m.batch.length())
+}
+
+/// Decodes the Arrow IPC message of a batch with the table's full schema, keeping only the
+/// `projection` columns (sorted ascending, as the client expects them on the wire).
+pub fn decode_arrow_message(
+    message: &Bytes,
+    schema: &SchemaRef,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch, String> {
+    let checked = parse_arrow_message(message, schema)?;
+    let body = arrow::buffer::Buffer::from(message.slice(checked.body_start..));
+    // The checks above keep the reader from slicing outside the body or allocating what the
+    // metadata claims; what else it asserts on (a validity buffer shorter than its field, say)
+    // must not take the server down, so a panic here is an invalid batch. The reader only
+    // reads its inputs.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        arrow::ipc::reader::read_record_batch(
+            &body,
+            checked.batch,
+            schema.clone(),
+            &std::collections::HashMap::new(),
+            projection,
+            &checked.parsed.version(),
+        )
+    }))
+    .map_err(|_| "arrow data is inconsistent with its metadata".to_string())?
     .map_err(|e| e.to_string())
 }
 

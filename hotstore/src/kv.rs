@@ -160,6 +160,17 @@ fn decode_writes(
         if !kv_batch.is_valid() {
             return Err(corrupt(format!("batch at byte {position} fails its CRC")));
         }
+        let schema_id = kv_batch.schema_id().map_err(|e| corrupt(e.to_string()))?;
+        if i32::from(schema_id) != table.entry.schema_id {
+            return Err(ApiError::new(
+                code::SCHEMA_NOT_EXIST,
+                format!(
+                    "kv batch of {} has schema id {schema_id}, but the table has only schema {}",
+                    table.entry.qualified_name(),
+                    table.entry.schema_id
+                ),
+            ));
+        }
         if position == 0 {
             writer = (
                 kv_batch.writer_id().map_err(|e| corrupt(e.to_string()))?,

@@ -10,8 +10,13 @@
 //! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
 //! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs.
 
+mod auth;
 mod batch;
 mod catalog;
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod hostile_tests;
 mod kv;
 mod lake;
 mod logs;
@@ -21,6 +26,7 @@ mod service;
 pub mod storage;
 mod tablets;
 
+pub use auth::{SaslConfig, SaslUser};
 pub use lake::LakeSnapshot;
 pub use server::{Server, ServerConfig, ServerHandle};
 

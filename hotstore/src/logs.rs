@@ -25,6 +25,7 @@ const LIST_TIMESTAMP: i32 = 2;
 pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogResponse, ApiError> {
     let request: ProduceLogRequest = protocol::decode(body, "ProduceLog")?;
     let table = service.table_runtime(request.table_id)?;
+    let decode_check = service.config.produce_decode_check;
     let appends = request.buckets_req.into_iter().map(|bucket_request| {
         let table = table.clone();
         async move {
@@ -39,7 +40,12 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
                 ))
             } else {
                 match table.bucket(bucket_id) {
-                    Ok(bucket) => append_client_batches(bucket, bucket_request.records).await,
+                    Ok(bucket) => {
+                        match check_client_batches(&table, &bucket_request.records, decode_check) {
+                            Ok(()) => append_client_batches(bucket, bucket_request.records).await,
+                            Err(error) => Err(error),
+                        }
+                    }
                     Err(error) => Err(error),
                 }
             };
@@ -64,6 +70,60 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
     Ok(ProduceLogResponse {
         buckets_resp: join_all(appends).await,
     })
+}
+
+/// Checks what the log tablet cannot: each batch carries the table's schema id and Arrow data
+/// whose metadata fits the table's schema and the batch's record count. A batch that passed
+/// its CRC but holds garbage would otherwise be stored and break every reader (and tiering) at
+/// that offset. With `decode` the Arrow data is also decompressed and validated value by value
+/// (`produce_decode_check`); without it the check costs O(columns), so a CRC-valid batch with
+/// sound metadata but corrupt values still gets in, as on a Fluss server. Framing errors are
+/// left to the log tablet, which reports them as CORRUPT_RECORD.
+pub(crate) fn check_client_batches(
+    table: &TableRuntime,
+    records: &Bytes,
+    decode: bool,
+) -> Result<(), ApiError> {
+    let Ok(batches) = batch::split_batches(records.clone()) else {
+        return Ok(());
+    };
+    let name = table.entry.qualified_name();
+    for (index, view) in batches.iter().enumerate() {
+        let corrupt = |reason: String| {
+            ApiError::new(
+                code::CORRUPT_RECORD,
+                format!("batch {index} of {name}: {reason}"),
+            )
+        };
+        // Magic, header length, CRC and counts first: the accessors below rely on them.
+        view.validate().map_err(corrupt)?;
+        let schema_id = view.schema_id();
+        if i32::from(schema_id) != table.entry.schema_id {
+            return Err(ApiError::new(
+                code::SCHEMA_NOT_EXIST,
+                format!(
+                    "batch {index} of {name} has schema id {schema_id}, but the table has only schema {}",
+                    table.entry.schema_id
+                ),
+            ));
+        }
+        let (_, message) = view.split_records().map_err(corrupt)?;
+        let invalid = |reason: String| corrupt(format!("no valid Arrow data: {reason}"));
+        let rows = if decode {
+            batch::decode_arrow_message(&message, &table.arrow_schema, None)
+                .map_err(invalid)?
+                .num_rows() as i64
+        } else {
+            batch::check_arrow_message(&message, &table.arrow_schema).map_err(invalid)?
+        };
+        if rows != i64::from(view.record_count()) {
+            return Err(corrupt(format!(
+                "{rows} rows, but the header counts {}",
+                view.record_count()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Appends the client's batches durably. The log tablet checks framing and CRCs and applies

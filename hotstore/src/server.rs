@@ -7,6 +7,7 @@
 //! its connection with a log line. A handler that panics answers UNKNOWN_SERVER_ERROR instead of
 //! taking the server down.
 
+use crate::auth::{ConnectionAuth, Decision};
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use bytes::{Bytes, BytesMut};
@@ -54,6 +55,16 @@ pub struct ServerConfig {
     pub log: crate::storage::LogConfig,
     /// Kv store settings (cache, journal).
     pub kv: crate::storage::KvConfig,
+    /// SASL/PLAIN users; `None` serves every connection without authentication.
+    pub sasl: Option<crate::auth::SaslConfig>,
+    /// With SASL on, a connection that has not authenticated within this time is closed.
+    pub authentication_timeout_ms: u64,
+    /// Once a frame's length prefix arrived, its body must arrive within this time, else the
+    /// connection is closed (a peer cannot hold a frame's budget by stalling).
+    pub frame_read_timeout_ms: u64,
+    /// Decode and validate every value of a produced Arrow batch, not only its metadata.
+    /// Catches corrupt values behind a valid CRC at the cost of decompressing every batch.
+    pub produce_decode_check: bool,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +85,10 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 5_000,
             log: crate::storage::LogConfig::default(),
             kv: crate::storage::KvConfig::default(),
+            sasl: None,
+            authentication_timeout_ms: 10_000,
+            frame_read_timeout_ms: 60_000,
+            produce_decode_check: false,
         }
     }
 }
@@ -88,6 +103,10 @@ impl Server {
             return Err(crate::Error::Config {
                 message: "connections_max and requests_in_flight_max must be at least 1".into(),
             });
+        }
+        if let Some(sasl) = &config.sasl {
+            sasl.validate()
+                .map_err(|message| crate::Error::Config { message })?;
         }
         let mut config = config;
         config.request_bytes_in_flight_max = config
@@ -123,8 +142,8 @@ impl Server {
         let service =
             Arc::new(Service::open(config.clone(), advertised_host, local_addr.port()).await?);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
-        tracing::info!(addr = %local_addr, "hotstore listening (Fluss wire protocol)");
         Ok(ServerHandle {
             local_addr,
             service,
@@ -147,6 +166,12 @@ impl ServerHandle {
     /// The address the server listens on (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The request handlers, for tests that call them without a connection.
+    #[cfg(test)]
+    pub(crate) fn service(&self) -> &Arc<Service> {
+        &self.service
     }
 
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`) and
@@ -264,10 +289,19 @@ async fn serve_connection(
     // tablet first and n would be refused as out of order, which fluss-rs then counts as
     // "already committed": an acknowledged write lost. Reads stay concurrent.
     let mut last_write: Option<tokio::sync::oneshot::Receiver<()>> = None;
+    let frame_read_timeout = Duration::from_millis(config.frame_read_timeout_ms);
+    let mut auth = ConnectionAuth::new(config.sasl.as_ref());
+    let auth_deadline =
+        tokio::time::Instant::now() + Duration::from_millis(config.authentication_timeout_ms);
     loop {
         let frame = tokio::select! {
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, config.frame_bytes_max, &request_kib) => frame,
+            _ = tokio::time::sleep_until(auth_deadline), if !auth.is_authenticated() => {
+                tracing::warn!(%peer, timeout_ms = config.authentication_timeout_ms,
+                    "closing connection: it did not authenticate in time (SASL is on)");
+                break;
+            }
+            frame = read_frame(&mut reader, config.frame_bytes_max, &request_kib, frame_read_timeout) => frame,
         };
         let (frame, bytes_permit) = match frame {
             Ok(Some(frame)) => frame,
@@ -284,6 +318,20 @@ async fn serve_connection(
                 break;
             }
         };
+        match auth.decide(header.api_key, header.request_id, body.clone()) {
+            Decision::Pass => {}
+            Decision::Answer(response) => {
+                if response_tx.send(response).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Decision::AnswerAndClose(response) => {
+                tracing::warn!(%peer, "closing connection: authentication failed");
+                let _ = response_tx.send(response).await;
+                break;
+            }
+        }
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             break;
         };
@@ -343,12 +391,18 @@ async fn serve_connection(
     let _ = writer_task.await;
 }
 
+/// Bytes read (and budgeted) per step of a frame body.
+const FRAME_CHUNK_BYTES: usize = 64 * 1024;
+
 /// Reads one frame, holding its share of `request_bytes_in_flight_max`; `Ok(None)` on a
-/// clean end of stream between frames.
+/// clean end of stream between frames. The wait between frames is unbounded (clients keep
+/// idle connections), but once a length prefix arrived the body must follow within
+/// `frame_read_timeout`.
 async fn read_frame(
     reader: &mut tokio::net::tcp::OwnedReadHalf,
     frame_bytes_max: usize,
     request_kib: &Arc<Semaphore>,
+    frame_read_timeout: Duration,
 ) -> Result<Option<(Bytes, tokio::sync::OwnedSemaphorePermit)>, String> {
     let mut prefix = [0u8; 4];
     match reader.read_exact(&mut prefix).await {
@@ -357,19 +411,61 @@ async fn read_frame(
         Err(error) => return Err(error.to_string()),
     }
     let length = protocol::frame_length(prefix, frame_bytes_max).map_err(|e| e.to_string())?;
-    let kib =
-        u32::try_from(length.div_ceil(1024).max(1)).map_err(|_| "frame too large".to_string())?;
-    let permit = request_kib
-        .clone()
-        .acquire_many_owned(kib)
+    tokio::time::timeout(frame_read_timeout, read_body(reader, length, request_kib))
         .await
-        .map_err(|e| e.to_string())?;
-    let mut frame = BytesMut::zeroed(length);
-    reader
-        .read_exact(&mut frame)
-        .await
-        .map_err(|e| format!("truncated frame: {e}"))?;
-    Ok(Some((frame.freeze(), permit)))
+        .map_err(|_| {
+            format!(
+                "frame of {length} bytes did not arrive within {} ms",
+                frame_read_timeout.as_millis()
+            )
+        })?
+        .map(Some)
+}
+
+/// Reads a frame body of `length` bytes. Memory and the byte budget grow with the bytes that
+/// actually arrived, so a peer that declares a large frame and stalls holds almost nothing.
+async fn read_body(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    length: usize,
+    request_kib: &Arc<Semaphore>,
+) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), String> {
+    use bytes::BufMut;
+    let acquire = |kib: usize| {
+        let request_kib = request_kib.clone();
+        async move {
+            let kib = u32::try_from(kib).map_err(|_| "frame too large".to_string())?;
+            request_kib
+                .acquire_many_owned(kib)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    };
+    let mut permit = acquire(1).await?;
+    let mut held_kib = 1usize;
+    let mut frame = BytesMut::with_capacity(length.min(FRAME_CHUNK_BYTES));
+    while frame.len() < length {
+        let want = (length - frame.len()).min(FRAME_CHUNK_BYTES);
+        let needed_kib = (frame.len() + want).div_ceil(1024);
+        if needed_kib > held_kib {
+            permit.merge(acquire(needed_kib - held_kib).await?);
+            held_kib = needed_kib;
+        }
+        if frame.capacity() - frame.len() < want {
+            // Grow geometrically so a large frame is not copied once per chunk.
+            frame.reserve(want.max(frame.len()).min(length - frame.len()));
+        }
+        let read = reader
+            .read_buf(&mut (&mut frame).limit(want))
+            .await
+            .map_err(|e| format!("truncated frame: {e}"))?;
+        if read == 0 {
+            return Err(format!(
+                "truncated frame: the peer closed after {} of {length} bytes",
+                frame.len()
+            ));
+        }
+    }
+    Ok((frame.freeze(), permit))
 }
 
 async fn write_responses(

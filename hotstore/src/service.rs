@@ -119,6 +119,14 @@ impl Service {
             api::LIST_OFFSETS => reply(id, crate::logs::list_offsets(self, body).await),
             api::PUT_KV => reply(id, crate::kv::put(self, body).await),
             api::LOOKUP => reply(id, crate::kv::lookup(self, body).await),
+            // The connection answers Authenticate itself (it owns the per-connection state).
+            api::AUTHENTICATE => protocol::encode_error(
+                id,
+                &ApiError::new(
+                    code::AUTHENTICATE_EXCEPTION,
+                    "authenticate is handled by the connection, not the request handlers",
+                ),
+            ),
             other => protocol::encode_error(
                 id,
                 &ApiError::new(

@@ -34,6 +34,33 @@ pub struct HotstoreConfig {
     pub fsync: String,
     pub group_commit_window_ms: u64,
     pub segment_bytes_max: u64,
+    pub produce_decode_check: bool,
+    pub sasl: SaslConfig,
+}
+
+/// SASL/PLAIN on the Fluss port (`hotstore.sasl`).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaslConfig {
+    pub enabled: bool,
+    pub users: Vec<SaslUser>,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaslUser {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Vec<&str> = self.users.iter().map(|u| u.username.as_str()).collect();
+        f.debug_struct("SaslConfig")
+            .field("enabled", &self.enabled)
+            .field("users", &users)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -57,6 +84,21 @@ pub struct RestConfig {
 }
 
 impl Config {
+    /// The credentials silt's own Fluss clients (tiering, demo workload, CLI commands) use
+    /// against the hotstore: the first of `hotstore.sasl.users` when SASL is on.
+    pub fn fluss_credentials(&self) -> Option<silt_connectors::fluss::FlussCredentials> {
+        let sasl = &self.hotstore.sasl;
+        if !sasl.enabled {
+            return None;
+        }
+        sasl.users
+            .first()
+            .map(|user| silt_connectors::fluss::FlussCredentials {
+                username: user.username.clone(),
+                password: user.password.clone(),
+            })
+    }
+
     /// Loads the layered configuration. `overrides` are `key.path=value` pairs from the CLI.
     pub fn load(
         file: Option<&Path>,

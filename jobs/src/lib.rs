@@ -11,6 +11,7 @@ pub mod config;
 pub mod demo;
 pub mod job;
 pub mod lake_faults;
+pub mod paths;
 pub mod rest;
 pub mod tiering;
 pub mod trials;

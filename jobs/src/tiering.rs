@@ -20,7 +20,9 @@ use futures::FutureExt;
 use silt_connectors::delta::{
     DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets,
 };
-use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, connect};
+use silt_connectors::fluss::{
+    FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
+};
 use silt_engine::{
     ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning,
     RestartStrategy, Source, TaskContext,
@@ -55,6 +57,8 @@ pub struct TieringConfig {
     /// Tests only: abort the process once at this committer point; the marker file records that
     /// it happened, so the restarted process runs normally.
     pub crash_at: Option<(FaultPoint, PathBuf)>,
+    /// SASL/PLAIN credentials for the Fluss endpoint, when it requires them.
+    pub credentials: Option<FlussCredentials>,
 }
 
 impl TieringConfig {
@@ -83,15 +87,14 @@ impl TieringConfig {
             },
             channel: ChannelConfig::default(),
             crash_at: None,
+            credentials: None,
         }
     }
 
-    /// Where the lake table of `database.table` lives.
-    pub fn lake_uri(&self, database: &str, table: &str) -> String {
-        format!(
-            "{}/{database}/{table}",
-            self.lake_root.trim_end_matches('/')
-        )
+    /// Where the lake table of `database.table` lives; an error for a name that cannot be a
+    /// path component (see [`crate::paths`]).
+    pub fn lake_uri(&self, database: &str, table: &str) -> Result<String> {
+        crate::paths::lake_uri(&self.lake_root, database, table)
     }
 }
 
@@ -197,7 +200,13 @@ impl TieringService {
         if let Some(connection) = slot.as_ref() {
             return Ok(connection.clone());
         }
-        let connection = Arc::new(connect(&self.config.bootstrap_servers).await?);
+        let connection = Arc::new(
+            connect_with(
+                &self.config.bootstrap_servers,
+                self.config.credentials.as_ref(),
+            )
+            .await?,
+        );
         *slot = Some(connection.clone());
         Ok(connection)
     }
@@ -336,7 +345,8 @@ impl TieringService {
             }
             None => self.config.freshness_default,
         };
-        let lake_uri = self.config.lake_uri(database, table);
+        // Names come from the Fluss endpoint: checked before they become paths.
+        let lake_uri = self.config.lake_uri(database, table)?;
         let user_schema =
             silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
         let kind = if info.has_primary_key() {
@@ -425,6 +435,7 @@ impl TieringService {
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);
+        source_config.credentials = self.config.credentials.clone();
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
         let parallelism = self.config.source_parallelism_max.clamp(1, buckets);
@@ -447,10 +458,12 @@ impl TieringService {
         )
         .with_context(|| format!("building the tiering job of {name}"))?;
 
-        let checkpoints = self
-            .config
-            .checkpoint_root
-            .join(format!("{database}.{table}-{table_id}"));
+        let checkpoints = crate::paths::tiering_checkpoint_dir(
+            &self.config.checkpoint_root,
+            database,
+            table,
+            table_id,
+        )?;
         let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
         let mut job_config = JobConfig::new(format!("tiering {name}"), storage);
         job_config.checkpoint.interval = Some(freshness);

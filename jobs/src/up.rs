@@ -47,6 +47,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         connections_max: config.hotstore.connections_max,
         requests_in_flight_max: config.hotstore.requests_in_flight_max,
         request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
+        produce_decode_check: config.hotstore.produce_decode_check,
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
@@ -62,8 +63,34 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
             ));
         }
     };
+    if config.hotstore.sasl.enabled {
+        if config.hotstore.sasl.users.is_empty() {
+            return Err(anyhow!(
+                "hotstore.sasl.enabled is true but hotstore.sasl.users is empty; add [{{username, password}}]"
+            ));
+        }
+        let sasl = silt_hotstore::SaslConfig {
+            users: config
+                .hotstore
+                .sasl
+                .users
+                .iter()
+                .map(|u| silt_hotstore::SaslUser {
+                    username: u.username.clone(),
+                    password: u.password.clone(),
+                })
+                .collect(),
+        };
+        sasl.validate()
+            .map_err(|e| anyhow!("hotstore.sasl.users: {e}"))?;
+        server.sasl = Some(sasl);
+    }
     if !bind_addr.ip().is_loopback() {
-        warn!(%bind_addr, "hotstore listens beyond loopback: anyone who can reach this address can read and write tables");
+        if config.hotstore.sasl.enabled {
+            warn!(%bind_addr, "hotstore listens beyond loopback (SASL/PLAIN on; the Fluss port has no TLS, so passwords cross the network in clear)");
+        } else {
+            warn!(%bind_addr, "hotstore listens beyond loopback without authentication: anyone who can reach this address can read and write tables (set hotstore.sasl.enabled)");
+        }
     }
     Ok(server)
 }
@@ -80,6 +107,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
         capacity_messages: config.engine.channel_capacity_messages,
         capacity_bytes: config.engine.channel_capacity_bytes,
     };
+    tiering.credentials = config.fluss_credentials();
     tiering
 }
 
@@ -136,14 +164,15 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     );
 
     let workload = if options.demo {
-        create_demo_tables(&bootstrap).await?;
+        let credentials = config.fluss_credentials();
+        create_demo_tables(&bootstrap, credentials.as_ref()).await?;
         let (bootstrap, rate, stop) = (
             bootstrap.clone(),
             options.demo_rate_per_s,
             stop_tx.subscribe(),
         );
         Some(tokio::spawn(async move {
-            demo_workload(&bootstrap, rate, stop).await
+            demo_workload(&bootstrap, credentials.as_ref(), rate, stop).await
         }))
     } else {
         None
@@ -217,8 +246,11 @@ async fn print_status(tiering: &TieringService) {
 
 pub const DEMO_DATABASE: &str = "demo";
 
-async fn create_demo_tables(bootstrap: &str) -> Result<()> {
-    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+async fn create_demo_tables(
+    bootstrap: &str,
+    credentials: Option<&silt_connectors::fluss::FlussCredentials>,
+) -> Result<()> {
+    let connection = silt_connectors::fluss::connect_with(bootstrap, credentials).await?;
     let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
     admin
         .create_database(DEMO_DATABASE, None, true)
@@ -275,10 +307,11 @@ async fn create_demo_tables(bootstrap: &str) -> Result<()> {
 /// told to stop. Returns the rows written.
 async fn demo_workload(
     bootstrap: &str,
+    credentials: Option<&silt_connectors::fluss::FlussCredentials>,
     rate_per_s: u64,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<u64> {
-    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let connection = silt_connectors::fluss::connect_with(bootstrap, credentials).await?;
     let orders = connection
         .get_table(&TablePath::new(DEMO_DATABASE, "orders"))
         .await

@@ -19,5 +19,6 @@ mod source;
 
 pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
-    EndPosition, FlussSource, FlussSourceConfig, StartPosition, connect, table_arrow_schema,
+    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect,
+    connect_with, table_arrow_schema,
 };

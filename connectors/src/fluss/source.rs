@@ -51,6 +51,25 @@ pub struct FlussSourceConfig {
     pub poll_timeout: Duration,
     /// Column indexes to read (None: all).
     pub projection: Option<Vec<usize>>,
+    /// SASL/PLAIN credentials when the endpoint requires them.
+    pub credentials: Option<FlussCredentials>,
+}
+
+/// SASL/PLAIN credentials for a Fluss endpoint (silt's hotstore with `hotstore.sasl.enabled`,
+/// or a Fluss cluster with a SASL listener). The password never appears in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FlussCredentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for FlussCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlussCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 impl FlussSourceConfig {
@@ -67,6 +86,7 @@ impl FlussSourceConfig {
             end: EndPosition::Unbounded,
             poll_timeout: Duration::from_millis(100),
             projection: None,
+            credentials: None,
         }
     }
 
@@ -81,8 +101,22 @@ fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
 
 /// Opens a client connection to a Fluss endpoint (silt's hotstore or a Fluss cluster).
 pub async fn connect(bootstrap_servers: &str) -> Result<FlussConnection> {
+    connect_with(bootstrap_servers, None).await
+}
+
+/// As [`connect`], authenticating with SASL/PLAIN when `credentials` are given.
+pub async fn connect_with(
+    bootstrap_servers: &str,
+    credentials: Option<&FlussCredentials>,
+) -> Result<FlussConnection> {
     let mut config = ClientConfig::default();
     config.bootstrap_servers = bootstrap_servers.to_string();
+    if let Some(credentials) = credentials {
+        config.security_protocol = "sasl".to_string();
+        config.security_sasl_mechanism = "PLAIN".to_string();
+        config.security_sasl_username = credentials.username.clone();
+        config.security_sasl_password = credentials.password.clone();
+    }
     FlussConnection::new(config)
         .await
         .map_err(fluss_error(&format!(
@@ -271,7 +305,11 @@ fn decode_offsets(mut b: Bytes) -> Result<BTreeMap<i32, i64>> {
 #[async_trait]
 impl Source for FlussSource {
     async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()> {
-        let connection = connect(&self.config.bootstrap_servers).await?;
+        let connection = connect_with(
+            &self.config.bootstrap_servers,
+            self.config.credentials.as_ref(),
+        )
+        .await?;
         let path = self.config.table_path();
         let name = format!("{}.{}", self.config.database, self.config.table);
         let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;

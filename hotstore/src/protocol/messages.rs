@@ -575,3 +575,19 @@ pub struct PbLakeSnapshotForBucket {
     #[prost(int64, optional, tag = "3")]
     pub log_offset: Option<i64>,
 }
+
+// ---- authentication ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AuthenticateRequest {
+    #[prost(string, required, tag = "1")]
+    pub protocol: String,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub token: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AuthenticateResponse {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub challenge: Option<Vec<u8>>,
+}

@@ -40,6 +40,7 @@ pub mod api {
     pub const INIT_WRITER: i16 = 1026;
     pub const GET_LAKE_SNAPSHOT: i16 = 1032;
     pub const GET_DATABASE_INFO: i16 = 1035;
+    pub const AUTHENTICATE: i16 = 1038;
 
     /// Every API silt serves with the (min, max) version it accepts. ApiVersions answers with
     /// exactly this list, so a client never negotiates a version silt does not implement.
@@ -66,6 +67,7 @@ pub mod api {
         (INIT_WRITER, 0, 0),
         (GET_LAKE_SNAPSHOT, 0, 0),
         (GET_DATABASE_INFO, 0, 0),
+        (AUTHENTICATE, 0, 0),
     ];
 }
 
@@ -96,6 +98,7 @@ pub mod code {
     pub const TABLE_NOT_PARTITIONED: i32 = 37;
     pub const INVALID_TIMESTAMP: i32 = 38;
     pub const INVALID_CONFIG: i32 = 39;
+    pub const AUTHENTICATE_EXCEPTION: i32 = 46;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
 }
 

@@ -1,0 +1,889 @@
+//! Hostile input against a running hotstore over real TCP: malformed, oversized, truncated and
+//! stalled frames, wrong versions, unknown API keys, tables and buckets, garbage record batches,
+//! invalid names, SASL/PLAIN, and a thousand clients at once. Each case gets an error response
+//! or a closed connection, and the official fluss-rs client keeps working afterwards.
+
+use crate::auth::{SaslConfig, SaslUser};
+use crate::protocol::messages::*;
+use crate::protocol::{api, code};
+use crate::server::{Server, ServerConfig, ServerHandle};
+use bytes::{Buf, BufMut, Bytes};
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use fluss::rpc::FlussError;
+use fluss::rpc::message::OffsetSpec;
+use prost::Message;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    let mut config = ServerConfig {
+        bind_addr: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        ..ServerConfig::default()
+    };
+    configure(&mut config);
+    Server::start(config).await.unwrap()
+}
+
+async fn connect(
+    server: &ServerHandle,
+    credentials: Option<(&str, &str)>,
+) -> fluss::error::Result<FlussConnection> {
+    let mut config = fluss::config::Config::default();
+    config.bootstrap_servers = server.local_addr().to_string();
+    if let Some((username, password)) = credentials {
+        config.security_protocol = "sasl".into();
+        config.security_sasl_username = username.into();
+        config.security_sasl_password = password.into();
+    }
+    FlussConnection::new(config).await
+}
+
+fn log_table() -> TableDescriptor {
+    let schema = Schema::builder()
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .build()
+        .unwrap();
+    TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(2), vec![])
+        .build()
+        .unwrap()
+}
+
+/// Appends `ids` to a table through the fluss-rs append writer.
+async fn append(connection: &FlussConnection, path: &TablePath, ids: std::ops::Range<i32>) {
+    let table = connection.get_table(path).await.unwrap();
+    let writer = table.new_append().unwrap().create_writer().unwrap();
+    for id in ids {
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, "row");
+        writer.append(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
+}
+
+/// Records in the table: the sum of the latest offsets of its buckets.
+async fn row_count(connection: &FlussConnection, path: &TablePath, buckets: i32) -> i64 {
+    let admin = connection.get_admin().unwrap();
+    let bucket_ids: Vec<i32> = (0..buckets).collect();
+    admin
+        .list_offsets(path, &bucket_ids, OffsetSpec::Latest)
+        .await
+        .unwrap()
+        .values()
+        .sum()
+}
+
+/// A raw connection that speaks frames.
+struct Raw {
+    stream: TcpStream,
+    next_id: i32,
+}
+
+/// A response frame: (type 0 success / 1 error, body).
+type Response = (u8, Bytes);
+
+impl Raw {
+    async fn open(server: &ServerHandle) -> Raw {
+        Raw {
+            stream: TcpStream::connect(server.local_addr()).await.unwrap(),
+            next_id: 1,
+        }
+    }
+
+    async fn send(&mut self, api_key: i16, version: i16, body: &[u8]) -> i32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = Vec::with_capacity(12 + body.len());
+        frame.put_i32(8 + body.len() as i32);
+        frame.put_i16(api_key);
+        frame.put_i16(version);
+        frame.put_i32(id);
+        frame.extend_from_slice(body);
+        self.stream.write_all(&frame).await.unwrap();
+        id
+    }
+
+    /// The next response, or `None` when the server closed the connection.
+    async fn recv(&mut self) -> Option<(i32, Response)> {
+        let mut prefix = [0u8; 4];
+        match tokio::time::timeout(TIMEOUT, self.stream.read_exact(&mut prefix)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return None,
+            Err(_) => panic!("no response and no close within {TIMEOUT:?}: the server hangs"),
+        }
+        let mut frame = vec![0u8; i32::from_be_bytes(prefix) as usize];
+        self.stream.read_exact(&mut frame).await.ok()?;
+        let mut frame = Bytes::from(frame);
+        let kind = frame.get_u8();
+        let id = frame.get_i32();
+        Some((id, (kind, frame)))
+    }
+
+    async fn call(&mut self, api_key: i16, version: i16, body: &[u8]) -> Response {
+        let id = self.send(api_key, version, body).await;
+        let (got, response) = self
+            .recv()
+            .await
+            .expect("a response, not a closed connection");
+        assert_eq!(got, id, "response to the request sent");
+        response
+    }
+
+    async fn call_message(&mut self, api_key: i16, body: &impl Message) -> Response {
+        self.call(api_key, 0, &body.encode_to_vec()).await
+    }
+
+    /// True when the server closes the connection (EOF) before TIMEOUT.
+    async fn closed(&mut self) -> bool {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(TIMEOUT, self.stream.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// The error code of an error response; panics on a success.
+fn error_code((kind, body): Response) -> i32 {
+    assert_eq!(kind, 1, "an error response");
+    ErrorResponse::decode(body).unwrap().error_code
+}
+
+fn success<M: Message + Default>((kind, body): Response) -> M {
+    if kind != 0 {
+        panic!("success expected, got {:?}", ErrorResponse::decode(body));
+    }
+    M::decode(body).unwrap()
+}
+
+/// Per-bucket outcome of a produce: the error code, or 0 with the base offset.
+fn produce_outcome(response: Response) -> (i32, i64) {
+    let response: ProduceLogResponse = success(response);
+    let bucket = &response.buckets_resp[0];
+    (
+        bucket.error_code.unwrap_or(0),
+        bucket.base_offset.unwrap_or(-1),
+    )
+}
+
+fn produce(table_id: i64, bucket_id: i32, records: Vec<u8>) -> ProduceLogRequest {
+    ProduceLogRequest {
+        acks: -1,
+        table_id,
+        timeout_ms: 10_000,
+        buckets_req: vec![PbWriteReqForBucket {
+            partition_id: None,
+            bucket_id,
+            records: Bytes::from(records),
+            ..PbWriteReqForBucket::default()
+        }],
+    }
+}
+
+fn fetch(table_id: i64, bucket_id: i32) -> FetchLogRequest {
+    FetchLogRequest {
+        follower_server_id: -1,
+        max_bytes: 1 << 20,
+        tables_req: vec![PbFetchLogReqForTable {
+            table_id,
+            projection_pushdown_enabled: false,
+            projected_fields: vec![],
+            buckets_req: vec![PbFetchLogReqForBucket {
+                partition_id: None,
+                bucket_id,
+                fetch_offset: 0,
+                max_fetch_bytes: 1 << 20,
+            }],
+        }],
+        max_wait_ms: Some(0),
+        min_bytes: Some(1),
+    }
+}
+
+/// Field positions of a log batch header (little-endian); V2 shifts the fields after the
+/// commit timestamp by a 4-byte leader epoch.
+fn patch_header(batch: &mut [u8], schema_id: Option<i16>, writer: Option<(i64, i32)>) {
+    let shift = if batch[12] >= 2 { 4 } else { 0 };
+    if let Some(schema_id) = schema_id {
+        batch[25 + shift..27 + shift].copy_from_slice(&schema_id.to_le_bytes());
+    }
+    if let Some((writer_id, sequence)) = writer {
+        batch[32 + shift..40 + shift].copy_from_slice(&writer_id.to_le_bytes());
+        batch[40 + shift..44 + shift].copy_from_slice(&sequence.to_le_bytes());
+    }
+    crate::storage::batch::recompute_crc(batch);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| {
+        config.frame_bytes_max = 1 << 20;
+        config.frame_read_timeout_ms = 500;
+    })
+    .await;
+    let client = connect(&server, None).await.unwrap();
+    let path = TablePath::new("fluss", "hostile");
+    let admin = client.get_admin().unwrap();
+    admin
+        .create_table(&path, &log_table(), false)
+        .await
+        .unwrap();
+    let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
+    append(&client, &path, 0..3).await;
+
+    // A batch exactly as a client wrote it (read back raw), to corrupt one field at a time.
+    let mut raw = Raw::open(&server).await;
+    let mut template = None;
+    for bucket in 0..2 {
+        let response: FetchLogResponse = success(
+            raw.call_message(api::FETCH_LOG, &fetch(table_id, bucket))
+                .await,
+        );
+        if let Some(records) = &response.tables_resp[0].buckets_resp[0].records
+            && !records.is_empty()
+        {
+            let first = crate::batch::split_batches(records.clone())
+                .unwrap()
+                .remove(0);
+            template = Some((bucket, first.data.to_vec()));
+        }
+    }
+    let (bucket, template) = template.expect("the appended rows are in some bucket");
+    let mut fresh = template.clone();
+    patch_header(&mut fresh, None, Some((-1, -1)));
+
+    // Requests that are well framed but wrong: an error response on the same connection.
+    assert_eq!(
+        error_code(raw.call(4242, 0, b"").await),
+        code::UNSUPPORTED_VERSION,
+        "unknown api key"
+    );
+    assert_eq!(
+        error_code(raw.call(-7, 0, b"").await),
+        code::UNSUPPORTED_VERSION,
+        "negative api key"
+    );
+    assert_eq!(
+        error_code(raw.call(api::METADATA, 9, b"").await),
+        code::UNSUPPORTED_VERSION,
+        "wrong version"
+    );
+    assert_eq!(
+        error_code(raw.call(api::CREATE_TABLE, 0, b"\xff\xff\xff").await),
+        code::CORRUPT_MESSAGE,
+        "garbage body"
+    );
+    assert_eq!(
+        error_code(
+            raw.call_message(api::PRODUCE_LOG, &produce(987_654, 0, fresh.clone()))
+                .await
+        ),
+        code::UNKNOWN_TABLE_OR_BUCKET,
+        "unknown table id"
+    );
+    let unknown_table = TablePathRequest {
+        table_path: PbTablePath {
+            database_name: "fluss".into(),
+            table_name: "nope".into(),
+        },
+    };
+    assert_eq!(
+        error_code(raw.call_message(api::GET_TABLE_INFO, &unknown_table).await),
+        code::TABLE_NOT_EXIST,
+        "unknown table name"
+    );
+    let lookup = LookupRequest {
+        table_id,
+        buckets_req: vec![PbLookupReqForBucket {
+            partition_id: None,
+            bucket_id: 0,
+            keys: vec![Bytes::from_static(b"k")],
+        }],
+    };
+    assert_eq!(
+        raw.call_message(api::LOOKUP, &lookup).await.0,
+        1,
+        "lookup on a log table is an error"
+    );
+
+    // Garbage record batches: a per-bucket error, nothing appended.
+    let cases: Vec<(&str, i32, Vec<u8>, i32)> = {
+        let mut bad_crc = fresh.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0xff;
+        let mut wrong_schema = template.clone();
+        patch_header(&mut wrong_schema, Some(7), Some((-1, -1)));
+        let mut garbage_arrow = fresh.clone();
+        // Overwrite the Arrow message's metadata, found by its continuation marker.
+        let arrow_start = garbage_arrow
+            .windows(4)
+            .position(|w| w == [0xff; 4])
+            .expect("an arrow continuation marker");
+        for byte in &mut garbage_arrow[arrow_start + 8..arrow_start + 48] {
+            *byte = 0xAB;
+        }
+        patch_header(&mut garbage_arrow, None, None);
+        let truncated = fresh[..fresh.len() / 2].to_vec();
+        let mut huge_length = fresh.clone();
+        huge_length[8..12].copy_from_slice(&i32::MAX.to_le_bytes());
+        vec![
+            (
+                "unknown bucket",
+                9,
+                fresh.clone(),
+                code::UNKNOWN_TABLE_OR_BUCKET,
+            ),
+            (
+                "negative bucket",
+                -1,
+                fresh.clone(),
+                code::UNKNOWN_TABLE_OR_BUCKET,
+            ),
+            ("bad crc", bucket, bad_crc, code::CORRUPT_RECORD),
+            (
+                "wrong schema id",
+                bucket,
+                wrong_schema,
+                code::SCHEMA_NOT_EXIST,
+            ),
+            (
+                "garbage arrow data with a valid crc",
+                bucket,
+                garbage_arrow,
+                code::CORRUPT_RECORD,
+            ),
+            ("truncated batch", bucket, truncated, code::CORRUPT_RECORD),
+            (
+                "batch length past the buffer",
+                bucket,
+                huge_length,
+                code::CORRUPT_RECORD,
+            ),
+            ("empty records", bucket, Vec::new(), code::CORRUPT_RECORD),
+            (
+                "random bytes",
+                bucket,
+                (0..200u32).map(|i| (i * 31 % 251) as u8).collect(),
+                code::CORRUPT_RECORD,
+            ),
+        ]
+    };
+    for (what, bucket_id, records, expected) in cases {
+        let (error, _) = produce_outcome(
+            raw.call_message(api::PRODUCE_LOG, &produce(table_id, bucket_id, records))
+                .await,
+        );
+        assert_eq!(error, expected, "{what}");
+    }
+    let fetch_unknown: FetchLogResponse =
+        success(raw.call_message(api::FETCH_LOG, &fetch(987_654, 0)).await);
+    assert_eq!(
+        fetch_unknown.tables_resp[0].buckets_resp[0].error_code,
+        Some(code::UNKNOWN_TABLE_OR_BUCKET)
+    );
+    let fetch_bad_bucket: FetchLogResponse =
+        success(raw.call_message(api::FETCH_LOG, &fetch(table_id, 77)).await);
+    assert_eq!(
+        fetch_bad_bucket.tables_resp[0].buckets_resp[0].error_code,
+        Some(code::UNKNOWN_TABLE_OR_BUCKET)
+    );
+    assert_eq!(
+        row_count(&client, &path, 2).await,
+        3,
+        "no garbage was appended"
+    );
+
+    // Garbage kv batches on a primary-key table: an error naming the cause, nothing applied.
+    let pk_path = TablePath::new("fluss", "hostile_pk");
+    admin
+        .create_table(&pk_path, &crate::fuzz_tests::pk_descriptor(), false)
+        .await
+        .unwrap();
+    let pk_id = admin.get_table_info(&pk_path).await.unwrap().get_table_id();
+    let row = crate::fuzz_tests::encode_pk_row(1, "one");
+    let kv = |schema_id: i32| {
+        crate::fuzz_tests::kv_batch(schema_id, &[(vec![1, 0, 0, 0], Some(row.clone()))])
+    };
+    let mut kv_bad_crc = kv(1);
+    let last = kv_bad_crc.len() - 1;
+    kv_bad_crc[last] ^= 0x55;
+    for (what, records, expected) in [
+        ("kv wrong schema id", kv(7), code::SCHEMA_NOT_EXIST),
+        ("kv bad crc", kv_bad_crc, code::CORRUPT_RECORD),
+        ("kv truncated", kv(1)[..20].to_vec(), code::CORRUPT_RECORD),
+    ] {
+        let request = PutKvRequest {
+            acks: -1,
+            table_id: pk_id,
+            timeout_ms: 10_000,
+            target_columns: vec![],
+            buckets_req: vec![PbWriteReqForBucket {
+                bucket_id: 0,
+                records: Bytes::from(records),
+                ..PbWriteReqForBucket::default()
+            }],
+            agg_mode: None,
+        };
+        let (kind, body) = raw.call_message(api::PUT_KV, &request).await;
+        let error = if kind == 1 {
+            ErrorResponse::decode(body).unwrap().error_code
+        } else {
+            PutKvResponse::decode(body).unwrap().buckets_resp[0]
+                .error_code
+                .unwrap_or(0)
+        };
+        assert_eq!(error, expected, "{what}");
+    }
+    assert_eq!(
+        row_count(&client, &pk_path, 2).await,
+        0,
+        "no garbage reached the changelog"
+    );
+
+    // The uncorrupted batch goes in: the cases above failed for their corruption alone.
+    let (error, base_offset) = produce_outcome(
+        raw.call_message(api::PRODUCE_LOG, &produce(table_id, bucket, fresh.clone()))
+            .await,
+    );
+    assert_eq!(error, 0);
+    assert!(base_offset >= 1);
+    let control_rows =
+        crate::batch::split_batches(Bytes::from(fresh)).unwrap()[0].record_count() as i64;
+
+    // Frames that cannot be read close their own connection.
+    let frames: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("oversized", (2i32 << 20).to_be_bytes().to_vec(), false),
+        ("negative length", (-5i32).to_be_bytes().to_vec(), false),
+        ("shorter than a header", vec![0, 0, 0, 3, 1, 2, 3], false),
+        (
+            "truncated then closed",
+            [100i32.to_be_bytes().as_slice(), &[7u8; 40]].concat(),
+            true,
+        ),
+        (
+            "stalled mid-frame",
+            [1000i32.to_be_bytes().as_slice(), &[7u8; 10]].concat(),
+            false,
+        ),
+        (
+            "stalled after the prefix",
+            1_000_000i32.to_be_bytes().to_vec(),
+            false,
+        ),
+    ];
+    for (what, bytes, shutdown_write) in frames {
+        let mut bad = Raw::open(&server).await;
+        bad.stream.write_all(&bytes).await.unwrap();
+        if shutdown_write {
+            bad.stream.shutdown().await.unwrap();
+        }
+        let started = Instant::now();
+        assert!(
+            bad.closed().await,
+            "{what}: the server closes the connection"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what}: closed promptly"
+        );
+    }
+
+    // Everyone else was served throughout: the raw connection, the old client and a new one.
+    let versions: ApiVersionsResponse = success(raw.call(api::API_VERSIONS, 0, b"").await);
+    assert!(
+        versions
+            .api_versions
+            .iter()
+            .any(|v| v.api_key == i32::from(api::AUTHENTICATE))
+    );
+    append(&client, &path, 3..13).await;
+    let other = connect(&server, None).await.unwrap();
+    append(&other, &path, 13..20).await;
+    assert_eq!(row_count(&other, &path, 2).await, 3 + control_rows + 17);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_names_are_refused_with_the_errors_the_client_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let client = connect(&server, None).await.unwrap();
+    let admin = client.get_admin().unwrap();
+    let long = "x".repeat(201);
+    let bad_names = [
+        "",
+        ".",
+        "..",
+        "../etc",
+        "a/b",
+        "a\\b",
+        "a.b",
+        "__internal",
+        "naïve",
+        "a b",
+        "a\0b",
+        long.as_str(),
+    ];
+    for name in bad_names {
+        let error = admin.create_database(name, None, false).await.unwrap_err();
+        assert_eq!(
+            error.api_error(),
+            Some(FlussError::InvalidDatabaseException),
+            "database {name:?}: {error}"
+        );
+        let error = admin
+            .create_table(&TablePath::new("fluss", name), &log_table(), false)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.api_error(),
+            Some(FlussError::InvalidTableException),
+            "table {name:?}: {error}"
+        );
+    }
+    let longest = "y".repeat(200);
+    admin.create_database(&longest, None, false).await.unwrap();
+    admin
+        .create_table(
+            &TablePath::new(longest.as_str(), "Ok_name-1"),
+            &log_table(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.list_databases().await.unwrap().len(),
+        2,
+        "only the valid database was created"
+    );
+    // Nothing but table ids names a directory: the data directory holds no name at all.
+    let entries: Vec<String> = walk(&dir.path().join("tables"));
+    assert!(
+        entries
+            .iter()
+            .all(|p| !p.contains("Ok_name") && !p.contains("yyy")),
+        "{entries:?}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(entry.path().to_string_lossy().to_string());
+        if entry.path().is_dir() {
+            out.extend(walk(&entry.path()));
+        }
+    }
+    out
+}
+
+fn sasl_users() -> SaslConfig {
+    SaslConfig {
+        users: vec![
+            SaslUser {
+                username: "alice".into(),
+                password: "wonder-land".into(),
+            },
+            SaslUser {
+                username: "silt".into(),
+                password: "internal".into(),
+            },
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_plain_rejects_wrong_and_missing_credentials_and_accepts_right_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| {
+        config.sasl = Some(sasl_users());
+        config.authentication_timeout_ms = 1_000;
+    })
+    .await;
+
+    // fluss-rs without credentials, with a wrong password, as an unknown user: refused with
+    // the code fluss-rs maps to AuthenticateException.
+    for (what, credentials) in [
+        ("no credentials", None),
+        ("wrong password", Some(("alice", "wonderland"))),
+        ("unknown user", Some(("mallory", "wonder-land"))),
+        ("another user's password", Some(("silt", "wonder-land"))),
+    ] {
+        let error = match connect(&server, credentials).await {
+            Ok(connection) => connection
+                .get_admin()
+                .unwrap()
+                .list_databases()
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            Err(error) => error,
+        };
+        assert_eq!(
+            error.api_error(),
+            Some(FlussError::AuthenticateException),
+            "{what}: {error}"
+        );
+    }
+
+    // The right credentials: the client works as usual.
+    let client = connect(&server, Some(("alice", "wonder-land")))
+        .await
+        .unwrap();
+    let admin = client.get_admin().unwrap();
+    let path = TablePath::new("fluss", "secured");
+    admin
+        .create_table(&path, &log_table(), false)
+        .await
+        .unwrap();
+    append(&client, &path, 0..25).await;
+    assert_eq!(row_count(&client, &path, 2).await, 25);
+
+    // On the wire: before authenticating only ApiVersions and Authenticate are served.
+    let mut raw = Raw::open(&server).await;
+    let _: ApiVersionsResponse = success(raw.call(api::API_VERSIONS, 0, b"").await);
+    let list = ListDatabasesRequest {
+        include_summary: None,
+    };
+    assert_eq!(
+        error_code(raw.call_message(api::LIST_DATABASES, &list).await),
+        code::AUTHENTICATE_EXCEPTION
+    );
+    let plain = |user: &str, password: &str| AuthenticateRequest {
+        protocol: "PLAIN".into(),
+        token: [b"".as_slice(), user.as_bytes(), password.as_bytes()].join(&0u8),
+    };
+    let _: AuthenticateResponse = success(
+        raw.call_message(api::AUTHENTICATE, &plain("silt", "internal"))
+            .await,
+    );
+    let listed: ListDatabasesResponse = success(raw.call_message(api::LIST_DATABASES, &list).await);
+    assert!(listed.database_name.contains(&"fluss".to_string()));
+
+    // A failed attempt answers, then closes; a silent connection is closed at the timeout.
+    let mut guesser = Raw::open(&server).await;
+    assert_eq!(
+        error_code(
+            guesser
+                .call_message(api::AUTHENTICATE, &plain("alice", "guess"))
+                .await
+        ),
+        code::AUTHENTICATE_EXCEPTION
+    );
+    assert!(
+        guesser.closed().await,
+        "a failed authentication closes the connection"
+    );
+    let mut idle = Raw::open(&server).await;
+    let started = Instant::now();
+    assert!(
+        idle.closed().await,
+        "an unauthenticated connection is closed"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The authenticated raw connection outlives the timeout.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let _: ListDatabasesResponse = success(raw.call_message(api::LIST_DATABASES, &list).await);
+    server.shutdown().await.unwrap();
+}
+
+/// Resident set size of this process (server and clients) in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Opens `count` connections at once; each negotiates versions and asks for metadata, then
+/// closes. Returns how many were answered.
+async fn round_of_clients(server: &ServerHandle, count: usize) -> usize {
+    let addr = server.local_addr();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        tasks.spawn(async move {
+            let Ok(stream) = TcpStream::connect(addr).await else {
+                return false;
+            };
+            let mut raw = Raw { stream, next_id: 1 };
+            let versions = raw.call(api::API_VERSIONS, 0, b"").await;
+            let metadata = raw
+                .call_message(api::METADATA, &MetadataRequest::default())
+                .await;
+            versions.0 == 0 && metadata.0 == 0
+        });
+    }
+    let mut answered = 0;
+    while let Some(done) = tasks.join_next().await {
+        answered += usize::from(done.unwrap());
+    }
+    answered
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_clients_come_and_go_in_bounded_memory_and_extra_ones_are_refused() {
+    const CLIENTS: usize = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| config.connections_max = CLIENTS).await;
+
+    // One warm-up round lets the allocator and the runtime reach their working size.
+    assert_eq!(round_of_clients(&server, CLIENTS).await, CLIENTS);
+    let before = rss_kib();
+    for _ in 0..5 {
+        assert_eq!(round_of_clients(&server, CLIENTS).await, CLIENTS);
+    }
+    let after = rss_kib();
+    eprintln!("hostile: 5 x {CLIENTS} concurrent clients; RSS {before} KiB -> {after} KiB");
+    assert!(
+        after.saturating_sub(before) < 64 * 1024,
+        "RSS grew from {before} KiB to {after} KiB over 5000 connections"
+    );
+
+    // connections_max held open: further connections are closed on accept, unanswered.
+    let mut held = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        let mut raw = Raw::open(&server).await;
+        let _: ApiVersionsResponse = success(raw.call(api::API_VERSIONS, 0, b"").await);
+        held.push(raw);
+    }
+    for _ in 0..10 {
+        let mut extra = Raw::open(&server).await;
+        let _ = extra
+            .stream
+            .write_all(&[0, 0, 0, 8, 3, 232, 0, 0, 0, 0, 0, 1])
+            .await;
+        assert!(
+            extra.closed().await,
+            "a connection beyond connections_max is closed"
+        );
+    }
+    drop(held);
+
+    // Once they are gone the server accepts again: the official client works.
+    let started = Instant::now();
+    let client = loop {
+        match connect(&server, None).await {
+            Ok(client) => break client,
+            Err(error) if started.elapsed() < TIMEOUT => {
+                eprintln!("retrying after {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("the server does not accept again: {error}"),
+        }
+    };
+    let databases = client.get_admin().unwrap().list_databases().await.unwrap();
+    assert!(databases.contains(&"fluss".to_string()));
+    server.shutdown().await.unwrap();
+}
+
+/// Not a test: measures what checking client batches (schema id, CRC, Arrow decode) costs
+/// next to the whole produce handler that includes it. Run with
+/// `SILTTEST_BENCH=1 cargo test -p silt-hotstore produce_validation -- --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_validation_throughput() {
+    if std::env::var_os("SILTTEST_BENCH").is_none() {
+        std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: produce_validation_throughput is a benchmark; run it with SILTTEST_BENCH=1 and --nocapture\n",
+        )
+        .ok();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let client = connect(&server, None).await.unwrap();
+    let admin = client.get_admin().unwrap();
+    let source = TablePath::new("fluss", "bench_source");
+    let sink = TablePath::new("fluss", "bench_sink");
+    admin
+        .create_table(&source, &log_table(), false)
+        .await
+        .unwrap();
+    admin
+        .create_table(&sink, &log_table(), false)
+        .await
+        .unwrap();
+    append(&client, &source, 0..1_000_000).await;
+    let source_id = admin.get_table_info(&source).await.unwrap().get_table_id();
+    let sink_id = admin.get_table_info(&sink).await.unwrap().get_table_id();
+
+    // The client's batches, read back raw, writer ids cleared so each produce appends.
+    let mut raw = Raw::open(&server).await;
+    let mut batches = Vec::new();
+    for bucket in 0..2 {
+        let mut offset = 0i64;
+        loop {
+            let mut request = fetch(source_id, bucket);
+            request.tables_req[0].buckets_req[0].fetch_offset = offset;
+            let response: FetchLogResponse =
+                success(raw.call_message(api::FETCH_LOG, &request).await);
+            let Some(records) = response.tables_resp[0].buckets_resp[0].records.clone() else {
+                break;
+            };
+            if records.is_empty() {
+                break;
+            }
+            for view in crate::batch::split_batches(records).unwrap() {
+                offset = view.next_offset();
+                let mut batch = view.data.to_vec();
+                patch_header(&mut batch, None, Some((-1, -1)));
+                batches.push((bucket, Bytes::from(batch)));
+            }
+        }
+    }
+    let bytes: usize = batches.iter().map(|(_, b)| b.len()).sum();
+    let service = server.service().clone();
+    let table = service.table_runtime(sink_id).unwrap();
+    let passes = 5;
+    let time_check = |decode: bool| {
+        let started = Instant::now();
+        for _ in 0..passes {
+            for (_, batch) in &batches {
+                crate::logs::check_client_batches(&table, batch, decode).unwrap();
+            }
+        }
+        started.elapsed().as_secs_f64() / f64::from(passes)
+    };
+    let check_s = time_check(false);
+    let decode_s = time_check(true);
+    let started = Instant::now();
+    for (bucket, batch) in &batches {
+        let body = produce(sink_id, *bucket, batch.to_vec()).encode_to_vec();
+        let header = crate::protocol::RequestHeader {
+            api_key: api::PRODUCE_LOG,
+            api_version: 0,
+            request_id: 1,
+        };
+        let response = service.handle(header, Bytes::from(body)).await;
+        assert_eq!(response[4], 0);
+    }
+    let produce_s = started.elapsed().as_secs_f64();
+    let mb = bytes as f64 / 1e6;
+    eprintln!(
+        "produce validation over {} client batches ({mb:.1} MB, ZSTD): default check (header, CRC, Arrow metadata) {:.0} MB/s = {:.1}% of the produce handler's time; \
+         with produce_decode_check {:.0} MB/s = {:.1}%; produce handler (durable, default check) {:.0} MB/s",
+        batches.len(),
+        mb / check_s,
+        100.0 * check_s / produce_s,
+        mb / decode_s,
+        100.0 * decode_s / produce_s,
+        mb / produce_s,
+    );
+    server.shutdown().await.unwrap();
+}

@@ -1,0 +1,155 @@
+//! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, a
+//! tiering job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
+//!
+//! Names come from a Fluss endpoint (silt's hotstore, or any Fluss cluster), so they are
+//! checked here with Fluss's own rule before they touch a path: 1 to 200 characters of ASCII
+//! letters, digits, `_` and `-`. That excludes path separators, `.` and `..`, drive letters,
+//! URL syntax and NUL, so a name is always exactly one normal path component and a built path
+//! can never leave its root; [`child_of`] asserts that for every path it builds.
+
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+/// Checks a database or table name with Fluss's rule (`TablePath::detect_invalid_name`).
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    if let Some(reason) = fluss::metadata::TablePath::detect_invalid_name(name) {
+        bail!(
+            "{what} name {name:?} cannot name a path: {reason} (rename it to ASCII letters, digits, _ and -)"
+        );
+    }
+    Ok(())
+}
+
+/// `root/component`, refusing anything but one normal component beneath `root`.
+fn child_of(root: &Path, component: &str) -> Result<PathBuf> {
+    let mut parts = Path::new(component).components();
+    match (parts.next(), parts.next()) {
+        (Some(Component::Normal(_)), None) => {}
+        _ => bail!("{component:?} is not a single path component"),
+    }
+    let path = root.join(component);
+    assert!(
+        path.starts_with(root) && path.components().count() == root.components().count() + 1,
+        "{} must be directly under {}",
+        path.display(),
+        root.display()
+    );
+    Ok(path)
+}
+
+/// Where the lake table of `database.table` lives under `lake_root` (a directory or a URL).
+pub fn lake_uri(lake_root: &str, database: &str, table: &str) -> Result<String> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    Ok(format!(
+        "{}/{database}/{table}",
+        lake_root.trim_end_matches('/')
+    ))
+}
+
+/// The checkpoint directory of the tiering job of `database.table` (table id `table_id`).
+pub fn tiering_checkpoint_dir(
+    checkpoint_root: &Path,
+    database: &str,
+    table: &str,
+    table_id: i64,
+) -> Result<PathBuf> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    child_of(checkpoint_root, &format!("{database}.{table}-{table_id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HOSTILE: &[&str] = &[
+        "",
+        ".",
+        "..",
+        "../x",
+        "x/..",
+        "/etc",
+        "a/b",
+        "a\\b",
+        "C:",
+        "c:\\x",
+        "s3://bucket",
+        "a\0b",
+        "~",
+        "a b",
+        "naïve",
+        "a.b",
+        "%2e%2e",
+        "a\nb",
+    ];
+
+    #[test]
+    fn hostile_names_are_refused() {
+        let root = Path::new("/data/checkpoints/tiering");
+        for name in HOSTILE {
+            assert!(lake_uri("/data/lake", name, "t").is_err(), "db {name:?}");
+            assert!(
+                lake_uri("/data/lake", "db", name).is_err(),
+                "table {name:?}"
+            );
+            assert!(
+                tiering_checkpoint_dir(root, name, "t", 1).is_err(),
+                "{name:?}"
+            );
+            assert!(
+                tiering_checkpoint_dir(root, "db", name, 1).is_err(),
+                "{name:?}"
+            );
+        }
+        let long = "x".repeat(201);
+        assert!(lake_uri("/data/lake", &long, "t").is_err());
+        let error = lake_uri("/data/lake", "shop", "../orders")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("table name \"../orders\"") && error.contains("rename"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn valid_names_build_the_expected_paths() {
+        assert_eq!(
+            lake_uri("/data/lake/", "shop", "orders").unwrap(),
+            "/data/lake/shop/orders"
+        );
+        assert_eq!(
+            lake_uri("s3://bucket/lake", "a-b", "C_9").unwrap(),
+            "s3://bucket/lake/a-b/C_9"
+        );
+        assert_eq!(
+            tiering_checkpoint_dir(Path::new("/cp"), "shop", "orders", 7).unwrap(),
+            PathBuf::from("/cp/shop.orders-7")
+        );
+        let longest = "y".repeat(200);
+        assert!(lake_uri("/l", &longest, &longest).is_ok());
+    }
+
+    proptest! {
+        /// Whatever the names, a built path is refused or stays inside its root as exactly the
+        /// components the layout names.
+        #[test]
+        fn built_paths_never_leave_their_roots(database in ".{0,12}|[a-zA-Z0-9_.-]{0,12}", table in ".{0,12}|[a-zA-Z0-9_/.-]{0,12}", table_id in any::<i64>()) {
+            let lake_root = Path::new("/data/lake");
+            if let Ok(uri) = lake_uri("/data/lake", &database, &table) {
+                let path = PathBuf::from(&uri);
+                let below: Vec<Component> = path.strip_prefix(lake_root).unwrap().components().collect();
+                prop_assert_eq!(below.len(), 2, "{}", uri);
+                prop_assert!(below.iter().all(|c| matches!(c, Component::Normal(_))));
+            }
+            let checkpoints = Path::new("/data/checkpoints/tiering");
+            if let Ok(dir) = tiering_checkpoint_dir(checkpoints, &database, &table, table_id) {
+                prop_assert_eq!(dir.parent(), Some(checkpoints));
+                prop_assert!(matches!(dir.components().next_back(), Some(Component::Normal(_))));
+            }
+        }
+    }
+}
