@@ -10,6 +10,10 @@
 //! `auto`: forward between equal parallelisms, else hash on `__bucket`, which keeps every source
 //! bucket's changes in order on one subtask. Order-sensitive sinks (delta, upsert into fluss)
 //! refuse rebalance and broadcast edges upstream of them.
+//!
+//! Transforms see change rows: over a primary-key table's changelog a filter keeps or drops
+//! each `+I`, `-U`, `+U`, `-D` on its own, so a key whose new image stops matching keeps its
+//! old image in an upsert sink (Flink behaves the same).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -1281,5 +1285,104 @@ fn op_text(op: &OperatorDef) -> String {
             .collect::<Vec<_>>()
             .join(" "),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checks the shape of a definition given as JSON; returns the first problem as
+    /// `path: message`, or `ok` with the operator order.
+    fn shape(json: &str) -> String {
+        let def = parse_json(json).unwrap_or_else(|e| panic!("{e}"));
+        let mut errors = Vec::new();
+        match check_shape(&def, &JsonPaths, &mut errors) {
+            Some(plan) if errors.is_empty() => format!("ok {:?}", plan.order),
+            _ => errors[0].to_string(),
+        }
+    }
+
+    fn job(operators: &str, edges: Option<&str>) -> String {
+        let edges = edges.map_or(String::new(), |e| format!(", \"edges\": [{e}]"));
+        shape(&format!(
+            "{{\"name\": \"j\", \"operators\": [{operators}]{edges}}}"
+        ))
+    }
+
+    const SRC: &str = r#"{"name": "s", "type": "fluss-source"}"#;
+    const FILTER: &str = r#"{"name": "f", "type": "filter"}"#;
+    const SINK: &str = r#"{"name": "p", "type": "print-sink"}"#;
+
+    #[test]
+    fn shapes_are_checked_with_paths() {
+        let ops = format!("{SRC}, {FILTER}, {SINK}");
+        assert_eq!(job(&ops, None), "ok [0, 1, 2]");
+        let cases = [
+            (
+                job(&ops, Some(r#"{"from": "s", "to": "x"}"#)),
+                "edges[0].to: unknown operator x (known: s, f, p)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(
+                        r#"{"from": "s", "to": "f"}, {"from": "f", "to": "p"}, {"from": "p", "to": "f"}"#,
+                    ),
+                ),
+                "edges[2].from: p is a sink and has no output (end the edge chain there)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(r#"{"from": "f", "to": "s"}, {"from": "s", "to": "p"}"#),
+                ),
+                "edges[0].to: s is a source and takes no input",
+            ),
+            (
+                job(&ops, Some(r#"{"from": "s", "to": "p"}"#)),
+                "operators[1]: f has no input edge (add an edge from a source or an operator)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(
+                        r#"{"from": "s", "to": "f", "partitioning": "hash"}, {"from": "f", "to": "p"}"#,
+                    ),
+                ),
+                "edges[0].key: a hash edge needs key columns (e.g. [\"id\"])",
+            ),
+            (
+                job(
+                    &format!(r#"{SRC}, {FILTER}, {{"name": "g", "type": "filter"}}, {SINK}"#),
+                    Some(
+                        r#"{"from": "s", "to": "f"}, {"from": "f", "to": "g"}, {"from": "g", "to": "f"}, {"from": "g", "to": "p"}"#,
+                    ),
+                ),
+                "edges: the edges form a cycle through f (dataflows must be acyclic)",
+            ),
+            (
+                job(&format!("{SRC}, {SRC}"), None),
+                "operators[1].name: \"s\" is already the name of operators[0] (names must be unique)",
+            ),
+            (
+                job(r#"{"name": "a b", "type": "fluss-source"}"#, None),
+                "operators[0].name: operator name \"a b\" must be 1 to 64 letters, digits, '_' and '-'",
+            ),
+            (
+                job(
+                    r#"{"name": "s", "type": "fluss-source", "parallelism": 0}"#,
+                    None,
+                ),
+                "operators[0].parallelism: 0 is out of range (use 1 to 1024)",
+            ),
+            (
+                shape(r#"{"name": "j", "operators": []}"#),
+                "operators: a job needs at least one operator (start with a fluss-source)",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 }
