@@ -288,6 +288,15 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             "column name of shop.customers_clean is missing from the input",
         ),
         (
+            to_silt.replace(
+                "CAST(round(balance * 100) AS BIGINT) AS balance_cents",
+                "round(balance * 100) AS balance_cents",
+            ),
+            Format::Yaml,
+            "sink.table",
+            "column balance_cents is Float64 in the input but Int64 in shop.customers_clean",
+        ),
+        (
             big_orders.replace("interval: 1s", "interval: soon"),
             Format::Yaml,
             "pipeline.checkpoint.interval",

@@ -1074,13 +1074,11 @@ async fn resolve(
                             ),
                         ));
                     }
-                    Ok(have)
-                        if !arrow::compute::can_cast_types(have.data_type(), field.data_type()) =>
-                    {
+                    Ok(have) if !same_encoding(have.data_type(), field.data_type()) => {
                         return Err(at(
                             &base.at("table"),
                             format!(
-                                "column {} is {} in the input but {} in {} (cast it upstream)",
+                                "column {} is {} in the input but {} in {} (cast it upstream, e.g. CAST(x AS ...))",
                                 field.name(),
                                 have.data_type(),
                                 field.data_type(),
@@ -1107,6 +1105,18 @@ async fn resolve(
         }
         other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
     }
+}
+
+/// Whether a column of type `have` can go into a column of type `want` without a lossy cast:
+/// equal types, or the same values in another Arrow encoding (string, binary and list views).
+fn same_encoding(have: &arrow::datatypes::DataType, want: &arrow::datatypes::DataType) -> bool {
+    use arrow::datatypes::DataType::*;
+    let family = |t: &arrow::datatypes::DataType| match t {
+        Utf8 | LargeUtf8 | Utf8View => Some(0),
+        Binary | LargeBinary | BinaryView => Some(1),
+        _ => None,
+    };
+    have == want || family(have).is_some_and(|f| family(want) == Some(f))
 }
 
 /// Where the tiering service keeps the lake table of `database.table`.
