@@ -1290,6 +1290,11 @@ fn op_text(op: &OperatorDef) -> String {
             .values()
             .map(|v| match v {
                 serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 other => other.to_string(),
             })
             .collect::<Vec<_>>()
