@@ -288,6 +288,15 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             "column name of shop.customers_clean is missing from the input",
         ),
         (
+            to_silt.replace(
+                "CAST(round(balance * 100) AS BIGINT) AS balance_cents",
+                "round(balance * 100) AS balance_cents",
+            ),
+            Format::Yaml,
+            "sink.table",
+            "column balance_cents is Float64 in the input but Int64 in shop.customers_clean",
+        ),
+        (
             big_orders.replace("interval: 1s", "interval: soon"),
             Format::Yaml,
             "pipeline.checkpoint.interval",
@@ -373,5 +382,47 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     assert_eq!(service.list().await.len(), 1);
+    Ok(())
+}
+
+/// conf/jobs/orders-fanout.json: one source fanned out to a `sql` operator into Delta and to a
+/// filter, a projection and the print sink over a rebalance edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_definition_fans_out_through_sql_into_delta() -> Result<()> {
+    let env = Env::start().await?;
+    write_orders(&env.connection, 0..ORDERS_PER_PHASE).await?;
+    let service = env.service();
+    let (definition, paths) = parse_submission(&read_conf("jobs/orders-fanout.json"), Format::Json)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let status = service
+        .submit(definition, paths.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(status.parallelism.get("print"), Some(&1), "{status:?}");
+    write_orders(&env.connection, ORDERS_PER_PHASE..2 * ORDERS_PER_PHASE).await?;
+    let expected = sorted(
+        (0..2 * ORDERS_PER_PHASE)
+            .filter(|id| order(*id).2 == "paid")
+            .map(|id| format!("{id}|{}", order(id).1))
+            .collect(),
+    );
+    let lake = env.data_dir().join("lake/_jobs/orders-fanout/lake");
+    wait_for_rows("orders-fanout", &expected, OUTPUT_TIMEOUT, || {
+        delta_rows(&lake, "SELECT order_id, amount FROM lake")
+    })
+    .await?;
+    let stopped = service
+        .stop(&status.id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let printed = stopped
+        .operators
+        .iter()
+        .find(|o| o.name == "print")
+        .map(|o| o.records_in);
+    let cancelled = (0..2 * ORDERS_PER_PHASE)
+        .filter(|id| order(*id).2 == "cancelled")
+        .count() as u64;
+    assert_eq!(printed, Some(cancelled), "{stopped:?}");
     Ok(())
 }

@@ -104,7 +104,7 @@ impl FlussSink {
     }
 
     /// The target's columns, in its order, taken by name from `batch` (cast where the types
-    /// differ only in encoding, e.g. Utf8 and LargeUtf8).
+    /// differ only in encoding, e.g. Utf8 and LargeUtf8; jobs/ refuses other differences).
     fn conform(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let schema = self
             .target_schema
@@ -122,7 +122,16 @@ impl FlussSink {
             if column.data_type() == field.data_type() {
                 columns.push(column.clone());
             } else {
-                columns.push(arrow::compute::cast(column, field.data_type())?);
+                // Not `safe`: a value that does not fit fails the write instead of becoming null.
+                let options = arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                columns.push(arrow::compute::cast_with_options(
+                    column,
+                    field.data_type(),
+                    &options,
+                )?);
             }
         }
         Ok(RecordBatch::try_new(schema, columns)?)

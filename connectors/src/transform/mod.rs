@@ -14,6 +14,9 @@
 //! `__offset`, `__timestamp`, `__change_type`, see [`crate::changelog`]) are appended to every
 //! projection that does not name them, so the sinks downstream still see which bucket, offset and
 //! change each row comes from. They are visible to expressions under their names.
+//!
+//! Expressions are simplified once at compile time, so a function of the query start such as
+//! `now()` is a constant for the life of the job; use `__timestamp` for per-row time.
 
 mod print;
 

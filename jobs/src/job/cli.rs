@@ -78,12 +78,28 @@ fn failure(response: &Response) -> anyhow::Error {
             })
             .collect();
         return anyhow::anyhow!(
-            "invalid job ({} problems):\n{}",
-            lines.len(),
+            "invalid job ({}):\n{}",
+            problems(lines.len()),
             lines.join("\n")
         );
     }
     anyhow::anyhow!("HTTP {}: {}", response.status, response.error_message())
+}
+
+fn problems(n: usize) -> String {
+    if n == 1 {
+        "1 problem".into()
+    } else {
+        format!("{n} problems")
+    }
+}
+
+fn desired(d: super::service::Desired) -> &'static str {
+    match d {
+        super::service::Desired::Running => "running",
+        super::service::Desired::Stopped => "stopped",
+        super::service::Desired::Cancelled => "cancelled",
+    }
 }
 
 fn parse_status(response: &Response) -> Result<JobStatus> {
@@ -107,8 +123,8 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
             if let Err(errors) = parse_submission(&text, format) {
                 let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
                 bail!(
-                    "invalid job ({} problems):\n{}",
-                    lines.len(),
+                    "invalid job ({}):\n{}",
+                    problems(lines.len()),
                     lines.join("\n")
                 );
             }
@@ -154,7 +170,7 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
                     "{:<36} {:<10} {:<10} {:>11} {:>8}",
                     j.id,
                     j.state,
-                    format!("{:?}", j.desired).to_lowercase(),
+                    desired(j.desired),
                     j.checkpoints_completed,
                     j.restarts
                 );
@@ -196,8 +212,10 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
 fn print_status(s: &JobStatus) {
     println!("job {} ({})", s.id, s.name);
     println!(
-        "state {} (desired {:?}), {} restarts",
-        s.state, s.desired, s.restarts
+        "state {} (desired {}), {} restarts",
+        s.state,
+        desired(s.desired),
+        s.restarts
     );
     if let Some(f) = &s.failure {
         println!("failure: {f}");

@@ -10,6 +10,10 @@
 //! `auto`: forward between equal parallelisms, else hash on `__bucket`, which keeps every source
 //! bucket's changes in order on one subtask. Order-sensitive sinks (delta, upsert into fluss)
 //! refuse rebalance and broadcast edges upstream of them.
+//!
+//! Transforms see change rows: over a primary-key table's changelog a filter keeps or drops
+//! each `+I`, `-U`, `+U`, `-D` on its own, so a key whose new image stops matching keeps its
+//! old image in an upsert sink (Flink behaves the same).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -1070,13 +1074,11 @@ async fn resolve(
                             ),
                         ));
                     }
-                    Ok(have)
-                        if !arrow::compute::can_cast_types(have.data_type(), field.data_type()) =>
-                    {
+                    Ok(have) if !same_encoding(have.data_type(), field.data_type()) => {
                         return Err(at(
                             &base.at("table"),
                             format!(
-                                "column {} is {} in the input but {} in {} (cast it upstream)",
+                                "column {} is {} in the input but {} in {} (cast it upstream, e.g. CAST(x AS ...))",
                                 field.name(),
                                 have.data_type(),
                                 field.data_type(),
@@ -1103,6 +1105,18 @@ async fn resolve(
         }
         other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
     }
+}
+
+/// Whether a column of type `have` can go into a column of type `want` without a lossy cast:
+/// equal types, or the same values in another Arrow encoding (string, binary and list views).
+fn same_encoding(have: &arrow::datatypes::DataType, want: &arrow::datatypes::DataType) -> bool {
+    use arrow::datatypes::DataType::*;
+    let family = |t: &arrow::datatypes::DataType| match t {
+        Utf8 | LargeUtf8 | Utf8View => Some(0),
+        Binary | LargeBinary | BinaryView => Some(1),
+        _ => None,
+    };
+    have == want || family(have).is_some_and(|f| family(want) == Some(f))
 }
 
 /// Where the tiering service keeps the lake table of `database.table`.
@@ -1276,10 +1290,114 @@ fn op_text(op: &OperatorDef) -> String {
             .values()
             .map(|v| match v {
                 serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 other => other.to_string(),
             })
             .collect::<Vec<_>>()
             .join(" "),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checks the shape of a definition given as JSON; returns the first problem as
+    /// `path: message`, or `ok` with the operator order.
+    fn shape(json: &str) -> String {
+        let def = parse_json(json).unwrap_or_else(|e| panic!("{e}"));
+        let mut errors = Vec::new();
+        match check_shape(&def, &JsonPaths, &mut errors) {
+            Some(plan) if errors.is_empty() => format!("ok {:?}", plan.order),
+            _ => errors[0].to_string(),
+        }
+    }
+
+    fn job(operators: &str, edges: Option<&str>) -> String {
+        let edges = edges.map_or(String::new(), |e| format!(", \"edges\": [{e}]"));
+        shape(&format!(
+            "{{\"name\": \"j\", \"operators\": [{operators}]{edges}}}"
+        ))
+    }
+
+    const SRC: &str = r#"{"name": "s", "type": "fluss-source"}"#;
+    const FILTER: &str = r#"{"name": "f", "type": "filter"}"#;
+    const SINK: &str = r#"{"name": "p", "type": "print-sink"}"#;
+
+    #[test]
+    fn shapes_are_checked_with_paths() {
+        let ops = format!("{SRC}, {FILTER}, {SINK}");
+        assert_eq!(job(&ops, None), "ok [0, 1, 2]");
+        let cases = [
+            (
+                job(&ops, Some(r#"{"from": "s", "to": "x"}"#)),
+                "edges[0].to: unknown operator x (known: s, f, p)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(
+                        r#"{"from": "s", "to": "f"}, {"from": "f", "to": "p"}, {"from": "p", "to": "f"}"#,
+                    ),
+                ),
+                "edges[2].from: p is a sink and has no output (end the edge chain there)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(r#"{"from": "f", "to": "s"}, {"from": "s", "to": "p"}"#),
+                ),
+                "edges[0].to: s is a source and takes no input",
+            ),
+            (
+                job(&ops, Some(r#"{"from": "s", "to": "p"}"#)),
+                "operators[1]: f has no input edge (add an edge from a source or an operator)",
+            ),
+            (
+                job(
+                    &ops,
+                    Some(
+                        r#"{"from": "s", "to": "f", "partitioning": "hash"}, {"from": "f", "to": "p"}"#,
+                    ),
+                ),
+                "edges[0].key: a hash edge needs key columns (e.g. [\"id\"])",
+            ),
+            (
+                job(
+                    &format!(r#"{SRC}, {FILTER}, {{"name": "g", "type": "filter"}}, {SINK}"#),
+                    Some(
+                        r#"{"from": "s", "to": "f"}, {"from": "f", "to": "g"}, {"from": "g", "to": "f"}, {"from": "g", "to": "p"}"#,
+                    ),
+                ),
+                "edges: the edges form a cycle through f (dataflows must be acyclic)",
+            ),
+            (
+                job(&format!("{SRC}, {SRC}"), None),
+                "operators[1].name: \"s\" is already the name of operators[0] (names must be unique)",
+            ),
+            (
+                job(r#"{"name": "a b", "type": "fluss-source"}"#, None),
+                "operators[0].name: operator name \"a b\" must be 1 to 64 letters, digits, '_' and '-'",
+            ),
+            (
+                job(
+                    r#"{"name": "s", "type": "fluss-source", "parallelism": 0}"#,
+                    None,
+                ),
+                "operators[0].parallelism: 0 is out of range (use 1 to 1024)",
+            ),
+            (
+                shape(r#"{"name": "j", "operators": []}"#),
+                "operators: a job needs at least one operator (start with a fluss-source)",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 }

@@ -64,3 +64,40 @@ pub fn parse_submission(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSON: &str = r#"{"name": "j", "operators": [
+        {"name": "s", "type": "fluss-source", "config": {"table": "a.b"}},
+        {"name": "p", "type": "print-sink"}]}"#;
+
+    #[test]
+    fn formats_are_detected_and_yaml_may_hold_a_definition() {
+        assert_eq!(
+            Format::detect(Some("application/json"), "x: 1"),
+            Format::Json
+        );
+        assert_eq!(Format::detect(Some("text/yaml"), "{}"), Format::Yaml);
+        assert_eq!(Format::detect(None, "  {\"a\": 1}"), Format::Json);
+        assert_eq!(
+            Format::detect(Some("text/plain"), "source: x"),
+            Format::Yaml
+        );
+        let (from_json, _) = parse_submission(JSON, Format::Json).unwrap();
+        let yaml = serde_yaml_ng::to_string(&from_json).unwrap();
+        let (from_yaml, paths) = parse_submission(&yaml, Format::Yaml).unwrap();
+        assert_eq!(from_json, from_yaml);
+        assert_eq!(
+            paths.operator(0, "config.table"),
+            "operators[0].config.table"
+        );
+        let err = parse_submission("operators: [{name: s, tipe: x}]\nname: j\n", Format::Yaml)
+            .err()
+            .unwrap();
+        assert_eq!(err.0[0].path, "operators[0].tipe");
+        let err = parse_submission("source: [", Format::Yaml).err().unwrap();
+        assert!(err.0[0].message.starts_with("not valid YAML"), "{err}");
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! [`ROUTES`] is the one list of what this module serves: the router is built from it and the
 //! OpenAPI document must describe exactly it plus the routes other modules add
-//! ([`OTHER_ROUTES`]); a test holds the two together.
+//! ([`OTHER_ROUTES`]). Two tests hold them together: one compares the lists with the
+//! document, the other reads every route of the whole API's router (`rest::router`) and
+//! compares it with the document, so a route added anywhere must be documented here.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -503,5 +505,77 @@ mod tests {
             assert!(props.contains_key(key), "JobStatus.{key} is not documented");
         }
         assert_eq!(props.len(), sample.as_object().unwrap().len());
+    }
+}
+
+#[cfg(test)]
+mod router_tests {
+    use super::*;
+
+    /// `(METHOD, path)` of every route in the whole API's router, read from the router's Debug
+    /// output (axum has no route listing). The format is axum 0.8's; if it changes, the
+    /// extraction finds nothing and the test says so rather than passing.
+    fn routed() -> Vec<(String, String)> {
+        let config = crate::config::Config::load(None, std::iter::empty(), &[]).unwrap();
+        let tiering = crate::tiering::TieringService::new(
+            crate::tiering::TieringConfig::new("127.0.0.1:1", "/nonexistent", "/nonexistent"),
+            None,
+        );
+        let jobs = super::super::service::JobService::new(
+            super::super::service::JobServiceConfig::from_config(&config, "127.0.0.1:1"),
+        );
+        let state = std::sync::Arc::new(crate::rest::RestState {
+            config,
+            bootstrap: "127.0.0.1:1".into(),
+            tiering,
+            jobs,
+        });
+        let text = format!("{:?}", crate::rest::router(state));
+        let start = text
+            .find("path_router:")
+            .expect("axum Debug has path_router");
+        let end = text.find("fallback_router:").unwrap_or(text.len());
+        let main = &text[start..end];
+        let (routes, node) = main.split_once("node: Node").expect("axum Debug has node");
+        let mut paths = std::collections::BTreeMap::new();
+        for chunk in node.split("RouteId(").skip(1) {
+            let (id, rest) = chunk.split_once(')').unwrap();
+            let path = rest.split('"').nth(1).unwrap();
+            paths.insert(id.trim().to_string(), path.to_string());
+        }
+        let mut out = Vec::new();
+        for chunk in routes.split("RouteId(").skip(1) {
+            let (id, rest) = chunk.split_once(')').unwrap();
+            let methods = rest.split("fallback:").next().unwrap();
+            for method in [
+                "get", "delete", "post", "put", "patch", "options", "trace", "connect",
+            ] {
+                let present = methods.contains(&format!(" {method}: Route"))
+                    || methods.contains(&format!(" {method}: BoxedHandler"));
+                if present {
+                    out.push((method.to_uppercase(), paths[id.trim()].clone()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_router_serves_exactly_the_documented_routes() {
+        let routed = routed();
+        assert!(
+            routed.len() >= ROUTES.len(),
+            "could not read the routes from axum's Debug output: {routed:?}"
+        );
+        let doc = openapi();
+        let mut documented = Vec::new();
+        for (path, methods) in doc["paths"].as_object().unwrap() {
+            for method in methods.as_object().unwrap().keys() {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+        documented.sort();
+        assert_eq!(routed, documented);
     }
 }
