@@ -5,7 +5,8 @@
 //! (`local_addr`, `shutdown`, and `set_lake_snapshot` for the tiering committer). One process
 //! plays the Fluss coordinator and tablet server: databases and tables live in a JSON catalog,
 //! each bucket has a log tablet and, for a primary-key table, a kv tablet fed from the
-//! changelog the server writes.
+//! changelog the server writes. With [`SaslConfig`] users set, connections must authenticate
+//! with SASL/PLAIN (as Fluss clients do) before anything but ApiVersions.
 //!
 //! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
 //! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs.

@@ -3,9 +3,14 @@
 //! Each connection has a reader loop and a writer task. Requests run as their own tasks, at most
 //! `requests_in_flight_max` per connection, so a long-polling fetch does not block a produce on
 //! the same connection; the Fluss client matches responses to requests by request id. A frame
-//! that cannot be read (negative length, over `frame_bytes_max`, shorter than a header) closes
-//! its connection with a log line. A handler that panics answers UNKNOWN_SERVER_ERROR instead of
-//! taking the server down.
+//! that cannot be read (negative length, over `frame_bytes_max`, shorter than a header, body not
+//! arrived within `frame_read_timeout_ms`) closes its connection with a log line. A handler that
+//! panics answers UNKNOWN_SERVER_ERROR instead of taking the server down.
+//!
+//! With SASL on, the reader asks the connection's [`ConnectionAuth`] about every frame before
+//! dispatching it: only ApiVersions and Authenticate pass until the connection authenticated,
+//! a failed attempt closes it, and so does not authenticating within `authentication_timeout_ms`.
+//! Beyond `connections_max` a connection is closed on accept.
 
 use crate::auth::{ConnectionAuth, Decision};
 use crate::protocol::{self, ApiError, code};
