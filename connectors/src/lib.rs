@@ -9,3 +9,4 @@
 pub mod changelog;
 pub mod delta;
 pub mod fluss;
+pub mod lake;

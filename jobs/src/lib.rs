@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod query;
 pub mod rest;
 pub mod tiering;
 pub mod up;

@@ -76,6 +76,7 @@ pub fn router(state: SharedState) -> Router {
     let token = state.config.rest.token.clone();
     Router::new()
         .route("/v1/tables", get(tables))
+        .merge(crate::query::rest::routes(&state))
         .with_state(state)
         .layer(middleware::from_fn_with_state(
             Arc::new(token),
