@@ -25,10 +25,16 @@ pub enum Error {
     Arrow(#[from] arrow::error::ArrowError),
 
     #[error("lake: {0}")]
-    Lake(#[from] crate::delta::Error),
+    Lake(Box<crate::delta::Error>),
 
     #[error("internal error (a bug in silt): {0}")]
     Internal(String),
+}
+
+impl From<crate::delta::Error> for Error {
+    fn from(e: crate::delta::Error) -> Self {
+        Error::Lake(Box::new(e))
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

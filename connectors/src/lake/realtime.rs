@@ -70,7 +70,7 @@ pub(super) async fn provider(
         let upserts = tail_plan(upserts)?.project(user_columns(&user_schema))?;
         match lake {
             Some(lake) => {
-                let keys: Vec<Expr> = meta.primary_key.iter().map(|k| ident(k)).collect();
+                let keys: Vec<Expr> = meta.primary_key.iter().map(ident).collect();
                 let changed = tail_plan(reduced)?
                     .project(keys)?
                     .alias("changed")?

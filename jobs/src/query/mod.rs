@@ -323,8 +323,8 @@ impl QueryService {
         let mut metas: BTreeMap<(String, String), TableMeta> = BTreeMap::new();
         for name in &names {
             let key = (name.database.clone(), name.table.clone());
-            if !metas.contains_key(&key) {
-                metas.insert(key, catalog.table(name).await?);
+            if let std::collections::btree_map::Entry::Vacant(slot) = metas.entry(key) {
+                slot.insert(catalog.table(name).await?);
             }
         }
         let pins = if request.wait_for_tiering {
