@@ -424,3 +424,88 @@ impl TableProvider for LakeScan {
         instrument_file_scans(plan, state, &self.progress)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_into_table_and_variant() {
+        let cases = [
+            ("t", "t", TableVariant::RealTime),
+            ("t$lake", "t", TableVariant::Lake),
+            ("t$lake$snapshots", "t", TableVariant::LakeSnapshots),
+            ("a$b", "a$b", TableVariant::RealTime),
+        ];
+        for (sql, table, variant) in cases {
+            let name = TableName::parse("db", sql);
+            assert_eq!(
+                (name.table.as_str(), name.variant),
+                (table, variant),
+                "{sql}"
+            );
+            assert_eq!(name.to_string(), format!("db.{sql}"));
+            assert_eq!(name.base(), format!("db.{table}"));
+        }
+    }
+
+    #[test]
+    fn a_pin_covers_high_watermarks_only_when_every_bucket_reaches_them() {
+        let pin = |offsets: &[(i32, i64)]| PinnedLake {
+            table: None,
+            version: None,
+            offsets: offsets.iter().copied().collect(),
+        };
+        let hw: BTreeMap<i32, i64> = [(0, 10), (1, 0), (2, 5)].into_iter().collect();
+        assert!(
+            pin(&[(0, 10), (2, 5)]).covers(&hw),
+            "an empty bucket needs nothing"
+        );
+        assert!(pin(&[(0, 12), (1, 0), (2, 5)]).covers(&hw));
+        assert!(!pin(&[(0, 9), (2, 5)]).covers(&hw));
+        assert!(!pin(&[(0, 10)]).covers(&hw), "a bucket the lake never saw");
+    }
+
+    #[test]
+    fn progress_says_where_the_query_was() {
+        let p = QueryProgress::new();
+        assert_eq!(p.describe(), "while planning");
+        let buckets = [
+            (
+                0,
+                BucketWait {
+                    reached: 3,
+                    needed: 9,
+                },
+            ),
+            (
+                1,
+                BucketWait {
+                    reached: 4,
+                    needed: 4,
+                },
+            ),
+        ];
+        p.set_stage(Stage::WaitingForTiering {
+            tables: [("db.t".to_string(), buckets.into_iter().collect())]
+                .into_iter()
+                .collect(),
+        });
+        assert_eq!(
+            p.describe(),
+            "while waiting for tiering: lake offsets reached vs needed: db.t bucket 0 at 3 of 9"
+        );
+        p.set_stage(Stage::Executing);
+        p.add_rows_returned(7);
+        assert!(
+            p.describe().contains("0 of 0 lake files scanned"),
+            "{}",
+            p.describe()
+        );
+        assert!(p.describe().contains("7 rows returned"), "{}", p.describe());
+        assert_eq!(
+            snapshots::offsets_json(&[(0, 120), (2, 7)].into_iter().collect()),
+            r#"{"0":120,"2":7}"#
+        );
+    }
+}
