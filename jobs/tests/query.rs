@@ -434,6 +434,56 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     }
     let m = user(sql(&service, "SELECT * FROM events").await);
     assert!(m.contains("q.events") || m.contains("db.events"), "{m}");
+    // EXPLAIN is a query too: the PK view is an anti join of the lake with the tail's keys.
+    let r = sql(&service, "EXPLAIN SELECT * FROM q.users").await?;
+    let plan = strings(&r, 1).join("\n");
+    assert!(plan.contains("LeftAnti"), "{plan}");
+    // The hot tail is bounded: past tail_bytes_max the view refuses and names the way out.
+    let mut small = QueryConfig::new(LakeCatalogConfig::new(
+        bootstrap.clone(),
+        dir.path().join("lake").to_string_lossy().to_string(),
+    ));
+    small.catalog.tail_bytes_max = 1_000;
+    let m = user(
+        QueryService::new(small)
+            .execute(QueryRequest::new(
+                "SELECT count(*) FROM q.events",
+                Duration::from_secs(30),
+            ))
+            .await,
+    );
+    assert!(
+        m.contains("hot tail of q.events") && m.contains("wait_for_tiering"),
+        "{m}"
+    );
+    // A table without a lake tier: its view is all hot data, and `$lake` says why it is absent.
+    let admin = connection.get_admin()?;
+    let plain = TableDescriptor::builder()
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .build()?,
+        )
+        .distributed_by(Some(2), vec![])
+        .build()?;
+    admin
+        .create_table(&TablePath::new(DB, "plain"), &plain, false)
+        .await?;
+    let writer = connection
+        .get_table(&TablePath::new(DB, "plain"))
+        .await?
+        .new_append()?
+        .create_writer()?;
+    for id in 0..100i64 {
+        let mut row = GenericRow::new(1);
+        row.set_field(0, id);
+        writer.append(&row)?;
+    }
+    writer.flush().await?;
+    let r = sql(&service, "SELECT count(*), sum(id) FROM q.plain").await?;
+    assert_eq!((i64s(&r, 0), i64s(&r, 1)), (vec![100], vec![4950]));
+    let m = user(sql(&service, "SELECT * FROM q.plain$lake").await);
+    assert!(m.contains("q.plain has no lake tier"), "{m}");
 
     // Tiering resumes: the same wait is satisfied and reads a lake version that covers the
     // high watermarks, with the right rows.
