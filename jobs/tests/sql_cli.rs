@@ -142,7 +142,10 @@ async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
     );
     let out = silt_sql(&["--url", url, "--format", "xml", "SELECT 1"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let out = silt_sql(&["--url", "http://127.0.0.1:1", "SELECT 1"], &[]);
+    let out = silt_sql(
+        &["--url", "http://127.0.0.1:1", "SELECT * FROM shop.orders"],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("silt up"),
@@ -205,6 +208,57 @@ async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
         assert_eq!(answer["kind"], kind, "{answer}");
     }
     drop(silt);
+
+    // No server: `$lake` and `$lake$snapshots` are read from the data directory; the
+    // real-time view and waiting for tiering need `silt up`.
+    let offline = |args: &[&str]| {
+        let mut all = vec!["--url", "http://127.0.0.1:1"];
+        all.extend_from_slice(args);
+        Command::new(env!("CARGO_BIN_EXE_silt"))
+            .args([
+                "--log",
+                "error",
+                "--data-dir",
+                &dir.path().to_string_lossy(),
+                "sql",
+            ])
+            .args(&all)
+            .output()
+            .expect("silt sql runs")
+    };
+    let out = offline(&[
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM shop.orders$lake",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("n\n{ROWS}\n"));
+    assert!(
+        text(&out.stderr).contains("no server"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = offline(&["SELECT max(version) FROM shop.orders$lake$snapshots"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for needs_server in [
+        &["SELECT 1 FROM shop.orders"][..],
+        &["--wait-for-tiering", "SELECT 1 FROM shop.orders$lake"],
+    ] {
+        let out = offline(needs_server);
+        assert_eq!(out.status.code(), Some(1), "{needs_server:?}");
+        assert!(
+            text(&out.stderr).contains("silt up"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let out = offline(&["SELECT * FROM shop.ordrs$lake"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("known: shop.orders"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // With rest.token set, the CLI sends the token from the config; without it, 401.
     let dir = tempfile::tempdir()?;

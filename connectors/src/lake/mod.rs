@@ -152,6 +152,7 @@ pub struct TableMeta {
     pub database: String,
     pub table: String,
     pub table_id: i64,
+    /// 0 when unknown (an offline catalog reads no hot metadata).
     pub buckets: u32,
     /// Empty for a log table.
     pub primary_key: Vec<String>,
@@ -191,11 +192,17 @@ impl PinnedLake {
 }
 
 /// Opens silt's tables for one query at a time. Cheap to clone.
+///
+/// An offline catalog ([`LakeCatalog::offline`]) has no hot store: it serves `$lake` and
+/// `$lake$snapshots` from the Delta tables under `lake_root` and refuses the real-time view.
 #[derive(Clone)]
 pub struct LakeCatalog {
     config: Arc<LakeCatalogConfig>,
-    connection: Arc<FlussConnection>,
+    connection: Option<Arc<FlussConnection>>,
 }
+
+/// Starts the message of every error an offline catalog gives for what needs the hot store.
+pub const OFFLINE_HINT: &str = "needs the hot store";
 
 impl LakeCatalog {
     pub async fn connect(config: LakeCatalogConfig) -> Result<LakeCatalog> {
@@ -204,16 +211,31 @@ impl LakeCatalog {
             .map_err(|e| Error::Fluss(e.to_string()))?;
         Ok(LakeCatalog {
             config: Arc::new(config),
-            connection: Arc::new(connection),
+            connection: Some(Arc::new(connection)),
         })
+    }
+
+    /// A catalog over the lake alone, for when no hot store runs.
+    pub fn offline(config: LakeCatalogConfig) -> LakeCatalog {
+        LakeCatalog {
+            config: Arc::new(config),
+            connection: None,
+        }
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.connection.is_none()
     }
 
     pub fn config(&self) -> &LakeCatalogConfig {
         &self.config
     }
 
-    /// Every table as `db.t`, sorted.
+    /// Every table as `db.t`, sorted (offline: every lake table under `lake_root`).
     pub async fn known_tables(&self) -> Result<Vec<String>> {
+        if self.is_offline() {
+            return Ok(self.lake_tables());
+        }
         let admin = self.admin()?;
         let mut out = Vec::new();
         for database in admin
@@ -234,13 +256,97 @@ impl LakeCatalog {
     }
 
     fn admin(&self) -> Result<Arc<fluss::client::FlussAdmin>> {
-        self.connection
-            .get_admin()
-            .map_err(Error::fluss("fluss admin"))
+        match &self.connection {
+            Some(c) => c.get_admin().map_err(Error::fluss("fluss admin")),
+            None => Err(Error::user(format!(
+                "this {OFFLINE_HINT}, and none is connected"
+            ))),
+        }
+    }
+
+    /// `db.t` of every Delta table under a local `lake_root`.
+    fn lake_tables(&self) -> Vec<String> {
+        let root = std::path::Path::new(&self.config.lake_root);
+        let mut out = Vec::new();
+        for db in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            for table in std::fs::read_dir(db.path()).into_iter().flatten().flatten() {
+                if table.path().join("_delta_log").is_dir() {
+                    out.push(format!(
+                        "{}.{}",
+                        db.file_name().to_string_lossy(),
+                        table.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Offline: what the Delta table itself says (the table id from the description the
+    /// tiering sink writes, the user columns from its schema; buckets unknown, so no offsets).
+    async fn lake_table_meta(&self, name: &TableName) -> Result<TableMeta> {
+        if name.variant == TableVariant::RealTime {
+            return Err(Error::user(format!(
+                "the real-time view {name} {OFFLINE_HINT} (start it with `silt up`); offline, query {name}$lake"
+            )));
+        }
+        let uri = self.config.lake_uri(&name.database, &name.table);
+        let unknown = || Error::UnknownTable {
+            name: name.to_string(),
+            known: {
+                let known = self.lake_tables();
+                if known.is_empty() {
+                    format!("none under {}", self.config.lake_root)
+                } else {
+                    known.join(", ")
+                }
+            },
+        };
+        if !std::path::Path::new(&uri).join("_delta_log").is_dir() {
+            return Err(unknown());
+        }
+        let url = deltalake::ensure_table_uri(&uri).map_err(Error::delta(&uri))?;
+        let table = DeltaTable::try_from_url(url)
+            .await
+            .map_err(Error::delta(&uri))?;
+        let snapshot = table.snapshot().map_err(Error::delta(&uri))?;
+        let table_id = snapshot
+            .metadata()
+            .description()
+            .and_then(|d| d.strip_prefix("tiered by silt from table "))
+            .and_then(|id| id.trim().parse::<i64>().ok())
+            .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
+        let provider = table.table_provider().await?;
+        let system = [
+            crate::changelog::BUCKET_COLUMN,
+            crate::changelog::OFFSET_COLUMN,
+            crate::changelog::TIMESTAMP_COLUMN,
+        ];
+        let fields: Vec<_> = provider
+            .schema()
+            .fields()
+            .iter()
+            .filter(|f| !system.contains(&f.name().as_str()))
+            .cloned()
+            .collect();
+        Ok(TableMeta {
+            database: name.database.clone(),
+            table: name.table.clone(),
+            table_id,
+            buckets: 0,
+            primary_key: Vec::new(),
+            user_schema: Arc::new(arrow::datatypes::Schema::new(fields)),
+            lake_enabled: true,
+            lake_uri: uri,
+        })
     }
 
     /// Describes `name`'s silt table; an unknown one is a user error listing the known tables.
     pub async fn table(&self, name: &TableName) -> Result<TableMeta> {
+        if self.is_offline() {
+            return self.lake_table_meta(name).await;
+        }
         let admin = self.admin()?;
         let path = TablePath::new(name.database.clone(), name.table.clone());
         let info = match admin.get_table_info(&path).await {

@@ -2,8 +2,10 @@
 //! answer) and prints the result as a table, CSV or JSON.
 //!
 //! The server's address is `rest.listen` from the config (or `--url`); `rest.token` is sent as
-//! a bearer token when set. Without a running server the command fails with exit code 1 and
-//! says how to start one: the real-time view needs the hot store, so there is no offline mode.
+//! a bearer token when set. When no server answers, the query runs in this process over the
+//! lake under the data directory (`$lake` and `$lake$snapshots` only, with a note on stderr);
+//! what needs the hot store (the real-time view `db.t`, `--wait-for-tiering`) fails with exit
+//! code 1 and says to start `silt up`.
 //! Exit codes: 0 ok, 1 failure (bad SQL, unknown table, no server), 3 deadline passed.
 
 use std::io::Write as _;
@@ -74,12 +76,12 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
     if !config.rest.token.is_empty() {
         request = request.bearer_auth(&config.rest.token);
     }
-    let response = request.send().await.map_err(|e| {
-        if e.is_connect() {
-            anyhow!(
-                "cannot reach silt at {base} ({e}); start the server with `silt up`, or point --url (or rest.listen) at it"
-            )
-        } else if e.is_timeout() {
+    let response = match request.send().await {
+        Err(e) if e.is_connect() => return run_offline(config, &options, &base, &e).await,
+        other => other,
+    };
+    let response = response.map_err(|e| {
+        if e.is_timeout() {
             anyhow::Error::new(DeadlinePassed(format!(
                 "no answer from {base} within the deadline ({:?}) plus 10 s",
                 options.deadline
@@ -109,12 +111,55 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
     let batches = reader
         .collect::<Result<Vec<RecordBatch>, _>>()
         .context("reading the server's Arrow IPC stream")?;
+    print_result(&schema, &batches, options.format)
+}
+
+fn print_result(
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+    format: OutputFormat,
+) -> Result<()> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let mut out = std::io::stdout().lock();
-    print_batches(&mut out, &schema, &batches, options.format)?;
+    print_batches(&mut out, schema, batches, format)?;
     out.flush()?;
     eprintln!("{rows} row{}", if rows == 1 { "" } else { "s" });
     Ok(())
+}
+
+/// No server answers: read the lake under the data directory directly, which serves
+/// `$lake` and `$lake$snapshots`; what needs the hot store fails naming `silt up`.
+async fn run_offline(
+    config: &Config,
+    options: &SqlOptions,
+    base: &str,
+    connect_error: &reqwest::Error,
+) -> Result<()> {
+    use super::{QueryConfig, QueryError, QueryRequest, QueryService};
+    let service = QueryService::offline(QueryConfig::from_config(config, ""));
+    let request = QueryRequest {
+        sql: options.sql.clone(),
+        deadline: options.deadline,
+        wait_for_tiering: options.wait_for_tiering,
+    };
+    match service.execute(request).await {
+        Ok(result) => {
+            eprintln!(
+                "note: no server at {base}; read the lake under {} directly",
+                config.data_dir.join("lake").display()
+            );
+            print_result(&result.schema, &result.batches, options.format)
+        }
+        Err(QueryError::DeadlinePassed { deadline, progress }) => Err(anyhow::Error::new(
+            DeadlinePassed(format!("deadline of {deadline:?} passed {progress}")),
+        )),
+        Err(QueryError::User(m)) if m.contains(silt_connectors::lake::OFFLINE_HINT) => {
+            Err(anyhow!(
+                "cannot reach silt at {base} ({connect_error}); start the server with `silt up`, or point --url (or rest.listen) at it; without a server only db.t$lake and db.t$lake$snapshots can be read ({m})"
+            ))
+        }
+        Err(e) => Err(anyhow!("{e} (no server at {base}: read the lake directly)")),
+    }
 }
 
 /// Writes `batches` in `format`.

@@ -191,6 +191,7 @@ fn lowercase_first(s: &str) -> String {
 pub struct QueryService {
     config: Arc<QueryConfig>,
     catalog: Arc<tokio::sync::Mutex<Option<LakeCatalog>>>,
+    offline: bool,
 }
 
 impl QueryService {
@@ -198,6 +199,18 @@ impl QueryService {
         QueryService {
             config: Arc::new(config),
             catalog: Arc::default(),
+            offline: false,
+        }
+    }
+
+    /// A service without a hot store: `$lake` and `$lake$snapshots` from the Delta tables
+    /// under the lake root; the real-time view and waits for tiering are refused (their
+    /// messages contain [`lake::OFFLINE_HINT`]).
+    pub fn offline(config: QueryConfig) -> Self {
+        QueryService {
+            config: Arc::new(config),
+            catalog: Arc::default(),
+            offline: true,
         }
     }
 
@@ -258,6 +271,9 @@ impl QueryService {
         let mut slot = self.catalog.lock().await;
         if let Some(catalog) = slot.as_ref() {
             return Ok(catalog.clone());
+        }
+        if self.offline {
+            return Ok(LakeCatalog::offline(self.config.catalog.clone()));
         }
         let catalog = LakeCatalog::connect(self.config.catalog.clone())
             .await
@@ -402,6 +418,12 @@ impl QueryService {
         metas: &BTreeMap<(String, String), TableMeta>,
         progress: &Arc<QueryProgress>,
     ) -> Result<BTreeMap<(String, String), (PinnedLake, BTreeMap<i32, i64>)>, QueryError> {
+        if catalog.is_offline() {
+            return Err(QueryError::User(format!(
+                "wait_for_tiering {} (start it with `silt up`)",
+                lake::OFFLINE_HINT
+            )));
+        }
         let mut needed = BTreeMap::new();
         for (key, meta) in metas {
             if !meta.lake_enabled {
