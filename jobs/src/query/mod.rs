@@ -169,6 +169,19 @@ impl From<datafusion::error::DataFusionError> for QueryError {
             E::SQL(..) | E::Plan(_) | E::SchemaError(..) | E::NotImplemented(_) => {
                 QueryError::User(lowercase_first(&e.strip_backtrace()))
             }
+            // Errors of the data a query computes on (a bad cast, a division by zero).
+            E::ArrowError(a, _)
+                if matches!(
+                    **a,
+                    arrow::error::ArrowError::CastError(_)
+                        | arrow::error::ArrowError::DivideByZero
+                        | arrow::error::ArrowError::ArithmeticOverflow(_)
+                        | arrow::error::ArrowError::ParseError(_)
+                        | arrow::error::ArrowError::InvalidArgumentError(_)
+                ) =>
+            {
+                QueryError::User(lowercase_first(&e.strip_backtrace()))
+            }
             E::ResourcesExhausted(m) => QueryError::User(format!(
                 "the query needs more memory than query.memory_bytes_max allows ({m}); narrow it or raise the bound"
             )),
@@ -335,7 +348,12 @@ impl QueryService {
             names.insert(table_name(&reference)?);
         }
 
-        let catalog = self.catalog().await?;
+        // A query of no table needs no hot store.
+        let catalog = if names.is_empty() {
+            LakeCatalog::offline(self.config.catalog.clone())
+        } else {
+            self.catalog().await?
+        };
         let mut metas: BTreeMap<(String, String), TableMeta> = BTreeMap::new();
         for name in &names {
             let key = (name.database.clone(), name.table.clone());
@@ -574,6 +592,31 @@ mod tests {
             (name.table.as_str(), name.variant),
             ("t", TableVariant::LakeSnapshots)
         );
+    }
+
+    #[tokio::test]
+    async fn errors_in_the_data_are_user_errors() {
+        // Nothing listens on port 1: queries of no table must not need the hot store.
+        let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
+            "127.0.0.1:1",
+            "/nonexistent",
+        )));
+        let run = |sql: &str, deadline_ms: u64| {
+            service.execute(QueryRequest::new(sql, Duration::from_millis(deadline_ms)))
+        };
+        let r = run("SELECT 40 + 2 AS x", 5_000).await.unwrap();
+        assert_eq!((r.num_rows(), r.schema.field(0).name().as_str()), (1, "x"));
+        for sql in [
+            "SELECT 1 / 0",
+            "SELECT CAST('x' AS INT)",
+            "SELEC 1",
+            "SELECT nope",
+        ] {
+            let e = run(sql, 5_000).await.unwrap_err();
+            assert!(matches!(e, QueryError::User(_)), "{sql}: {e:?}");
+        }
+        let e = run("SELECT 1", 0).await.unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
     }
 
     #[test]
