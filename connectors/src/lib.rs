@@ -2,6 +2,7 @@
 //! `Source` / `Operator` traits. `fluss` reads changelogs through the fluss-rs client (from
 //! silt's hotstore or a real Apache Fluss cluster); `delta` tiers them into Delta Lake tables
 //! exactly once; `changelog` is the row contract between them.
+//! `lake` is the DataFusion catalog over silt's tables (`db.t`, `db.t$lake`) for bounded SQL.
 //!
 //! **Boundary:** connectors depend on the engine's traits, never the other way round; they know
 //! nothing of YAML, HTTP or the CLI (jobs/ converts definitions into their config structs).
@@ -9,4 +10,5 @@
 pub mod changelog;
 pub mod delta;
 pub mod fluss;
+pub mod lake;
 pub mod transform;

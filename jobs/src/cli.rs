@@ -1,5 +1,5 @@
-//! The `silt` command line. Exit codes: 0 success, 1 failure, 2 usage error, 3 deadline passed
-//! (verify).
+//! The `silt` command line. Exit codes: 0 success, 1 failure, 2 usage error, 3 deadline
+//! passed (`silt sql`, `silt verify`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +63,24 @@ enum Command {
         rest: Option<String>,
         #[command(subcommand)]
         what: crate::job::cli::JobCommand,
+    },
+    /// Run read-only SQL against a running `silt up` (db.t, db.t$lake, db.t$lake$snapshots).
+    /// Exit codes: 0 ok, 1 failure, 3 deadline passed.
+    Sql {
+        /// One query: SELECT, WITH ... SELECT, VALUES or EXPLAIN.
+        sql: String,
+        /// Wall-clock budget for planning, waiting and execution (e.g. 500ms, 40s, 2min).
+        #[arg(long, default_value = "30s")]
+        deadline: String,
+        /// Wait (inside the deadline) until the lake covers the hot data of the query's start.
+        #[arg(long)]
+        wait_for_tiering: bool,
+        /// table, csv or json.
+        #[arg(long, default_value = "table")]
+        format: crate::query::client::OutputFormat,
+        /// The REST API of the server (default: http://<rest.listen>).
+        #[arg(long)]
+        url: Option<String>,
     },
     /// Measure silt: print figures and ratios taken in one run.
     Bench {
@@ -145,6 +163,9 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if e.is::<crate::query::client::DeadlinePassed>() {
+                return ExitCode::from(3);
+            }
             ExitCode::from(1)
         }
     }
@@ -251,6 +272,23 @@ fn try_main(cli: Cli) -> Result<()> {
                     std::process::exit(i32::from(code));
                 }
                 Ok(())
+            }
+            Command::Sql {
+                sql,
+                deadline,
+                wait_for_tiering,
+                format,
+                url,
+            } => {
+                let options = crate::query::client::SqlOptions {
+                    sql,
+                    deadline: crate::tiering::parse_duration(&deadline)
+                        .map_err(|e| anyhow::anyhow!("--deadline: {e}"))?,
+                    wait_for_tiering,
+                    format,
+                    url,
+                };
+                crate::query::client::run(&config, options).await
             }
             Command::Demo {
                 rate,

@@ -20,6 +20,7 @@ pub struct Config {
     pub hotstore: HotstoreConfig,
     pub engine: EngineConfig,
     pub rest: RestConfig,
+    pub query: QuerySettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -81,6 +82,18 @@ pub struct RestConfig {
     pub listen: String,
     /// When non-empty, REST (and Flight SQL) requests must carry this bearer token.
     pub token: String,
+}
+
+/// The query service's bounds (`silt sql`, `POST /v1/query`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuerySettings {
+    pub deadline_default_ms: u64,
+    pub deadline_max_ms: u64,
+    pub wait_poll_interval_ms: u64,
+    pub tail_bytes_max: usize,
+    pub result_bytes_max: usize,
+    pub memory_bytes_max: usize,
 }
 
 impl Config {

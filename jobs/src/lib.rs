@@ -12,6 +12,7 @@ pub mod demo;
 pub mod job;
 pub mod lake_faults;
 pub mod paths;
+pub mod query;
 pub mod rest;
 pub mod tiering;
 pub mod trials;

@@ -78,6 +78,7 @@ pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/v1/tables", get(tables))
         .merge(crate::job::routes::routes())
+        .merge(crate::query::rest::routes(&state))
         .with_state(state)
         .layer(middleware::from_fn_with_state(
             Arc::new(token),

@@ -54,6 +54,7 @@ pub use error::{Error, Result};
 pub use schema::{lake_arrow_schema, lake_data_type};
 pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
 pub use writer::DeltaWriter;
+pub(crate) use writer::last_change_per_key;
 
 /// What the lake table holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

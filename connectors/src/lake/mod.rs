@@ -1,0 +1,617 @@
+//! The lake catalog for DataFusion: silt's tables as SQL tables, each read at one pinned
+//! point so a query sees one consistent snapshot.
+//!
+//! - `db.t$lake`: the Delta table at one pinned version, as stored: the user's columns, then
+//!   `__bucket`, `__offset`, `__timestamp`.
+//! - `db.t`: the real-time view, user columns only: the pinned lake version plus the hot tail
+//!   read through the Fluss client from the version's txn offsets up to the high watermarks
+//!   captured after pinning. Log table: union all. Primary-key table: the tail reduced to the
+//!   last change per key overrides the lake row of that key, and a delete removes it.
+//! - `db.t$lake$snapshots`: the lake's versions with commit time, operation and the per-bucket
+//!   txn offsets after each commit.
+//!
+//! Naming: DataFusion's default (generic) SQL dialect accepts `$` inside an identifier, so
+//! `SELECT * FROM db.t$lake` parses as schema `db`, table `t$lake`; a name that starts with `$`
+//! or has other special characters needs double quotes (`db."t$lake"`). Unquoted names are
+//! lowercased by DataFusion, as usual.
+//!
+//! **Contract:** [`LakeCatalog::pin_lake`] pins the newest Delta version; its txn offsets are
+//! where the tail starts, so rows are neither lost nor doubled between the tiers as long as the
+//! high watermarks are captured after pinning (the lake never runs ahead of the hot store).
+//!
+//! **Limits:** the hot tail of one table is read into memory, at most `tail_bytes_max` bytes;
+//! past that the query fails with a user error (wait for tiering, or raise the bound).
+
+mod error;
+mod progress;
+mod realtime;
+mod snapshots;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use deltalake::DeltaTable;
+use fluss::client::FlussConnection;
+use fluss::metadata::TablePath;
+use fluss::rpc::message::OffsetSpec;
+
+pub use error::{Error, Result};
+pub use progress::{BucketWait, QueryProgress, Stage, instrument_file_scans};
+
+use crate::delta::{app_id, lake_arrow_schema};
+
+/// Suffix of a table's lake tier.
+pub const LAKE_SUFFIX: &str = "$lake";
+/// Suffix of a table's lake version list.
+pub const SNAPSHOTS_SUFFIX: &str = "$lake$snapshots";
+
+/// Where the catalog finds things, and its bounds.
+#[derive(Debug, Clone)]
+pub struct LakeCatalogConfig {
+    /// The Fluss endpoint (silt's hotstore or a Fluss cluster).
+    pub bootstrap_servers: String,
+    /// Lake tables live under `<lake_root>/<db>/<table>`, as the tiering service writes them.
+    pub lake_root: String,
+    pub storage_options: HashMap<String, String>,
+    /// Most bytes of hot tail one table may hold in memory for a real-time view.
+    pub tail_bytes_max: usize,
+    /// Most lake versions `$lake$snapshots` reads (the newest ones).
+    pub snapshots_max: usize,
+}
+
+impl LakeCatalogConfig {
+    pub const TAIL_BYTES_DEFAULT: usize = 256 * 1024 * 1024;
+    pub const SNAPSHOTS_DEFAULT: usize = 10_000;
+
+    pub fn new(bootstrap_servers: impl Into<String>, lake_root: impl Into<String>) -> Self {
+        LakeCatalogConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            lake_root: lake_root.into(),
+            storage_options: HashMap::new(),
+            tail_bytes_max: Self::TAIL_BYTES_DEFAULT,
+            snapshots_max: Self::SNAPSHOTS_DEFAULT,
+        }
+    }
+
+    /// Where the lake table of `database.table` lives (the tiering service's layout).
+    pub fn lake_uri(&self, database: &str, table: &str) -> String {
+        format!(
+            "{}/{database}/{table}",
+            self.lake_root.trim_end_matches('/')
+        )
+    }
+}
+
+/// Which view of a table a name asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TableVariant {
+    /// `db.t`: lake + hot tail, user columns.
+    RealTime,
+    /// `db.t$lake`: the pinned Delta version, system columns included.
+    Lake,
+    /// `db.t$lake$snapshots`: the lake's versions.
+    LakeSnapshots,
+}
+
+/// A table name as SQL spells it, split into the silt table and the variant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableName {
+    pub database: String,
+    pub table: String,
+    pub variant: TableVariant,
+}
+
+impl TableName {
+    /// `name` is the table part of `database.name` (`t`, `t$lake`, `t$lake$snapshots`).
+    pub fn parse(database: &str, name: &str) -> TableName {
+        let (table, variant) = if let Some(t) = name.strip_suffix(SNAPSHOTS_SUFFIX) {
+            (t, TableVariant::LakeSnapshots)
+        } else if let Some(t) = name.strip_suffix(LAKE_SUFFIX) {
+            (t, TableVariant::Lake)
+        } else {
+            (name, TableVariant::RealTime)
+        };
+        TableName {
+            database: database.to_string(),
+            table: table.to_string(),
+            variant,
+        }
+    }
+
+    /// The table part as SQL names it.
+    pub fn sql_table(&self) -> String {
+        match self.variant {
+            TableVariant::RealTime => self.table.clone(),
+            TableVariant::Lake => format!("{}{LAKE_SUFFIX}", self.table),
+            TableVariant::LakeSnapshots => format!("{}{SNAPSHOTS_SUFFIX}", self.table),
+        }
+    }
+
+    /// `db.t`, without the variant.
+    pub fn base(&self) -> String {
+        format!("{}.{}", self.database, self.table)
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.database, self.sql_table())
+    }
+}
+
+/// What the catalog knows of one silt table.
+#[derive(Debug, Clone)]
+pub struct TableMeta {
+    pub database: String,
+    pub table: String,
+    pub table_id: i64,
+    /// 0 when unknown (an offline catalog reads no hot metadata).
+    pub buckets: u32,
+    /// Empty for a log table.
+    pub primary_key: Vec<String>,
+    /// The user's columns as the Fluss client reads them.
+    pub user_schema: SchemaRef,
+    pub lake_enabled: bool,
+    pub lake_uri: String,
+}
+
+impl TableMeta {
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.database, self.table)
+    }
+
+    pub fn bucket_ids(&self) -> Vec<i32> {
+        (0..self.buckets as i32).collect()
+    }
+}
+
+/// The lake tier of a table pinned at one Delta version (or absent: nothing tiered yet).
+#[derive(Debug, Clone)]
+pub struct PinnedLake {
+    pub table: Option<DeltaTable>,
+    /// The pinned Delta version.
+    pub version: Option<u64>,
+    /// Per bucket, the txn end offset of the pinned version (absent: nothing tiered).
+    pub offsets: BTreeMap<i32, i64>,
+}
+
+impl PinnedLake {
+    /// Whether the lake holds every offset below `high_watermarks`.
+    pub fn covers(&self, high_watermarks: &BTreeMap<i32, i64>) -> bool {
+        high_watermarks
+            .iter()
+            .all(|(b, hw)| *hw <= 0 || self.offsets.get(b).is_some_and(|o| o >= hw))
+    }
+}
+
+/// Opens silt's tables for one query at a time. Cheap to clone.
+///
+/// An offline catalog ([`LakeCatalog::offline`]) has no hot store: it serves `$lake` and
+/// `$lake$snapshots` from the Delta tables under `lake_root` and refuses the real-time view.
+#[derive(Clone)]
+pub struct LakeCatalog {
+    config: Arc<LakeCatalogConfig>,
+    connection: Option<Arc<FlussConnection>>,
+}
+
+/// Starts the message of every error an offline catalog gives for what needs the hot store.
+pub const OFFLINE_HINT: &str = "needs the hot store";
+
+impl LakeCatalog {
+    pub async fn connect(config: LakeCatalogConfig) -> Result<LakeCatalog> {
+        let connection = crate::fluss::connect(&config.bootstrap_servers)
+            .await
+            .map_err(|e| Error::Fluss(e.to_string()))?;
+        Ok(LakeCatalog {
+            config: Arc::new(config),
+            connection: Some(Arc::new(connection)),
+        })
+    }
+
+    /// A catalog over the lake alone, for when no hot store runs.
+    pub fn offline(config: LakeCatalogConfig) -> LakeCatalog {
+        LakeCatalog {
+            config: Arc::new(config),
+            connection: None,
+        }
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.connection.is_none()
+    }
+
+    pub fn config(&self) -> &LakeCatalogConfig {
+        &self.config
+    }
+
+    /// Every table as `db.t`, sorted (offline: every lake table under `lake_root`).
+    pub async fn known_tables(&self) -> Result<Vec<String>> {
+        if self.is_offline() {
+            return Ok(self.lake_tables());
+        }
+        let admin = self.admin()?;
+        let mut out = Vec::new();
+        for database in admin
+            .list_databases()
+            .await
+            .map_err(Error::fluss("list databases"))?
+        {
+            for table in admin
+                .list_tables(&database)
+                .await
+                .map_err(Error::fluss("list tables"))?
+            {
+                out.push(format!("{database}.{table}"));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn admin(&self) -> Result<Arc<fluss::client::FlussAdmin>> {
+        match &self.connection {
+            Some(c) => c.get_admin().map_err(Error::fluss("fluss admin")),
+            None => Err(Error::user(format!(
+                "this {OFFLINE_HINT}, and none is connected"
+            ))),
+        }
+    }
+
+    /// `db.t` of every Delta table under a local `lake_root`.
+    fn lake_tables(&self) -> Vec<String> {
+        let root = std::path::Path::new(&self.config.lake_root);
+        let mut out = Vec::new();
+        for db in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            for table in std::fs::read_dir(db.path()).into_iter().flatten().flatten() {
+                if table.path().join("_delta_log").is_dir() {
+                    out.push(format!(
+                        "{}.{}",
+                        db.file_name().to_string_lossy(),
+                        table.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Offline: what the Delta table itself says (the table id from the description the
+    /// tiering sink writes, the user columns from its schema; buckets unknown, so no offsets).
+    async fn lake_table_meta(&self, name: &TableName) -> Result<TableMeta> {
+        if name.variant == TableVariant::RealTime {
+            return Err(Error::user(format!(
+                "the real-time view {name} {OFFLINE_HINT} (start it with `silt up`); offline, query {name}$lake"
+            )));
+        }
+        let uri = self.config.lake_uri(&name.database, &name.table);
+        let unknown = || Error::UnknownTable {
+            name: name.to_string(),
+            known: {
+                let known = self.lake_tables();
+                if known.is_empty() {
+                    format!("none under {}", self.config.lake_root)
+                } else {
+                    known.join(", ")
+                }
+            },
+        };
+        if !std::path::Path::new(&uri).join("_delta_log").is_dir() {
+            return Err(unknown());
+        }
+        let url = deltalake::ensure_table_uri(&uri).map_err(Error::delta(&uri))?;
+        let table = DeltaTable::try_from_url(url)
+            .await
+            .map_err(Error::delta(&uri))?;
+        let snapshot = table.snapshot().map_err(Error::delta(&uri))?;
+        let table_id = snapshot
+            .metadata()
+            .description()
+            .and_then(|d| d.strip_prefix("tiered by silt from table "))
+            .and_then(|id| id.trim().parse::<i64>().ok())
+            .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
+        let provider = table.table_provider().await?;
+        let system = [
+            crate::changelog::BUCKET_COLUMN,
+            crate::changelog::OFFSET_COLUMN,
+            crate::changelog::TIMESTAMP_COLUMN,
+        ];
+        let fields: Vec<_> = provider
+            .schema()
+            .fields()
+            .iter()
+            .filter(|f| !system.contains(&f.name().as_str()))
+            .cloned()
+            .collect();
+        Ok(TableMeta {
+            database: name.database.clone(),
+            table: name.table.clone(),
+            table_id,
+            buckets: 0,
+            primary_key: Vec::new(),
+            user_schema: Arc::new(arrow::datatypes::Schema::new(fields)),
+            lake_enabled: true,
+            lake_uri: uri,
+        })
+    }
+
+    /// Describes `name`'s silt table; an unknown one is a user error listing the known tables.
+    pub async fn table(&self, name: &TableName) -> Result<TableMeta> {
+        if self.is_offline() {
+            return self.lake_table_meta(name).await;
+        }
+        let admin = self.admin()?;
+        let path = TablePath::new(name.database.clone(), name.table.clone());
+        let info = match admin.get_table_info(&path).await {
+            Ok(info) => info,
+            Err(e) => {
+                let known = self.known_tables().await?;
+                if known.contains(&name.base()) {
+                    return Err(Error::Fluss(format!("table {}: {e}", name.base())));
+                }
+                return Err(Error::UnknownTable {
+                    name: name.to_string(),
+                    known: if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        };
+        let user_schema = fluss::record::to_arrow_schema(info.get_row_type())
+            .map_err(Error::fluss(&format!("schema of {}", name.base())))?;
+        let lake_enabled = info
+            .get_properties()
+            .get("table.datalake.enabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Ok(TableMeta {
+            database: name.database.clone(),
+            table: name.table.clone(),
+            table_id: info.get_table_id(),
+            buckets: info.get_num_buckets().max(1) as u32,
+            primary_key: if info.has_primary_key() {
+                info.get_primary_keys().clone()
+            } else {
+                Vec::new()
+            },
+            user_schema,
+            lake_enabled,
+            lake_uri: self.config.lake_uri(&name.database, &name.table),
+        })
+    }
+
+    /// The hot store's high watermark of every bucket, now.
+    pub async fn high_watermarks(&self, meta: &TableMeta) -> Result<BTreeMap<i32, i64>> {
+        let admin = self.admin()?;
+        let path = TablePath::new(meta.database.clone(), meta.table.clone());
+        let buckets = meta.bucket_ids();
+        let listed = admin
+            .list_offsets(&path, &buckets, OffsetSpec::Latest)
+            .await
+            .map_err(Error::fluss(&format!("list offsets of {}", meta.name())))?;
+        Ok(buckets
+            .iter()
+            .map(|b| (*b, listed.get(b).copied().unwrap_or(0)))
+            .collect())
+    }
+
+    /// Pins the newest version of the table's lake tier and reads its txn offsets.
+    pub async fn pin_lake(&self, meta: &TableMeta) -> Result<PinnedLake> {
+        let uri = meta.lake_uri.as_str();
+        let absent = PinnedLake {
+            table: None,
+            version: None,
+            offsets: BTreeMap::new(),
+        };
+        if !uri.contains("://") && !std::path::Path::new(uri).join("_delta_log").exists() {
+            return Ok(absent);
+        }
+        let url = deltalake::ensure_table_uri(uri).map_err(Error::delta(uri))?;
+        let table =
+            DeltaTable::try_from_url_with_storage_options(url, self.config.storage_options.clone())
+                .await
+                .map_err(Error::delta(uri))?;
+        let Some(version) = table.version() else {
+            return Ok(absent);
+        };
+        let state = table.snapshot().map_err(Error::delta(uri))?;
+        let log_store = table.log_store();
+        let mut offsets = BTreeMap::new();
+        for bucket in meta.bucket_ids() {
+            let v = state
+                .transaction_version(
+                    log_store.as_ref(),
+                    app_id(&meta.table_id.to_string(), bucket),
+                )
+                .await
+                .map_err(Error::delta(uri))?;
+            if let Some(v) = v {
+                offsets.insert(bucket, v);
+            }
+        }
+        Ok(PinnedLake {
+            table: Some(table),
+            version: Some(version),
+            offsets,
+        })
+    }
+
+    /// `db.t$lake`: the pinned version as stored, its file scans counted in `progress`.
+    pub async fn lake_provider(
+        &self,
+        meta: &TableMeta,
+        pinned: &PinnedLake,
+        progress: &Arc<QueryProgress>,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let Some(table) = &pinned.table else {
+            if !meta.lake_enabled {
+                return Err(Error::user(format!(
+                    "table {} has no lake tier (table.datalake.enabled is not true and nothing was tiered); query {} for its hot data",
+                    meta.name(),
+                    meta.name()
+                )));
+            }
+            let schema = lake_arrow_schema(&meta.user_schema)?;
+            return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
+        };
+        let inner = table.table_provider().await?;
+        Ok(Arc::new(LakeScan {
+            inner,
+            table: table.clone(),
+            progress: progress.clone(),
+        }))
+    }
+
+    /// `db.t`: the pinned lake version plus the hot tail up to `high_watermarks`.
+    pub async fn realtime_provider(
+        &self,
+        meta: &TableMeta,
+        pinned: &PinnedLake,
+        high_watermarks: &BTreeMap<i32, i64>,
+        progress: &Arc<QueryProgress>,
+    ) -> Result<Arc<dyn TableProvider>> {
+        realtime::provider(self, meta, pinned, high_watermarks, progress).await
+    }
+
+    /// `db.t$lake$snapshots`: the lake's versions up to the pinned one.
+    pub async fn snapshots_provider(
+        &self,
+        meta: &TableMeta,
+        pinned: &PinnedLake,
+    ) -> Result<Arc<dyn TableProvider>> {
+        snapshots::provider(self, meta, pinned).await
+    }
+}
+
+/// The Delta provider of a pinned version, with its file scans counted.
+#[derive(Debug)]
+struct LakeScan {
+    inner: Arc<dyn TableProvider>,
+    table: DeltaTable,
+    progress: Arc<QueryProgress>,
+}
+
+#[async_trait]
+impl TableProvider for LakeScan {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        self.inner.table_type()
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
+        self.inner.supports_filters_pushdown(filters)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        self.table
+            .update_datafusion_session(state)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let plan = self.inner.scan(state, projection, filters, limit).await?;
+        instrument_file_scans(plan, state, &self.progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_into_table_and_variant() {
+        let cases = [
+            ("t", "t", TableVariant::RealTime),
+            ("t$lake", "t", TableVariant::Lake),
+            ("t$lake$snapshots", "t", TableVariant::LakeSnapshots),
+            ("a$b", "a$b", TableVariant::RealTime),
+        ];
+        for (sql, table, variant) in cases {
+            let name = TableName::parse("db", sql);
+            assert_eq!(
+                (name.table.as_str(), name.variant),
+                (table, variant),
+                "{sql}"
+            );
+            assert_eq!(name.to_string(), format!("db.{sql}"));
+            assert_eq!(name.base(), format!("db.{table}"));
+        }
+    }
+
+    #[test]
+    fn a_pin_covers_high_watermarks_only_when_every_bucket_reaches_them() {
+        let pin = |offsets: &[(i32, i64)]| PinnedLake {
+            table: None,
+            version: None,
+            offsets: offsets.iter().copied().collect(),
+        };
+        let hw: BTreeMap<i32, i64> = [(0, 10), (1, 0), (2, 5)].into_iter().collect();
+        assert!(
+            pin(&[(0, 10), (2, 5)]).covers(&hw),
+            "an empty bucket needs nothing"
+        );
+        assert!(pin(&[(0, 12), (1, 0), (2, 5)]).covers(&hw));
+        assert!(!pin(&[(0, 9), (2, 5)]).covers(&hw));
+        assert!(!pin(&[(0, 10)]).covers(&hw), "a bucket the lake never saw");
+    }
+
+    #[test]
+    fn progress_says_where_the_query_was() {
+        let p = QueryProgress::new();
+        assert_eq!(p.describe(), "while planning");
+        let buckets = [
+            (
+                0,
+                BucketWait {
+                    reached: 3,
+                    needed: 9,
+                },
+            ),
+            (
+                1,
+                BucketWait {
+                    reached: 4,
+                    needed: 4,
+                },
+            ),
+        ];
+        p.set_stage(Stage::WaitingForTiering {
+            tables: [("db.t".to_string(), buckets.into_iter().collect())]
+                .into_iter()
+                .collect(),
+        });
+        assert_eq!(
+            p.describe(),
+            "while waiting for tiering: lake offsets reached vs needed: db.t bucket 0 at 3 of 9"
+        );
+        p.set_stage(Stage::Executing);
+        p.add_rows_returned(7);
+        assert!(
+            p.describe().contains("0 of 0 lake files scanned"),
+            "{}",
+            p.describe()
+        );
+        assert!(p.describe().contains("7 rows returned"), "{}", p.describe());
+        assert_eq!(
+            snapshots::offsets_json(&[(0, 120), (2, 7)].into_iter().collect()),
+            r#"{"0":120,"2":7}"#
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The real-time view `db.t`: the pinned lake version plus the hot tail, user columns only.
+//!
+//! The tail is read through the Fluss source (one subtask owning every bucket) from the lake's
+//! txn offsets up to the captured high watermarks. A log table's view is the union of both
+//! tiers. A primary-key table's tail is reduced to the last change per key; those keys replace
+//! their lake rows (anti join), and only keys whose last change is an upsert come back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, BooleanArray, Int8Array, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::view::ViewTable;
+use datafusion::datasource::{MemTable, provider_as_source};
+use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, LogicalPlanBuilder, cast, ident};
+use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
+
+use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
+use crate::changelog::{CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+use crate::delta::last_change_per_key;
+use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
+
+pub(super) async fn provider(
+    catalog: &LakeCatalog,
+    meta: &TableMeta,
+    pinned: &PinnedLake,
+    high_watermarks: &BTreeMap<i32, i64>,
+    progress: &Arc<QueryProgress>,
+) -> Result<Arc<dyn TableProvider>> {
+    let tail = read_tail(catalog, meta, pinned, high_watermarks, progress).await?;
+    let user_schema = meta.user_schema.clone();
+    let tail_plan = |batch: RecordBatch| -> Result<LogicalPlanBuilder> {
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        Ok(LogicalPlanBuilder::scan(
+            "tail",
+            provider_as_source(Arc::new(table)),
+            None,
+        )?)
+    };
+    let lake = match &pinned.table {
+        Some(_) => {
+            let provider = catalog.lake_provider(meta, pinned, progress).await?;
+            Some(LogicalPlanBuilder::scan(
+                "lake",
+                provider_as_source(provider),
+                None,
+            )?)
+        }
+        None => None,
+    };
+
+    let plan: LogicalPlan = if meta.primary_key.is_empty() {
+        let tail = tail_plan(tail)?.project(user_columns(&user_schema))?;
+        match lake {
+            Some(lake) => lake
+                .project(user_columns(&user_schema))?
+                .union(tail.build()?)?
+                .build()?,
+            None => tail.build()?,
+        }
+    } else {
+        let reduced = if tail.num_rows() == 0 {
+            tail
+        } else {
+            last_change_per_key(&tail, &meta.primary_key)?
+        };
+        let upserts = filter_record_batch(&reduced, &is_upsert(&reduced)?)?;
+        let upserts = tail_plan(upserts)?.project(user_columns(&user_schema))?;
+        match lake {
+            Some(lake) => {
+                let keys: Vec<Expr> = meta.primary_key.iter().map(ident).collect();
+                let changed = tail_plan(reduced)?
+                    .project(keys)?
+                    .alias("changed")?
+                    .build()?;
+                let left: Vec<datafusion::common::Column> = meta
+                    .primary_key
+                    .iter()
+                    .map(|k| datafusion::common::Column::new(Some("lake"), k))
+                    .collect();
+                let right: Vec<datafusion::common::Column> = meta
+                    .primary_key
+                    .iter()
+                    .map(|k| datafusion::common::Column::new(Some("changed"), k))
+                    .collect();
+                lake.project(user_columns(&user_schema))?
+                    .alias("lake")?
+                    .join(changed, JoinType::LeftAnti, (left, right), None)?
+                    .union(upserts.build()?)?
+                    .build()?
+            }
+            None => upserts.build()?,
+        }
+    };
+    Ok(Arc::new(ViewTable::new(plan, None)))
+}
+
+/// The user's columns, cast to the types the Fluss client reads (both tiers then agree).
+fn user_columns(schema: &SchemaRef) -> Vec<Expr> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| cast(ident(f.name()), f.data_type().clone()).alias(f.name()))
+        .collect()
+}
+
+fn is_upsert(batch: &RecordBatch) -> Result<BooleanArray> {
+    let types = batch
+        .column_by_name(CHANGE_TYPE_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<Int8Array>())
+        .ok_or_else(|| Error::Internal(format!("tail batch without {CHANGE_TYPE_COLUMN}")))?;
+    Ok(types
+        .iter()
+        .map(|t| {
+            Some(
+                t.and_then(ChangeType::from_i8)
+                    .is_some_and(ChangeType::is_upsert),
+            )
+        })
+        .collect())
+}
+
+/// Reads `[lake offset, high watermark)` of every bucket through the Fluss source.
+async fn read_tail(
+    catalog: &LakeCatalog,
+    meta: &TableMeta,
+    pinned: &PinnedLake,
+    high_watermarks: &BTreeMap<i32, i64>,
+    progress: &Arc<QueryProgress>,
+) -> Result<RecordBatch> {
+    let start: BTreeMap<i32, i64> = meta
+        .bucket_ids()
+        .into_iter()
+        .map(|b| (b, pinned.offsets.get(&b).copied().unwrap_or(0)))
+        .collect();
+    let total: i64 = high_watermarks
+        .iter()
+        .map(|(b, hw)| (hw - start.get(b).copied().unwrap_or(0)).max(0))
+        .sum();
+    let name = meta.name();
+    progress.set_stage(Stage::ReadingHotTail {
+        table: name.clone(),
+        offsets_read: 0,
+        offsets_total: total,
+    });
+    let mut batches = Vec::new();
+    let mut schema: Option<SchemaRef> = None;
+    if total > 0 {
+        let mut config = FlussSourceConfig::new(
+            catalog.config().bootstrap_servers.clone(),
+            meta.database.clone(),
+            meta.table.clone(),
+        );
+        // Buckets the lake never saw start at the earliest offset the hot store keeps.
+        config.start = StartPosition::Offsets(pinned.offsets.clone());
+        config.end = EndPosition::Offsets(high_watermarks.clone());
+        let mut source = FlussSource::new(config);
+        let ctx = TaskContext {
+            job_name: format!("query {name}"),
+            vertex_name: "hot-tail".to_string(),
+            subtask_index: 0,
+            parallelism: 1,
+            attempt: 0,
+        };
+        source
+            .open(&ctx, RestoredState::default())
+            .await
+            .map_err(|e| Error::Fluss(format!("reading the hot tail of {name}: {e}")))?;
+        let (mut read, mut bytes) = (0i64, 0usize);
+        loop {
+            match source
+                .poll_next()
+                .await
+                .map_err(|e| Error::Fluss(format!("reading the hot tail of {name}: {e}")))?
+            {
+                SourcePoll::Batch(batch) => {
+                    read += batch.num_rows() as i64;
+                    bytes += batch.get_array_memory_size();
+                    if bytes > catalog.config().tail_bytes_max {
+                        return Err(Error::user(format!(
+                            "the hot tail of {name} holds more than {} bytes ({read} of {total} offsets read); wait for tiering to catch up (wait_for_tiering) or query {name}$lake",
+                            catalog.config().tail_bytes_max
+                        )));
+                    }
+                    schema.get_or_insert_with(|| batch.schema());
+                    batches.push(batch);
+                    progress.set_stage(Stage::ReadingHotTail {
+                        table: name.clone(),
+                        offsets_read: read,
+                        offsets_total: total,
+                    });
+                }
+                SourcePoll::End => break,
+                _ => {}
+            }
+        }
+    }
+    let schema = schema.unwrap_or_else(|| tail_schema(&meta.user_schema));
+    let batch = concat_batches(&schema, &batches)?;
+    debug_assert!(batch.column_by_name(OFFSET_COLUMN).is_some());
+    Ok(batch)
+}
+
+fn tail_schema(user: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<_> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(crate::changelog::stream_system_fields());
+    Arc::new(Schema::new(fields))
+}

@@ -1,0 +1,627 @@
+//! The query service: read-only SQL over silt's tables (`db.t`, `db.t$lake`,
+//! `db.t$lake$snapshots`, see `silt_connectors::lake`) under one wall-clock deadline.
+//!
+//! Contract:
+//! - Read-only: one statement, a query (`SELECT`, `WITH`, `VALUES`) or an `EXPLAIN` of one.
+//!   DML, DDL, `COPY`, `SET` and the like are refused as user errors before anything runs, and
+//!   the plan is checked again (no DDL, DML or statements) before it executes.
+//! - One deadline covers everything: resolving tables, waiting for tiering, reading the hot
+//!   tail, planning and execution. When it passes, the running future is dropped, which drops
+//!   DataFusion's streams (its spawned tasks are aborted, its memory freed), and the error says
+//!   how far the query got ([`QueryProgress`]).
+//! - Every table is read at one point: without `wait_for_tiering` the lake version is pinned
+//!   first and the hot high watermarks are captured after it; with it, the high watermarks are
+//!   captured first and the query waits (polling, inside the deadline) until a lake version's
+//!   txn offsets cover them, then reads that version.
+//! - Bounded: results at most `result_bytes_max`, DataFusion's memory at most
+//!   `memory_bytes_max`, hot tails at most `tail_bytes_max` per table.
+//!
+//! Entry point: [`QueryService::execute`]. REST (`POST /v1/query`) is in [`rest`], the
+//! `silt sql` client in [`client`].
+
+pub mod client;
+pub mod rest;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::{MemorySchemaProvider, TableProvider};
+use datafusion::common::TableReference;
+use datafusion::common::config::Dialect;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
+use futures::StreamExt as _;
+use silt_connectors::lake::{
+    self, BucketWait, LakeCatalog, LakeCatalogConfig, PinnedLake, QueryProgress, Stage, TableMeta,
+    TableName, TableVariant,
+};
+use tracing::debug;
+
+/// The service's settings (see the `query` section of conf/silt.yaml).
+#[derive(Debug, Clone)]
+pub struct QueryConfig {
+    pub catalog: LakeCatalogConfig,
+    /// How often a wait for tiering re-reads the lake's txn offsets.
+    pub wait_poll_interval: Duration,
+    /// Longest deadline a request may ask for.
+    pub deadline_max: Duration,
+    /// Largest result (Arrow bytes) a query may return.
+    pub result_bytes_max: usize,
+    /// DataFusion's memory pool per query.
+    pub memory_bytes_max: usize,
+}
+
+impl QueryConfig {
+    pub fn new(catalog: LakeCatalogConfig) -> Self {
+        QueryConfig {
+            catalog,
+            wait_poll_interval: Duration::from_millis(200),
+            deadline_max: Duration::from_secs(600),
+            result_bytes_max: 256 * 1024 * 1024,
+            memory_bytes_max: 1024 * 1024 * 1024,
+        }
+    }
+
+    /// The service as `silt up` runs it: the hotstore at `bootstrap`, the lake under the data
+    /// directory, bounds from the `query` config section.
+    pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
+        let lake_root = config.data_dir.join("lake").to_string_lossy().to_string();
+        let mut catalog = LakeCatalogConfig::new(bootstrap, lake_root);
+        catalog.tail_bytes_max = config.query.tail_bytes_max;
+        let mut query = QueryConfig::new(catalog);
+        query.wait_poll_interval = Duration::from_millis(config.query.wait_poll_interval_ms.max(1));
+        query.deadline_max = Duration::from_millis(config.query.deadline_max_ms);
+        query.result_bytes_max = config.query.result_bytes_max;
+        query.memory_bytes_max = config.query.memory_bytes_max;
+        query
+    }
+}
+
+/// One query.
+#[derive(Debug, Clone)]
+pub struct QueryRequest {
+    pub sql: String,
+    /// Wall-clock budget from the call to the last batch.
+    pub deadline: Duration,
+    /// Wait, inside the deadline, until the lake covers the high watermarks captured at the
+    /// start, and read that lake version.
+    pub wait_for_tiering: bool,
+}
+
+impl QueryRequest {
+    pub fn new(sql: impl Into<String>, deadline: Duration) -> Self {
+        QueryRequest {
+            sql: sql.into(),
+            deadline,
+            wait_for_tiering: false,
+        }
+    }
+}
+
+/// What a table read was pinned at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRead {
+    /// As the query named it (`db.t`, `db.t$lake`, ...).
+    pub name: String,
+    /// The Delta version read, `None` when nothing was tiered yet.
+    pub lake_version: Option<u64>,
+    /// Per bucket, the lake's txn end offset in that version.
+    pub lake_offsets: BTreeMap<i32, i64>,
+    /// Per bucket, the hot high watermark the tail was read up to (real-time view) or waited
+    /// for (wait for tiering); empty otherwise.
+    pub high_watermarks: BTreeMap<i32, i64>,
+}
+
+/// A query's answer.
+#[derive(Debug, Clone)]
+pub struct QueryResult {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    pub tables: Vec<TableRead>,
+    pub elapsed: Duration,
+}
+
+impl QueryResult {
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+}
+
+/// Why a query failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The user can fix it: bad SQL, an unknown table, a write, a bound exceeded.
+    #[error("{0}")]
+    User(String),
+    /// The deadline passed; the query was cancelled. `progress` says how far it got.
+    #[error(
+        "deadline of {deadline:?} passed {progress}; the query was cancelled (raise the deadline, or narrow the query)"
+    )]
+    DeadlinePassed {
+        deadline: Duration,
+        progress: String,
+    },
+    /// Something underneath failed (the hot store, the lake, a bug).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<lake::Error> for QueryError {
+    fn from(e: lake::Error) -> Self {
+        if e.is_user_error() {
+            QueryError::User(e.to_string())
+        } else {
+            QueryError::Internal(e.to_string())
+        }
+    }
+}
+
+impl From<datafusion::error::DataFusionError> for QueryError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        use datafusion::error::DataFusionError as E;
+        match e.find_root() {
+            E::SQL(..) | E::Plan(_) | E::SchemaError(..) | E::NotImplemented(_) => {
+                QueryError::User(lowercase_first(&e.strip_backtrace()))
+            }
+            // Errors of the data a query computes on (a bad cast, a division by zero).
+            E::ArrowError(a, _)
+                if matches!(
+                    **a,
+                    arrow::error::ArrowError::CastError(_)
+                        | arrow::error::ArrowError::DivideByZero
+                        | arrow::error::ArrowError::ArithmeticOverflow(_)
+                        | arrow::error::ArrowError::ParseError(_)
+                        | arrow::error::ArrowError::InvalidArgumentError(_)
+                ) =>
+            {
+                QueryError::User(lowercase_first(&e.strip_backtrace()))
+            }
+            E::ResourcesExhausted(m) => QueryError::User(format!(
+                "the query needs more memory than query.memory_bytes_max allows ({m}); narrow it or raise the bound"
+            )),
+            _ => QueryError::Internal(e.strip_backtrace()),
+        }
+    }
+}
+
+fn lowercase_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Runs read-only SQL under a deadline. Cheap to clone; one client connection is shared and
+/// reopened after an error.
+#[derive(Clone)]
+pub struct QueryService {
+    config: Arc<QueryConfig>,
+    catalog: Arc<tokio::sync::Mutex<Option<LakeCatalog>>>,
+    offline: bool,
+}
+
+impl QueryService {
+    pub fn new(config: QueryConfig) -> Self {
+        QueryService {
+            config: Arc::new(config),
+            catalog: Arc::default(),
+            offline: false,
+        }
+    }
+
+    /// A service without a hot store: `$lake` and `$lake$snapshots` from the Delta tables
+    /// under the lake root; the real-time view and waits for tiering are refused (their
+    /// messages contain [`lake::OFFLINE_HINT`]).
+    pub fn offline(config: QueryConfig) -> Self {
+        QueryService {
+            config: Arc::new(config),
+            catalog: Arc::default(),
+            offline: true,
+        }
+    }
+
+    pub fn config(&self) -> &QueryConfig {
+        &self.config
+    }
+
+    /// Runs `request` to completion or to its deadline.
+    pub async fn execute(&self, request: QueryRequest) -> Result<QueryResult, QueryError> {
+        let started = Instant::now();
+        self.check_deadline(request.deadline)?;
+        let progress = QueryProgress::new();
+        let run = self.run(&request, &progress, started);
+        let result = match tokio::time::timeout(request.deadline, run).await {
+            Ok(result) => result,
+            Err(_) => Err(QueryError::DeadlinePassed {
+                deadline: request.deadline,
+                progress: progress.describe(),
+            }),
+        };
+        if matches!(result, Err(QueryError::Internal(_))) {
+            // The connection may be what failed; the next query reconnects.
+            *self.catalog.lock().await = None;
+        }
+        result
+    }
+
+    /// Plans `request` (tables resolved and pinned as for `execute`) and returns the schema of
+    /// its result without executing it, under the same deadline.
+    pub async fn schema(&self, request: QueryRequest) -> Result<SchemaRef, QueryError> {
+        self.check_deadline(request.deadline)?;
+        let progress = QueryProgress::new();
+        let plan = async {
+            let (ctx, plan, _) = self.plan(&request, &progress).await?;
+            drop(ctx);
+            Ok::<_, QueryError>(Arc::new(plan.schema().as_arrow().clone()))
+        };
+        match tokio::time::timeout(request.deadline, plan).await {
+            Ok(result) => result,
+            Err(_) => Err(QueryError::DeadlinePassed {
+                deadline: request.deadline,
+                progress: progress.describe(),
+            }),
+        }
+    }
+
+    fn check_deadline(&self, deadline: Duration) -> Result<(), QueryError> {
+        if deadline.is_zero() || deadline > self.config.deadline_max {
+            return Err(QueryError::User(format!(
+                "deadline {deadline:?} is out of range: give one between 1ms and {:?} (query.deadline_max_ms)",
+                self.config.deadline_max
+            )));
+        }
+        Ok(())
+    }
+
+    async fn catalog(&self) -> Result<LakeCatalog, QueryError> {
+        let mut slot = self.catalog.lock().await;
+        if let Some(catalog) = slot.as_ref() {
+            return Ok(catalog.clone());
+        }
+        if self.offline {
+            return Ok(LakeCatalog::offline(self.config.catalog.clone()));
+        }
+        let catalog = LakeCatalog::connect(self.config.catalog.clone())
+            .await
+            .map_err(|e| QueryError::Internal(format!("cannot reach the hot store: {e}")))?;
+        *slot = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    async fn run(
+        &self,
+        request: &QueryRequest,
+        progress: &Arc<QueryProgress>,
+        started: Instant,
+    ) -> Result<QueryResult, QueryError> {
+        let (ctx, plan, tables) = self.plan(request, progress).await?;
+        progress.set_stage(Stage::Executing);
+        let frame = ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let mut stream = frame.execute_stream().await?;
+        let (mut batches, mut bytes) = (Vec::new(), 0usize);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            bytes += batch.get_array_memory_size();
+            if bytes > self.config.result_bytes_max {
+                return Err(QueryError::User(format!(
+                    "the result is larger than {} bytes (query.result_bytes_max); add a LIMIT or aggregate",
+                    self.config.result_bytes_max
+                )));
+            }
+            progress.add_rows_returned(batch.num_rows() as u64);
+            batches.push(batch);
+        }
+        Ok(QueryResult {
+            schema,
+            batches,
+            tables,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Parses, checks, resolves and pins every table, and plans.
+    async fn plan(
+        &self,
+        request: &QueryRequest,
+        progress: &Arc<QueryProgress>,
+    ) -> Result<(SessionContext, LogicalPlan, Vec<TableRead>), QueryError> {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(self.config.memory_bytes_max, 1.0)
+            .build_arc()?;
+        let session = SessionConfig::new().with_information_schema(false);
+        let ctx = SessionContext::new_with_config_rt(session, runtime);
+        let state = ctx.state();
+        let statement = state
+            .sql_to_statement(&request.sql, &Dialect::Generic)
+            .map_err(|e| QueryError::User(lowercase_first(&e.strip_backtrace())))?;
+        check_read_only(&statement, &request.sql)?;
+        let mut names = BTreeSet::new();
+        for reference in state.resolve_table_references(&statement)? {
+            names.insert(table_name(&reference)?);
+        }
+
+        // A query of no table needs no hot store.
+        let catalog = if names.is_empty() {
+            LakeCatalog::offline(self.config.catalog.clone())
+        } else {
+            self.catalog().await?
+        };
+        let mut metas: BTreeMap<(String, String), TableMeta> = BTreeMap::new();
+        for name in &names {
+            let key = (name.database.clone(), name.table.clone());
+            if let std::collections::btree_map::Entry::Vacant(slot) = metas.entry(key) {
+                slot.insert(catalog.table(name).await?);
+            }
+        }
+        let pins = if request.wait_for_tiering {
+            self.wait_for_tiering(&catalog, &metas, progress).await?
+        } else {
+            let mut pins = BTreeMap::new();
+            for (key, meta) in &metas {
+                let pinned = catalog.pin_lake(meta).await?;
+                // Captured after pinning: the lake never runs ahead of these.
+                let needs_tail = names.iter().any(|n| {
+                    (&n.database, &n.table) == (&key.0, &key.1)
+                        && n.variant == TableVariant::RealTime
+                });
+                let hw = if needs_tail {
+                    catalog.high_watermarks(meta).await?
+                } else {
+                    BTreeMap::new()
+                };
+                pins.insert(key.clone(), (pinned, hw));
+            }
+            pins
+        };
+
+        let mut tables = Vec::new();
+        let df_catalog = ctx.catalog("datafusion").ok_or_else(|| {
+            QueryError::Internal("datafusion's default catalog is missing".into())
+        })?;
+        for name in &names {
+            let key = (name.database.clone(), name.table.clone());
+            let meta = &metas[&key];
+            let (pinned, hw) = &pins[&key];
+            let provider: Arc<dyn TableProvider> = match name.variant {
+                TableVariant::Lake => catalog.lake_provider(meta, pinned, progress).await?,
+                TableVariant::LakeSnapshots => catalog.snapshots_provider(meta, pinned).await?,
+                TableVariant::RealTime => {
+                    catalog
+                        .realtime_provider(meta, pinned, hw, progress)
+                        .await?
+                }
+            };
+            if df_catalog.schema(&name.database).is_none() {
+                df_catalog
+                    .register_schema(&name.database, Arc::new(MemorySchemaProvider::new()))?;
+            }
+            ctx.register_table(
+                TableReference::partial(name.database.clone(), name.sql_table()),
+                provider,
+            )?;
+            tables.push(TableRead {
+                name: name.to_string(),
+                lake_version: pinned.version,
+                lake_offsets: pinned.offsets.clone(),
+                high_watermarks: hw.clone(),
+            });
+        }
+        progress.set_stage(Stage::Planning);
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false)
+            .verify_plan(&plan)
+            .map_err(|e| {
+                QueryError::User(format!("silt sql is read-only: {}", e.strip_backtrace()))
+            })?;
+        debug!(sql = %request.sql, ?tables, "query planned");
+        Ok((ctx, plan, tables))
+    }
+
+    /// Captures the high watermarks of every table, then polls the lake until its txn offsets
+    /// cover them. Returns the covering pins. Bounded by the caller's deadline.
+    async fn wait_for_tiering(
+        &self,
+        catalog: &LakeCatalog,
+        metas: &BTreeMap<(String, String), TableMeta>,
+        progress: &Arc<QueryProgress>,
+    ) -> Result<BTreeMap<(String, String), (PinnedLake, BTreeMap<i32, i64>)>, QueryError> {
+        if catalog.is_offline() {
+            return Err(QueryError::User(format!(
+                "wait_for_tiering {} (start it with `silt up`)",
+                lake::OFFLINE_HINT
+            )));
+        }
+        let mut needed = BTreeMap::new();
+        for (key, meta) in metas {
+            if !meta.lake_enabled {
+                return Err(QueryError::User(format!(
+                    "table {} is not lake-enabled (table.datalake.enabled is not true), so waiting for tiering would never end; query it without wait_for_tiering",
+                    meta.name()
+                )));
+            }
+            needed.insert(key.clone(), catalog.high_watermarks(meta).await?);
+        }
+        loop {
+            let mut pins = BTreeMap::new();
+            let mut waits = BTreeMap::new();
+            let mut covered = true;
+            for (key, meta) in metas {
+                let pinned = catalog.pin_lake(meta).await?;
+                let hw = &needed[key];
+                covered &= pinned.covers(hw);
+                waits.insert(
+                    meta.name(),
+                    hw.iter()
+                        .map(|(b, n)| {
+                            let reached = pinned.offsets.get(b).copied().unwrap_or(0);
+                            (
+                                *b,
+                                BucketWait {
+                                    reached,
+                                    needed: *n,
+                                },
+                            )
+                        })
+                        .collect(),
+                );
+                pins.insert(key.clone(), (pinned, hw.clone()));
+            }
+            if covered {
+                return Ok(pins);
+            }
+            progress.set_stage(Stage::WaitingForTiering { tables: waits });
+            tokio::time::sleep(self.config.wait_poll_interval).await;
+        }
+    }
+}
+
+/// `db.t`, `db.t$lake` or `db.t$lake$snapshots`; a bare or catalog-qualified name is refused.
+fn table_name(reference: &TableReference) -> Result<TableName, QueryError> {
+    match reference {
+        TableReference::Partial { schema, table } => Ok(TableName::parse(schema, table)),
+        TableReference::Bare { table } => Err(QueryError::User(format!(
+            "table {table} needs its database: name it as db.{table} (or db.{table}$lake)"
+        ))),
+        TableReference::Full { .. } => Err(QueryError::User(format!(
+            "table {reference} has a catalog part; name tables as db.t"
+        ))),
+    }
+}
+
+/// Refuses everything but a query or an EXPLAIN of one.
+fn check_read_only(statement: &DfStatement, sql: &str) -> Result<(), QueryError> {
+    fn allowed(statement: &DfStatement) -> bool {
+        match statement {
+            DfStatement::Statement(s) => allowed_sql(s),
+            DfStatement::Explain(e) => allowed(&e.statement),
+            _ => false,
+        }
+    }
+    fn allowed_sql(statement: &SqlStatement) -> bool {
+        match statement {
+            SqlStatement::Query(_) => true,
+            SqlStatement::Explain { statement, .. } => allowed_sql(statement),
+            _ => false,
+        }
+    }
+    if allowed(statement) {
+        return Ok(());
+    }
+    let keyword = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or("this")
+        .to_ascii_uppercase();
+    Err(QueryError::User(format!(
+        "silt sql is read-only: {keyword} statements are refused (use SELECT, WITH ... SELECT, VALUES or EXPLAIN); write through the Fluss client or a pipeline"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(sql: &str) -> Result<(), QueryError> {
+        let ctx = SessionContext::new();
+        let statement = ctx
+            .state()
+            .sql_to_statement(sql, &Dialect::Generic)
+            .unwrap();
+        check_read_only(&statement, sql)
+    }
+
+    #[test]
+    fn only_queries_pass() {
+        for ok in [
+            "SELECT 1",
+            "select * from db.t$lake",
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+            "VALUES (1)",
+            "EXPLAIN SELECT 1",
+            "EXPLAIN ANALYZE SELECT 1",
+        ] {
+            assert!(check(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "INSERT INTO db.t VALUES (1)",
+            "DELETE FROM db.t",
+            "UPDATE db.t SET a = 1",
+            "CREATE TABLE x (a INT)",
+            "DROP TABLE db.t",
+            "COPY (SELECT 1) TO '/tmp/x.csv'",
+            "SET datafusion.execution.batch_size = 1",
+            "CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/tmp/x.csv'",
+            "EXPLAIN INSERT INTO db.t VALUES (1)",
+        ] {
+            let e = check(refused).unwrap_err().to_string();
+            assert!(e.contains("read-only"), "{refused}: {e}");
+        }
+    }
+
+    #[test]
+    fn dollar_names_parse_as_one_identifier() {
+        let ctx = SessionContext::new();
+        let state = ctx.state();
+        let cases = [
+            ("SELECT * FROM db.t$lake", ("db", "t$lake")),
+            (
+                "SELECT * FROM db.t$lake$snapshots",
+                ("db", "t$lake$snapshots"),
+            ),
+            ("SELECT * FROM db.\"T$lake\"", ("db", "T$lake")),
+            ("SELECT * FROM DB.Orders", ("db", "orders")),
+        ];
+        for (sql, (db, table)) in cases {
+            let statement = state.sql_to_statement(sql, &Dialect::Generic).unwrap();
+            let refs = state.resolve_table_references(&statement).unwrap();
+            assert_eq!(refs, vec![TableReference::partial(db, table)], "{sql}");
+        }
+        let name = TableName::parse("db", "t$lake$snapshots");
+        assert_eq!(
+            (name.table.as_str(), name.variant),
+            ("t", TableVariant::LakeSnapshots)
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_in_the_data_are_user_errors() {
+        // Nothing listens on port 1: queries of no table must not need the hot store.
+        let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
+            "127.0.0.1:1",
+            "/nonexistent",
+        )));
+        let run = |sql: &str, deadline_ms: u64| {
+            service.execute(QueryRequest::new(sql, Duration::from_millis(deadline_ms)))
+        };
+        let r = run("SELECT 40 + 2 AS x", 5_000).await.unwrap();
+        assert_eq!((r.num_rows(), r.schema.field(0).name().as_str()), (1, "x"));
+        for sql in [
+            "SELECT 1 / 0",
+            "SELECT CAST('x' AS INT)",
+            "SELEC 1",
+            "SELECT nope",
+        ] {
+            let e = run(sql, 5_000).await.unwrap_err();
+            assert!(matches!(e, QueryError::User(_)), "{sql}: {e:?}");
+        }
+        let e = run("SELECT 1", 0).await.unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn bare_names_ask_for_the_database() {
+        let e = table_name(&TableReference::bare("orders")).unwrap_err();
+        assert!(e.to_string().contains("db.orders"), "{e}");
+    }
+}

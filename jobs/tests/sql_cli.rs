@@ -1,0 +1,281 @@
+//! `silt sql` and `POST /v1/query` end to end against a running `silt up`: formats, the Arrow
+//! IPC answer, status codes (400 user error, 504 deadline), CLI exit codes (0, 1, 2, 3), the
+//! bearer token, and the error when no server runs.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use anyhow::Result;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+
+const ROWS: i64 = 1_200;
+const HEAVY: &str = "SELECT count(*) FROM shop.orders$lake a, shop.orders$lake b, shop.orders$lake c WHERE a.id + b.id + c.id = -1";
+
+async fn create_and_fill(bootstrap: &str) -> Result<()> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let admin = connection.get_admin()?;
+    admin.create_database("shop", None, false).await?;
+    let schema = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(2), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "500ms")
+        .build()?;
+    let path = TablePath::new("shop", "orders");
+    admin.create_table(&path, &descriptor, false).await?;
+    let table = connection.get_table(&path).await?;
+    let writer = table.new_append()?.create_writer()?;
+    for id in 0..ROWS {
+        let v = format!("order-{id}");
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, v.as_str());
+        writer.append(&row)?;
+    }
+    writer.flush().await?;
+    Ok(())
+}
+
+fn silt_sql(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["--log", "error", "sql"])
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("silt sql runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let silt = common::start_silt(dir.path())?;
+    create_and_fill(&silt.bootstrap).await?;
+    let url = silt.rest.as_str();
+
+    // CSV of the real-time view: every row, in order.
+    let out = silt_sql(
+        &[
+            "--url",
+            url,
+            "--format",
+            "csv",
+            "SELECT id, v FROM shop.orders ORDER BY id",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("id,v"));
+    let want: Vec<String> = (0..ROWS).map(|i| format!("{i},order-{i}")).collect();
+    assert_eq!(lines.map(str::to_string).collect::<Vec<_>>(), want);
+    assert!(text(&out.stderr).contains(&format!("{ROWS} rows")));
+
+    // JSON and table formats; waiting for tiering makes `$lake` complete.
+    let out = silt_sql(
+        &[
+            "--url",
+            url,
+            "--format",
+            "json",
+            "--wait-for-tiering",
+            "--deadline",
+            "40s",
+            "SELECT count(*) AS n, sum(id) AS s FROM shop.orders$lake",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(json[0]["n"], serde_json::json!(ROWS), "{json}");
+    assert_eq!(
+        json[0]["s"],
+        serde_json::json!(ROWS * (ROWS - 1) / 2),
+        "{json}"
+    );
+    let out = silt_sql(
+        &[
+            "--url",
+            url,
+            "SELECT version FROM shop.orders$lake$snapshots ORDER BY version LIMIT 1",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("| version |") && table.contains("| 0       |"),
+        "{table}"
+    );
+
+    // Exit codes: deadline 3, user error 1, usage 2, no server 1.
+    let out = silt_sql(&["--url", url, "--deadline", "400ms", HEAVY], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("lake files scanned"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = silt_sql(&["--url", url, "SELECT * FROM shop.ordrs"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("known: shop.orders"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = silt_sql(&["--url", url, "DELETE FROM shop.orders"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("read-only"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = silt_sql(&["--url", url, "--format", "xml", "SELECT 1"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = silt_sql(
+        &["--url", "http://127.0.0.1:1", "SELECT * FROM shop.orders"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("silt up"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // REST directly: JSON rows by default, Arrow IPC on request, 400 and 504.
+    let client = reqwest::Client::new();
+    let post = |body: serde_json::Value, accept: &'static str| {
+        client
+            .post(format!("{url}/v1/query"))
+            .header("accept", accept)
+            .body(body.to_string())
+            .send()
+    };
+    let response = post(
+        serde_json::json!({"sql": "SELECT id, v FROM shop.orders WHERE id < 3 ORDER BY id", "deadline": "20s"}),
+        "application/json",
+    )
+    .await?;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await?)?;
+    assert_eq!(body["row_count"], 3, "{body}");
+    assert_eq!(
+        body["rows"][2],
+        serde_json::json!({"id": 2, "v": "order-2"}),
+        "{body}"
+    );
+    assert_eq!(body["columns"][0]["name"], "id", "{body}");
+    assert_eq!(body["tables"][0]["name"], "shop.orders", "{body}");
+
+    let response = post(
+        serde_json::json!({"sql": "SELECT id FROM shop.orders ORDER BY id", "deadline_ms": 20000}),
+        "application/vnd.apache.arrow.stream",
+    )
+    .await?;
+    assert_eq!(response.status(), 200);
+    let bytes = response.bytes().await?;
+    let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows as i64, ROWS);
+
+    for (body, status, kind) in [
+        (serde_json::json!({"sql": "SELEC 1"}), 400, "user"),
+        (
+            serde_json::json!({"sql": "SELECT 1", "deadline": "soon"}),
+            400,
+            "user",
+        ),
+        (
+            serde_json::json!({"sql": HEAVY, "deadline_ms": 300}),
+            504,
+            "deadline",
+        ),
+    ] {
+        let response = post(body.clone(), "application/json").await?;
+        assert_eq!(response.status(), status, "{body}");
+        let answer: serde_json::Value = serde_json::from_slice(&response.bytes().await?)?;
+        assert_eq!(answer["kind"], kind, "{answer}");
+    }
+    drop(silt);
+
+    // No server: `$lake` and `$lake$snapshots` are read from the data directory; the
+    // real-time view and waiting for tiering need `silt up`.
+    let offline = |args: &[&str]| {
+        let mut all = vec!["--url", "http://127.0.0.1:1"];
+        all.extend_from_slice(args);
+        Command::new(env!("CARGO_BIN_EXE_silt"))
+            .args([
+                "--log",
+                "error",
+                "--data-dir",
+                &dir.path().to_string_lossy(),
+                "sql",
+            ])
+            .args(&all)
+            .output()
+            .expect("silt sql runs")
+    };
+    let out = offline(&[
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM shop.orders$lake",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("n\n{ROWS}\n"));
+    assert!(
+        text(&out.stderr).contains("no server"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = offline(&["SELECT max(version) FROM shop.orders$lake$snapshots"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for needs_server in [
+        &["SELECT 1 FROM shop.orders"][..],
+        &["--wait-for-tiering", "SELECT 1 FROM shop.orders$lake"],
+    ] {
+        let out = offline(needs_server);
+        assert_eq!(out.status.code(), Some(1), "{needs_server:?}");
+        assert!(
+            text(&out.stderr).contains("silt up"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let out = offline(&["SELECT * FROM shop.ordrs$lake"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("known: shop.orders"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // With rest.token set, the CLI sends the token from the config; without it, 401.
+    let dir = tempfile::tempdir()?;
+    let silt = common::start_silt_with(dir.path(), &[], &[("SILT_REST__TOKEN", "s3cret")])?;
+    let url = silt.rest.as_str();
+    let out = silt_sql(
+        &["--url", url, "SELECT 41 + 1 AS x"],
+        &[("SILT_REST__TOKEN", "s3cret")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("42"));
+    let out = silt_sql(&["--url", url, "SELECT 1"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("bearer token"),
+        "{}",
+        text(&out.stderr)
+    );
+    Ok(())
+}
