@@ -32,7 +32,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 /// Routes of the API that other modules serve, documented here too.
-pub const OTHER_ROUTES: &[(&str, &str)] = &[("GET", "/v1/tables")];
+pub const OTHER_ROUTES: &[(&str, &str)] = &[("GET", "/v1/tables"), ("POST", "/v1/query")];
 
 /// Request bodies larger than this are refused (a definition is a few KiB).
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
@@ -402,6 +402,22 @@ pub fn openapi() -> serde_json::Value {
                     "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
                 }
             },
+            "/v1/query": {
+                "post": {
+                    "summary": "Read-only SQL over db.t, db.t$lake and db.t$lake$snapshots under a deadline",
+                    "operationId": "query",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryRequest"}}}},
+                    "responses": {
+                        "200": {"description": "Rows as JSON, or an Arrow IPC stream when the request accepts application/vnd.apache.arrow.stream", "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/QueryResult"}},
+                            "application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}}}},
+                        "400": {"description": "Bad SQL, an unknown table, a write, a bound exceeded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
+                        "401": {"description": "Missing or wrong bearer token"},
+                        "500": {"description": "Internal error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
+                        "504": {"description": "The deadline passed; the message says how far the query got", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}}
+                    }
+                }
+            },
             "/metrics": {
                 "get": {
                     "summary": "Prometheus metrics: per job and operator, and tiering lag per table",
@@ -428,6 +444,23 @@ fn components() -> serde_json::Value {
                 "Error": {"type": "object", "required": ["error"], "properties": {
                     "error": {"type": "string"},
                     "errors": {"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"}, "message": {"type": "string"}}}}
+                }},
+                "QueryRequest": {"type": "object", "required": ["sql"], "properties": {
+                    "sql": {"type": "string"},
+                    "deadline_ms": {"type": "integer"},
+                    "deadline": {"type": "string", "description": "e.g. 500ms, 40s, 2min"},
+                    "wait_for_tiering": {"type": "boolean"}
+                }},
+                "QueryResult": {"type": "object", "properties": {
+                    "columns": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "type": {"type": "string"}}}},
+                    "rows": {"type": "array", "items": {"type": "object"}},
+                    "row_count": {"type": "integer"},
+                    "elapsed_ms": {"type": "integer"},
+                    "tables": {"type": "array", "items": {"type": "object"}}
+                }},
+                "QueryError": {"type": "object", "required": ["error", "kind"], "properties": {
+                    "error": {"type": "string"},
+                    "kind": {"type": "string", "enum": ["user", "deadline", "internal"]}
                 }},
                 "JobDefinition": {"description": "See conf/job-definition.schema.json", "type": "object"},
                 "JobStatus": {"type": "object", "required": ["id", "name", "state", "desired", "parallelism", "checkpoints", "operators"], "properties": {
