@@ -304,8 +304,9 @@ impl QueryService {
         let (ctx, plan, tables) = self.plan(request, progress).await?;
         progress.set_stage(Stage::Executing);
         let frame = ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let mut stream = frame.execute_stream().await?;
+        // The physical schema: the one the batches carry.
+        let schema = stream.schema();
         let (mut batches, mut bytes) = (Vec::new(), 0usize);
         while let Some(batch) = stream.next().await {
             let batch = batch?;
