@@ -430,6 +430,8 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         "the stream ends after the deadline"
     );
 
+    assert_eq!(service.tables().await?, ["q.events", "q.users"]);
+
     // Errors a user can fix.
     let user = |r: Result<QueryResult, QueryError>| match r {
         Err(QueryError::User(m)) => m,

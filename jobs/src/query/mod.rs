@@ -359,6 +359,19 @@ impl QueryService {
         }
     }
 
+    /// Every table as `db.t` (each also readable as `db.t$lake` and `db.t$lake$snapshots`),
+    /// for catalog listings such as Flight SQL's GetTables.
+    pub async fn tables(&self) -> Result<Vec<String>, QueryError> {
+        let catalog = self.catalog().await?;
+        match catalog.known_tables().await {
+            Ok(tables) => Ok(tables),
+            Err(e) => {
+                *self.catalog.lock().await = None;
+                Err(e.into())
+            }
+        }
+    }
+
     fn check_deadline(&self, deadline: Duration) -> Result<(), QueryError> {
         if deadline.is_zero() || deadline > self.config.deadline_max {
             return Err(QueryError::User(format!(
