@@ -405,6 +405,33 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         "{e}: 3 scans of {files} files"
     );
 
+    // The streaming API: batches as they come, and the deadline ends the stream.
+    let mut stream = service
+        .execute_stream(QueryRequest::new(
+            "SELECT id FROM q.events",
+            Duration::from_secs(30),
+        ))
+        .await?;
+    let mut rows = 0;
+    while let Some(batch) = futures::StreamExt::next(&mut stream).await {
+        rows += batch?.num_rows();
+    }
+    assert_eq!(rows, all_events.len());
+    let mut stream = service
+        .execute_stream(QueryRequest::new(heavy, Duration::from_millis(500)))
+        .await?;
+    let last = futures::StreamExt::next(&mut stream).await;
+    assert!(
+        matches!(last, Some(Err(QueryError::DeadlinePassed { .. }))),
+        "{last:?}"
+    );
+    assert!(
+        futures::StreamExt::next(&mut stream).await.is_none(),
+        "the stream ends after the deadline"
+    );
+
+    assert_eq!(service.tables().await?, ["q.events", "q.users"]);
+
     // Errors a user can fix.
     let user = |r: Result<QueryResult, QueryError>| match r {
         Err(QueryError::User(m)) => m,

@@ -16,14 +16,19 @@
 //! - Bounded: results at most `result_bytes_max`, DataFusion's memory at most
 //!   `memory_bytes_max`, hot tails at most `tail_bytes_max` per table.
 //!
-//! Entry point: [`QueryService::execute`]. REST (`POST /v1/query`) is in [`rest`], the
+//! Entry points: [`QueryService::execute`] (collected result), [`QueryService::execute_stream`]
+//! (batches as they come, the deadline checked on every poll) and [`QueryService::schema`]
+//! (plan only). REST (`POST /v1/query`) is in [`rest`], the
 //! `silt sql` client in [`client`].
 
 pub mod client;
 pub mod rest;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -31,12 +36,13 @@ use arrow::datatypes::SchemaRef;
 use datafusion::catalog::{MemorySchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::common::config::Dialect;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 use silt_connectors::lake::{
     self, BucketWait, LakeCatalog, LakeCatalogConfig, PinnedLake, QueryProgress, Stage, TableMeta,
     TableName, TableVariant,
@@ -130,6 +136,53 @@ pub struct QueryResult {
 impl QueryResult {
     pub fn num_rows(&self) -> usize {
         self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+}
+
+/// A running query's batches, under its deadline. Dropping it cancels the query.
+pub struct QueryStream {
+    /// The schema every batch carries.
+    pub schema: SchemaRef,
+    /// What each table was read at.
+    pub tables: Vec<TableRead>,
+    inner: Option<SendableRecordBatchStream>,
+    deadline: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    progress: Arc<QueryProgress>,
+}
+
+impl Stream for QueryStream {
+    type Item = Result<RecordBatch, QueryError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = inner.poll_next_unpin(cx);
+        // The deadline is checked on every poll, so a stream that is always ready still stops.
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            // Dropping the execution aborts DataFusion's tasks and frees their memory now.
+            self.inner = None;
+            return Poll::Ready(Some(Err(QueryError::DeadlinePassed {
+                deadline: self.deadline,
+                progress: self.progress.describe(),
+            })));
+        }
+        match polled {
+            Poll::Ready(Some(Ok(batch))) => {
+                self.progress.add_rows_returned(batch.num_rows() as u64);
+                Poll::Ready(Some(Ok(batch)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.inner = None;
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(None) => {
+                self.inner = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -231,14 +284,50 @@ impl QueryService {
         &self.config
     }
 
-    /// Runs `request` to completion or to its deadline.
+    /// Runs `request` to completion or to its deadline and collects the result (at most
+    /// `result_bytes_max`).
     pub async fn execute(&self, request: QueryRequest) -> Result<QueryResult, QueryError> {
         let started = Instant::now();
+        let mut stream = self.execute_stream(request).await?;
+        let (mut batches, mut bytes) = (Vec::new(), 0usize);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            bytes += batch.get_array_memory_size();
+            if bytes > self.config.result_bytes_max {
+                return Err(QueryError::User(format!(
+                    "the result is larger than {} bytes (query.result_bytes_max); add a LIMIT or aggregate",
+                    self.config.result_bytes_max
+                )));
+            }
+            batches.push(batch);
+        }
+        Ok(QueryResult {
+            schema: stream.schema.clone(),
+            batches,
+            tables: stream.tables.clone(),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Plans `request` and starts executing it; the batches come from the returned stream,
+    /// which ends with [`QueryError::DeadlinePassed`] (and drops the execution) once the
+    /// request's deadline, counted from this call, passes. For streaming answers (Flight SQL):
+    /// no bound on the result size beyond the deadline.
+    pub async fn execute_stream(&self, request: QueryRequest) -> Result<QueryStream, QueryError> {
         self.check_deadline(request.deadline)?;
+        let deadline_at = tokio::time::Instant::now() + request.deadline;
         let progress = QueryProgress::new();
-        let run = self.run(&request, &progress, started);
-        let result = match tokio::time::timeout(request.deadline, run).await {
-            Ok(result) => result,
+        let opened = tokio::time::timeout_at(deadline_at, self.open(&request, &progress)).await;
+        let result = match opened {
+            Ok(Ok((inner, tables))) => Ok(QueryStream {
+                schema: inner.schema(),
+                tables,
+                inner: Some(inner),
+                deadline: request.deadline,
+                sleep: Box::pin(tokio::time::sleep_until(deadline_at)),
+                progress,
+            }),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(QueryError::DeadlinePassed {
                 deadline: request.deadline,
                 progress: progress.describe(),
@@ -270,6 +359,19 @@ impl QueryService {
         }
     }
 
+    /// Every table as `db.t` (each also readable as `db.t$lake` and `db.t$lake$snapshots`),
+    /// for catalog listings such as Flight SQL's GetTables.
+    pub async fn tables(&self) -> Result<Vec<String>, QueryError> {
+        let catalog = self.catalog().await?;
+        match catalog.known_tables().await {
+            Ok(tables) => Ok(tables),
+            Err(e) => {
+                *self.catalog.lock().await = None;
+                Err(e.into())
+            }
+        }
+    }
+
     fn check_deadline(&self, deadline: Duration) -> Result<(), QueryError> {
         if deadline.is_zero() || deadline > self.config.deadline_max {
             return Err(QueryError::User(format!(
@@ -295,36 +397,15 @@ impl QueryService {
         Ok(catalog)
     }
 
-    async fn run(
+    async fn open(
         &self,
         request: &QueryRequest,
         progress: &Arc<QueryProgress>,
-        started: Instant,
-    ) -> Result<QueryResult, QueryError> {
+    ) -> Result<(SendableRecordBatchStream, Vec<TableRead>), QueryError> {
         let (ctx, plan, tables) = self.plan(request, progress).await?;
         progress.set_stage(Stage::Executing);
         let frame = ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let mut stream = frame.execute_stream().await?;
-        let (mut batches, mut bytes) = (Vec::new(), 0usize);
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            bytes += batch.get_array_memory_size();
-            if bytes > self.config.result_bytes_max {
-                return Err(QueryError::User(format!(
-                    "the result is larger than {} bytes (query.result_bytes_max); add a LIMIT or aggregate",
-                    self.config.result_bytes_max
-                )));
-            }
-            progress.add_rows_returned(batch.num_rows() as u64);
-            batches.push(batch);
-        }
-        Ok(QueryResult {
-            schema,
-            batches,
-            tables,
-            elapsed: started.elapsed(),
-        })
+        Ok((frame.execute_stream().await?, tables))
     }
 
     /// Parses, checks, resolves and pins every table, and plans.
