@@ -363,7 +363,7 @@ async fn trial(
     // Probe writes during a full disk use ids far from the workload's; those acknowledged
     // count as written and must survive like any other.
     let mut probe_next_id = 1i64 << 40;
-    let mut probe_acked: Vec<(String, Vec<i64>, bool)> = Vec::new();
+    let mut probe_acked: Vec<(String, Vec<i64>)> = Vec::new();
     let phases = 3 + rng.random_range(0..3);
     for _ in 0..phases {
         if !silt.alive() {
@@ -392,8 +392,10 @@ async fn trial(
                 outcome.notes.push(note);
             }
             Fault::StoreTransient => {
-                std::fs::write(&control, format!("fail {}", rng.random_range(1..20)))?;
+                std::fs::write(&control, format!("fail {}", rng.random_range(1..6)))?;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(300..1000))).await;
+                // Over: a restarted silt must not read the same command again.
+                std::fs::write(&control, "ok")?;
             }
             Fault::StoreDown => {
                 std::fs::write(&control, "down")?;
@@ -428,12 +430,22 @@ async fn trial(
                 let probe_ids: Vec<i64> = (probe_next_id..probe_next_id + 2000).collect();
                 probe_next_id += 2000;
                 let probe = probe_write(&silt.bootstrap, &log_table.name, &probe_ids).await;
-                probe_acked.push((log_table.name.clone(), probe_ids, matches!(probe, Ok(None))));
+                let acked: Vec<i64> = match &probe {
+                    Ok(None) => probe_ids.clone(),
+                    Ok(Some(refused)) => probe_ids
+                        .iter()
+                        .zip(&refused.acked)
+                        .filter(|(_, ok)| **ok)
+                        .map(|(id, _)| *id)
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                probe_acked.push((log_table.name.clone(), acked));
                 match probe {
                     Ok(None) => outcome
                         .notes
                         .push("disk full: a 2000-row write was acknowledged (it fit)".into()),
-                    Ok(Some(e)) => {
+                    Ok(Some(ProbeRefused { error: e, .. })) => {
                         let lower = e.to_lowercase();
                         let named = ["space", "disk", "storage", "full"]
                             .iter()
@@ -481,11 +493,9 @@ async fn trial(
         starts += 1;
         silt = Silt::start(&data, &log(starts), &control)?;
     }
-    for (table, ids, acked) in probe_acked {
-        if acked {
-            model.rows_acked += ids.len() as u64;
-            model.log_acked.entry(table).or_default().extend(ids);
-        }
+    for (table, ids) in probe_acked {
+        model.rows_acked += ids.len() as u64;
+        model.log_acked.entry(table).or_default().extend(ids);
     }
     outcome.rows_written = model.rows_acked;
 
@@ -675,13 +685,38 @@ enum Writers {
     },
 }
 
-async fn flush_within<F: std::future::Future<Output = fluss::error::Result<()>>>(
-    f: F,
-) -> Result<()> {
-    match tokio::time::timeout(Duration::from_secs(5), f).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(anyhow!("flush: {e}")),
-        Err(_) => Err(anyhow!("flush not acknowledged within 5 s")),
+/// Flushes and waits for every write's own result: the client's `flush` only waits for the
+/// writes to complete, a refused write reports its error through its `WriteResultFuture`.
+/// Returns, per write, whether the server acknowledged it, and the first error.
+async fn flush_and_collect<F: std::future::Future<Output = fluss::error::Result<()>>>(
+    flush: F,
+    results: Vec<fluss::client::WriteResultFuture>,
+) -> (Vec<bool>, Option<anyhow::Error>) {
+    let n = results.len();
+    let waited = tokio::time::timeout(Duration::from_secs(5), async {
+        let flushed = flush.await;
+        (flushed, futures::future::join_all(results).await)
+    })
+    .await;
+    match waited {
+        Err(_) => (
+            vec![false; n],
+            Some(anyhow!("writes not acknowledged within 5 s")),
+        ),
+        Ok((flushed, results)) => {
+            let mut first = flushed.err().map(|e| anyhow!("flush: {e}"));
+            let acked = results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        first.get_or_insert_with(|| anyhow!("write refused: {e}"));
+                        false
+                    }
+                })
+                .collect();
+            (acked, first)
+        }
     }
 }
 
@@ -693,22 +728,24 @@ async fn write_log_batch(
 ) -> Result<()> {
     let first = model.next_id;
     model.next_id += n as i64;
+    let mut results = Vec::with_capacity(n);
     for id in first..first + n as i64 {
         let payload = format!("{}-{id}", spec.name);
         let mut row = GenericRow::new(3);
         row.set_field(0, id);
         row.set_field(1, (id % 1000) as i32);
         row.set_field(2, payload.as_str());
-        appender.append(&row)?;
+        results.push(appender.append(&row)?);
     }
-    flush_within(appender.flush()).await?;
-    model
-        .log_acked
-        .entry(spec.name.clone())
-        .or_default()
-        .extend(first..first + n as i64);
-    model.rows_acked += n as u64;
-    Ok(())
+    let (acked, error) = flush_and_collect(appender.flush(), results).await;
+    let ids = model.log_acked.entry(spec.name.clone()).or_default();
+    for (id, ok) in (first..first + n as i64).zip(&acked) {
+        if *ok {
+            ids.push(id);
+            model.rows_acked += 1;
+        }
+    }
+    error.map_or(Ok(()), Err)
 }
 
 async fn write_pk_batch(
@@ -720,6 +757,7 @@ async fn write_pk_batch(
     rng: &mut SmallRng,
 ) -> Result<()> {
     let mut ops = Vec::with_capacity(n);
+    let mut results = Vec::with_capacity(n);
     for _ in 0..n {
         let key = rng.random_range(0..PK_KEYS);
         let seq = model.next_seq;
@@ -739,24 +777,26 @@ async fn write_pk_batch(
             .entry(key)
             .or_default()
             .push((seq, op));
-        match op {
+        results.push(match op {
             PkOp::Delete => writer.delete(&row)?,
             _ => writer.upsert(&row)?,
-        };
+        });
         ops.push((key, seq));
     }
-    flush_within(writer.flush()).await?;
+    let (oks, error) = flush_and_collect(writer.flush(), results).await;
     let acked = model.pk_acked.entry(spec.name.clone()).or_default();
-    for (key, seq) in ops {
-        acked.insert(key, (seq, op));
+    for ((key, seq), ok) in ops.into_iter().zip(oks) {
+        if ok {
+            acked.insert(key, (seq, op));
+            model.rows_acked += 1;
+        }
     }
-    model.rows_acked += n as u64;
-    Ok(())
+    error.map_or(Ok(()), Err)
 }
 
 /// One write of `ids` to a log table through a client that does not retry. `Ok(None)`: it
-/// was acknowledged; `Ok(Some(error))`: the server refused it.
-async fn probe_write(bootstrap: &str, table: &str, ids: &[i64]) -> Result<Option<String>> {
+/// was acknowledged; `Ok(Some(refused))`: the server refused it (some rows, maybe all).
+async fn probe_write(bootstrap: &str, table: &str, ids: &[i64]) -> Result<Option<ProbeRefused>> {
     let mut config = fluss::config::Config::default();
     config.bootstrap_servers = bootstrap.to_string();
     config.writer_retries = 0;
@@ -764,18 +804,27 @@ async fn probe_write(bootstrap: &str, table: &str, ids: &[i64]) -> Result<Option
     let connection = FlussConnection::new(config).await?;
     let table = connection.get_table(&TablePath::new(DB, table)).await?;
     let appender = table.new_append()?.create_writer()?;
+    let mut results = Vec::with_capacity(ids.len());
     for &id in ids {
         let payload = format!("probe-{id}-{}", "x".repeat(40));
         let mut row = GenericRow::new(3);
         row.set_field(0, id);
         row.set_field(1, (id % 1000) as i32);
         row.set_field(2, payload.as_str());
-        appender.append(&row)?;
+        results.push(appender.append(&row)?);
     }
-    Ok(flush_within(appender.flush())
-        .await
-        .err()
-        .map(|e| format!("{e:#}")))
+    let (acked, error) = flush_and_collect(appender.flush(), results).await;
+    Ok(error.map(|e| ProbeRefused {
+        acked,
+        error: format!("{e:#}"),
+    }))
+}
+
+/// A probe write the server refused, at least in part.
+struct ProbeRefused {
+    /// Per row: acknowledged anyway (another bucket's batch may have fit).
+    acked: Vec<bool>,
+    error: String,
 }
 
 /// Starts a second tiering job on `table` against the same lake (its own checkpoints), lets it
@@ -804,7 +853,7 @@ async fn second_job(
     service.shutdown(Duration::from_secs(3)).await;
     Ok(match status {
         Some(s) => format!(
-            "second job on {}: {} checkpoints, {} restarts (fenced commits fail and restart), state {}",
+            "second job on {}: {} checkpoints, {} restarts (a commit that loses the conflict check restarts it), state {}",
             table.name, s.checkpoints, s.restarts, s.job_state
         ),
         None => format!("second job on {}: no status", table.name),

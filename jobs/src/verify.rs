@@ -425,7 +425,7 @@ pub async fn verify_table(
     let lake_side = match &lake {
         Some(l) => {
             let batches = read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
-            let batches = keep_held(&batches, &start)?;
+            let batches = held_lake_rows(batches, &start, primary_key)?;
             Side::from_batches(
                 &batches,
                 &lake_schema,
@@ -529,6 +529,22 @@ async fn read_lake(
         .await
         .with_context(|| format!("reading lake table {uri} at version {version}"))?;
     Ok(batches)
+}
+
+/// The lake rows to compare under hot retention. A log table's rows below a bucket's earliest
+/// held offset are gone from the hot side, so they are dropped; a primary-key table's lake row
+/// keeps the offset of its key's last change, which may be that old and still be the key's
+/// state, so all are kept (`compare_by_key` counts the ones it cannot decide as unchecked).
+fn held_lake_rows(
+    batches: Vec<RecordBatch>,
+    start: &BTreeMap<i32, i64>,
+    primary_key: bool,
+) -> Result<Vec<RecordBatch>> {
+    if primary_key {
+        Ok(batches)
+    } else {
+        keep_held(&batches, start)
+    }
 }
 
 /// Drops lake rows below a bucket's earliest held offset (hot retention removed them).
@@ -1215,6 +1231,182 @@ mod tests {
             let e = parse_table_name(bad).unwrap_err().to_string();
             assert!(e.contains("database.table"), "{bad}: {e}");
         }
+    }
+
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    /// One changelog or lake row: (id, v, bucket, offset, change type).
+    type Row = (i64, &'static str, i32, i64, i8);
+
+    fn lake_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+            Field::new(BUCKET_COLUMN, DataType::Int32, false),
+            Field::new(OFFSET_COLUMN, DataType::Int64, false),
+            Field::new(
+                "__timestamp",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+                false,
+            ),
+        ]))
+    }
+
+    fn batch(rows: &[Row], origin: Origin) -> RecordBatch {
+        let mut fields = vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+            Field::new(BUCKET_COLUMN, DataType::Int32, false),
+            Field::new(OFFSET_COLUMN, DataType::Int64, false),
+        ];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ];
+        match origin {
+            Origin::Hot => {
+                fields.push(Field::new(CHANGE_TYPE_COLUMN, DataType::Int8, false));
+                columns.push(Arc::new(Int8Array::from_iter_values(
+                    rows.iter().map(|r| r.4),
+                )));
+            }
+            Origin::Lake => {
+                fields.push(Field::new(FILE_COLUMN, DataType::Utf8, false));
+                columns.push(Arc::new(StringArray::from_iter_values(
+                    rows.iter()
+                        .map(|r| format!("__bucket={}/f{}.parquet", r.2, r.4)),
+                )));
+            }
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// Compares hot rows with lake rows (lake rows' last field names their file) and returns
+    /// (missing, extra, differing, unchecked).
+    fn diff(
+        hot: &[Row],
+        lake: &[Row],
+        keys: &[&str],
+        earliest: i64,
+    ) -> (usize, usize, usize, usize) {
+        let schema = lake_schema();
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let start: BTreeMap<i32, i64> = [(0, earliest), (1, earliest)].into_iter().collect();
+        let hot =
+            Side::from_batches(&[batch(hot, Origin::Hot)], &schema, 2, &keys, Origin::Hot).unwrap();
+        let lake_batches =
+            held_lake_rows(vec![batch(lake, Origin::Lake)], &start, !keys.is_empty()).unwrap();
+        let lake = Side::from_batches(&lake_batches, &schema, 2, &keys, Origin::Lake).unwrap();
+        let mut report = TableReport::new("t.t", !keys.is_empty());
+        if keys.is_empty() {
+            compare_multisets(&hot, &lake, 10, &mut report).unwrap();
+        } else {
+            compare_by_key(&hot, &lake, &start, 10, &mut report).unwrap();
+        }
+        (
+            report.missing,
+            report.extra,
+            report.differing,
+            report.unchecked,
+        )
+    }
+
+    const A: i8 = 0; // append-only
+    const I: i8 = 1;
+    const UB: i8 = 2;
+    const UA: i8 = 3;
+    const D: i8 = 4;
+
+    #[test]
+    fn log_tables_compare_as_multisets() {
+        let hot = [(1, "a", 0, 0, A), (2, "b", 0, 1, A), (2, "b", 1, 0, A)];
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                0
+            ),
+            (0, 0, 0, 0)
+        );
+        // A lost row, a duplicated row, a changed row (same bucket and offset, other values).
+        assert_eq!(
+            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0)], &[], 0),
+            (1, 0, 0, 0)
+        );
+        assert_eq!(
+            diff(
+                &hot,
+                &[
+                    (1, "a", 0, 0, 0),
+                    (1, "a", 0, 0, 1),
+                    (2, "b", 0, 1, 0),
+                    (2, "b", 1, 0, 0)
+                ],
+                &[],
+                0
+            ),
+            (0, 1, 0, 0)
+        );
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a", 0, 0, 0), (2, "x", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                0
+            ),
+            (0, 0, 1, 0)
+        );
+        // Retention dropped offset 0 of each bucket: lake rows below it are not compared.
+        let held = [(2, "b", 0, 1, A)];
+        assert_eq!(
+            diff(
+                &held,
+                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                1
+            ),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn primary_key_tables_compare_the_last_image_per_key() {
+        // id 1: inserted then updated; id 2: inserted then deleted; id 3: inserted.
+        let hot = [
+            (1, "a", 0, 0, I),
+            (2, "b", 1, 0, I),
+            (1, "a", 0, 1, UB),
+            (1, "a2", 0, 2, UA),
+            (2, "b", 1, 1, D),
+            (3, "c", 1, 2, I),
+        ];
+        let good = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0)];
+        assert_eq!(diff(&hot, &good, &["id"], 0), (0, 0, 0, 0));
+        // The old image of 1, the deleted 2 resurrected, 3 missing.
+        assert_eq!(
+            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 1, 0, 0)], &["id"], 0),
+            (1, 1, 1, 0)
+        );
+        // A key held twice.
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a2", 0, 2, 0), (1, "a2", 0, 2, 1), (3, "c", 1, 2, 0)],
+                &["id"],
+                0
+            ),
+            (0, 1, 0, 0)
+        );
+        // Retention dropped offsets < 2: only 1 and 3 are decided by the held changelog; a lake
+        // key the held range never mentions is unchecked, not extra.
+        let held = [(1, "a2", 0, 2, UA), (3, "c", 1, 2, I)];
+        let lake = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0), (9, "z", 0, 0, 0)];
+        assert_eq!(diff(&held, &lake, &["id"], 2), (0, 0, 0, 1));
+        let wrong = [(1, "a", 0, 0, 0), (3, "c", 1, 2, 0)];
+        assert_eq!(diff(&held, &wrong, &["id"], 2), (0, 0, 1, 0));
     }
 
     #[test]

@@ -334,9 +334,10 @@ impl LakeTable {
                 if !kept.contains(&bucket) {
                     continue;
                 }
-                match trims.contains_key(&bucket) {
-                    true => to_trim.entry(bucket).or_default().push(add.clone()),
-                    false => plan.adds.push(add.clone()),
+                if trims.contains_key(&bucket) {
+                    to_trim.entry(bucket).or_default().push(add.clone());
+                } else {
+                    plan.adds.push(add.clone());
                 }
             }
             for (&bucket, &from) in &trims {
