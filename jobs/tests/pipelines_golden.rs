@@ -56,6 +56,7 @@ impl Env {
     fn service(&self) -> JobService {
         JobService::new(JobServiceConfig {
             bootstrap: self.bootstrap.clone(),
+            credentials: None,
             data_dir: self.data_dir(),
             checkpoint_interval_default: Duration::from_secs(1),
             checkpoint_timeout: Duration::from_secs(30),

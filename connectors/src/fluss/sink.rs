@@ -31,7 +31,7 @@ use fluss::metadata::{RowType, TablePath};
 use fluss::row::ColumnarRow;
 use silt_engine::{Error, Operator, Output, RestoredState, Result, TaskContext};
 
-use super::source::connect;
+use super::source::connect_with;
 use crate::changelog::{CHANGE_TYPE_COLUMN, ChangeType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,8 @@ pub struct FlussSinkConfig {
     /// Unacknowledged writes a subtask holds before it waits for them; bounds memory between
     /// checkpoints.
     pub pending_writes_max: usize,
+    /// SASL/PLAIN credentials when the endpoint requires them.
+    pub credentials: Option<super::FlussCredentials>,
 }
 
 impl FlussSinkConfig {
@@ -64,6 +66,7 @@ impl FlussSinkConfig {
             table: table.into(),
             mode,
             pending_writes_max: 8192,
+            credentials: None,
         }
     }
 }
@@ -152,7 +155,11 @@ impl FlussSink {
 impl Operator for FlussSink {
     async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> Result<()> {
         let name = self.name();
-        let connection = connect(&self.config.bootstrap_servers).await?;
+        let connection = connect_with(
+            &self.config.bootstrap_servers,
+            self.config.credentials.as_ref(),
+        )
+        .await?;
         let path = TablePath::new(self.config.database.clone(), self.config.table.clone());
         let table = connection
             .get_table(&path)

@@ -64,6 +64,8 @@ pub struct LakeCatalogConfig {
     pub tail_bytes_max: usize,
     /// Most lake versions `$lake$snapshots` reads (the newest ones).
     pub snapshots_max: usize,
+    /// SASL/PLAIN credentials when the hot store requires them.
+    pub credentials: Option<crate::fluss::FlussCredentials>,
 }
 
 impl LakeCatalogConfig {
@@ -77,6 +79,7 @@ impl LakeCatalogConfig {
             storage_options: HashMap::new(),
             tail_bytes_max: Self::TAIL_BYTES_DEFAULT,
             snapshots_max: Self::SNAPSHOTS_DEFAULT,
+            credentials: None,
         }
     }
 
@@ -206,9 +209,10 @@ pub const OFFLINE_HINT: &str = "needs the hot store";
 
 impl LakeCatalog {
     pub async fn connect(config: LakeCatalogConfig) -> Result<LakeCatalog> {
-        let connection = crate::fluss::connect(&config.bootstrap_servers)
-            .await
-            .map_err(|e| Error::Fluss(e.to_string()))?;
+        let connection =
+            crate::fluss::connect_with(&config.bootstrap_servers, config.credentials.as_ref())
+                .await
+                .map_err(|e| Error::Fluss(e.to_string()))?;
         Ok(LakeCatalog {
             config: Arc::new(config),
             connection: Some(Arc::new(connection)),

@@ -155,6 +155,7 @@ async fn read_tail(
         );
         // Buckets the lake never saw start at the earliest offset the hot store keeps.
         config.start = StartPosition::Offsets(pinned.offsets.clone());
+        config.credentials = catalog.config().credentials.clone();
         config.end = EndPosition::Offsets(high_watermarks.clone());
         let mut source = FlussSource::new(config);
         let ctx = TaskContext {

@@ -292,6 +292,8 @@ impl Field<'_> {
 #[derive(Debug, Clone)]
 pub struct CompileContext {
     pub bootstrap: String,
+    /// SASL/PLAIN credentials for the hot store, when it requires them.
+    pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     pub data_dir: PathBuf,
     /// Used when the definition sets no interval.
     pub checkpoint_interval_default: Duration,
@@ -313,23 +315,29 @@ pub struct TableFacts {
 pub struct Catalog {
     connection: Option<fluss::client::FlussConnection>,
     bootstrap: String,
+    credentials: Option<silt_connectors::fluss::FlussCredentials>,
     known: Option<Vec<String>>,
 }
 
 impl Catalog {
-    pub fn new(bootstrap: &str) -> Self {
+    pub fn new(
+        bootstrap: &str,
+        credentials: Option<silt_connectors::fluss::FlussCredentials>,
+    ) -> Self {
         Catalog {
             connection: None,
             bootstrap: bootstrap.to_string(),
+            credentials,
             known: None,
         }
     }
 
     async fn connection(&mut self) -> Result<&fluss::client::FlussConnection, String> {
         if self.connection.is_none() {
-            let c = silt_connectors::fluss::connect(&self.bootstrap)
-                .await
-                .map_err(|e| format!("{e} (is silt up running?)"))?;
+            let c =
+                silt_connectors::fluss::connect_with(&self.bootstrap, self.credentials.as_ref())
+                    .await
+                    .map_err(|e| format!("{e} (is silt up running?)"))?;
             self.connection = Some(c);
         }
         Ok(self.connection.as_ref().expect("set above"))
@@ -918,6 +926,7 @@ async fn resolve(
             let mut config =
                 FlussSourceConfig::new(&ctx.bootstrap, facts.database.clone(), facts.table.clone());
             config.start = start;
+            config.credentials = ctx.credentials.clone();
             let schema = with_system_columns(&facts.schema);
             Ok((Resolved::Source { config, facts }, Some(schema)))
         }
@@ -1089,7 +1098,9 @@ async fn resolve(
                     Ok(_) => {}
                 }
             }
-            let config = FlussSinkConfig::new(&ctx.bootstrap, facts.database, facts.table, mode);
+            let mut config =
+                FlussSinkConfig::new(&ctx.bootstrap, facts.database, facts.table, mode);
+            config.credentials = ctx.credentials.clone();
             Ok((Resolved::Fluss(config), None))
         }
         "print-sink" => {

@@ -32,6 +32,7 @@ const PERSISTED_JOBS_MAX: usize = 10_000;
 #[derive(Debug, Clone)]
 pub struct JobServiceConfig {
     pub bootstrap: String,
+    pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     pub data_dir: PathBuf,
     pub checkpoint_interval_default: Duration,
     pub checkpoint_timeout: Duration,
@@ -44,6 +45,7 @@ impl JobServiceConfig {
     pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
         JobServiceConfig {
             bootstrap: bootstrap.to_string(),
+            credentials: config.fluss_credentials(),
             data_dir: config.data_dir.clone(),
             checkpoint_interval_default: Duration::from_millis(
                 config.engine.checkpoint_interval_ms.max(1),
@@ -64,6 +66,7 @@ impl JobServiceConfig {
     fn compile_context(&self) -> CompileContext {
         CompileContext {
             bootstrap: self.bootstrap.clone(),
+            credentials: self.credentials.clone(),
             data_dir: self.data_dir.clone(),
             checkpoint_interval_default: self.checkpoint_interval_default,
         }
@@ -204,7 +207,7 @@ impl JobService {
         definition: &JobDefinition,
         paths: &dyn PathNames,
     ) -> Result<CompiledJob, JobError> {
-        let mut catalog = Catalog::new(&self.config.bootstrap);
+        let mut catalog = Catalog::new(&self.config.bootstrap, self.config.credentials.clone());
         let compiled = compile(
             definition,
             &self.config.compile_context(),

@@ -80,6 +80,7 @@ impl QueryConfig {
         let lake_root = config.data_dir.join("lake").to_string_lossy().to_string();
         let mut catalog = LakeCatalogConfig::new(bootstrap, lake_root);
         catalog.tail_bytes_max = config.query.tail_bytes_max;
+        catalog.credentials = config.fluss_credentials();
         let mut query = QueryConfig::new(catalog);
         query.wait_poll_interval = Duration::from_millis(config.query.wait_poll_interval_ms.max(1));
         query.deadline_max = Duration::from_millis(config.query.deadline_max_ms);
