@@ -246,7 +246,15 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("silt-trial-{seed}-"))
             .tempdir()?;
-        let result = trial(seed, dir.path(), &options, &mut skipped).await;
+        // The disk-full fault needs a data directory of its own size.
+        let mut disk = match SmallDisk::mount(&dir.path().join("data"), 96 << 20) {
+            Ok(d) => Some(d),
+            Err(why) => {
+                skipped.entry("disk-full").or_insert(why);
+                None
+            }
+        };
+        let result = trial(seed, dir.path(), disk.as_ref(), &options).await;
         let (outcome, error) = match result {
             Ok(o) => (o, None),
             Err(e) => (Outcome::default(), Some(format!("{e:#}"))),
@@ -281,8 +289,20 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
         if bad {
             failed_seeds.push(seed);
             if options.keep_failed {
+                if disk.is_some() {
+                    // The data lives on the tmpfs, gone once it is unmounted: copy it out.
+                    let _ = Command::new("cp")
+                        .arg("-a")
+                        .arg(dir.path().join("data"))
+                        .arg(dir.path().join("data-kept"))
+                        .output();
+                }
+                drop(disk.take());
                 let kept = dir.keep();
-                println!("  kept {} (silt logs in silt-*.log)", kept.display());
+                println!(
+                    "  kept {} (silt logs in silt-*.log, data in data-kept/ or data/)",
+                    kept.display()
+                );
             }
         }
         for (k, v) in outcome.faults {
@@ -337,22 +357,14 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
 async fn trial(
     seed: u64,
     dir: &Path,
+    disk: Option<&SmallDisk>,
     options: &TrialsOptions,
-    skipped: &mut BTreeMap<&'static str, String>,
 ) -> Result<Outcome> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut outcome = Outcome::default();
     let data = dir.join("data");
     let control = dir.join("lake-faults");
     std::fs::write(&control, "ok")?;
-    // The disk-full fault needs a data directory of its own size.
-    let disk = match SmallDisk::mount(&data, 96 << 20) {
-        Ok(d) => Some(d),
-        Err(why) => {
-            skipped.entry("disk-full").or_insert(why);
-            None
-        }
-    };
     let mut starts = 0u32;
     let log = |n: u32| dir.join(format!("silt-{n}.log"));
     let mut silt = Silt::start(&data, &log(starts), &control)?;
@@ -424,7 +436,7 @@ async fn trial(
                 std::fs::write(&control, "ok")?;
             }
             Fault::DiskFull => {
-                let filler = disk.as_ref().expect("picked only with a disk").fill()?;
+                let filler = disk.expect("picked only with a disk").fill()?;
                 // A write the client does not retry shows what the server says.
                 let log_table = tables.iter().find(|t| !t.primary_key).expect("a log table");
                 let probe_ids: Vec<i64> = (probe_next_id..probe_next_id + 2000).collect();
@@ -517,7 +529,6 @@ async fn trial(
         outcome.notes.extend(notes);
     }
     drop(silt);
-    drop(disk);
     Ok(outcome)
 }
 
