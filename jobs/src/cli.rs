@@ -91,6 +91,9 @@ enum BenchCommand {
         /// Steady load as a fraction of the measured tiering throughput.
         #[arg(long, default_value_t = 0.5)]
         load_fraction: f64,
+        /// Rows of the smaller table of the peak-RSS phase (the larger has 4x); 0 skips it.
+        #[arg(long, default_value_t = 1_000_000)]
+        rss_rows: u64,
     },
     /// silt's hotstore against a real Apache Fluss cluster through fluss-rs: produce, fetch,
     /// upsert and lookup figures and the ratios silt/Fluss, in one run.
@@ -173,6 +176,7 @@ fn try_main(cli: Cli) -> Result<()> {
                         batch_rows,
                         freshness_seconds,
                         load_fraction,
+                        rss_rows,
                     },
             } => {
                 let options = crate::bench::TieringBenchOptions {
@@ -180,6 +184,7 @@ fn try_main(cli: Cli) -> Result<()> {
                     batch_rows: batch_rows.max(1),
                     freshness_seconds,
                     load_fraction,
+                    rss_rows,
                 };
                 crate::bench::tiering(options).await
             }
