@@ -7,6 +7,10 @@
 //! - Freshness: a steady load at `load_fraction` of the measured tiering throughput with a 1 s
 //!   checkpoint interval; for every acknowledged flush, the time until the lake's txn offsets
 //!   cover the high watermarks seen right after the acknowledgement (p50/p99).
+//! - Peak RSS: two more log tables, of `rss_rows` and `RSS_FACTOR * rss_rows` rows, are
+//!   pre-filled and then tiered one after the other; for each, the process's peak resident set
+//!   (VmHWM, reset through /proc/self/clear_refs before the table starts) is compared with the
+//!   resident set just before it. The growth must not scale with the table size.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +36,13 @@ pub struct TieringBenchOptions {
     pub batch_rows: usize,
     pub freshness_seconds: u64,
     pub load_fraction: f64,
+    /// Rows of the smaller table of the peak-RSS phase (the larger has `RSS_FACTOR` times as
+    /// many); 0 skips the phase.
+    pub rss_rows: u64,
 }
+
+/// Size ratio of the two tables of the peak-RSS phase.
+pub const RSS_FACTOR: u64 = 4;
 
 const DB: &str = "bench";
 const BUCKETS: i32 = 4;
@@ -157,6 +167,118 @@ async fn wait_lake_covers(
     }
 }
 
+/// A field of /proc/self/status in kB (`VmRSS`, `VmHWM`); None where there is no procfs.
+fn proc_status_kb(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Resets VmHWM to the current RSS (Linux: writing 5 to /proc/self/clear_refs); false where
+/// that is not possible, and the sampled VmRSS maximum is used instead.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Appends `rows` rows to `table` through `connection` without keeping the batches.
+async fn prefill(
+    connection: &fluss::client::FlussConnection,
+    schema: &SchemaRef,
+    table: &str,
+    rows: u64,
+    batch_rows: usize,
+) -> Result<()> {
+    let table = connection
+        .get_table(&TablePath::new(DB, table))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let appender = table
+        .new_append()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut written = 0u64;
+    while written < rows {
+        let n = batch_rows.min((rows - written) as usize);
+        appender
+            .append_arrow_batch(make_batch(schema, written, n)?)
+            .map_err(|e| anyhow!("append: {e}"))?;
+        written += n as u64;
+    }
+    appender.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+    Ok(())
+}
+
+/// Memory of one tiered table: resident set before, peak while tiering (kB), and seconds.
+struct RssFigures {
+    rows: u64,
+    before_kb: u64,
+    peak_kb: u64,
+    seconds: f64,
+    source: &'static str,
+}
+
+/// Tiers `table` from scratch and measures the process's peak resident set meanwhile.
+async fn tier_measuring_rss(
+    tiering: &TieringService,
+    admin: &fluss::client::FlussAdmin,
+    table: &str,
+    rows: u64,
+) -> Result<RssFigures> {
+    let ids: Vec<i32> = (0..BUCKETS).collect();
+    let hw = admin
+        .list_offsets(&TablePath::new(DB, table), &ids, OffsetSpec::Latest)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
+    let before_kb = proc_status_kb("VmRSS").unwrap_or(0);
+    let hwm_reset = reset_peak_rss();
+    let sampled_max = Arc::new(std::sync::atomic::AtomicU64::new(before_kb));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (sampled_max, done) = (sampled_max.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Some(kb) = proc_status_kb("VmRSS") {
+                    sampled_max.fetch_max(kb, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    tiering.tier_table(DB, table).await?;
+    let finished = wait_lake_covers(
+        tiering,
+        table,
+        &targets,
+        Instant::now() + Duration::from_secs(3600),
+    )
+    .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.await?;
+    let finished = finished?;
+    let sampled = sampled_max.load(std::sync::atomic::Ordering::SeqCst);
+    let (peak_kb, source) = match proc_status_kb("VmHWM") {
+        Some(hwm) if hwm_reset => (hwm.max(sampled), "VmHWM"),
+        _ => (sampled, "sampled VmRSS"),
+    };
+    Ok(RssFigures {
+        rows,
+        before_kb,
+        peak_kb,
+        seconds: (finished - started).as_secs_f64(),
+        source,
+    })
+}
+
 pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     let dir = tempfile::Builder::new().prefix("silt-bench-").tempdir()?;
     let server = Arc::new(
@@ -174,7 +296,7 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         .create_database(DB, None, true)
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    for table in ["throughput", "freshness"] {
+    for table in ["throughput", "freshness", "rss_small", "rss_large"] {
         let descriptor = TableDescriptor::builder()
             .schema(schema_12())
             .distributed_by(Some(BUCKETS), vec![])
@@ -351,6 +473,23 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         })
         .collect();
     latencies.sort_by(f64::total_cmp);
+
+    // Peak RSS while tiering a table and one RSS_FACTOR times larger.
+    let mut rss = Vec::new();
+    if options.rss_rows > 0 {
+        let sizes = [
+            ("rss_small", options.rss_rows),
+            ("rss_large", options.rss_rows * RSS_FACTOR),
+        ];
+        for (table, rows) in sizes {
+            println!("pre-filling {DB}.{table} with {rows} rows ...");
+            prefill(&connection, &arrow_schema, table, rows, options.batch_rows).await?;
+        }
+        for (table, rows) in sizes {
+            println!("tiering {DB}.{table} ({rows} rows) measuring peak RSS ...");
+            rss.push(tier_measuring_rss(&tiering, &admin, table, rows).await?);
+        }
+    }
     tiering.shutdown(Duration::from_secs(60)).await;
 
     let mb = |rows: u64, s: f64| rows as f64 / s;
@@ -407,6 +546,35 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
             "  {} of {} flushes never became visible within 120 s",
             acks.len() - latencies.len(),
             acks.len()
+        );
+    }
+    if let [small, large] = rss.as_slice() {
+        let growth = |r: &RssFigures| r.peak_kb.saturating_sub(r.before_kb) as f64 / 1024.0;
+        println!(
+            "{:<44} {:>14}",
+            format!("peak RSS while tiering ({})", small.source),
+            "MiB"
+        );
+        for r in [small, large] {
+            println!(
+                "{:<44} {:>14}",
+                format!(
+                    "  {} rows ({:.0} rows/s)",
+                    r.rows,
+                    r.rows as f64 / r.seconds
+                ),
+                format!("{:.0} (+{:.0})", r.peak_kb as f64 / 1024.0, growth(r))
+            );
+        }
+        println!(
+            "{:<44} {:>14.2}",
+            format!("  peak RSS {RSS_FACTOR}x table / 1x table"),
+            large.peak_kb as f64 / small.peak_kb.max(1) as f64
+        );
+        println!(
+            "{:<44} {:>14.2}",
+            format!("  growth over the start, {RSS_FACTOR}x / 1x"),
+            growth(large) / growth(small).max(1.0)
         );
     }
     drop((fresh_writer, fresh, appender, table));

@@ -137,6 +137,53 @@ enum BenchCommand {
         /// Steady load as a fraction of the measured tiering throughput.
         #[arg(long, default_value_t = 0.5)]
         load_fraction: f64,
+        /// Rows of the smaller table of the peak-RSS phase (the larger has 4x); 0 skips it.
+        #[arg(long, default_value_t = 1_000_000)]
+        rss_rows: u64,
+    },
+    /// silt's hotstore against a real Apache Fluss cluster through fluss-rs: produce, fetch,
+    /// upsert and lookup figures and the ratios silt/Fluss, in one run.
+    Hotstore {
+        /// Rows appended to the log table, then fetched.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: i64,
+        #[arg(long, default_value_t = 10_000)]
+        batch_rows: i64,
+        #[arg(long, default_value_t = 3)]
+        buckets: i32,
+        /// Keys upserted into the PK table before the lookups.
+        #[arg(long, default_value_t = 100_000)]
+        keys: i64,
+        /// Sequential point lookups of random written keys.
+        #[arg(long, default_value_t = 10_000)]
+        lookups: usize,
+        /// Times the log table is read back in full.
+        #[arg(long, default_value_t = 5)]
+        fetch_passes: u32,
+        /// Arrow compressions of the log table, comma-separated; produce and fetch run once
+        /// per entry (ZSTD is Fluss's default).
+        #[arg(long, value_delimiter = ',', default_values_t = ["ZSTD".to_string(), "NONE".to_string()])]
+        compressions: Vec<String>,
+        /// The scanner's long-poll wait in ms (fluss-rs default 500; see bench_hotstore.rs
+        /// for why a long wait measures the tail of the scan rather than throughput).
+        #[arg(long, default_value_t = 10)]
+        fetch_wait_max_ms: i32,
+        /// Deadline of each phase in seconds.
+        #[arg(long, default_value_t = 300)]
+        deadline_s: u64,
+        /// The real-Fluss harness (start.sh, stop.sh) that starts the comparison cluster.
+        #[arg(long, default_value = "integration-tests/fluss-real")]
+        fluss_harness: PathBuf,
+        /// Extra server.yaml lines for the harness's cluster, e.g.
+        /// "log.flush.interval-messages: 1" (Fluss fsyncs every batch, as silt does).
+        #[arg(long)]
+        fluss_conf: Option<String>,
+        /// Compare with this running Fluss endpoint instead of starting one.
+        #[arg(long, conflicts_with = "no_fluss")]
+        fluss_bootstrap: Option<String>,
+        /// Measure silt only.
+        #[arg(long)]
+        no_fluss: bool,
     },
     /// Seeded fault trials: random workloads against `silt up` with SIGKILLs, a second tiering
     /// job, a failing lake store and a full disk, then catch-up and verify of every table
@@ -195,6 +242,7 @@ fn try_main(cli: Cli) -> Result<()> {
                         batch_rows,
                         freshness_seconds,
                         load_fraction,
+                        rss_rows,
                     },
             } => {
                 let options = crate::bench::TieringBenchOptions {
@@ -202,6 +250,7 @@ fn try_main(cli: Cli) -> Result<()> {
                     batch_rows: batch_rows.max(1),
                     freshness_seconds,
                     load_fraction,
+                    rss_rows,
                 };
                 crate::bench::tiering(options).await
             }
@@ -231,6 +280,48 @@ fn try_main(cli: Cli) -> Result<()> {
                     std::process::exit(i32::from(code));
                 }
                 Ok(())
+            }
+            Command::Bench {
+                what:
+                    BenchCommand::Hotstore {
+                        rows,
+                        batch_rows,
+                        buckets,
+                        keys,
+                        lookups,
+                        fetch_passes,
+                        compressions,
+                        fetch_wait_max_ms,
+                        deadline_s,
+                        fluss_harness,
+                        fluss_conf,
+                        fluss_bootstrap,
+                        no_fluss,
+                    },
+            } => {
+                use crate::bench_hotstore::{FlussTarget, HotstoreBenchOptions, Workload};
+                let fluss = match (no_fluss, fluss_bootstrap) {
+                    (true, _) => FlussTarget::None,
+                    (false, Some(bootstrap)) => FlussTarget::Bootstrap(bootstrap),
+                    (false, None) => FlussTarget::Harness {
+                        dir: fluss_harness,
+                        extra_conf: fluss_conf,
+                    },
+                };
+                let workload = Workload {
+                    rows,
+                    batch_rows,
+                    buckets,
+                    keys,
+                    lookups,
+                    fetch_passes,
+                    compressions,
+                    fetch_wait_max_ms,
+                    deadline: Duration::from_secs(deadline_s),
+                    ..Workload::default()
+                };
+                crate::bench_hotstore::hotstore(&config, HotstoreBenchOptions { workload, fluss })
+                    .await
             }
             Command::Up {
                 demo,

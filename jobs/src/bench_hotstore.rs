@@ -1,0 +1,794 @@
+//! `silt bench hotstore`: silt's hotstore against a real Apache Fluss cluster, through the
+//! official fluss-rs client, in one run. Measured, not asserted: prints a table of figures and
+//! the ratios silt/Fluss (these machines are noisy; compare ratios, not absolute numbers).
+//!
+//! Method: one client, one connection per endpoint. Produce appends Arrow batches of
+//! `batch_rows` rows to a log table with `buckets` buckets with acks=all and counts from the
+//! first append to the acknowledged flush (after one acknowledged warm-up batch). Fetch
+//! subscribes a record-batch scanner to every bucket from the earliest offset and counts until
+//! all rows arrived, `fetch_passes` times. MB is the logical row size (fixed-width columns plus
+//! string bytes), the same for every server, so ratios are fair. Lookups are sequential point
+//! lookups of random existing keys after `keys` upserts. Every phase has a deadline.
+//!
+//! silt's hotstore runs in this process with the configured durability (an append is
+//! acknowledged only once fsynced). The real cluster is started from the harness in
+//! `integration-tests/fluss-real` (`start.sh`/`stop.sh`) after silt's run, on free loopback
+//! ports and a scratch work dir, and stopped afterwards; where Java or Maven is missing the
+//! Fluss column is skipped with the harness's reason.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection};
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+
+const DATABASE: &str = "silt_bench";
+
+/// The workload, the same for every endpoint.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub rows: i64,
+    pub batch_rows: i64,
+    pub buckets: i32,
+    pub keys: i64,
+    pub lookups: usize,
+    /// Times the whole log table is read back (more passes, steadier figure).
+    pub fetch_passes: u32,
+    /// Arrow compressions of the log table (`table.log.arrow.compression.type`): the produce
+    /// and fetch phases run once per entry. With ZSTD, Fluss's default, the client's
+    /// (de)compression is most of the work, the same against every server.
+    pub compressions: Vec<String>,
+    /// The scanner's long-poll wait (fluss-rs `scanner_log_fetch_wait_max_time_ms`, default
+    /// 500). fluss-rs keeps one fetch per server in flight and leaves buckets it still has
+    /// buffered out of it, so once one bucket reaches the end of the log its fetch waits
+    /// this long on the server while the other buckets' next fetch cannot be sent: with
+    /// 500 ms every bucket that finishes early costs half a second of idle time, against
+    /// any Fluss server. A short wait measures throughput instead of that tail.
+    pub fetch_wait_max_ms: i32,
+    /// The client batches lookups for up to this long (fluss-rs default 100 ms, which would
+    /// dominate sequential latency; 0 makes fluss-rs 1.0.0 spin and stall, so 1).
+    pub lookup_batch_timeout_ms: u64,
+    pub deadline: Duration,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            rows: 1_000_000,
+            batch_rows: 10_000,
+            buckets: 3,
+            keys: 100_000,
+            lookups: 10_000,
+            fetch_passes: 5,
+            fetch_wait_max_ms: 10,
+            compressions: vec!["ZSTD".into(), "NONE".into()],
+            lookup_batch_timeout_ms: 1,
+            deadline: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Workload {
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.rows > 0 && self.batch_rows > 0 && self.buckets > 0,
+            "--rows, --batch-rows and --buckets must be positive"
+        );
+        ensure!(
+            self.keys > 0 && self.lookups > 0 && self.fetch_passes > 0,
+            "--keys, --lookups and --fetch-passes must be positive"
+        );
+        for compression in &self.compressions {
+            ensure!(
+                ["NONE", "LZ4_FRAME", "ZSTD"].contains(&compression.as_str()),
+                "unknown compression {compression:?} (use NONE, LZ4_FRAME or ZSTD)"
+            );
+        }
+        ensure!(!self.compressions.is_empty(), "--compressions is empty");
+        Ok(())
+    }
+}
+
+/// Where the Fluss column comes from.
+#[derive(Debug, Clone)]
+pub enum FlussTarget {
+    /// Start a cluster with the harness in this directory (start.sh / stop.sh).
+    Harness {
+        dir: PathBuf,
+        /// Extra server.yaml lines, e.g. `log.flush.interval-messages: 1` (fsync per batch).
+        extra_conf: Option<String>,
+    },
+    /// Measure an already running endpoint.
+    Bootstrap(String),
+    /// No Fluss column.
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct HotstoreBenchOptions {
+    pub workload: Workload,
+    pub fluss: FlussTarget,
+}
+
+/// One phase's figures; `bytes` is logical row bytes.
+#[derive(Debug, Clone, Default)]
+pub struct Throughput {
+    pub rows: i64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+impl Throughput {
+    pub fn rows_per_s(&self) -> f64 {
+        self.rows as f64 / self.elapsed.as_secs_f64()
+    }
+    pub fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / 1_000_000.0 / self.elapsed.as_secs_f64()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Latency {
+    pub samples: usize,
+    /// Lookups of a written key that found nothing.
+    pub misses: usize,
+    /// Of those, the keys still missing when looked up again 2 s later.
+    pub misses_after_2s: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Latency {
+    fn of(mut samples: Vec<Duration>) -> Self {
+        samples.sort_unstable();
+        let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+        Latency {
+            samples: samples.len(),
+            misses: 0,
+            misses_after_2s: 0,
+            p50: at(0.50),
+            p99: at(0.99),
+            max: *samples.last().unwrap_or(&Duration::ZERO),
+        }
+    }
+}
+
+/// Produce and fetch of a log table with one Arrow compression.
+#[derive(Debug, Clone, Default)]
+pub struct LogFigures {
+    pub compression: String,
+    pub produce: Throughput,
+    pub fetch: Throughput,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BenchReport {
+    /// One entry per [`Workload::compressions`], in that order.
+    pub logs: Vec<LogFigures>,
+    pub upsert: Throughput,
+    pub lookup: Latency,
+}
+
+fn arrow_schema() -> Arc<ArrowSchema> {
+    Arc::new(ArrowSchema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+        Field::new("payload", DataType::Utf8, true),
+    ]))
+}
+
+/// 48 bytes of text per row, so a row is 64 logical bytes.
+const PAYLOAD: &str = "the quick brown fox jumps over the lazy dog 0123";
+
+fn batch(start: i64, rows: i64) -> Result<(RecordBatch, u64)> {
+    let ids = Int64Array::from_iter_values(start..start + rows);
+    let ts = Int64Array::from_iter_values((start..start + rows).map(|i| 1_700_000_000_000 + i));
+    let payload: StringArray = (0..rows).map(|_| Some(PAYLOAD)).collect();
+    let bytes = rows as u64 * (8 + 8 + PAYLOAD.len() as u64);
+    let batch = RecordBatch::try_new(
+        arrow_schema(),
+        vec![Arc::new(ids), Arc::new(ts), Arc::new(payload)],
+    )?;
+    Ok((batch, bytes))
+}
+
+/// Creates `silt_bench.<name>_<unix ms>`: a name never used before, so a run never meets the
+/// state of an earlier run's table of the same name. Returns once every bucket answers
+/// ListOffsets: real Fluss places a new table's buckets a moment after CreateTable returns,
+/// and a writer created before that stalled fluss-rs 1.0.0 for minutes in one run.
+async fn fresh_table(
+    admin: &FlussAdmin,
+    name: &str,
+    descriptor: &TableDescriptor,
+    buckets: i32,
+) -> Result<TablePath> {
+    admin.create_database(DATABASE, None, true).await?;
+    let unique_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis();
+    let path = TablePath::new(DATABASE, format!("{name}_{unique_ms}"));
+    admin
+        .create_table(&path, descriptor, false)
+        .await
+        .with_context(|| format!("create {path}"))?;
+    let ids: Vec<i32> = (0..buckets).collect();
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        match admin
+            .list_offsets(&path, &ids, fluss::rpc::message::OffsetSpec::Latest)
+            .await
+        {
+            Ok(offsets) if offsets.len() == ids.len() => return Ok(path),
+            Ok(_) | Err(_) if started.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            Ok(offsets) => bail!(
+                "{path} answers offsets for {} of {buckets} buckets after 60 s",
+                offsets.len()
+            ),
+            Err(error) => bail!("{path} has no leaders after 60 s: {error}"),
+        }
+    }
+}
+
+async fn produce(
+    connection: &FlussConnection,
+    path: &TablePath,
+    workload: &Workload,
+) -> Result<Throughput> {
+    let table = connection.get_table(path).await?;
+    let writer = table.new_append()?.create_writer()?;
+    // One acknowledged warm-up batch (negative ids) before the clock starts: a new table's
+    // buckets may still be getting their leaders (real Fluss answers NotLeaderOrFollower for
+    // a moment), and the connection and the server's code paths get warm.
+    let (warm_up, _) = batch(-workload.batch_rows, workload.batch_rows)?;
+    drop(writer.append_arrow_batch(warm_up)?);
+    tokio::time::timeout(workload.deadline, writer.flush())
+        .await
+        .context("warm-up append deadline")??;
+    // Build batches before the clock starts, so the figure is the server's and the wire's.
+    let mut batches = Vec::new();
+    let mut bytes = 0;
+    let mut start = 0;
+    while start < workload.rows {
+        let rows = workload.batch_rows.min(workload.rows - start);
+        let (batch, batch_bytes) = batch(start, rows)?;
+        batches.push(batch);
+        bytes += batch_bytes;
+        start += rows;
+    }
+    let started = Instant::now();
+    for batch in batches {
+        // Dropping the future is fine: flush() below waits for every acknowledgement.
+        drop(writer.append_arrow_batch(batch)?);
+    }
+    tokio::time::timeout(workload.deadline, writer.flush())
+        .await
+        .context("produce deadline")??;
+    Ok(Throughput {
+        rows: workload.rows,
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Reads the whole table `fetch_passes` times, each pass with a new scanner from the
+/// earliest offset; the figure is all passes' bytes over all passes' time.
+async fn fetch(
+    connection: &FlussConnection,
+    path: &TablePath,
+    workload: &Workload,
+) -> Result<Throughput> {
+    let table = connection.get_table(path).await?;
+    // The table also holds produce()'s warm-up batch.
+    let table_rows = workload.rows + workload.batch_rows;
+    let mut total = Throughput::default();
+    for _ in 0..workload.fetch_passes {
+        let scanner = table.new_scan().create_record_batch_log_scanner()?;
+        for bucket in 0..workload.buckets {
+            scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
+        }
+        let started = Instant::now();
+        let mut rows = 0i64;
+        while rows < table_rows {
+            ensure!(
+                started.elapsed() < workload.deadline,
+                "fetch deadline: {rows} of {table_rows} rows"
+            );
+            for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
+                let batch = scan_batch.batch();
+                let payload = batch
+                    .column_by_name("payload")
+                    .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                    .context("payload column")?;
+                rows += batch.num_rows() as i64;
+                total.bytes += batch.num_rows() as u64 * 16 + payload.value_data().len() as u64;
+            }
+        }
+        total.elapsed += started.elapsed();
+        total.rows += rows;
+    }
+    Ok(total)
+}
+
+async fn upsert_and_lookup(
+    connection: &FlussConnection,
+    path: &TablePath,
+    workload: &Workload,
+) -> Result<(Throughput, Latency)> {
+    let table = connection.get_table(path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    let started = Instant::now();
+    for id in 0..workload.keys {
+        let mut row = GenericRow::new(3);
+        row.set_field(0, id);
+        row.set_field(1, 1_700_000_000_000i64 + id);
+        row.set_field(2, PAYLOAD);
+        drop(writer.upsert(&row)?);
+    }
+    tokio::time::timeout(workload.deadline, writer.flush())
+        .await
+        .context("upsert deadline")??;
+    let bytes = workload.keys as u64 * (16 + PAYLOAD.len() as u64);
+    let upsert = Throughput {
+        rows: workload.keys,
+        bytes,
+        elapsed: started.elapsed(),
+    };
+
+    let mut lookuper = table.new_lookup()?.create_lookuper()?;
+    let mut samples = Vec::with_capacity(workload.lookups);
+    // Every key was upserted and flushed before the first lookup, so a miss is a server bug;
+    // it is counted and reported rather than ending the run.
+    let mut missed = Vec::new();
+    // A fixed-seed LCG spreads keys over the table without a rand dependency.
+    let mut state: u64 = 0x5eed;
+    let started = Instant::now();
+    for _ in 0..workload.lookups {
+        ensure!(
+            started.elapsed() < workload.deadline,
+            "lookup deadline after {} lookups",
+            samples.len()
+        );
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let id = ((state >> 33) % workload.keys as u64) as i64;
+        let mut key = GenericRow::new(1);
+        key.set_field(0, id);
+        let sent = Instant::now();
+        let result = lookuper.lookup(&key).await?;
+        samples.push(sent.elapsed());
+        if result.get_single_row()?.is_none() {
+            missed.push(id);
+        }
+    }
+    let mut latency = Latency::of(samples);
+    latency.misses = missed.len();
+    if !missed.is_empty() {
+        // Tell late visibility from loss: look the missed keys up again after a pause.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for id in missed {
+            let mut key = GenericRow::new(1);
+            key.set_field(0, id);
+            if lookuper.lookup(&key).await?.get_single_row()?.is_none() {
+                latency.misses_after_2s += 1;
+            }
+        }
+    }
+    Ok((upsert, latency))
+}
+
+/// Runs the workload against one endpoint (silt's hotstore or a real Fluss cluster).
+pub async fn run_endpoint(bootstrap: &str, workload: &Workload) -> Result<BenchReport> {
+    workload.validate()?;
+    let mut client = fluss::config::Config::default();
+    client.bootstrap_servers = bootstrap.to_string();
+    client.writer_acks = "all".into();
+    client.lookup_batch_timeout_ms = workload.lookup_batch_timeout_ms;
+    client.scanner_log_fetch_wait_max_time_ms = workload.fetch_wait_max_ms;
+    let connection = FlussConnection::new(client)
+        .await
+        .with_context(|| format!("connect to {bootstrap}"))?;
+    let admin = connection.get_admin()?;
+
+    let mut logs = Vec::new();
+    for compression in &workload.compressions {
+        let log_schema = Schema::builder()
+            .column("id", DataTypes::bigint())
+            .column("ts", DataTypes::bigint())
+            .column("payload", DataTypes::string())
+            .build()?;
+        let log = TableDescriptor::builder()
+            .schema(log_schema)
+            .distributed_by(Some(workload.buckets), vec!["id".into()])
+            .property("table.log.arrow.compression.type", compression.as_str())
+            .build()?;
+        let log_path = fresh_table(
+            &admin,
+            &format!("bench_log_{}", compression.to_lowercase()),
+            &log,
+            workload.buckets,
+        )
+        .await?;
+        eprintln!(
+            "  produce ({compression}): {} rows in batches of {} into {} buckets",
+            workload.rows, workload.batch_rows, workload.buckets
+        );
+        let produce = produce(&connection, &log_path, workload).await?;
+        eprintln!(
+            "    {:.0} rows/s, {:.1} MB/s in {:?}",
+            produce.rows_per_s(),
+            produce.mb_per_s(),
+            produce.elapsed
+        );
+        eprintln!(
+            "  fetch ({compression}): {} rows, {} passes",
+            workload.rows + workload.batch_rows,
+            workload.fetch_passes
+        );
+        let fetch = fetch(&connection, &log_path, workload).await?;
+        eprintln!(
+            "    {:.0} rows/s, {:.1} MB/s in {:?}",
+            fetch.rows_per_s(),
+            fetch.mb_per_s(),
+            fetch.elapsed
+        );
+        admin.drop_table(&log_path, true).await?;
+        logs.push(LogFigures {
+            compression: compression.clone(),
+            produce,
+            fetch,
+        });
+    }
+
+    let kv_schema = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("ts", DataTypes::bigint())
+        .column("payload", DataTypes::string())
+        .primary_key(vec!["id"])?
+        .build()?;
+    let kv = TableDescriptor::builder()
+        .schema(kv_schema)
+        .distributed_by(Some(workload.buckets), vec![])
+        .build()?;
+    let kv_path = fresh_table(&admin, "bench_kv", &kv, workload.buckets).await?;
+    eprintln!(
+        "  upsert: {} keys, then {} lookups",
+        workload.keys, workload.lookups
+    );
+    let (upsert, lookup) = upsert_and_lookup(&connection, &kv_path, workload).await?;
+    eprintln!(
+        "    upsert {:.0} rows/s; lookup p50 {:?} p99 {:?}",
+        upsert.rows_per_s(),
+        lookup.p50,
+        lookup.p99
+    );
+
+    admin.drop_table(&kv_path, true).await?;
+    Ok(BenchReport {
+        logs,
+        upsert,
+        lookup,
+    })
+}
+
+/// A real Fluss cluster started by the harness; stopped on [`FlussCluster::stop`].
+struct FlussCluster {
+    harness: PathBuf,
+    env: Vec<(String, String)>,
+    bootstrap: String,
+    _work_dir: tempfile::TempDir,
+}
+
+/// Outcome of trying to start the harness: a cluster, or the reason the column is skipped.
+enum Started {
+    Cluster(FlussCluster),
+    Skipped(String),
+}
+
+/// A loopback port free right now (the harness binds it moments later).
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start_fluss(harness: &Path, extra_conf: Option<&str>) -> Result<Started> {
+    let start = harness.join("start.sh");
+    if !start.is_file() {
+        return Ok(Started::Skipped(format!(
+            "no Fluss harness at {} (run from silt's source tree or pass --fluss-harness DIR)",
+            start.display()
+        )));
+    }
+    let work_dir = tempfile::Builder::new()
+        .prefix("silt-bench-fluss-")
+        .tempdir()?;
+    let mut env = vec![
+        (
+            "FLUSS_REAL_WORK_DIR".to_string(),
+            work_dir.path().display().to_string(),
+        ),
+        ("FLUSS_REAL_ZK_PORT".to_string(), free_port()?.to_string()),
+        (
+            "FLUSS_REAL_COORDINATOR_PORT".to_string(),
+            free_port()?.to_string(),
+        ),
+        (
+            "FLUSS_REAL_TABLET_PORT".to_string(),
+            free_port()?.to_string(),
+        ),
+    ];
+    if let Some(conf) = extra_conf {
+        env.push(("FLUSS_REAL_EXTRA_CONF".to_string(), conf.to_string()));
+    }
+    eprintln!("starting a real Fluss cluster with {}", start.display());
+    let output = std::process::Command::new(&start)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .with_context(|| format!("run {}", start.display()))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(0) => {}
+        Some(77) => {
+            let reason = stderr
+                .lines()
+                .find_map(|l| l.strip_prefix("SKIPPED: "))
+                .unwrap_or("the harness skipped")
+                .to_string();
+            return Ok(Started::Skipped(reason));
+        }
+        _ => bail!(
+            "{} failed ({}): {}",
+            start.display(),
+            output.status,
+            stderr
+                .lines()
+                .rev()
+                .take(10)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
+    }
+    let bootstrap = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    ensure!(
+        !bootstrap.is_empty(),
+        "{} printed no bootstrap address",
+        start.display()
+    );
+    Ok(Started::Cluster(FlussCluster {
+        harness: harness.to_path_buf(),
+        env,
+        bootstrap,
+        _work_dir: work_dir,
+    }))
+}
+
+impl FlussCluster {
+    fn stop(self) {
+        let stop = self.harness.join("stop.sh");
+        match std::process::Command::new(&stop)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+        {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => eprintln!(
+                "warning: {} exited {}: {}",
+                stop.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+            Err(error) => eprintln!("warning: cannot run {}: {error}", stop.display()),
+        }
+    }
+}
+
+/// The Fluss column: figures, or why there are none.
+enum FlussColumn {
+    Measured { label: String, report: BenchReport },
+    Skipped(String),
+}
+
+async fn measure_fluss(target: &FlussTarget, workload: &Workload) -> Result<FlussColumn> {
+    match target {
+        FlussTarget::None => Ok(FlussColumn::Skipped("--no-fluss".into())),
+        FlussTarget::Bootstrap(bootstrap) => {
+            eprintln!("real Fluss at {bootstrap}:");
+            let report = run_endpoint(bootstrap, workload).await?;
+            Ok(FlussColumn::Measured {
+                label: format!("Fluss at {bootstrap}"),
+                report,
+            })
+        }
+        FlussTarget::Harness { dir, extra_conf } => {
+            let (dir, conf) = (dir.clone(), extra_conf.clone());
+            let started =
+                tokio::task::spawn_blocking(move || start_fluss(&dir, conf.as_deref())).await??;
+            let cluster = match started {
+                Started::Cluster(cluster) => cluster,
+                Started::Skipped(reason) => return Ok(FlussColumn::Skipped(reason)),
+            };
+            eprintln!("real Fluss at {}:", cluster.bootstrap);
+            let result = run_endpoint(&cluster.bootstrap, workload).await;
+            tokio::task::spawn_blocking(move || cluster.stop()).await?;
+            let label = match extra_conf {
+                Some(conf) => format!("Fluss 0.9.1 ({conf})"),
+                None => "Fluss 0.9.1 (default: no fsync)".to_string(),
+            };
+            Ok(FlussColumn::Measured {
+                label,
+                report: result?,
+            })
+        }
+    }
+}
+
+/// Starts silt's hotstore in this process on a free loopback port in a scratch directory.
+async fn measure_silt(config: &crate::config::Config, workload: &Workload) -> Result<BenchReport> {
+    let dir = tempfile::Builder::new()
+        .prefix("silt-bench-hotstore-")
+        .tempdir()?;
+    let mut server_config = crate::up::hotstore_config(config)?;
+    server_config.bind_addr = "127.0.0.1:0".parse()?;
+    server_config.data_dir = dir.path().join("hotstore");
+    let server = silt_hotstore::Server::start(server_config).await?;
+    let bootstrap = server.local_addr().to_string();
+    eprintln!(
+        "silt hotstore at {bootstrap} (fsync: {}):",
+        config.hotstore.fsync
+    );
+    let result = run_endpoint(&bootstrap, workload).await;
+    server.shutdown().await?;
+    result
+}
+
+pub async fn hotstore(config: &crate::config::Config, options: HotstoreBenchOptions) -> Result<()> {
+    let workload = &options.workload;
+    workload.validate()?;
+    if config.hotstore.fsync == "never" {
+        eprintln!(
+            "warning: hotstore.fsync is never: silt's acknowledgements are not durable in this run"
+        );
+    }
+    // silt first, then the cluster, so idle JVMs do not share the cores with silt's run.
+    let silt = measure_silt(config, workload).await?;
+    let fluss = measure_fluss(&options.fluss, workload).await?;
+    print_report(config, workload, &silt, &fluss);
+    ensure!(
+        silt.lookup.misses == 0,
+        "{} lookups of written keys found nothing in silt's hotstore",
+        silt.lookup.misses
+    );
+    Ok(())
+}
+
+fn print_report(
+    config: &crate::config::Config,
+    workload: &Workload,
+    silt: &BenchReport,
+    fluss: &FlussColumn,
+) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!();
+    println!(
+        "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
+         fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        workload.rows,
+        workload.batch_rows,
+        workload.buckets,
+        workload.fetch_passes,
+        workload.fetch_wait_max_ms,
+        workload.keys,
+        workload.lookups
+    );
+    println!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
+    let other = match fluss {
+        FlussColumn::Measured { label, report } => {
+            println!("fluss: {label}");
+            Some(report)
+        }
+        FlussColumn::Skipped(reason) => {
+            println!("fluss: SKIPPED: {reason}");
+            None
+        }
+    };
+    // (name, silt, fluss, target)
+    type Row = (String, f64, Option<f64>, &'static str);
+    let mut rows: Vec<Row> = Vec::new();
+    for (i, log) in silt.logs.iter().enumerate() {
+        let other_log = other.and_then(|r| r.logs.get(i));
+        let c = &log.compression;
+        rows.push((
+            format!("produce MB/s {c}"),
+            log.produce.mb_per_s(),
+            other_log.map(|l| l.produce.mb_per_s()),
+            ">= 2x",
+        ));
+        rows.push((
+            format!("produce rows/s {c}"),
+            log.produce.rows_per_s(),
+            other_log.map(|l| l.produce.rows_per_s()),
+            "",
+        ));
+        rows.push((
+            format!("fetch MB/s {c}"),
+            log.fetch.mb_per_s(),
+            other_log.map(|l| l.fetch.mb_per_s()),
+            ">= 2x",
+        ));
+    }
+    rows.extend([
+        (
+            "upsert rows/s".to_string(),
+            silt.upsert.rows_per_s(),
+            other.map(|r| r.upsert.rows_per_s()),
+            "",
+        ),
+        (
+            "lookup p50 ms".to_string(),
+            ms(silt.lookup.p50),
+            other.map(|r| ms(r.lookup.p50)),
+            "",
+        ),
+        (
+            "lookup p99 ms".to_string(),
+            ms(silt.lookup.p99),
+            other.map(|r| ms(r.lookup.p99)),
+            "<= 0.5x",
+        ),
+        (
+            "lookup max ms".to_string(),
+            ms(silt.lookup.max),
+            other.map(|r| ms(r.lookup.max)),
+            "",
+        ),
+    ]);
+    println!(
+        "| {:<22} | {:>12} | {:>12} | {:>10} | {:>8} |",
+        "figure", "silt", "fluss", "silt/fluss", "target"
+    );
+    println!(
+        "|{:-<24}|{:->14}|{:->14}|{:->12}|{:->10}|",
+        "", "", "", "", ""
+    );
+    for (name, silt_value, fluss_value, target) in rows {
+        let (fluss_text, ratio_text) = match fluss_value {
+            Some(v) => (format!("{v:.3}"), format!("{:.2}", silt_value / v)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        println!(
+            "| {name:<22} | {silt_value:>12.3} | {fluss_text:>12} | {ratio_text:>10} | {target:>8} |"
+        );
+    }
+    println!(
+        "lookup misses: silt {} (still missing 2 s later: {}){}",
+        silt.lookup.misses,
+        silt.lookup.misses_after_2s,
+        other
+            .map(|r| format!(
+                ", fluss {} (still missing 2 s later: {})",
+                r.lookup.misses, r.lookup.misses_after_2s
+            ))
+            .unwrap_or_default()
+    );
+}
