@@ -151,10 +151,16 @@ enum Command {
     Stop(oneshot::Sender<Result<u64>>),
 }
 
+/// Completed checkpoints kept per job for metrics (older ones are only counted).
+pub const CHECKPOINT_HISTORY_MAX: usize = 100;
+
 /// What the job's tasks and coordinator share with the handle.
 struct Shared {
     counters: Vec<Arc<VertexCounters>>,
-    checkpoints: Mutex<Vec<CheckpointStats>>,
+    /// The most recent completed checkpoints, at most [`CHECKPOINT_HISTORY_MAX`]: a job at a
+    /// 1 s interval completes 86,400 a day.
+    checkpoints: Mutex<std::collections::VecDeque<CheckpointStats>>,
+    checkpoints_completed: std::sync::atomic::AtomicU64,
     checkpoints_failed: Mutex<u64>,
     restarts: Mutex<u32>,
     gauge: Arc<BufferGauge>,
@@ -224,7 +230,12 @@ impl JobHandle {
     pub async fn wait_for_checkpoints(&self, n: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if self.shared.checkpoints.lock().unwrap().len() >= n {
+            if self
+                .shared
+                .checkpoints_completed
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= n as u64
+            {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -241,7 +252,18 @@ impl JobHandle {
             .collect();
         JobMetrics {
             operators,
-            checkpoints: self.shared.checkpoints.lock().unwrap().clone(),
+            checkpoints: self
+                .shared
+                .checkpoints
+                .lock()
+                .unwrap()
+                .iter()
+                .cloned()
+                .collect(),
+            checkpoints_completed: self
+                .shared
+                .checkpoints_completed
+                .load(std::sync::atomic::Ordering::Relaxed),
             checkpoints_failed: *self.shared.checkpoints_failed.lock().unwrap(),
             restarts: *self.shared.restarts.lock().unwrap(),
             buffered_bytes: self.shared.gauge.current_bytes(),
@@ -269,7 +291,8 @@ impl JobManager {
         let (commands_tx, commands_rx) = mpsc::channel(8);
         let shared = Arc::new(Shared {
             counters: graph.vertices().iter().map(|_| Arc::default()).collect(),
-            checkpoints: Mutex::new(Vec::new()),
+            checkpoints: Mutex::default(),
+            checkpoints_completed: std::sync::atomic::AtomicU64::new(0),
             checkpoints_failed: Mutex::new(0),
             restarts: Mutex::new(0),
             gauge: Arc::default(),
@@ -306,6 +329,8 @@ async fn run_job(
     state: watch::Sender<JobState>,
     mut commands: mpsc::Receiver<Command>,
 ) {
+    // Failures since the job last made progress: an attempt that completed a checkpoint resets
+    // the count, so a long-lived job is judged by its recent failures, not its lifetime's.
     let mut attempt = 0u32;
     loop {
         let storage = &config.checkpoint.storage;
@@ -327,6 +352,9 @@ async fn run_job(
             info!(job = %config.name, checkpoint = c.metadata.checkpoint_id, attempt, "restoring");
         }
         let _ = state.send(JobState::Running);
+        let completed_before = shared
+            .checkpoints_completed
+            .load(std::sync::atomic::Ordering::Relaxed);
         let end = run_attempt(&graph, &config, &shared, restored, attempt, &mut commands).await;
         match end {
             AttemptEnd::Finished | AttemptEnd::Stopped => {
@@ -338,6 +366,13 @@ async fn run_job(
                 return;
             }
             AttemptEnd::Failed(error) => {
+                let progressed = shared
+                    .checkpoints_completed
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    > completed_before;
+                if progressed {
+                    attempt = 0;
+                }
                 attempt += 1;
                 let Some(delay) = config.restart.delay(attempt) else {
                     warn!(job = %config.name, %error, "job failed; no restarts left");
@@ -607,17 +642,22 @@ impl Coordinator<'_> {
             c.last_snapshot_ns
                 .store(time.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        self.shared
-            .checkpoints
-            .lock()
-            .unwrap()
-            .push(CheckpointStats {
+        {
+            let mut history = self.shared.checkpoints.lock().unwrap();
+            if history.len() == CHECKPOINT_HISTORY_MAX {
+                history.pop_front();
+            }
+            history.push_back(CheckpointStats {
                 checkpoint_id: id,
                 duration_ms: pending.started.elapsed().as_millis() as u64,
                 size_bytes,
                 completed_at_ms: metadata.created_at_ms,
                 is_final: metadata.is_final,
             });
+        }
+        self.shared
+            .checkpoints_completed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.consecutive_failures = 0;
         if pending.barrier.is_final {
             self.final_done = Some(id);

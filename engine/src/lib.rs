@@ -28,7 +28,10 @@ pub use checkpoint::{
 };
 pub use error::{Error, Result};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex, VertexId};
-pub use job::{CheckpointConfig, JobConfig, JobHandle, JobManager, JobState, RestartStrategy};
+pub use job::{
+    CHECKPOINT_HISTORY_MAX, CheckpointConfig, JobConfig, JobHandle, JobManager, JobState,
+    RestartStrategy,
+};
 pub use metrics::{CheckpointStats, JobMetrics, OperatorMetrics};
 pub use operator::{
     Operator, OperatorFactory, RestoredState, Source, SourceFactory, SourcePoll, TaskContext,

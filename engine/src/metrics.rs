@@ -64,8 +64,11 @@ pub struct CheckpointStats {
 #[derive(Debug, Clone)]
 pub struct JobMetrics {
     pub operators: Vec<OperatorMetrics>,
-    /// Most recent last.
+    /// The most recent completed checkpoints (at most `CHECKPOINT_HISTORY_MAX`), most recent
+    /// last.
     pub checkpoints: Vec<CheckpointStats>,
+    /// Every checkpoint completed since the job started.
+    pub checkpoints_completed: u64,
     pub checkpoints_failed: u64,
     pub restarts: u32,
     /// Bytes buffered in the job's channels now and at most.

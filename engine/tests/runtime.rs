@@ -561,6 +561,48 @@ async fn restarts_are_bounded() {
     assert_eq!(job.metrics().restarts, 2);
 }
 
+/// Regression: the restart count never reset, so a long-lived job (a tiering job at 1 s
+/// freshness) that failed now and then over days ran out of restarts for good. Failures
+/// separated by completed checkpoints count from the last progress, not from the job's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_count_from_the_last_completed_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
+    let p = Pipeline {
+        sources: 1,
+        counters: 1,
+        sinks: 1,
+        records: 10_000,
+        keys: 3,
+        seed: 7,
+        // Twice as many failures as the strategy allows in a row, each after progress.
+        failures: Failures::new(vec![(0, 2_000), (0, 4_000), (0, 6_000), (0, 8_000)]),
+        store: Arc::default(),
+        commit_at_snapshot: false,
+        restored_from: Arc::default(),
+    };
+    let mut config = job_config("recovers", storage, 2);
+    config.restart = RestartStrategy::FixedDelay {
+        delay: Duration::from_millis(1),
+        attempts_max: 2,
+    };
+    let job = JobManager::new()
+        .submit(pipeline_graph(&p), config)
+        .unwrap();
+    let state = tokio::time::timeout(Duration::from_secs(60), job.wait())
+        .await
+        .unwrap();
+    assert_eq!(state, JobState::Finished, "{state:?}");
+    let metrics = job.metrics();
+    assert_eq!(metrics.restarts, 4);
+    assert!(
+        metrics.checkpoints_completed >= 4,
+        "{}",
+        metrics.checkpoints_completed
+    );
+    assert!(metrics.checkpoints.len() <= silt_engine::CHECKPOINT_HISTORY_MAX);
+}
+
 #[test]
 fn restart_delays_back_off_and_stop() {
     let s = RestartStrategy::ExponentialBackoff {

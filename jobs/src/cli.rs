@@ -353,6 +353,7 @@ fn try_main(cli: Cli) -> Result<()> {
                     bootstrap.unwrap_or_else(|| config.hotstore.listen.clone()),
                     config.data_dir.join("lake").to_string_lossy(),
                 );
+                options.credentials = config.fluss_credentials();
                 options.deadline = crate::tiering::parse_duration(&deadline)
                     .map_err(|e| anyhow::anyhow!("--deadline: {e}"))?;
                 options.show_max = show;

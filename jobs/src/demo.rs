@@ -230,8 +230,7 @@ fn report(state: JobState, job: &silt_engine::JobHandle) -> Result<()> {
     }
     println!(
         "job {state}: {} checkpoints, {} restarts",
-        m.checkpoints.len(),
-        m.restarts
+        m.checkpoints_completed, m.restarts
     );
     match state {
         JobState::Finished => Ok(()),

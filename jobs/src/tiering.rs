@@ -534,7 +534,7 @@ impl TieringService {
                     (now_ms() - p.last_commit_ms) as f64 / 1000.0
                 },
                 delta_version: p.delta_version,
-                checkpoints: metrics.checkpoints.len(),
+                checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
             });
         }

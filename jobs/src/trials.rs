@@ -1005,6 +1005,7 @@ async fn hot_changelog(
         .collect();
     read_changelog(
         bootstrap,
+        None,
         DB,
         &spec.name,
         start,

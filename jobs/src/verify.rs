@@ -60,6 +60,8 @@ const FILE_COLUMN: &str = "__silt_file";
 pub struct VerifyOptions {
     /// The Fluss endpoint (a running `silt up`).
     pub bootstrap: String,
+    /// SASL/PLAIN credentials when the hot store requires them.
+    pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     /// Lake tables live at `<lake_root>/<db>/<table>`.
     pub lake_root: String,
     pub storage_options: HashMap<String, String>,
@@ -79,6 +81,7 @@ impl VerifyOptions {
     pub fn new(bootstrap: impl Into<String>, lake_root: impl Into<String>) -> Self {
         VerifyOptions {
             bootstrap: bootstrap.into(),
+            credentials: None,
             lake_root: lake_root.into(),
             storage_options: HashMap::new(),
             deadline: Duration::from_secs(60),
@@ -412,6 +415,7 @@ pub async fn verify_table(
         .collect();
     let hot = read_changelog(
         &options.bootstrap,
+        options.credentials.as_ref(),
         database,
         table,
         start.clone(),
@@ -455,6 +459,7 @@ pub async fn verify_table(
 /// uses), as changelog batches with system columns (`__bucket`, `__offset`, `__change_type`...).
 pub async fn read_changelog(
     bootstrap: &str,
+    credentials: Option<&silt_connectors::fluss::FlussCredentials>,
     database: &str,
     table: &str,
     start: BTreeMap<i32, i64>,
@@ -462,6 +467,7 @@ pub async fn read_changelog(
     stall_max: Duration,
 ) -> Result<Vec<RecordBatch>> {
     let mut config = FlussSourceConfig::new(bootstrap, database, table);
+    config.credentials = credentials.cloned();
     config.start = StartPosition::Offsets(start);
     config.end = EndPosition::Offsets(end.clone());
     let mut source = FlussSource::new(config);
@@ -1115,14 +1121,17 @@ fn compare_by_key(
 /// code (0 match, 1 mismatch, 3 deadline passed; with several tables the worst wins, a mismatch
 /// over a deadline).
 pub async fn run(options: &VerifyOptions, table: Option<&str>, all: bool) -> Result<u8> {
-    let connection = silt_connectors::fluss::connect(&options.bootstrap)
-        .await
-        .with_context(|| {
-            format!(
-                "is `silt up` running? (hotstore address {}; set --bootstrap or hotstore.listen)",
-                options.bootstrap
-            )
-        })?;
+    let connection = silt_connectors::fluss::connect_with(
+        &options.bootstrap,
+        options.credentials.as_ref(),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "is `silt up` running? (hotstore address {}; set --bootstrap or hotstore.listen)",
+            options.bootstrap
+        )
+    })?;
     let tables = match (table, all) {
         (Some(name), false) => vec![parse_table_name(name)?],
         (None, true) => lake_enabled_tables(&connection).await?,

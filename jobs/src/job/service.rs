@@ -503,7 +503,7 @@ fn status_of(entry: &Entry) -> JobStatus {
         status.failure = Some(reason);
     }
     let m = handle.metrics();
-    status.checkpoints_completed = m.checkpoints.len();
+    status.checkpoints_completed = m.checkpoints_completed as usize;
     status.checkpoints = m
         .checkpoints
         .iter()
