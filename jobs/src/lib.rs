@@ -6,6 +6,7 @@
 //! Entry point: [`cli::main`].
 
 pub mod bench;
+pub mod bench_query;
 pub mod cli;
 pub mod config;
 pub mod demo;
