@@ -114,7 +114,7 @@ enum BenchCommand {
     /// Query service: a $lake scan against raw DataFusion on the same files, deadline
     /// precision, and the real-time view of a primary-key table with a hot tail.
     Query {
-        /// Rows in the scanned lake table (about 45 bytes of Parquet, 110 of Arrow, per row).
+        /// Rows in the scanned lake table (about 48 bytes of Parquet and 160 of Arrow per row).
         #[arg(long, default_value_t = 24_000_000)]
         lake_rows: u64,
         /// Runs of the scan comparison, each side.
