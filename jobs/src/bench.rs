@@ -47,7 +47,7 @@ pub const RSS_FACTOR: u64 = 4;
 const DB: &str = "bench";
 const BUCKETS: i32 = 4;
 
-fn schema_12() -> fluss::metadata::Schema {
+pub(crate) fn schema_12() -> fluss::metadata::Schema {
     fluss::metadata::Schema::builder()
         .column("id", DataTypes::bigint())
         .column("user_id", DataTypes::int())
@@ -66,7 +66,7 @@ fn schema_12() -> fluss::metadata::Schema {
 }
 
 /// Deterministic rows `from..from+n` in the table's Arrow schema.
-fn make_batch(schema: &SchemaRef, from: u64, n: usize) -> Result<RecordBatch> {
+pub(crate) fn make_batch(schema: &SchemaRef, from: u64, n: usize) -> Result<RecordBatch> {
     let ids: Vec<i64> = (from..from + n as u64).map(|i| i as i64).collect();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(12);
     for (i, field) in schema.fields().iter().enumerate() {
@@ -136,14 +136,14 @@ fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> 
     )?)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-async fn wait_lake_covers(
+pub(crate) async fn wait_lake_covers(
     tiering: &TieringService,
     table: &str,
     targets: &[(i32, i64)],

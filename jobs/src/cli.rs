@@ -202,6 +202,28 @@ enum BenchCommand {
         #[arg(long)]
         keep_failed: bool,
     },
+    /// Query service: a $lake scan against raw DataFusion on the same files, deadline
+    /// precision, and the real-time view of a primary-key table with a hot tail.
+    Query {
+        /// Rows in the scanned lake table (about 48 bytes of Parquet and 160 of Arrow per row).
+        #[arg(long, default_value_t = 24_000_000)]
+        lake_rows: u64,
+        /// Runs of the scan comparison, each side.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Queries of the deadline-precision figure.
+        #[arg(long, default_value_t = 100)]
+        deadline_queries: usize,
+        /// Keys tiered into the primary-key table before tiering stops.
+        #[arg(long, default_value_t = 1_000_000)]
+        pk_keys: u64,
+        /// Changes in the primary-key table's hot tail.
+        #[arg(long, default_value_t = 100_000)]
+        tail_changes: u64,
+        /// Scratch directory (default: the system temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -322,6 +344,27 @@ fn try_main(cli: Cli) -> Result<()> {
                 };
                 crate::bench_hotstore::hotstore(&config, HotstoreBenchOptions { workload, fluss })
                     .await
+            }
+            Command::Bench {
+                what:
+                    BenchCommand::Query {
+                        lake_rows,
+                        runs,
+                        deadline_queries,
+                        pk_keys,
+                        tail_changes,
+                        dir,
+                    },
+            } => {
+                let options = crate::bench_query::QueryBenchOptions {
+                    lake_rows,
+                    runs,
+                    deadline_queries,
+                    pk_keys,
+                    tail_changes,
+                    dir,
+                };
+                crate::bench_query::query(options).await
             }
             Command::Up {
                 demo,

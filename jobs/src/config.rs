@@ -94,6 +94,10 @@ pub struct QuerySettings {
     pub tail_bytes_max: usize,
     pub result_bytes_max: usize,
     pub memory_bytes_max: usize,
+    /// Arrow Flight SQL (gRPC) address; empty turns the endpoint off.
+    pub flight_listen: String,
+    pub flight_result_ttl_ms: u64,
+    pub flight_results_bytes_max: usize,
 }
 
 impl Config {

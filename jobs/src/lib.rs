@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod bench_hotstore;
+pub mod bench_query;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -151,6 +151,10 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         tiering: tiering.clone(),
         jobs: jobs.clone(),
     });
+    let flight = crate::query::flight::serve(config, &bootstrap, stop_tx.subscribe()).await?;
+    if let Some((flight_addr, _)) = &flight {
+        println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
+    }
     let (rest_addr, rest) = crate::rest::serve(
         &config.rest.listen,
         crate::rest::router(rest_state),
@@ -207,6 +211,10 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     }
     let _ = discovery.await;
     let _ = rest.await;
+    if let Some((_, flight)) = flight {
+        // Graceful: in-flight calls finish; idle client connections get a GOAWAY.
+        let _ = tokio::time::timeout(Duration::from_secs(10), flight).await;
+    }
     jobs.shutdown(Duration::from_secs(60)).await;
     tiering.shutdown(Duration::from_secs(60)).await;
     shutdown_server(server).await

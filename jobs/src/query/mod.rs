@@ -22,6 +22,7 @@
 //! `silt sql` client in [`client`].
 
 pub mod client;
+pub mod flight;
 pub mod rest;
 
 use std::collections::{BTreeMap, BTreeSet};

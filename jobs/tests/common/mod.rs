@@ -17,6 +17,8 @@ pub struct Silt {
     pub bootstrap: String,
     /// The REST API's `http://host:port`.
     pub rest: String,
+    /// The Arrow Flight SQL endpoint's `grpc://host:port`, when it is on.
+    pub flight: Option<String>,
 }
 
 /// Starts `silt up` over `data_dir` on ephemeral ports and waits until both listen lines came.
@@ -39,6 +41,7 @@ pub fn start_silt_with(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) ->
         .args(extra)
         .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
         .env("SILT_REST__LISTEN", "127.0.0.1:0")
+        .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -46,11 +49,17 @@ pub fn start_silt_with(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) ->
         .context("starting silt up")?;
     let stdout = child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
+    // `silt up` prints the Flight line before the REST line, so it is set when `rx` answers.
+    let flight = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let flight_seen = flight.clone();
     std::thread::spawn(move || {
         let (mut bootstrap, mut rest) = (None, None);
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
                 bootstrap = tail.split_whitespace().next().map(str::to_string);
+            }
+            if let Some(tail) = line.strip_prefix("flight: Arrow Flight SQL on ") {
+                *flight_seen.lock().unwrap() = Some(tail.trim().to_string());
             }
             if let Some(tail) = line.strip_prefix("rest: REST API on ") {
                 rest = Some(tail.trim().to_string());
@@ -64,10 +73,12 @@ pub fn start_silt_with(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) ->
     let (bootstrap, rest) = rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| anyhow!("silt up did not report its addresses within 30 s"))?;
+    let flight = flight.lock().unwrap().clone();
     Ok(Silt {
         child,
         bootstrap,
         rest,
+        flight,
     })
 }
 

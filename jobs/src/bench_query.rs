@@ -1,0 +1,588 @@
+//! `silt bench query`: the query service measured, not asserted. One process, one run; the
+//! table at the end prints figures and their ratios (these machines are noisy: compare ratios).
+//!
+//! - Lake scan: a log table's lake tier of `lake_rows` rows (12 mixed columns, 4 buckets) is
+//!   written through the tiering sink's own path (deltalake's `RecordBatchWriter` with the
+//!   writer's Parquet settings, then one commit through [`LakeTable`] with the txn offsets),
+//!   which is far quicker than producing and tiering gigabytes. The same aggregate runs through
+//!   [`QueryService::execute`] on `bench.scan$lake` and through a plain DataFusion session on
+//!   a listing table over the same Parquet files, alternately, `runs` times each; medians.
+//! - Deadline precision: `deadline_queries` runs of that scan with deadlines spread over
+//!   20..400 ms, none of which can finish in time; the figure is how long after its deadline
+//!   each call returned (p50, p99, max).
+//! - Real-time view: a primary-key table with `pk_keys` keys is tiered, tiering is stopped,
+//!   and `tail_changes` upserts and deletes (10% deletes, 10% new keys) are written; then the
+//!   view `bench.users` (lake + tail, last image per key) is queried against `$lake` alone, and
+//!   its answer is checked against the changes as written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
+};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::datasource::file_format::options::ParquetReadOptions;
+use datafusion::prelude::SessionContext;
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use fluss::rpc::message::OffsetSpec;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use rand::{Rng as _, SeedableRng as _};
+use silt_connectors::delta::{BucketRange, Committable, DeltaSinkConfig, LakeTable, TableKind};
+use silt_connectors::lake::LakeCatalogConfig;
+use silt_hotstore::{Server, ServerConfig};
+
+use crate::query::{QueryConfig, QueryError, QueryRequest, QueryService};
+use crate::tiering::{RegistryUpdate, TieringConfig, TieringService};
+
+#[derive(Debug, Clone)]
+pub struct QueryBenchOptions {
+    /// Rows in the lake tier of the scanned log table.
+    pub lake_rows: u64,
+    /// Runs of the scan comparison (each side).
+    pub runs: usize,
+    /// Queries of the deadline figure.
+    pub deadline_queries: usize,
+    /// Keys tiered into the primary-key table before tiering stops.
+    pub pk_keys: u64,
+    /// Changes written to the primary-key table's hot tail after tiering stopped.
+    pub tail_changes: u64,
+    /// Scratch directory for the hotstore and the lake (default: the system temp dir).
+    pub dir: Option<std::path::PathBuf>,
+}
+
+const DB: &str = "bench";
+const BUCKETS: i32 = 4;
+const BATCH_ROWS: usize = 64 * 1024;
+const SCAN_QUERY: &str = "SELECT region, count(*) AS n, sum(amount) AS amount, avg(qty) AS qty, \
+     max(created_ms) AS last_ms, sum(length(note)) AS note_chars FROM {t} WHERE paid GROUP BY region ORDER BY region";
+
+fn scan_sql(table: &str) -> String {
+    SCAN_QUERY.replace("{t}", table)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    crate::bench::percentile(values, 0.5)
+}
+
+fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+pub async fn query(options: QueryBenchOptions) -> Result<()> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("silt-bench-query-");
+    let dir = match &options.dir {
+        Some(d) => builder.tempdir_in(d)?,
+        None => builder.tempdir()?,
+    };
+    let server = Arc::new(
+        Server::start(ServerConfig {
+            bind_addr: "127.0.0.1:0".parse()?,
+            data_dir: dir.path().join("hotstore"),
+            ..ServerConfig::default()
+        })
+        .await?,
+    );
+    let bootstrap = server.local_addr().to_string();
+    let lake_root = dir.path().join("lake").to_string_lossy().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_database(DB, None, true)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let descriptor = TableDescriptor::builder()
+        .schema(crate::bench::schema_12())
+        .distributed_by(Some(BUCKETS), vec![])
+        .property("table.datalake.enabled", "true")
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    admin
+        .create_table(&TablePath::new(DB, "scan"), &descriptor, false)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let table_id = admin
+        .get_table_info(&TablePath::new(DB, "scan"))
+        .await
+        .map_err(|e| anyhow!("{e}"))?
+        .get_table_id();
+    let user_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, "scan").await?;
+
+    println!(
+        "writing the lake tier of {DB}.scan: {} rows through the tiering sink's writer ...",
+        options.lake_rows
+    );
+    let lake_uri = format!("{lake_root}/{DB}/scan");
+    let started = Instant::now();
+    let (files, parquet_bytes, arrow_bytes) =
+        write_lake(&lake_uri, table_id, user_schema, options.lake_rows).await?;
+    println!(
+        "  {files} files, {:.2} GB of Parquet ({:.2} GB as Arrow) in {:.1} s",
+        parquet_bytes as f64 / 1e9,
+        arrow_bytes as f64 / 1e9,
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut config = QueryConfig::new(LakeCatalogConfig::new(&bootstrap, lake_root.clone()));
+    config.deadline_max = Duration::from_secs(3600);
+    config.memory_bytes_max = 4 * 1024 * 1024 * 1024;
+    let service = QueryService::new(config);
+
+    // (a) The same aggregate: silt's $lake against raw DataFusion on a listing table.
+    println!(
+        "scan + aggregate, silt vs raw DataFusion, {} runs each ...",
+        options.runs
+    );
+    let (mut silt_s, mut raw_s) = (Vec::new(), Vec::new());
+    let mut answers = (String::new(), String::new());
+    for run in 0..options.runs.max(1) {
+        // Alternate which side goes first, so caches and turbo favour neither.
+        for side in [run % 2, 1 - run % 2] {
+            let started = Instant::now();
+            let batches = if side == 0 {
+                let sql = scan_sql(&format!("{DB}.scan$lake"));
+                service
+                    .execute(QueryRequest::new(sql, Duration::from_secs(3600)))
+                    .await
+                    .map_err(|e| anyhow!("silt query: {e}"))?
+                    .batches
+            } else {
+                raw_query(&lake_uri).await?
+            };
+            let elapsed = started.elapsed().as_secs_f64();
+            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            if side == 0 {
+                silt_s.push(elapsed);
+                answers.0 = text;
+            } else {
+                raw_s.push(elapsed);
+                answers.1 = text;
+            }
+        }
+    }
+    if answers.0 != answers.1 {
+        bail!(
+            "silt and raw DataFusion disagree:\nsilt:\n{}\nraw:\n{}",
+            answers.0,
+            answers.1
+        );
+    }
+    let (silt_median, raw_median) = (median(&mut silt_s), median(&mut raw_s));
+
+    // (b) Deadline precision.
+    println!(
+        "deadline precision: {} scans with deadlines of 20..400 ms ...",
+        options.deadline_queries
+    );
+    let mut overshoot_ms = Vec::new();
+    let mut finished_in_time = 0usize;
+    let n = options.deadline_queries.max(1);
+    for i in 0..n {
+        let deadline = Duration::from_millis(20 + (380 * i / n) as u64);
+        let sql = scan_sql(&format!("{DB}.scan$lake"));
+        let started = Instant::now();
+        match service.execute(QueryRequest::new(sql, deadline)).await {
+            Err(QueryError::DeadlinePassed { .. }) => {
+                let late = started.elapsed().saturating_sub(deadline);
+                overshoot_ms.push(late.as_secs_f64() * 1e3);
+            }
+            Ok(_) => finished_in_time += 1,
+            Err(e) => bail!("deadline query failed otherwise: {e}"),
+        }
+    }
+    overshoot_ms.sort_by(f64::total_cmp);
+
+    // (c) Real-time view of a primary-key table with a hot tail.
+    let view = realtime_view(
+        &options,
+        &server,
+        &bootstrap,
+        &lake_root,
+        &dir.path().join("checkpoints"),
+        &service,
+    )
+    .await?;
+
+    println!();
+    println!(
+        "silt bench query (profile: {}, {} lake rows x 12 columns in {BUCKETS} buckets, {:.2} GB Parquet)",
+        profile(),
+        options.lake_rows,
+        parquet_bytes as f64 / 1e9
+    );
+    println!("{:<60} {:>12}", "figure", "value");
+    println!(
+        "{:<60} {:>12.3}",
+        format!("(a) silt: aggregate over {DB}.scan$lake, median (s)"),
+        silt_median
+    );
+    println!(
+        "{:<60} {:>12.3}",
+        "    raw DataFusion: listing table, same files, median (s)", raw_median
+    );
+    println!(
+        "{:<60} {:>12.2}",
+        "    silt / raw (target <= 1.10)",
+        silt_median / raw_median
+    );
+    println!(
+        "{:<60} {:>12.0}",
+        "    scan rate through silt (rows/s)",
+        options.lake_rows as f64 / silt_median
+    );
+    println!(
+        "{:<60} {:>12}",
+        format!("(b) deadline passed: {} of {n} queries", overshoot_ms.len()),
+        format!("{finished_in_time} in time")
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    returned after the deadline p50 (ms)",
+        crate::bench::percentile(&overshoot_ms, 0.5)
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    returned after the deadline p99 (ms, target <= 250)",
+        crate::bench::percentile(&overshoot_ms, 0.99)
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    returned after the deadline max (ms)",
+        overshoot_ms.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "{:<60} {:>12}",
+        format!(
+            "(c) PK view: {} keys tiered, {} changes in the hot tail",
+            options.pk_keys, options.tail_changes
+        ),
+        format!("{} runs", view.runs)
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    view aggregate (lake + tail) p50 (ms)", view.view_p50_ms
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    view aggregate (lake + tail) max (ms)", view.view_max_ms
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    view point query (id = ...) p50 (ms)", view.point_p50_ms
+    );
+    println!(
+        "{:<60} {:>12.1}",
+        "    $lake aggregate alone p50 (ms)", view.lake_p50_ms
+    );
+    println!(
+        "{:<60} {:>12.2}",
+        "    view / $lake",
+        view.view_p50_ms / view.lake_p50_ms
+    );
+    println!(
+        "{:<60} {:>12}",
+        "    view equals the changelog as written",
+        if view.matches { "yes" } else { "NO" }
+    );
+    drop(service);
+    drop(connection);
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.shutdown().await?;
+    }
+    Ok(())
+}
+
+/// Writes `rows` rows (spread over the buckets, offsets from 0) as the tiering sink would: the
+/// same Delta writer and Parquet settings, one commit with a txn action per bucket. Returns
+/// (files, Parquet bytes, Arrow bytes).
+async fn write_lake(
+    lake_uri: &str,
+    table_id: i64,
+    user_schema: SchemaRef,
+    rows: u64,
+) -> Result<(usize, u64, u64)> {
+    let config = Arc::new(DeltaSinkConfig::new(
+        lake_uri,
+        table_id.to_string(),
+        TableKind::Log,
+        user_schema.clone(),
+    ));
+    let mut lake = LakeTable::open(config.clone()).await?;
+    let lake_schema = lake.lake_schema().clone();
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(config.row_group_rows_max))
+        .build();
+    let mut writer = RecordBatchWriter::for_table(lake.table())?
+        .with_target_file_size(config.target_file_bytes)
+        .with_writer_properties(properties);
+    let mut buckets = std::collections::BTreeMap::new();
+    let mut arrow_bytes = 0u64;
+    let per_bucket = rows.div_ceil(BUCKETS as u64);
+    let mut next_id = 0u64;
+    for bucket in 0..BUCKETS {
+        let bucket_rows = per_bucket.min(rows - next_id.min(rows));
+        let mut offset = 0u64;
+        while offset < bucket_rows {
+            let n = BATCH_ROWS.min((bucket_rows - offset) as usize);
+            let user = crate::bench::make_batch(&user_schema, next_id, n)?;
+            let mut columns: Vec<ArrayRef> = user.columns().to_vec();
+            columns.push(Arc::new(Int32Array::from(vec![bucket; n])));
+            columns.push(Arc::new(Int64Array::from_iter_values(
+                offset as i64..(offset as i64 + n as i64),
+            )));
+            columns.push(Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    (0..n as i64).map(|i| 1_700_000_000_000_000 + (offset as i64 + i) * 1000),
+                )
+                .with_timezone("UTC"),
+            ));
+            let batch = RecordBatch::try_new(lake_schema.clone(), columns)?;
+            arrow_bytes += batch.get_array_memory_size() as u64;
+            writer.write(batch).await?;
+            offset += n as u64;
+            next_id += n as u64;
+        }
+        if bucket_rows > 0 {
+            buckets.insert(
+                bucket,
+                BucketRange {
+                    start: 0,
+                    end: bucket_rows as i64,
+                    rows: bucket_rows,
+                },
+            );
+        }
+    }
+    let adds = writer.flush().await?;
+    let files = adds.len();
+    let parquet_bytes = adds.iter().map(|a| a.size as u64).sum();
+    let committable = Committable {
+        checkpoint_id: 1,
+        writer: 0,
+        adds,
+        staged: Vec::new(),
+        buckets,
+    };
+    let plan = lake.plan(&[committable]).await?;
+    lake.apply(&plan).await?;
+    Ok((files, parquet_bytes, arrow_bytes))
+}
+
+/// The scan on a fresh DataFusion session over the lake's Parquet files as a listing table
+/// (the Delta log ignored; `__bucket` from the directory names).
+async fn raw_query(lake_uri: &str) -> Result<Vec<RecordBatch>> {
+    let ctx = SessionContext::new();
+    let options = ParquetReadOptions::default()
+        .table_partition_cols(vec![("__bucket".to_string(), DataType::Int32)]);
+    ctx.register_parquet("raw", lake_uri, options).await?;
+    Ok(ctx.sql(&scan_sql("raw")).await?.collect().await?)
+}
+
+struct ViewFigures {
+    runs: usize,
+    view_p50_ms: f64,
+    view_max_ms: f64,
+    point_p50_ms: f64,
+    lake_p50_ms: f64,
+    matches: bool,
+}
+
+async fn realtime_view(
+    options: &QueryBenchOptions,
+    server: &Arc<silt_hotstore::ServerHandle>,
+    bootstrap: &str,
+    lake_root: &str,
+    checkpoints: &std::path::Path,
+    service: &QueryService,
+) -> Result<ViewFigures> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    let schema = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .primary_key(vec!["id"])
+        .map_err(|e| anyhow!("{e}"))?
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(BUCKETS), vec!["id".to_string()])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "1s")
+        .build()
+        .map_err(|e| anyhow!("{e}"))?;
+    let path = TablePath::new(DB, "users");
+    admin
+        .create_table(&path, &descriptor, false)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let table = connection
+        .get_table(&path)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let upserter = table
+        .new_upsert()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
+    // The expected table: id -> score (the name is derived from both).
+    let mut expected: HashMap<i64, i64> = HashMap::new();
+    let upsert = |id: i64, score: i64| -> Result<()> {
+        let name = format!("user-{id}-{score}");
+        let mut row = GenericRow::new(3);
+        row.set_field(0, id);
+        row.set_field(1, name.as_str());
+        row.set_field(2, score);
+        upserter.upsert(&row).map_err(|e| anyhow!("upsert: {e}"))?;
+        Ok(())
+    };
+    println!(
+        "writing {} keys to {DB}.users and tiering them ...",
+        options.pk_keys
+    );
+    for id in 0..options.pk_keys as i64 {
+        upsert(id, id)?;
+        expected.insert(id, id);
+        if id % 10_000 == 9_999 {
+            upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+        }
+    }
+    upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+
+    let registry_server = server.clone();
+    let registry: RegistryUpdate = Arc::new(
+        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+            registry_server
+                .set_lake_snapshot(db, table, snapshot, offsets)
+                .map_err(anyhow::Error::from)
+        },
+    );
+    let tiering = TieringService::new(
+        TieringConfig::new(bootstrap, lake_root, checkpoints),
+        Some(registry),
+    );
+    let ids: Vec<i32> = (0..BUCKETS).collect();
+    let hw = admin
+        .list_offsets(&path, &ids, OffsetSpec::Latest)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
+    let started = Instant::now();
+    tiering.tier_table(DB, "users").await?;
+    crate::bench::wait_lake_covers(
+        &tiering,
+        "users",
+        &targets,
+        Instant::now() + Duration::from_secs(1800),
+    )
+    .await?;
+    tiering.shutdown(Duration::from_secs(120)).await;
+    println!(
+        "  tiered in {:.1} s; tiering stopped. writing {} changes to the hot tail ...",
+        started.elapsed().as_secs_f64(),
+        options.tail_changes
+    );
+
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let mut next_new = options.pk_keys as i64;
+    for i in 0..options.tail_changes as i64 {
+        let roll = rng.random_range(0..10);
+        if roll == 0 {
+            upsert(next_new, i)?;
+            expected.insert(next_new, i);
+            next_new += 1;
+        } else {
+            let id = rng.random_range(0..next_new);
+            let score = 1_000_000_000 + i;
+            if roll == 1 {
+                let name = format!("user-{id}-{score}");
+                let mut row = GenericRow::new(3);
+                row.set_field(0, id);
+                row.set_field(1, name.as_str());
+                row.set_field(2, score);
+                upserter.delete(&row).map_err(|e| anyhow!("delete: {e}"))?;
+                expected.remove(&id);
+            } else {
+                upsert(id, score)?;
+                expected.insert(id, score);
+            }
+        }
+        if i % 10_000 == 9_999 {
+            upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+        }
+    }
+    upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+
+    let runs = 10;
+    let deadline = Duration::from_secs(600);
+    let timed = |sql: String| async move {
+        let started = Instant::now();
+        let result = service
+            .execute(QueryRequest::new(sql, deadline))
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok::<_, anyhow::Error>((started.elapsed().as_secs_f64() * 1e3, result.batches))
+    };
+    let (mut view_ms, mut point_ms, mut lake_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut matches = true;
+    let want_count = expected.len() as i64;
+    let want_sum: i64 = expected.values().sum();
+    for run in 0..runs {
+        let (ms, batches) = timed(format!(
+            "SELECT count(*) AS n, sum(score) AS s FROM {DB}.users"
+        ))
+        .await?;
+        view_ms.push(ms);
+        let got = (first_i64(&batches, "n")?, first_i64(&batches, "s")?);
+        matches &= got == (want_count, want_sum);
+        let id = (run as i64 * 7919) % next_new;
+        let (ms, batches) =
+            timed(format!("SELECT id, score FROM {DB}.users WHERE id = {id}")).await?;
+        point_ms.push(ms);
+        let got = batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+        matches &= got == usize::from(expected.contains_key(&id));
+        let (ms, _) = timed(format!(
+            "SELECT count(*) AS n, sum(score) AS s FROM {DB}.users$lake"
+        ))
+        .await?;
+        lake_ms.push(ms);
+    }
+    let view_max_ms = view_ms.iter().copied().fold(f64::NAN, f64::max);
+    Ok(ViewFigures {
+        runs,
+        view_p50_ms: median(&mut view_ms),
+        view_max_ms,
+        point_p50_ms: median(&mut point_ms),
+        lake_p50_ms: median(&mut lake_ms),
+        matches,
+    })
+}
+
+fn first_i64(batches: &[RecordBatch], column: &str) -> Result<i64> {
+    let batch = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .context("an empty answer")?;
+    let a = batch
+        .column_by_name(column)
+        .with_context(|| format!("no column {column}"))?;
+    let a = arrow::compute::cast(a, &DataType::Int64)?;
+    let a = a
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .context("not an integer")?;
+    Ok(if a.is_null(0) { 0 } else { a.value(0) })
+}
