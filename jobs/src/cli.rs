@@ -247,6 +247,7 @@ fn try_main(cli: Cli) -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    silt_connectors::delta::register_object_stores();
     let mut overrides = Vec::new();
     if let Some(dir) = &cli.data_dir {
         overrides.push(("data_dir".to_string(), dir.display().to_string()));

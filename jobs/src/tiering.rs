@@ -186,6 +186,7 @@ fn now_ms() -> i64 {
 
 impl TieringService {
     pub fn new(config: TieringConfig, registry: Option<RegistryUpdate>) -> Self {
+        silt_connectors::delta::register_object_stores();
         TieringService {
             config: Arc::new(config),
             manager: JobManager::new(),

@@ -56,6 +56,14 @@ pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
 pub use writer::DeltaWriter;
 pub(crate) use writer::last_change_per_key;
 
+/// Registers deltalake's object stores for `s3://` and `s3a://` lake URLs, once per process.
+/// deltalake 1.1 also registers them from a constructor, which a linker may drop when nothing
+/// else of the `deltalake` crate itself is linked; calling this makes it certain.
+pub fn register_object_stores() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| deltalake::aws::register_handlers(None));
+}
+
 /// What the lake table holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TableKind {

@@ -99,6 +99,11 @@ fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
     move |e| Error::operator(format!("{context}: {e}"))
 }
 
+/// Rows one scanner poll may return. fluss-rs's default (500) cuts the client's Arrow batches
+/// into slices of at most 500 rows, so the engine moved and the Parquet writers took many
+/// small batches; a poll still holds at most one fetch response's rows.
+pub const POLL_RECORDS_MAX: usize = 8192;
+
 /// Opens a client connection to a Fluss endpoint (silt's hotstore or a Fluss cluster).
 pub async fn connect(bootstrap_servers: &str) -> Result<FlussConnection> {
     connect_with(bootstrap_servers, None).await
@@ -111,6 +116,7 @@ pub async fn connect_with(
 ) -> Result<FlussConnection> {
     let mut config = ClientConfig::default();
     config.bootstrap_servers = bootstrap_servers.to_string();
+    config.scanner_log_max_poll_records = POLL_RECORDS_MAX;
     if let Some(credentials) = credentials {
         config.security_protocol = "sasl".to_string();
         config.security_sasl_mechanism = "PLAIN".to_string();

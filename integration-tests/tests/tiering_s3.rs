@@ -1,0 +1,327 @@
+//! Tiering into an object store: the tiering service tiers a lake-enabled log table and a PK
+//! table into `s3://` on a loopback S3-compatible server (moto, from PyPI), and the Delta tables
+//! read back from S3 hold every log row once and the latest row per key with deletes removed.
+//! Skips with a message where moto is not installed (`pip install 'moto[server]'`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use arrow::array::{Array, Int64Array, StringArray};
+use datafusion::prelude::SessionContext;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use silt_hotstore::{Server, ServerConfig};
+use silt_jobs::tiering::{TieringConfig, TieringService};
+
+const BUCKET: &str = "silt-lake";
+const EVENTS: i64 = 2_000;
+const KEYS: i64 = 100;
+
+/// A moto S3 server on a loopback port; killed when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts moto, or says why it cannot (the test then skips).
+fn start_moto() -> Result<Result<Moto, String>> {
+    let probe = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match probe {
+        Ok(status) if status.success() => {}
+        Ok(_) => {
+            return Ok(Err(
+                "python3 cannot import moto.server (pip install 'moto[server]')".into(),
+            ));
+        }
+        Err(error) => return Ok(Err(format!("python3 not found: {error}"))),
+    }
+    let port = free_port()?;
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("start moto")?;
+    let moto = Moto { child, port };
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "moto did not listen on 127.0.0.1:{port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(Ok(moto))
+}
+
+/// Creates a bucket with a plain HTTP PUT (moto does not check signatures).
+fn create_bucket(port: u16, bucket: &str) -> Result<()> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    ensure!(
+        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"),
+        "creating bucket {bucket}: {}",
+        response.lines().next().unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn storage_options(port: u16) -> HashMap<String, String> {
+    [
+        ("aws_endpoint_url", format!("http://127.0.0.1:{port}")),
+        ("aws_access_key_id", "silt-test".to_string()),
+        ("aws_secret_access_key", "silt-test".to_string()),
+        ("aws_region", "us-east-1".to_string()),
+        ("aws_allow_http", "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+async fn create_tables(connection: &fluss::client::FlussConnection) -> Result<()> {
+    let admin = connection.get_admin()?;
+    admin.create_database("s3", None, false).await?;
+    let events = TableDescriptor::builder()
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .column("v", DataTypes::string())
+                .build()?,
+        )
+        .distributed_by(Some(3), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "300ms")
+        .build()?;
+    admin
+        .create_table(&TablePath::new("s3", "events"), &events, false)
+        .await?;
+    let users = TableDescriptor::builder()
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .column("score", DataTypes::bigint())
+                .primary_key(vec!["id"])?
+                .build()?,
+        )
+        .distributed_by(Some(2), vec!["id".to_string()])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "300ms")
+        .build()?;
+    admin
+        .create_table(&TablePath::new("s3", "users"), &users, false)
+        .await?;
+    Ok(())
+}
+
+/// Writes the events and user changes; returns the latest score per live user.
+async fn write(connection: &fluss::client::FlussConnection) -> Result<BTreeMap<i64, i64>> {
+    let events = connection
+        .get_table(&TablePath::new("s3", "events"))
+        .await?;
+    let users = connection.get_table(&TablePath::new("s3", "users")).await?;
+    let appender = events.new_append()?.create_writer()?;
+    let upserter = users.new_upsert()?.create_writer()?;
+    let mut latest = BTreeMap::new();
+    for id in 0..EVENTS {
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, format!("event {id}"));
+        drop(appender.append(&row)?);
+        if id % 5 == 0 {
+            let key = (id * 7) % KEYS;
+            let mut row = GenericRow::new(2);
+            row.set_field(0, key);
+            if id % 35 == 0 {
+                drop(upserter.delete(&row)?);
+                latest.remove(&key);
+            } else {
+                row.set_field(1, id);
+                drop(upserter.upsert(&row)?);
+                latest.insert(key, id);
+            }
+        }
+    }
+    appender.flush().await?;
+    upserter.flush().await?;
+    Ok(latest)
+}
+
+async fn wait_caught_up(tiering: &TieringService) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let status = tiering.status().await?;
+        let hot: i64 = status
+            .iter()
+            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
+            .sum();
+        if status.len() == 2 && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("tiering did not catch up within 90 s: {status:#?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn lake_rows(
+    uri: &str,
+    options: &HashMap<String, String>,
+    sql: &str,
+) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+    let url = deltalake::ensure_table_uri(uri)?;
+    let table = deltalake::open_table_with_storage_options(url, options.clone())
+        .await
+        .with_context(|| format!("open {uri}"))?;
+    let ctx = SessionContext::new();
+    ctx.register_table("lake", table.table_provider().await?)?;
+    Ok(ctx.sql(sql).await?.collect().await?)
+}
+
+fn column<'a, T: 'static>(batch: &'a arrow::record_batch::RecordBatch, i: usize) -> &'a T {
+    batch
+        .column(i)
+        .as_any()
+        .downcast_ref::<T>()
+        .expect("column type")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
+    let moto = match start_moto()? {
+        Ok(moto) => moto,
+        Err(reason) => {
+            eprintln!("SKIPPED: tiering into s3:// needs a local S3 server: {reason}");
+            return Ok(());
+        }
+    };
+    create_bucket(moto.port, BUCKET)?;
+    let dir = tempfile::tempdir()?;
+    let server = Arc::new(
+        Server::start(ServerConfig {
+            bind_addr: "127.0.0.1:0".parse()?,
+            data_dir: dir.path().join("hotstore"),
+            ..ServerConfig::default()
+        })
+        .await?,
+    );
+    let bootstrap = server.local_addr().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    create_tables(&connection).await?;
+    let latest = write(&connection).await?;
+
+    let options = storage_options(moto.port);
+    let mut config = TieringConfig::new(
+        &bootstrap,
+        format!("s3://{BUCKET}/lake"),
+        dir.path().join("checkpoints"),
+    );
+    config.storage_options = options.clone();
+    config.poll_interval = Duration::from_millis(200);
+    let tiering = TieringService::new(config.clone(), None);
+    tiering.poll_once().await?;
+    wait_caught_up(&tiering).await?;
+    tiering.shutdown(Duration::from_secs(30)).await;
+
+    // Log table: every event exactly once.
+    let events = lake_rows(
+        &config.lake_uri("s3", "events"),
+        &options,
+        "SELECT id, v FROM lake ORDER BY id",
+    )
+    .await?;
+    let mut ids = Vec::new();
+    for batch in &events {
+        // DataFusion may read strings as views; compare them as plain Utf8.
+        let text = arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)?;
+        let (id, v) = (
+            column::<Int64Array>(batch, 0),
+            text.as_any()
+                .downcast_ref::<StringArray>()
+                .context("v column")?,
+        );
+        for i in 0..batch.num_rows() {
+            ensure!(v.value(i) == format!("event {}", id.value(i)));
+            ids.push(id.value(i));
+        }
+    }
+    ensure!(
+        ids == (0..EVENTS).collect::<Vec<_>>(),
+        "the lake in S3 holds {} events, expected 0..{EVENTS} once each",
+        ids.len()
+    );
+
+    // PK table: the latest score per key, deletes gone.
+    let users = lake_rows(
+        &config.lake_uri("s3", "users"),
+        &options,
+        "SELECT id, score FROM lake ORDER BY id",
+    )
+    .await?;
+    let mut lake = BTreeMap::new();
+    for batch in &users {
+        let (id, score) = (
+            column::<Int64Array>(batch, 0),
+            column::<Int64Array>(batch, 1),
+        );
+        for i in 0..batch.num_rows() {
+            ensure!(!score.is_null(i), "user {} has a null score", id.value(i));
+            ensure!(
+                lake.insert(id.value(i), score.value(i)).is_none(),
+                "user {} is in the lake twice",
+                id.value(i)
+            );
+        }
+    }
+    ensure!(
+        lake == latest,
+        "users in S3 differ from the latest writes: {} rows vs {} expected",
+        lake.len(),
+        latest.len()
+    );
+    eprintln!(
+        "tiered {} events and {} users into s3://{BUCKET}/lake on moto",
+        ids.len(),
+        lake.len()
+    );
+    drop(connection);
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.shutdown().await?;
+    }
+    Ok(())
+}
