@@ -260,7 +260,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
 
     // Log table: every event exactly once.
     let events = lake_rows(
-        &config.lake_uri("s3", "events"),
+        &config.lake_uri("s3", "events")?,
         &options,
         "SELECT id, v FROM lake ORDER BY id",
     )
@@ -288,7 +288,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
 
     // PK table: the latest score per key, deletes gone.
     let users = lake_rows(
-        &config.lake_uri("s3", "users"),
+        &config.lake_uri("s3", "users")?,
         &options,
         "SELECT id, score FROM lake ORDER BY id",
     )
