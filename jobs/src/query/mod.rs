@@ -245,11 +245,28 @@ impl From<datafusion::error::DataFusionError> for QueryError {
     }
 }
 
+/// Lowercases the first letter of a message, unless it starts an acronym ("SQL error" stays).
 fn lowercase_first(s: &str) -> String {
     let mut chars = s.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
+    match (chars.next(), s.chars().nth(1)) {
+        (Some(_), Some(second)) if second.is_uppercase() => s.to_string(),
+        (Some(c), _) => c.to_lowercase().chain(chars).collect(),
+        (None, _) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    #[test]
+    fn first_letters_are_lowercased_but_not_acronyms() {
+        for (given, expected) in [
+            ("Error during planning", "error during planning"),
+            ("SQL error: ParserError", "SQL error: ParserError"),
+            ("", ""),
+            ("X", "x"),
+        ] {
+            assert_eq!(super::lowercase_first(given), expected);
+        }
     }
 }
 
