@@ -105,7 +105,7 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     let descriptor = TableDescriptor::builder()
         .schema(crate::bench::schema_12())
         .distributed_by(Some(BUCKETS), vec![])
-        .property("table.datalake.enabled", "true")
+        .property(crate::tiering::DATALAKE_ENABLED, "true")
         .build()
         .map_err(|e| anyhow!("{e}"))?;
     admin
@@ -420,8 +420,8 @@ async fn realtime_view(
     let descriptor = TableDescriptor::builder()
         .schema(schema)
         .distributed_by(Some(BUCKETS), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "1s")
+        .property(crate::tiering::DATALAKE_ENABLED, "true")
+        .property(crate::tiering::DATALAKE_FRESHNESS, "1s")
         .build()
         .map_err(|e| anyhow!("{e}"))?;
     let path = TablePath::new(DB, "users");
