@@ -48,7 +48,8 @@ pub fn lake_uri(lake_root: &str, database: &str, table: &str) -> Result<String> 
     ))
 }
 
-/// The checkpoint directory of the tiering job of `database.table` (table id `table_id`).
+/// The directory of the tiering job of `database.table` (table id `table_id`) under `root`:
+/// its checkpoints under the checkpoint root, its key index under the key index root.
 pub fn tiering_checkpoint_dir(
     checkpoint_root: &Path,
     database: &str,

@@ -59,6 +59,11 @@ pub struct TieringConfig {
     pub crash_at: Option<(FaultPoint, PathBuf)>,
     /// SASL/PLAIN credentials for the Fluss endpoint, when it requires them.
     pub credentials: Option<FlussCredentials>,
+    /// Primary-key lake tables get deletion vectors (see `DeltaSinkConfig::deletion_vectors`).
+    pub deletion_vectors: bool,
+    /// Key indexes of primary-key tables go under `<key_index_root>/<db>.<table>-<id>` and
+    /// survive restarts; `None`: temporary, rebuilt from the lake at every job start.
+    pub key_index_root: Option<PathBuf>,
 }
 
 impl TieringConfig {
@@ -72,6 +77,8 @@ impl TieringConfig {
             lake_root: lake_root.into(),
             storage_options: HashMap::new(),
             checkpoint_root: checkpoint_root.into(),
+            deletion_vectors: true,
+            key_index_root: None,
             poll_interval: Duration::from_secs(2),
             freshness_default: Duration::from_secs(30),
             source_parallelism_max: 2,
@@ -381,6 +388,13 @@ impl TieringService {
         let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
+        sink.deletion_vectors = self.config.deletion_vectors;
+        sink.key_index_dir = match &self.config.key_index_root {
+            Some(root) => Some(crate::paths::tiering_checkpoint_dir(
+                root, database, table, table_id,
+            )?),
+            None => None,
+        };
         let (db, tb, registry, hook_progress) = (
             database.to_string(),
             table.to_string(),

@@ -108,6 +108,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
         capacity_bytes: config.engine.channel_capacity_bytes,
     };
     tiering.credentials = config.fluss_credentials();
+    tiering.key_index_root = Some(config.data_dir.join("key-index").join("tiering"));
     tiering
 }
 

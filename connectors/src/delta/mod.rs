@@ -36,7 +36,9 @@
 
 mod committable;
 mod committer;
+mod dv;
 mod error;
+mod key_index;
 mod schema;
 mod table;
 mod writer;
@@ -93,6 +95,16 @@ pub struct DeltaSinkConfig {
     /// Primary-key tables: changes a writer buffers (Arrow bytes) before it reduces them and
     /// stages them in a file.
     pub change_buffer_bytes_max: usize,
+    /// Primary-key tables created by this sink get Delta deletion vectors: a commit marks the
+    /// rows its changes supersede as deleted (found through a key index) and adds the new
+    /// images in new files, so its cost grows with the keys changed. `false`, or a table that
+    /// exists without the feature, commits a copy-on-write MERGE instead, whose cost grows with
+    /// the table but whose files any Parquet reader can read without Delta.
+    pub deletion_vectors: bool,
+    /// Where the key index of a primary-key table with deletion vectors lives (a local
+    /// directory, kept across restarts). `None`: a temporary directory, rebuilt from the table
+    /// at every start.
+    pub key_index_dir: Option<std::path::PathBuf>,
     /// Retries of a Delta commit that lost a race for a version number (conflicts are checked
     /// on each retry; a conflicting commit fails at once).
     pub commit_retries_max: usize,
@@ -138,6 +150,8 @@ impl DeltaSinkConfig {
             target_file_bytes: Self::TARGET_FILE_BYTES_DEFAULT,
             row_group_rows_max: Self::ROW_GROUP_ROWS_DEFAULT,
             change_buffer_bytes_max: Self::CHANGE_BUFFER_BYTES_DEFAULT,
+            deletion_vectors: true,
+            key_index_dir: None,
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,
             fault_injection: None,

@@ -7,7 +7,7 @@ use std::ops::Not as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow::array::{Array, BooleanArray, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int8Array, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Column;
@@ -18,8 +18,10 @@ use deltalake::kernel::transaction::{
     CommitBuilder, CommitProperties, TableReference, TransactionError,
 };
 use deltalake::kernel::{Action, Add, StructType, Transaction};
-use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::{DeltaTable, DeltaTableError, Path};
+use deltalake::protocol::{DeltaOperation, MergePredicate, SaveMode};
+use deltalake::{DeltaTable, DeltaTableError, Path, TableProperty};
+use parquet::arrow::ProjectionMask;
+use roaring::RoaringTreemap;
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tracing::{info, warn};
@@ -27,9 +29,11 @@ use url::Url;
 
 use super::committable::Committable;
 use super::committer::LakeCommit;
+use super::dv::{self, DvFileWriter};
 use super::error::{Error, Result};
+use super::key_index::{self, KeyIndex};
 use super::schema::lake_arrow_schema;
-use super::writer::last_change_per_key;
+use super::writer::{last_change_per_key, writer_properties};
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 
@@ -127,6 +131,8 @@ pub struct LakeTable {
     config: Arc<DeltaSinkConfig>,
     table: DeltaTable,
     lake_schema: SchemaRef,
+    /// Primary-key tables with deletion vectors: key -> (file, row), opened at first use.
+    key_index: Option<KeyIndex>,
 }
 
 impl LakeTable {
@@ -154,13 +160,17 @@ impl LakeTable {
                 .as_ref()
                 .try_into_kernel()
                 .map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
-            let created = table
+            let mut create = table
                 .create()
                 .with_columns(columns.fields().cloned())
                 .with_partition_columns([BUCKET_COLUMN])
                 .with_save_mode(SaveMode::Ignore)
-                .with_comment(format!("tiered by silt from table {}", config.table_id))
-                .await;
+                .with_comment(format!("tiered by silt from table {}", config.table_id));
+            if config.deletion_vectors && matches!(config.kind, TableKind::PrimaryKey { .. }) {
+                create = create
+                    .with_configuration_property(TableProperty::EnableDeletionVectors, Some("true"));
+            }
+            let created = create.await;
             match created {
                 Ok(t) => {
                     info!(table = uri, "created delta table");
@@ -181,6 +191,7 @@ impl LakeTable {
             config,
             table,
             lake_schema,
+            key_index: None,
         };
         lake.check_schema()?;
         Ok(lake)
@@ -463,7 +474,12 @@ impl LakeTable {
                 .await?
             }
             TableKind::PrimaryKey { key_columns } => {
-                let merged = self.merge(plan, key_columns, properties.clone()).await?;
+                let merged = if self.has_deletion_vectors()? {
+                    self.commit_with_deletion_vectors(plan, key_columns, properties.clone())
+                        .await?
+                } else {
+                    self.merge(plan, key_columns, properties.clone()).await?
+                };
                 match merged {
                     Some(v) => v,
                     // Nothing to change (e.g. deletes of keys the lake never had): the offsets
@@ -517,6 +533,15 @@ impl LakeTable {
             partition_by: Some(vec![BUCKET_COLUMN.to_string()]),
             predicate: None,
         };
+        self.commit_operation(actions, properties, operation).await
+    }
+
+    async fn commit_operation(
+        &mut self,
+        actions: Vec<Action>,
+        properties: CommitProperties,
+        operation: DeltaOperation,
+    ) -> Result<u64> {
         let state = self
             .table
             .snapshot()
@@ -596,6 +621,261 @@ impl LakeTable {
         Ok(if after != before { after } else { None })
     }
 
+    /// Whether the table was created with deletion vectors (`delta.enableDeletionVectors`).
+    fn has_deletion_vectors(&self) -> Result<bool> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        Ok(state
+            .metadata()
+            .configuration()
+            .get(TableProperty::EnableDeletionVectors.as_ref())
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")))
+    }
+
+    /// The commit of a primary-key table with deletion vectors: the rows the changes supersede
+    /// (found through the key index) are marked deleted in the files that hold them, and the
+    /// new images go into new files, in ONE Delta commit with the txn actions. Its cost grows
+    /// with the keys changed and the files they touch, not with the rows in the table. `None`
+    /// when the changes change nothing (deletes of keys the lake never had).
+    async fn commit_with_deletion_vectors(
+        &mut self,
+        plan: &CommitPlan,
+        key_columns: &[String],
+        properties: CommitProperties,
+    ) -> Result<Option<u64>> {
+        let changes = self.read_staged(plan).await?;
+        if changes.num_rows() == 0 {
+            return Ok(None);
+        }
+        let changes = last_change_per_key(&changes, key_columns)?;
+        let (table_id, read_version) = self.ensure_key_index(key_columns).await?;
+        let index = self.key_index.as_ref().expect("ensured above");
+
+        // Where the superseded rows are.
+        let buckets = int_column::<Int32Array>(&changes, BUCKET_COLUMN)?;
+        let keys = index.encode(buckets.values(), &key_arrays(&changes, key_columns)?)?;
+        let mut superseded: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for key in &keys {
+            if let Some(at) = index.get(key)? {
+                superseded.entry(at.path).or_default().push(at.row);
+            }
+        }
+        let kinds = int_column::<Int8Array>(&changes, CHANGE_TYPE_COLUMN)?;
+        let is_delete: Vec<bool> = kinds
+            .values()
+            .iter()
+            .map(|&k| k == ChangeType::Delete as i8)
+            .collect();
+
+        // The new images, in new files.
+        let mut new_files = Vec::new();
+        let keep: BooleanArray = is_delete.iter().map(|d| Some(!d)).collect();
+        let upserts = filter_record_batch(&changes, &keep)?;
+        if upserts.num_rows() > 0 {
+            let images = super::schema::conform(&upserts, &self.lake_schema)?;
+            let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
+                .map_err(Error::delta(self.uri()))?
+                .with_target_file_size(self.config.target_file_bytes)
+                .with_writer_properties(writer_properties(&self.config));
+            deltalake::writer::DeltaWriter::write(&mut writer, images)
+                .await
+                .map_err(Error::delta(self.uri()))?;
+            new_files = deltalake::writer::DeltaWriter::flush(&mut writer)
+                .await
+                .map_err(Error::delta(self.uri()))?;
+        }
+
+        // The deletion vectors of the touched files: each file's old vector plus the new rows.
+        let store = self.table.object_store();
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
+        let touched: HashMap<String, (Add, deltalake::kernel::Remove, Option<u64>)> = state
+            .log_data()
+            .iter()
+            .filter(|f| superseded.contains_key(f.path().as_ref()))
+            .map(|f| {
+                let rows = f.num_records().map(|n| n as u64);
+                (f.path().to_string(), (f.add_action(), f.remove_action(true), rows))
+            })
+            .collect();
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let uri = self.uri().to_string();
+        let stale = |path: &str, why: &str| {
+            Error::Internal(format!(
+                "the key index of {uri} is out of step with version {read_version} ({path}: {why}); it is rebuilt at the restart"
+            ))
+        };
+        let mut vectors = DvFileWriter::new();
+        let mut actions = Vec::new();
+        for (path, rows) in &superseded {
+            let Some((add, remove, file_rows)) = touched.get(path) else {
+                self.forget_key_index()?;
+                return Err(stale(path, "no such file in the table"));
+            };
+            let mut deleted = match &add.deletion_vector {
+                Some(old) => dv::read(store.as_ref(), &Path::from(""), old).await?,
+                None => RoaringTreemap::new(),
+            };
+            for &row in rows {
+                if !deleted.insert(row) {
+                    self.forget_key_index()?;
+                    return Err(stale(path, "the row is already deleted"));
+                }
+            }
+            let file_rows = file_rows.ok_or_else(|| {
+                Error::Internal(format!("data file {path} has no numRecords statistic"))
+            })?;
+            actions.push(Action::Remove(remove.clone()));
+            if deleted.len() < file_rows {
+                let mut add = add.clone();
+                add.deletion_vector = Some(vectors.push(&deleted)?);
+                add.modification_time = now_ms;
+                add.data_change = true;
+                add.stats = add.stats.as_deref().map(loose_bounds);
+                actions.push(Action::Add(add));
+            }
+        }
+        if actions.is_empty() && new_files.is_empty() {
+            return Ok(None);
+        }
+        if !vectors.is_empty() {
+            let path = Path::from(vectors.path());
+            store
+                .put(&path, vectors.into_bytes().into())
+                .await
+                .map_err(|source| Error::Storage {
+                    path: path.to_string(),
+                    source,
+                })?;
+        }
+        actions.extend(new_files.iter().cloned().map(Action::Add));
+        let operation = DeltaOperation::Merge {
+            // No predicate: any concurrent append conflicts with this commit.
+            predicate: None,
+            merge_predicate: Some(format!(
+                "target.{BUCKET_COLUMN} = source.{BUCKET_COLUMN} AND key ({})",
+                key_columns.join(", ")
+            )),
+            matched_predicates: vec![
+                MergePredicate {
+                    action_type: "delete".into(),
+                    predicate: Some("source is a delete".into()),
+                },
+                MergePredicate {
+                    action_type: "update".into(),
+                    predicate: None,
+                },
+            ],
+            not_matched_predicates: vec![MergePredicate {
+                action_type: "insert".into(),
+                predicate: Some("source is not a delete".into()),
+            }],
+            not_matched_by_source_predicates: Vec::new(),
+        };
+        let version = self.commit_operation(actions, properties, operation).await?;
+
+        // The index follows the commit; if others committed in between, it describes nothing
+        // and the next commit rebuilds it.
+        let mut placed = Vec::new();
+        for add in &new_files {
+            let bucket = add_bucket(add)?;
+            for batch in read_key_columns(store.as_ref(), &add.path, key_columns).await? {
+                placed.push((add.path.clone(), bucket, batch));
+            }
+        }
+        let index = self.key_index.as_mut().expect("ensured above");
+        let mut batch = index.batch();
+        for (key, _) in keys.iter().zip(&is_delete).filter(|(_, d)| **d) {
+            batch.remove(key);
+        }
+        let mut row_in_file: HashMap<String, u64> = HashMap::new();
+        for (path, bucket, columns) in placed {
+            let encoded = batch.encode(&vec![bucket; columns[0].len()], &columns)?;
+            let next = row_in_file.entry(path.clone()).or_default();
+            for key in encoded {
+                batch.insert(&key, &path, *next);
+                *next += 1;
+            }
+        }
+        let describes = (version == read_version + 1).then_some((table_id.as_str(), version));
+        batch.commit(describes)?;
+        Ok(Some(version))
+    }
+
+    /// Opens the key index and rebuilds it unless it describes the table's current version.
+    /// Returns the Delta table id and the version it describes.
+    async fn ensure_key_index(&mut self, key_columns: &[String]) -> Result<(String, u64)> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        let table_id = state.metadata().id().to_string();
+        let version = state.version() as u64;
+        if self.key_index.is_none() {
+            let types = key_columns
+                .iter()
+                .map(|k| Ok(self.lake_schema.field_with_name(k)?.data_type().clone()))
+                .collect::<Result<Vec<_>>>()?;
+            self.key_index = Some(KeyIndex::open(self.config.key_index_dir.as_deref(), &types)?);
+        }
+        let index = self.key_index.as_mut().expect("opened above");
+        if index.describes()?.as_ref() == Some(&(table_id.clone(), version)) {
+            return Ok((table_id, version));
+        }
+        let started = std::time::Instant::now();
+        let files: Vec<(String, i32, Option<deltalake::kernel::DeletionVectorDescriptor>)> = state
+            .log_data()
+            .iter()
+            .map(|f| {
+                let path = f.path().to_string();
+                #[allow(deprecated)]
+                let bucket = add_bucket(&f.add_action())?;
+                Ok((path, bucket, f.deletion_vector_descriptor()))
+            })
+            .collect::<Result<_>>()?;
+        let store = self.table.object_store();
+        index.clear()?;
+        let mut batch = index.batch();
+        let mut entries = 0u64;
+        for (path, bucket, vector) in &files {
+            let deleted = match vector {
+                Some(v) => dv::read(store.as_ref(), &Path::from(""), v).await?,
+                None => RoaringTreemap::new(),
+            };
+            let mut row = 0u64;
+            for columns in read_key_columns(store.as_ref(), path, key_columns).await? {
+                let encoded = batch.encode(&vec![*bucket; columns[0].len()], &columns)?;
+                for key in encoded {
+                    if !deleted.contains(row) {
+                        batch.insert(&key, path, row);
+                        entries += 1;
+                    }
+                    row += 1;
+                }
+                if batch.len() >= key_index::REBUILD_BATCH {
+                    batch.flush()?;
+                }
+            }
+        }
+        batch.commit(Some((table_id.as_str(), version)))?;
+        info!(
+            table = self.uri(),
+            version,
+            files = files.len(),
+            keys = entries,
+            seconds = started.elapsed().as_secs_f64(),
+            "rebuilt the key index from the lake"
+        );
+        Ok((table_id, version))
+    }
+
+    /// Makes the index describe nothing, so the next commit rebuilds it.
+    fn forget_key_index(&mut self) -> Result<()> {
+        match self.key_index.as_mut() {
+            Some(index) => index.batch().commit(None),
+            None => Ok(()),
+        }
+    }
+
     /// The staged rows the lake does not have yet (offset >= the bucket's txn version).
     async fn read_staged(&self, plan: &CommitPlan) -> Result<RecordBatch> {
         let store = self.table.object_store();
@@ -646,6 +926,61 @@ impl LakeTable {
                 warn!(table = self.uri(), path, error = %e, "could not delete a staged change file");
             }
         }
+    }
+}
+
+/// The key columns of a batch, in key order.
+fn key_arrays(batch: &RecordBatch, key_columns: &[String]) -> Result<Vec<ArrayRef>> {
+    key_columns
+        .iter()
+        .map(|k| {
+            batch
+                .column_by_name(k)
+                .cloned()
+                .ok_or_else(|| Error::Batch(format!("key column {k:?} is missing")))
+        })
+        .collect()
+}
+
+/// The key columns of a data file, batch by batch in row order.
+async fn read_key_columns(
+    store: &dyn object_store::ObjectStore,
+    path: &str,
+    key_columns: &[String],
+) -> Result<Vec<Vec<ArrayRef>>> {
+    let location = Path::from(path);
+    let storage = |source| Error::Storage {
+        path: path.to_string(),
+        source,
+    };
+    let bytes = store
+        .get(&location)
+        .await
+        .map_err(storage)?
+        .bytes()
+        .await
+        .map_err(storage)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let mask = ProjectionMask::columns(
+        builder.parquet_schema(),
+        key_columns.iter().map(String::as_str),
+    );
+    let mut out = Vec::new();
+    for batch in builder.with_projection(mask).build()? {
+        out.push(key_arrays(&batch?, key_columns)?);
+    }
+    Ok(out)
+}
+
+/// Statistics of a file that now has a deletion vector: its min/max values may be wider than
+/// its live rows (Delta's `tightBounds`).
+fn loose_bounds(stats: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(stats) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.insert("tightBounds".into(), serde_json::Value::Bool(false));
+            serde_json::Value::Object(map).to_string()
+        }
+        _ => stats.to_string(),
     }
 }
 

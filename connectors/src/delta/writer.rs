@@ -74,10 +74,7 @@ impl DeltaWriter {
     }
 
     fn writer_properties(&self) -> WriterProperties {
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_max_row_group_row_count(Some(self.config.row_group_rows_max))
-            .build()
+        writer_properties(&self.config)
     }
 
     /// Records the offsets of a batch per bucket. **Assertion at the batch edge:** offsets of a
@@ -280,6 +277,14 @@ impl Operator for DeltaWriter {
 
 /// Keeps, per key, the row with the highest `__offset` (the last change). Row order of the
 /// result follows the input.
+/// The Parquet settings of every data file the sink writes.
+pub(crate) fn writer_properties(config: &DeltaSinkConfig) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(config.row_group_rows_max))
+        .build()
+}
+
 pub(crate) fn last_change_per_key(
     batch: &RecordBatch,
     key_columns: &[String],

@@ -1041,6 +1041,13 @@ async fn resolve(
             if let Some(bytes) = c.target_file_bytes {
                 config.target_file_bytes = bytes;
             }
+            config.key_index_dir = Some(
+                ctx.data_dir
+                    .join("key-index")
+                    .join("_jobs")
+                    .join(&def.name)
+                    .join(&op.name),
+            );
             config
                 .validate()
                 .map_err(|e| at(&base.at(""), e.to_string()))?;

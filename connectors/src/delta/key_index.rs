@@ -1,0 +1,307 @@
+//! The key index of a primary-key lake table with deletion vectors: for every live key, the data
+//! file and the row that hold it. A commit looks up only the keys it changes, so its cost grows
+//! with the keys changed, not with the table. fjall (an LSM tree) keeps the index on local disk,
+//! so its memory is bounded by fjall's cache whatever the table's size.
+//!
+//! **Contract:** the index describes exactly one version of one Delta table (`table_id` and
+//! `version` in its meta keyspace, written in the same atomic batch as the entries). A commit
+//! updates it after the Delta commit landed. Anything else (a crash in between, a commit by
+//! another writer, an index written by another silt version) leaves a description that does
+//! not match the table, and the caller rebuilds the index from the table: the key columns of
+//! every file, minus the rows its deletion vector removes.
+//!
+//! Keys are `bucket (u32 big-endian)` + the key columns in arrow's row format; values are a file
+//! id (u32) and a row position (u64), both big-endian. File paths are interned in the meta
+//! keyspace and held in memory (one entry per data file).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::DataType;
+use arrow::row::{RowConverter, SortField};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+
+use super::error::{Error, Result};
+
+const KEYS: &str = "keys";
+const META: &str = "meta";
+const DESCRIBES: &[u8] = b"describes";
+const FILE_PREFIX: &[u8] = b"file/";
+/// Entries per fjall batch while rebuilding.
+pub const REBUILD_BATCH: usize = 100_000;
+
+/// Where a key's live row is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub path: String,
+    pub row: u64,
+}
+
+pub struct KeyIndex {
+    dir: PathBuf,
+    db: Arc<Database>,
+    keys: Keyspace,
+    meta: Keyspace,
+    converter: RowConverter,
+    paths: Vec<String>,
+    ids: HashMap<String, u32>,
+    /// Deletes the directory on drop when the index is a throwaway (no directory configured).
+    _temporary: Option<TempDir>,
+}
+
+/// One fjall database per directory in a process (fjall locks its directory): a restarted
+/// committer reopens the index its predecessor, still being dropped, holds.
+static OPEN: Mutex<Vec<(PathBuf, Weak<Database>)>> = Mutex::new(Vec::new());
+
+fn database(dir: &Path) -> Result<Arc<Database>> {
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    open.retain(|(_, db)| db.strong_count() > 0);
+    if let Some(db) = open
+        .iter()
+        .find(|(d, _)| d == dir)
+        .and_then(|(_, db)| db.upgrade())
+    {
+        return Ok(db);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    let db = Arc::new(
+        Database::builder(dir)
+            .cache_size(16 * 1024 * 1024)
+            .worker_threads(1)
+            .open()
+            .map_err(kv_error(dir))?,
+    );
+    open.push((dir.to_path_buf(), Arc::downgrade(&db)));
+    Ok(db)
+}
+
+fn kv_error(dir: &Path) -> impl FnOnce(fjall::Error) -> Error + '_ {
+    move |e| Error::Internal(format!("key index {}: {e}", dir.display()))
+}
+
+fn io_error(dir: &Path, e: std::io::Error) -> Error {
+    Error::Internal(format!("key index {}: {e}", dir.display()))
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl KeyIndex {
+    /// Opens the index in `dir` (a fresh temporary directory when `None`) for keys of
+    /// `key_types`.
+    pub fn open(dir: Option<&Path>, key_types: &[DataType]) -> Result<KeyIndex> {
+        let (dir, temporary) = match dir {
+            Some(d) => (d.to_path_buf(), None),
+            None => {
+                let d = std::env::temp_dir().join(format!("silt-key-index-{}", uuid::Uuid::new_v4()));
+                (d.clone(), Some(TempDir(d)))
+            }
+        };
+        let db = database(&dir)?;
+        let keys = db
+            .keyspace(KEYS, KeyspaceCreateOptions::default)
+            .map_err(kv_error(&dir))?;
+        let meta = db
+            .keyspace(META, KeyspaceCreateOptions::default)
+            .map_err(kv_error(&dir))?;
+        let converter = RowConverter::new(
+            key_types
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        let mut index = KeyIndex {
+            dir,
+            db,
+            keys,
+            meta,
+            converter,
+            paths: Vec::new(),
+            ids: HashMap::new(),
+            _temporary: temporary,
+        };
+        index.load_paths()?;
+        Ok(index)
+    }
+
+    fn load_paths(&mut self) -> Result<()> {
+        self.paths.clear();
+        self.ids.clear();
+        for guard in self.meta.prefix(FILE_PREFIX) {
+            let (k, v) = guard.into_inner().map_err(kv_error(&self.dir))?;
+            let id = u32::from_be_bytes(
+                k[FILE_PREFIX.len()..]
+                    .try_into()
+                    .map_err(|_| self.corrupt("a file id is not 4 bytes"))?,
+            ) as usize;
+            let path = String::from_utf8(v.to_vec())
+                .map_err(|_| self.corrupt("a file path is not utf-8"))?;
+            if id != self.paths.len() {
+                return Err(self.corrupt("file ids are not dense"));
+            }
+            self.ids.insert(path.clone(), id as u32);
+            self.paths.push(path);
+        }
+        Ok(())
+    }
+
+    fn corrupt(&self, why: &str) -> Error {
+        Error::Internal(format!("key index {}: {why}", self.dir.display()))
+    }
+
+    /// The (Delta table id, version) the index describes, if any.
+    pub fn describes(&self) -> Result<Option<(String, u64)>> {
+        let Some(raw) = self.meta.get(DESCRIBES).map_err(kv_error(&self.dir))? else {
+            return Ok(None);
+        };
+        let text = std::str::from_utf8(&raw).map_err(|_| self.corrupt("meta is not utf-8"))?;
+        let parsed = text.split_once('@').and_then(|(id, rest)| {
+            let (version, silt) = rest.split_once('@')?;
+            (silt == env!("CARGO_PKG_VERSION")).then_some(())?;
+            Some((id.to_string(), version.parse().ok()?))
+        });
+        Ok(parsed)
+    }
+
+    fn description(table_id: &str, version: u64) -> String {
+        format!("{table_id}@{version}@{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    /// Empties the index, to rebuild it. A crash halfway leaves an index that describes
+    /// nothing, which is rebuilt again.
+    pub fn clear(&mut self) -> Result<()> {
+        let dir = self.dir.clone();
+        self.db
+            .delete_keyspace(self.meta.clone())
+            .map_err(kv_error(&dir))?;
+        self.db
+            .delete_keyspace(self.keys.clone())
+            .map_err(kv_error(&dir))?;
+        self.keys = self
+            .db
+            .keyspace(KEYS, KeyspaceCreateOptions::default)
+            .map_err(kv_error(&dir))?;
+        self.meta = self
+            .db
+            .keyspace(META, KeyspaceCreateOptions::default)
+            .map_err(kv_error(&dir))?;
+        self.paths.clear();
+        self.ids.clear();
+        Ok(())
+    }
+
+    /// Encodes the keys of `columns` (the key columns, in order), row `i` in `buckets[i]`.
+    pub fn encode(&self, buckets: &[i32], columns: &[ArrayRef]) -> Result<Vec<Vec<u8>>> {
+        let rows = self.converter.convert_columns(columns)?;
+        Ok(rows
+            .iter()
+            .zip(buckets)
+            .map(|(row, &bucket)| {
+                let mut key = Vec::with_capacity(4 + row.as_ref().len());
+                key.extend_from_slice(&(bucket as u32).to_be_bytes());
+                key.extend_from_slice(row.as_ref());
+                key
+            })
+            .collect())
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Location>> {
+        let Some(raw) = self.keys.get(key).map_err(kv_error(&self.dir))? else {
+            return Ok(None);
+        };
+        if raw.len() != 12 {
+            return Err(self.corrupt("an entry is not 12 bytes"));
+        }
+        let id = u32::from_be_bytes(raw[..4].try_into().expect("4 bytes")) as usize;
+        let row = u64::from_be_bytes(raw[4..].try_into().expect("8 bytes"));
+        let path = self
+            .paths
+            .get(id)
+            .ok_or_else(|| self.corrupt("an entry names an unknown file id"))?;
+        Ok(Some(Location {
+            path: path.clone(),
+            row,
+        }))
+    }
+
+    /// Starts a batch of changes; nothing is visible until [`IndexBatch::commit`].
+    pub fn batch(&mut self) -> IndexBatch<'_> {
+        IndexBatch {
+            batch: self.db.batch(),
+            index: self,
+            entries: 0,
+        }
+    }
+}
+
+/// Changes to the index, applied atomically together with the version they bring it to.
+pub struct IndexBatch<'a> {
+    index: &'a mut KeyIndex,
+    batch: fjall::OwnedWriteBatch,
+    entries: usize,
+}
+
+impl IndexBatch<'_> {
+    pub fn insert(&mut self, key: &[u8], path: &str, row: u64) {
+        let id = match self.index.ids.get(path) {
+            Some(&id) => id,
+            None => {
+                let id = self.index.paths.len() as u32;
+                let mut k = FILE_PREFIX.to_vec();
+                k.extend_from_slice(&id.to_be_bytes());
+                self.batch.insert(&self.index.meta, k, path.as_bytes());
+                self.index.ids.insert(path.to_string(), id);
+                self.index.paths.push(path.to_string());
+                id
+            }
+        };
+        let mut value = [0u8; 12];
+        value[..4].copy_from_slice(&id.to_be_bytes());
+        value[4..].copy_from_slice(&row.to_be_bytes());
+        self.batch.insert(&self.index.keys, key, value);
+        self.entries += 1;
+    }
+
+    pub fn encode(&self, buckets: &[i32], columns: &[ArrayRef]) -> Result<Vec<Vec<u8>>> {
+        self.index.encode(buckets, columns)
+    }
+
+    pub fn remove(&mut self, key: &[u8]) {
+        self.batch.remove(&self.index.keys, key);
+        self.entries += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// Commits the entries so far without a description (a rebuild in progress), and goes on.
+    pub fn flush(&mut self) -> Result<()> {
+        let batch = std::mem::replace(&mut self.batch, self.index.db.batch());
+        batch.commit().map_err(kv_error(&self.index.dir))?;
+        self.entries = 0;
+        Ok(())
+    }
+
+    /// Commits the changes; the index then describes `version` of `table_id`, or nothing
+    /// (`None`: the caller knows it missed commits and the next use rebuilds).
+    pub fn commit(mut self, describes: Option<(&str, u64)>) -> Result<()> {
+        match describes {
+            Some((table_id, version)) => self.batch.insert(
+                &self.index.meta,
+                DESCRIBES,
+                KeyIndex::description(table_id, version).as_bytes(),
+            ),
+            None => self.batch.remove(&self.index.meta, DESCRIBES),
+        }
+        self.batch.commit().map_err(kv_error(&self.index.dir))
+    }
+}
