@@ -249,7 +249,11 @@ async fn pk_merge_time_grows_with_the_table() {
         println!(
             "pk commit ({mode}): {changed} changed keys into {total} rows: median {:.3} s of {commits} \
              (first commit after open, building the key index: {:.3} s; load {:.1} s; last commit removed {} files, added {})",
-            m.commit_seconds, m.first_commit_seconds, m.load_seconds, m.files_removed, m.files_added
+            m.commit_seconds,
+            m.first_commit_seconds,
+            m.load_seconds,
+            m.files_removed,
+            m.files_added
         );
         results.push(m.commit_seconds);
     }

@@ -16,8 +16,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use datafusion::prelude::SessionContext;
-use object_store::ObjectStoreExt as _;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use object_store::ObjectStoreExt as _;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{ChangeType, stream_system_fields};
@@ -420,12 +420,11 @@ fn delta_log(table_dir: &Path) -> Vec<LogCommit> {
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             let action: serde_json::Value = serde_json::from_str(line).unwrap();
             if let Some(add) = action.get("add") {
-                let records = serde_json::from_str::<serde_json::Value>(
-                    add["stats"].as_str().unwrap(),
-                )
-                .unwrap()["numRecords"]
-                    .as_u64()
-                    .unwrap();
+                let records =
+                    serde_json::from_str::<serde_json::Value>(add["stats"].as_str().unwrap())
+                        .unwrap()["numRecords"]
+                        .as_u64()
+                        .unwrap();
                 if add["deletionVector"].is_null() {
                     commit.new_rows += records;
                 } else {
@@ -713,7 +712,10 @@ async fn check_exactly_once(run: Run) {
         (TableKind::Log, _) | (_, PkMode::CopyOnWrite) => {
             assert_eq!(vectors, 0, "{label}: no deletion vectors expected")
         }
-        _ => assert!(vectors > 0, "{label}: the commits should use deletion vectors"),
+        _ => assert!(
+            vectors > 0,
+            "{label}: the commits should use deletion vectors"
+        ),
     }
     let real: Vec<u64> = outcome
         .commits
@@ -1072,12 +1074,12 @@ async fn stage_changes(
                 )
                 .with_timezone("UTC"),
             ),
-            Arc::new(arrow::array::Int8Array::from_iter_values(changes.iter().map(
-                |c| match c.1 {
+            Arc::new(arrow::array::Int8Array::from_iter_values(
+                changes.iter().map(|c| match c.1 {
                     Some(_) => ChangeType::UpdateAfter as i8,
                     None => ChangeType::Delete as i8,
-                },
-            ))),
+                }),
+            )),
         ],
     )
     .unwrap();
@@ -1197,7 +1199,10 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
         let upserts = last_change.values().filter(|u| **u).count() as u64;
         assert_eq!(last.new_rows, upserts, "round {round}: rows written");
         if round > 0 {
-            assert!(last.vectors > 0, "round {round}: no deletion vector in the commit");
+            assert!(
+                last.vectors > 0,
+                "round {round}: no deletion vector in the commit"
+            );
         }
     }
     let offsets = read_lake_offsets(table_dir.to_str().unwrap(), &HashMap::new(), "t9", 2)
@@ -1243,4 +1248,93 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
             last.1.0
         )
     );
+}
+
+/// Compaction in primary-key commits: a bucket's small files are rewritten together once there
+/// are more than `small_files_max`, and a file that lost half its rows is rewritten without
+/// them; the lake equals the model after every commit and the files per bucket stay bounded.
+#[tokio::test]
+async fn pk_commits_compact_small_and_mostly_deleted_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("lake");
+    let mut config = DeltaSinkConfig::new(
+        table_dir.to_str().unwrap(),
+        "t10",
+        TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        },
+        user_schema(),
+    );
+    config.key_index_dir = Some(dir.path().join("index"));
+    config.small_files_max = 2;
+    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let mut rng = SmallRng::seed_from_u64(10);
+    let mut model: BTreeMap<i64, (String, i32, i64)> = BTreeMap::new();
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut vectors_seen = 0;
+    for round in 0..14u64 {
+        let changes: Vec<(i64, Option<String>)> = match round {
+            0 => (0..200).map(|k| (k, Some(format!("a{k}")))).collect(),
+            // Most of the first file of each bucket goes: it is rewritten, not vectored.
+            7 => (0..160).map(|k| (k, None)).collect(),
+            _ => (0..25)
+                .map(|i| {
+                    let k = rng.random_range(0..260);
+                    let v = (rng.random_range(0..5) > 0).then(|| format!("r{round}-{i}"));
+                    (k, v)
+                })
+                .collect(),
+        };
+        let mut committables = Vec::new();
+        for bucket in 0..2 {
+            let mine: Vec<(i64, Option<&str>)> = changes
+                .iter()
+                .filter(|(k, _)| (k % 2) as i32 == bucket)
+                .map(|(k, v)| (*k, v.as_deref()))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let start = next.get(&bucket).copied().unwrap_or(0);
+            for (i, (k, v)) in mine.iter().enumerate() {
+                match v {
+                    Some(v) => model.insert(*k, (v.to_string(), bucket, start + i as i64)),
+                    None => model.remove(k),
+                };
+            }
+            next.insert(bucket, start + mine.len() as i64);
+            committables.push(stage_changes(&lake, round + 1, bucket, start, &mine).await);
+        }
+        let plan = lake.plan(&committables).await.unwrap();
+        lake.apply(&plan).await.unwrap();
+        let got: Vec<(i64, String, i32, i64)> = read_lake(table_dir.to_str().unwrap())
+            .await
+            .into_iter()
+            .map(|(k, v, _, b, o)| (k, v.unwrap(), b, o))
+            .collect();
+        let want: Vec<(i64, String, i32, i64)> = model
+            .iter()
+            .map(|(k, (v, b, o))| (*k, v.clone(), *b, *o))
+            .collect();
+        assert_eq!(got, want, "round {round}: the lake differs from the model");
+        let mut per_bucket: BTreeMap<String, usize> = BTreeMap::new();
+        for f in lake.table().snapshot().unwrap().log_data().iter() {
+            let bucket = f.path().split('/').next().unwrap().to_string();
+            *per_bucket.entry(bucket).or_default() += 1;
+            vectors_seen += f.deletion_vector_descriptor().is_some() as usize;
+        }
+        assert!(
+            per_bucket.values().all(|&n| n <= 3),
+            "round {round}: files per bucket {per_bucket:?} (small_files_max 2)"
+        );
+        if round == 7 {
+            let log = delta_log(&table_dir);
+            let last = log.last().unwrap();
+            assert!(
+                last.removes > 0 && last.new_rows > 0,
+                "round 7 rewrites the mostly deleted files: {last:?}"
+            );
+        }
+    }
+    assert!(vectors_seen > 0, "no file ever carried a deletion vector");
 }

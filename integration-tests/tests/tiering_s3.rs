@@ -245,13 +245,27 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
     create_tables(&connection).await?;
     let latest = write(&connection).await?;
 
+    // The lake's place and its object store options come from silt's configuration (here its
+    // environment layer), as `silt up` reads them.
     let options = storage_options(moto.port);
-    let mut config = TieringConfig::new(
-        &bootstrap,
-        format!("s3://{BUCKET}/lake"),
-        dir.path().join("checkpoints"),
-    );
-    config.storage_options = options.clone();
+    let mut env: Vec<(String, String)> = options
+        .iter()
+        .map(|(k, v)| {
+            (
+                format!("SILT_LAKE__STORAGE_OPTIONS__{}", k.to_ascii_uppercase()),
+                v.clone(),
+            )
+        })
+        .collect();
+    env.push(("SILT_LAKE__ROOT".into(), format!("s3://{BUCKET}/lake")));
+    env.push((
+        "SILT_DATA_DIR".into(),
+        dir.path().join("data").to_string_lossy().to_string(),
+    ));
+    let silt = silt_jobs::config::Config::load(None, env.into_iter(), &[])?;
+    let mut config: TieringConfig = silt_jobs::up::tiering_config(&silt, &bootstrap);
+    ensure!(config.lake_root == format!("s3://{BUCKET}/lake"));
+    ensure!(config.storage_options == options);
     config.poll_interval = Duration::from_millis(200);
     let tiering = TieringService::new(config.clone(), None);
     tiering.poll_once().await?;
@@ -312,6 +326,23 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
         lake == latest,
         "users in S3 differ from the latest writes: {} rows vs {} expected",
         lake.len(),
+        latest.len()
+    );
+    // Queries read the same lake through the same configuration.
+    let queries = silt_jobs::query::QueryService::new(silt_jobs::query::QueryConfig::from_config(
+        &silt, &bootstrap,
+    ));
+    let result = queries
+        .execute(silt_jobs::query::QueryRequest::new(
+            "SELECT count(*) AS n FROM s3.users$lake",
+            Duration::from_secs(60),
+        ))
+        .await
+        .map_err(|e| anyhow!("query over the S3 lake: {e}"))?;
+    let n = column::<Int64Array>(&result.batches[0], 0).value(0);
+    ensure!(
+        n == latest.len() as i64,
+        "SQL over s3.users$lake counts {n} users, expected {}",
         latest.len()
     );
     eprintln!(

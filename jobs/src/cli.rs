@@ -395,8 +395,9 @@ fn try_main(cli: Cli) -> Result<()> {
             } => {
                 let mut options = crate::verify::VerifyOptions::new(
                     bootstrap.unwrap_or_else(|| config.hotstore.listen.clone()),
-                    config.data_dir.join("lake").to_string_lossy(),
+                    config.lake_root(),
                 );
+                options.storage_options = config.lake_storage_options();
                 options.credentials = config.fluss_credentials();
                 options.deadline = crate::tiering::parse_duration(&deadline)
                     .map_err(|e| anyhow::anyhow!("--deadline: {e}"))?;

@@ -21,6 +21,18 @@ pub struct Config {
     pub engine: EngineConfig,
     pub rest: RestConfig,
     pub query: QuerySettings,
+    pub lake: LakeSettings,
+}
+
+/// Where the lake is and how to reach it (`lake:` in conf/silt.yaml).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LakeSettings {
+    /// Empty: `<data_dir>/lake`.
+    pub root: String,
+    /// Scalars of any kind; the object store gets them as strings.
+    pub storage_options: std::collections::BTreeMap<String, Value>,
+    pub deletion_vectors: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -101,6 +113,35 @@ pub struct QuerySettings {
 }
 
 impl Config {
+    /// The lake root: `lake.root`, or `<data_dir>/lake` when it is empty.
+    pub fn lake_root(&self) -> String {
+        if self.lake.root.is_empty() {
+            self.data_dir.join("lake").to_string_lossy().to_string()
+        } else {
+            self.lake.root.trim_end_matches('/').to_string()
+        }
+    }
+
+    /// `lake.storage_options` as the object store takes them.
+    pub fn lake_storage_options(&self) -> std::collections::HashMap<String, String> {
+        self.lake
+            .storage_options
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Bool(b) => b.to_string(),
+                    Value::Number(n) => n.to_string(),
+                    other => serde_yaml_ng::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect()
+    }
+
     /// The credentials silt's own Fluss clients (tiering, demo workload, CLI commands) use
     /// against the hotstore: the first of `hotstore.sasl.users` when SASL is on.
     pub fn fluss_credentials(&self) -> Option<silt_connectors::fluss::FlussCredentials> {
@@ -220,6 +261,7 @@ fn check_kinds(defaults: &Value, merged: &Value, path: &str) -> Result<()> {
 /// the defaults, which catches typos in environment names.
 fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
     let mut node = root;
+    let mut walked = String::new();
     for part in path.split('.') {
         let Value::Mapping(map) = node else {
             bail!("{origin}: {path:?} is not a configuration key")
@@ -228,6 +270,16 @@ fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
             .keys()
             .filter_map(|k| k.as_str().map(str::to_string))
             .collect();
+        // Object store options are open-ended: any key may be added under them.
+        let open_ended = walked == "lake.storage_options";
+        if open_ended && !map.contains_key(part) {
+            map.insert(Value::String(part.to_string()), Value::Null);
+        }
+        walked = if walked.is_empty() {
+            part.to_string()
+        } else {
+            format!("{walked}.{part}")
+        };
         node = match map.get_mut(part) {
             Some(child) => child,
             None => bail!(
@@ -236,8 +288,12 @@ fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
             ),
         };
     }
-    let value: Value =
-        serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+    let value: Value = if walked.starts_with("lake.storage_options.") {
+        // Kept verbatim: a secret or an endpoint is never reinterpreted as a number.
+        Value::String(raw.to_string())
+    } else {
+        serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+    };
     *node = value;
     Ok(())
 }
@@ -291,6 +347,41 @@ mod tests {
         assert_eq!(
             c.rest.listen, "127.0.0.1:8081",
             "untouched keys keep their defaults"
+        );
+    }
+
+    #[test]
+    fn the_lake_root_and_object_store_options_come_from_any_layer() {
+        let c = load(None, &[], &[]).unwrap();
+        assert_eq!(
+            c.lake_root(),
+            c.data_dir.join("lake").to_string_lossy().to_string()
+        );
+        assert!(c.lake_storage_options().is_empty());
+        assert!(c.lake.deletion_vectors);
+        let c = load(
+            Some("lake:\n  root: s3://bucket/lake/\n  storage_options:\n    allow_http: true\n    aws_region: us-east-1\n"),
+            &[
+                ("SILT_LAKE__STORAGE_OPTIONS__AWS_ENDPOINT_URL", "http://127.0.0.1:9000"),
+                ("SILT_LAKE__STORAGE_OPTIONS__AWS_SECRET_ACCESS_KEY", "0123"),
+            ],
+            &[("lake.deletion_vectors", "false")],
+        )
+        .unwrap();
+        assert_eq!(c.lake_root(), "s3://bucket/lake");
+        let options = c.lake_storage_options();
+        assert_eq!(options["allow_http"], "true");
+        assert_eq!(options["aws_region"], "us-east-1");
+        assert_eq!(options["aws_endpoint_url"], "http://127.0.0.1:9000");
+        // Kept verbatim, not read as the number 123.
+        assert_eq!(options["aws_secret_access_key"], "0123");
+        assert!(!c.lake.deletion_vectors);
+        let e = load(None, &[("SILT_LAKE__ROOTS", "x")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown key") && e.contains("storage_options"),
+            "{e}"
         );
     }
 

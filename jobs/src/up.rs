@@ -98,9 +98,11 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
 pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
     let mut tiering = TieringConfig::new(
         bootstrap,
-        config.data_dir.join("lake").to_string_lossy().to_string(),
+        config.lake_root(),
         config.data_dir.join("checkpoints").join("tiering"),
     );
+    tiering.storage_options = config.lake_storage_options();
+    tiering.deletion_vectors = config.lake.deletion_vectors;
     tiering.checkpoint_timeout = Duration::from_millis(config.engine.checkpoint_timeout_ms);
     tiering.checkpoints_retained_max = config.engine.checkpoints_retained_max;
     tiering.channel = silt_engine::ChannelConfig {
@@ -163,10 +165,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     )
     .await?;
     println!("rest: REST API on http://{rest_addr}");
-    println!(
-        "tiering: lake tables under {}",
-        config.data_dir.join("lake").display()
-    );
+    println!("tiering: lake tables under {}", config.lake_root());
 
     let workload = if options.demo {
         let credentials = config.fluss_credentials();

@@ -58,6 +58,8 @@ impl Env {
             bootstrap: self.bootstrap.clone(),
             credentials: None,
             data_dir: self.data_dir(),
+            lake_root: self.data_dir().join("lake").to_string_lossy().to_string(),
+            lake_storage_options: Default::default(),
             checkpoint_interval_default: Duration::from_secs(1),
             checkpoint_timeout: Duration::from_secs(30),
             checkpoints_retained_max: 3,

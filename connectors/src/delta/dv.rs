@@ -125,10 +125,9 @@ pub async fn read(
             .map_err(|_| corrupt(dv, "the inline vector is not z85"))?;
         return decode(dv, &bytes, 0);
     };
-    let size = usize::try_from(dv.size_in_bytes)
-        .map_err(|_| corrupt(dv, "negative size"))?;
-    let offset = usize::try_from(dv.offset.unwrap_or(1))
-        .map_err(|_| corrupt(dv, "negative offset"))?;
+    let size = usize::try_from(dv.size_in_bytes).map_err(|_| corrupt(dv, "negative size"))?;
+    let offset =
+        usize::try_from(dv.offset.unwrap_or(1)).map_err(|_| corrupt(dv, "negative offset"))?;
     let path = Path::from(format!("{table_root}/{relative}").trim_start_matches('/'));
     let storage = |source| Error::Storage {
         path: path.to_string(),
@@ -202,10 +201,7 @@ mod tests {
             relative_path(&da).unwrap().as_deref(),
             Some(writer.path().as_str())
         );
-        store
-            .put(&path, writer.into_bytes().into())
-            .await
-            .unwrap();
+        store.put(&path, writer.into_bytes().into()).await.unwrap();
         assert_eq!(read(&store, &root, &da).await.unwrap(), a);
         assert_eq!(read(&store, &root, &db).await.unwrap(), b);
     }
@@ -215,9 +211,7 @@ mod tests {
         let store = InMemory::new();
         let root = Path::from("t");
         let mut writer = DvFileWriter::new();
-        let dv = writer
-            .push(&[1u64, 2, 3].into_iter().collect())
-            .unwrap();
+        let dv = writer.push(&[1u64, 2, 3].into_iter().collect()).unwrap();
         let path = Path::from(format!("{root}/{}", writer.path()));
         let mut bytes = writer.into_bytes();
         let last = bytes.len() - 6;

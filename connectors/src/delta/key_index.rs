@@ -101,7 +101,8 @@ impl KeyIndex {
         let (dir, temporary) = match dir {
             Some(d) => (d.to_path_buf(), None),
             None => {
-                let d = std::env::temp_dir().join(format!("silt-key-index-{}", uuid::Uuid::new_v4()));
+                let d =
+                    std::env::temp_dir().join(format!("silt-key-index-{}", uuid::Uuid::new_v4()));
                 (d.clone(), Some(TempDir(d)))
             }
         };

@@ -21,12 +21,23 @@
 //! checkpoint is therefore committed in `open` without risk of duplicates, and a concurrent
 //! writer that commits the same app ids first makes Delta's conflict check reject ours.
 //!
-//! **Layout:** tables are partitioned by `__bucket`, so a MERGE touches only the buckets of its
-//! change set, and each log-table file holds one bucket's rows in offset order. Within a bucket
-//! the MERGE is copy-on-write: every file holding a changed key is rewritten. For changes
-//! spread over the whole key space that still grows with the table (measured by
-//! `tests/delta_bench.rs`: 10k changed keys cost 2.3-2.4x more on a 4M-row lake than on a 1M-row
-//! one); deletion vectors plus a key → (file, row) index are the planned way out (DESIGN.md).
+//! **Layout:** tables are partitioned by `__bucket`, and each log-table file holds one bucket's
+//! rows in offset order.
+//!
+//! **Primary-key commits** use Delta deletion vectors (tables created with
+//! `delta.enableDeletionVectors`): the key index (`key_index.rs`, fjall on local disk, key ->
+//! file and row) finds the live row of every changed key; the commit marks those rows deleted
+//! in a vector per touched file (`dv.rs`, Delta's format), writes the new images of upserted
+//! keys into new files, and carries the txn actions, all in one Delta commit. Its cost grows
+//! with the keys changed and the files they touch, not with the rows of the table
+//! (`tests/delta_bench.rs` measures it). A table without the feature (created before, or with
+//! `deletion_vectors = false`) gets a copy-on-write MERGE, which rewrites every file holding a
+//! changed key. Compaction rides along in the same commit, local to the buckets it changes: a
+//! file whose rows are all superseded is removed; a file at least half deleted, and the small
+//! files of a bucket once it has more than `small_files_max`, are rewritten with their live
+//! rows into the commit's new files. What a commit rewrites is bounded by one bucket's small
+//! files plus files that lost half their rows (each row moves at most once per halving), never
+//! by the table.
 //!
 //! **Limits:** a log writer holds one open file per bucket it sees, each bounded by
 //! `row_group_rows_max` rows in memory and rolled at `target_file_bytes`; a primary-key writer
@@ -105,6 +116,10 @@ pub struct DeltaSinkConfig {
     /// directory, kept across restarts). `None`: a temporary directory, rebuilt from the table
     /// at every start.
     pub key_index_dir: Option<std::path::PathBuf>,
+    /// Primary-key tables with deletion vectors: a commit that changes a bucket holding more
+    /// than this many small files (under `target_file_bytes / 8`) rewrites them into one. Files
+    /// at least half deleted are rewritten whatever this says.
+    pub small_files_max: usize,
     /// Retries of a Delta commit that lost a race for a version number (conflicts are checked
     /// on each retry; a conflicting commit fails at once).
     pub commit_retries_max: usize,
@@ -133,6 +148,7 @@ impl DeltaSinkConfig {
     pub const ROW_GROUP_ROWS_DEFAULT: usize = 64 * 1024;
     pub const CHANGE_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
     pub const COMMIT_RETRIES_DEFAULT: usize = 15;
+    pub const SMALL_FILES_MAX_DEFAULT: usize = 16;
 
     /// A config with default limits.
     pub fn new(
@@ -152,6 +168,7 @@ impl DeltaSinkConfig {
             change_buffer_bytes_max: Self::CHANGE_BUFFER_BYTES_DEFAULT,
             deletion_vectors: true,
             key_index_dir: None,
+            small_files_max: Self::SMALL_FILES_MAX_DEFAULT,
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,
             fault_injection: None,

@@ -20,10 +20,10 @@ use deltalake::kernel::transaction::{
 use deltalake::kernel::{Action, Add, StructType, Transaction};
 use deltalake::protocol::{DeltaOperation, MergePredicate, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError, Path, TableProperty};
-use parquet::arrow::ProjectionMask;
-use roaring::RoaringTreemap;
 use object_store::ObjectStoreExt as _;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use roaring::RoaringTreemap;
 use tracing::{info, warn};
 use url::Url;
 
@@ -167,8 +167,10 @@ impl LakeTable {
                 .with_save_mode(SaveMode::Ignore)
                 .with_comment(format!("tiered by silt from table {}", config.table_id));
             if config.deletion_vectors && matches!(config.kind, TableKind::PrimaryKey { .. }) {
-                create = create
-                    .with_configuration_property(TableProperty::EnableDeletionVectors, Some("true"));
+                create = create.with_configuration_property(
+                    TableProperty::EnableDeletionVectors,
+                    Some("true"),
+                );
             }
             let created = create.await;
             match created {
@@ -403,19 +405,7 @@ impl LakeTable {
                 if batch.num_rows() == 0 {
                     continue;
                 }
-                // Data files do not hold the partition column; put it back for the writer.
-                let mut columns = batch.columns().to_vec();
-                let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
-                if batch.column_by_name(BUCKET_COLUMN).is_none() {
-                    columns.push(Arc::new(Int32Array::from(vec![bucket; batch.num_rows()])));
-                    fields.push(Arc::new(arrow::datatypes::Field::new(
-                        BUCKET_COLUMN,
-                        arrow::datatypes::DataType::Int32,
-                        false,
-                    )));
-                }
-                let batch =
-                    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+                let batch = with_bucket_column(batch, bucket)?;
                 let batch = super::schema::conform(&batch, &self.lake_schema)?;
                 written += batch.num_rows();
                 deltalake::writer::DeltaWriter::write(&mut writer, batch)
@@ -666,37 +656,59 @@ impl LakeTable {
             .map(|&k| k == ChangeType::Delete as i8)
             .collect();
 
-        // The new images, in new files.
-        let mut new_files = Vec::new();
+        // The new images go into new files, and so do the live rows of files compacted below.
+        let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
+            .map_err(Error::delta(self.uri()))?
+            .with_target_file_size(self.config.target_file_bytes)
+            .with_writer_properties(writer_properties(&self.config));
         let keep: BooleanArray = is_delete.iter().map(|d| Some(!d)).collect();
         let upserts = filter_record_batch(&changes, &keep)?;
         if upserts.num_rows() > 0 {
             let images = super::schema::conform(&upserts, &self.lake_schema)?;
-            let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
-                .map_err(Error::delta(self.uri()))?
-                .with_target_file_size(self.config.target_file_bytes)
-                .with_writer_properties(writer_properties(&self.config));
             deltalake::writer::DeltaWriter::write(&mut writer, images)
-                .await
-                .map_err(Error::delta(self.uri()))?;
-            new_files = deltalake::writer::DeltaWriter::flush(&mut writer)
                 .await
                 .map_err(Error::delta(self.uri()))?;
         }
 
-        // The deletion vectors of the touched files: each file's old vector plus the new rows.
+        // The files this commit touches: those holding superseded rows, and in the buckets it
+        // changes, the small files once there are more than `small_files_max` of them.
         let store = self.table.object_store();
         let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
-        #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
-        let touched: HashMap<String, (Add, deltalake::kernel::Remove, Option<u64>)> = state
-            .log_data()
-            .iter()
-            .filter(|f| superseded.contains_key(f.path().as_ref()))
-            .map(|f| {
-                let rows = f.num_records().map(|n| n as u64);
-                (f.path().to_string(), (f.add_action(), f.remove_action(true), rows))
-            })
+        let changed_buckets: BTreeSet<i32> = buckets.values().iter().copied().collect();
+        let small_bytes = (self.config.target_file_bytes / 8) as i64;
+        let mut small: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+        let mut files: HashMap<String, LiveFile> = HashMap::new();
+        for f in state.log_data().iter() {
+            let path = f.path().to_string();
+            #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
+            let add = f.add_action();
+            let bucket = add_bucket(&add)?;
+            let is_small = f.size() < small_bytes && changed_buckets.contains(&bucket);
+            if is_small {
+                small.entry(bucket).or_default().push(path.clone());
+            }
+            if is_small || superseded.contains_key(&path) {
+                let rows = f.num_records().map(|n| n as u64).ok_or_else(|| {
+                    Error::Internal(format!("data file {path} has no numRecords statistic"))
+                })?;
+                let remove = f.remove_action(true);
+                files.insert(
+                    path,
+                    LiveFile {
+                        add,
+                        remove,
+                        rows,
+                        bucket,
+                    },
+                );
+            }
+        }
+        let mut compact: BTreeSet<String> = small
+            .into_values()
+            .filter(|paths| paths.len() > self.config.small_files_max)
+            .flatten()
             .collect();
+
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -709,33 +721,55 @@ impl LakeTable {
         };
         let mut vectors = DvFileWriter::new();
         let mut actions = Vec::new();
-        for (path, rows) in &superseded {
-            let Some((add, remove, file_rows)) = touched.get(path) else {
+        let mut compacted_rows = 0u64;
+        let paths: BTreeSet<String> = superseded.keys().chain(compact.iter()).cloned().collect();
+        for path in &paths {
+            let Some(file) = files.get(path) else {
                 self.forget_key_index()?;
                 return Err(stale(path, "no such file in the table"));
             };
-            let mut deleted = match &add.deletion_vector {
+            let mut deleted = match &file.add.deletion_vector {
                 Some(old) => dv::read(store.as_ref(), &Path::from(""), old).await?,
                 None => RoaringTreemap::new(),
             };
-            for &row in rows {
+            for &row in superseded.get(path).into_iter().flatten() {
                 if !deleted.insert(row) {
                     self.forget_key_index()?;
                     return Err(stale(path, "the row is already deleted"));
                 }
             }
-            let file_rows = file_rows.ok_or_else(|| {
-                Error::Internal(format!("data file {path} has no numRecords statistic"))
-            })?;
-            actions.push(Action::Remove(remove.clone()));
-            if deleted.len() < file_rows {
-                let mut add = add.clone();
+            actions.push(Action::Remove(file.remove.clone()));
+            if deleted.len() >= file.rows {
+                continue; // every row superseded: the file goes
+            }
+            // A file at least half deleted is compacted too: each row it still holds moves at
+            // most once per halving of its file.
+            if deleted.len() * 2 >= file.rows {
+                compact.insert(path.clone());
+            }
+            if compact.contains(path) {
+                compacted_rows += self
+                    .copy_live_rows(path, file.bucket, &deleted, &mut writer)
+                    .await?;
+            } else {
+                let mut add = file.add.clone();
                 add.deletion_vector = Some(vectors.push(&deleted)?);
                 add.modification_time = now_ms;
                 add.data_change = true;
                 add.stats = add.stats.as_deref().map(loose_bounds);
                 actions.push(Action::Add(add));
             }
+        }
+        let new_files = deltalake::writer::DeltaWriter::flush(&mut writer)
+            .await
+            .map_err(Error::delta(self.uri()))?;
+        if compacted_rows > 0 {
+            info!(
+                table = self.uri(),
+                files = compact.len(),
+                rows = compacted_rows,
+                "compacted small or mostly deleted files into the commit"
+            );
         }
         if actions.is_empty() && new_files.is_empty() {
             return Ok(None);
@@ -774,7 +808,9 @@ impl LakeTable {
             }],
             not_matched_by_source_predicates: Vec::new(),
         };
-        let version = self.commit_operation(actions, properties, operation).await?;
+        let version = self
+            .commit_operation(actions, properties, operation)
+            .await?;
 
         // The index follows the commit; if others committed in between, it describes nothing
         // and the next commit rebuilds it.
@@ -804,6 +840,48 @@ impl LakeTable {
         Ok(Some(version))
     }
 
+    /// Writes the rows of data file `path` (of `bucket`) that `deleted` does not mark into
+    /// `writer`; returns how many.
+    async fn copy_live_rows(
+        &self,
+        path: &str,
+        bucket: i32,
+        deleted: &RoaringTreemap,
+        writer: &mut deltalake::writer::RecordBatchWriter,
+    ) -> Result<u64> {
+        let store = self.table.object_store();
+        let storage = |source| Error::Storage {
+            path: path.to_string(),
+            source,
+        };
+        let bytes = store
+            .get(&Path::from(path))
+            .await
+            .map_err(storage)?
+            .bytes()
+            .await
+            .map_err(storage)?;
+        let (mut row, mut copied) = (0u64, 0u64);
+        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
+            let batch = batch?;
+            let keep: BooleanArray = (0..batch.num_rows() as u64)
+                .map(|i| Some(!deleted.contains(row + i)))
+                .collect();
+            row += batch.num_rows() as u64;
+            let batch = filter_record_batch(&batch, &keep)?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let batch = with_bucket_column(batch, bucket)?;
+            copied += batch.num_rows() as u64;
+            let batch = super::schema::conform(&batch, &self.lake_schema)?;
+            deltalake::writer::DeltaWriter::write(writer, batch)
+                .await
+                .map_err(Error::delta(self.uri()))?;
+        }
+        Ok(copied)
+    }
+
     /// Opens the key index and rebuilds it unless it describes the table's current version.
     /// Returns the Delta table id and the version it describes.
     async fn ensure_key_index(&mut self, key_columns: &[String]) -> Result<(String, u64)> {
@@ -815,14 +893,21 @@ impl LakeTable {
                 .iter()
                 .map(|k| Ok(self.lake_schema.field_with_name(k)?.data_type().clone()))
                 .collect::<Result<Vec<_>>>()?;
-            self.key_index = Some(KeyIndex::open(self.config.key_index_dir.as_deref(), &types)?);
+            self.key_index = Some(KeyIndex::open(
+                self.config.key_index_dir.as_deref(),
+                &types,
+            )?);
         }
         let index = self.key_index.as_mut().expect("opened above");
         if index.describes()?.as_ref() == Some(&(table_id.clone(), version)) {
             return Ok((table_id, version));
         }
         let started = std::time::Instant::now();
-        let files: Vec<(String, i32, Option<deltalake::kernel::DeletionVectorDescriptor>)> = state
+        let files: Vec<(
+            String,
+            i32,
+            Option<deltalake::kernel::DeletionVectorDescriptor>,
+        )> = state
             .log_data()
             .iter()
             .map(|f| {
@@ -927,6 +1012,34 @@ impl LakeTable {
             }
         }
     }
+}
+
+/// A data file a primary-key commit touches.
+struct LiveFile {
+    add: Add,
+    remove: deltalake::kernel::Remove,
+    /// Rows in the file, deleted ones included.
+    rows: u64,
+    bucket: i32,
+}
+
+/// Data files do not hold the partition column; puts `__bucket` back for the writer.
+fn with_bucket_column(batch: RecordBatch, bucket: i32) -> Result<RecordBatch> {
+    if batch.column_by_name(BUCKET_COLUMN).is_some() {
+        return Ok(batch);
+    }
+    let mut columns = batch.columns().to_vec();
+    let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+    columns.push(Arc::new(Int32Array::from(vec![bucket; batch.num_rows()])));
+    fields.push(Arc::new(arrow::datatypes::Field::new(
+        BUCKET_COLUMN,
+        arrow::datatypes::DataType::Int32,
+        false,
+    )));
+    Ok(RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// The key columns of a batch, in key order.

@@ -295,6 +295,9 @@ pub struct CompileContext {
     /// SASL/PLAIN credentials for the hot store, when it requires them.
     pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     pub data_dir: PathBuf,
+    /// Where the tiering service keeps lake tables.
+    pub lake_root: String,
+    pub lake_storage_options: std::collections::HashMap<String, String>,
     /// Used when the definition sets no interval.
     pub checkpoint_interval_default: Duration,
 }
@@ -900,10 +903,11 @@ async fn resolve(
                     ));
                 }
                 (StartDef::Lake, None) => {
-                    let uri = lake_uri(ctx, &facts.database, &facts.table);
+                    let uri = lake_uri(ctx, &facts.database, &facts.table)
+                        .map_err(|e| at(&base.at("table"), e.to_string()))?;
                     let lake = read_lake_offsets(
                         &uri,
-                        &Default::default(),
+                        &ctx.lake_storage_options,
                         &facts.table_id.to_string(),
                         facts.buckets,
                     )
@@ -1138,13 +1142,8 @@ fn same_encoding(have: &arrow::datatypes::DataType, want: &arrow::datatypes::Dat
 }
 
 /// Where the tiering service keeps the lake table of `database.table`.
-pub fn lake_uri(ctx: &CompileContext, database: &str, table: &str) -> String {
-    ctx.data_dir
-        .join("lake")
-        .join(database)
-        .join(table)
-        .to_string_lossy()
-        .to_string()
+pub fn lake_uri(ctx: &CompileContext, database: &str, table: &str) -> anyhow::Result<String> {
+    crate::paths::lake_uri(&ctx.lake_root, database, table)
 }
 
 fn build(

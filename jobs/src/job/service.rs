@@ -34,6 +34,9 @@ pub struct JobServiceConfig {
     pub bootstrap: String,
     pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     pub data_dir: PathBuf,
+    /// Where the tiering service keeps lake tables (`start: lake` reads their offsets).
+    pub lake_root: String,
+    pub lake_storage_options: std::collections::HashMap<String, String>,
     pub checkpoint_interval_default: Duration,
     pub checkpoint_timeout: Duration,
     pub checkpoints_retained_max: usize,
@@ -47,6 +50,8 @@ impl JobServiceConfig {
             bootstrap: bootstrap.to_string(),
             credentials: config.fluss_credentials(),
             data_dir: config.data_dir.clone(),
+            lake_root: config.lake_root(),
+            lake_storage_options: config.lake_storage_options(),
             checkpoint_interval_default: Duration::from_millis(
                 config.engine.checkpoint_interval_ms.max(1),
             ),
@@ -68,6 +73,8 @@ impl JobServiceConfig {
             bootstrap: self.bootstrap.clone(),
             credentials: self.credentials.clone(),
             data_dir: self.data_dir.clone(),
+            lake_root: self.lake_root.clone(),
+            lake_storage_options: self.lake_storage_options.clone(),
             checkpoint_interval_default: self.checkpoint_interval_default,
         }
     }

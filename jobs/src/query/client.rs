@@ -146,7 +146,7 @@ async fn run_offline(
         Ok(result) => {
             eprintln!(
                 "note: no server at {base}; read the lake under {} directly",
-                config.data_dir.join("lake").display()
+                config.lake_root()
             );
             print_result(&result.schema, &result.batches, options.format)
         }

@@ -78,8 +78,8 @@ impl QueryConfig {
     /// The service as `silt up` runs it: the hotstore at `bootstrap`, the lake under the data
     /// directory, bounds from the `query` config section.
     pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
-        let lake_root = config.data_dir.join("lake").to_string_lossy().to_string();
-        let mut catalog = LakeCatalogConfig::new(bootstrap, lake_root);
+        let mut catalog = LakeCatalogConfig::new(bootstrap, config.lake_root());
+        catalog.storage_options = config.lake_storage_options();
         catalog.tail_bytes_max = config.query.tail_bytes_max;
         catalog.credentials = config.fluss_credentials();
         let mut query = QueryConfig::new(catalog);
