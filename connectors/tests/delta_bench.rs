@@ -2,7 +2,7 @@
 //! and buckets) into a lake of 1M rows and into one of 10M rows, with deletion vectors and the
 //! key index (the default), and with the copy-on-write MERGE (`SILTTEST_BENCH_COW=1`). Each
 //! size loads the table, runs one commit that builds the key index from the lake (reported
-//! apart), then times `SILTTEST_BENCH_COMMITS` (3) commits of fresh random keys and reports
+//! apart), then times `SILTTEST_BENCH_COMMITS` (5) commits of fresh random keys and reports
 //! their median. A benchmark: it runs only with
 //! `SILTTEST_BENCH=1 cargo test --release -p silt-connectors --test delta_bench -- --nocapture`
 //! (`SILTTEST_BENCH_ROWS=1000000,10000000` and `SILTTEST_BENCH_CHANGED=10000` change the sizes).
@@ -236,7 +236,7 @@ async fn pk_merge_time_grows_with_the_table() {
         .map_or(10_000, |s| s.parse().unwrap());
     let commits: usize = std::env::var("SILTTEST_BENCH_COMMITS")
         .ok()
-        .map_or(3, |s| s.parse().unwrap());
+        .map_or(5, |s| s.parse().unwrap());
     let cow = std::env::var_os("SILTTEST_BENCH_COW").is_some();
     let mode = if cow {
         "copy-on-write MERGE"

@@ -644,10 +644,8 @@ impl LakeTable {
         let buckets = int_column::<Int32Array>(&changes, BUCKET_COLUMN)?;
         let keys = index.encode(buckets.values(), &key_arrays(&changes, key_columns)?)?;
         let mut superseded: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for key in &keys {
-            if let Some(at) = index.get(key)? {
-                superseded.entry(at.path).or_default().push(at.row);
-            }
+        for at in index.get_many(&keys)?.into_iter().flatten() {
+            superseded.entry(at.path).or_default().push(at.row);
         }
         let kinds = int_column::<Int8Array>(&changes, CHANGE_TYPE_COLUMN)?;
         let is_delete: Vec<bool> = kinds
@@ -942,6 +940,7 @@ impl LakeTable {
             }
         }
         batch.commit(Some((table_id.as_str(), version)))?;
+        index.compact()?;
         info!(
             table = self.uri(),
             version,
