@@ -144,9 +144,13 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
         "scan + aggregate, silt vs raw DataFusion, {} runs each ...",
         options.runs
     );
-    let (mut silt_s, mut raw_s) = (Vec::new(), Vec::new());
+    let (mut silt_s, mut raw_s, mut delta_s) = (Vec::new(), Vec::new(), Vec::new());
     let mut answers = (String::new(), String::new());
     for run in 0..options.runs.max(1) {
+        // deltalake's own provider on a plain session: splits silt's cost from deltalake's.
+        let started = Instant::now();
+        delta_query(&lake_uri).await?;
+        delta_s.push(started.elapsed().as_secs_f64());
         // Alternate which side goes first, so caches and turbo favour neither.
         for side in [run % 2, 1 - run % 2] {
             let started = Instant::now();
@@ -179,6 +183,7 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
         );
     }
     let (silt_median, raw_median) = (median(&mut silt_s), median(&mut raw_s));
+    let delta_median = median(&mut delta_s);
 
     // (b) Deadline precision.
     println!(
@@ -235,6 +240,15 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
         "{:<60} {:>12.2}",
         "    silt / raw (target <= 1.10)",
         silt_median / raw_median
+    );
+    println!(
+        "{:<60} {:>12.3}",
+        "    deltalake's provider, plain session, median (s)", delta_median
+    );
+    println!(
+        "{:<60} {:>12.2}",
+        "    silt / deltalake's provider",
+        silt_median / delta_median
     );
     println!(
         "{:<60} {:>12.0}",
@@ -378,6 +392,19 @@ async fn write_lake(
     let plan = lake.plan(&[committable]).await?;
     lake.apply(&plan).await?;
     Ok((files, parquet_bytes, arrow_bytes))
+}
+
+/// The scan through deltalake's table provider on a plain DataFusion session (no silt), with
+/// the session's Parquet settings as silt passes them.
+async fn delta_query(lake_uri: &str) -> Result<Vec<RecordBatch>> {
+    let table = deltalake::open_table(deltalake::ensure_table_uri(lake_uri)?).await?;
+    let ctx = SessionContext::new();
+    let provider = table
+        .table_provider()
+        .with_session(Arc::new(ctx.state()))
+        .await?;
+    ctx.register_table("delta", provider)?;
+    Ok(ctx.sql(&scan_sql("delta")).await?.collect().await?)
 }
 
 /// The scan on a fresh DataFusion session over the lake's Parquet files as a listing table

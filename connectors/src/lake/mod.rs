@@ -37,6 +37,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
 use deltalake::DeltaTable;
 use fluss::client::FlussConnection;
 use fluss::metadata::TablePath;
@@ -466,7 +467,13 @@ impl LakeCatalog {
             let schema = lake_arrow_schema(&meta.user_schema)?;
             return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
         };
-        let inner = table.table_provider().await?;
+        // With a session, deltalake's scan takes DataFusion's Parquet settings (row-level filter
+        // pushdown off by default, as for any listing table); without one it forces pushdown,
+        // which measured 1.7x slower on a scan + aggregate that keeps half the rows.
+        let inner = table
+            .table_provider()
+            .with_session(Arc::new(SessionContext::new().state()))
+            .await?;
         Ok(Arc::new(LakeScan {
             inner,
             table: table.clone(),
