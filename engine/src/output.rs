@@ -128,6 +128,15 @@ pub fn split_by_key(
     targets: usize,
 ) -> Result<Vec<Option<RecordBatch>>> {
     let targets_per_row = key_targets(batch, key_columns, targets)?;
+    // Common when batches come per key group (the Fluss source emits one bucket per batch):
+    // every row goes to one target, and the batch goes as it is, without copying a column.
+    if let Some(&first) = targets_per_row.first()
+        && targets_per_row.iter().all(|&t| t == first)
+    {
+        let mut parts = vec![None; targets];
+        parts[first] = Some(batch.clone());
+        return Ok(parts);
+    }
     let mut indices: Vec<Vec<u32>> = vec![Vec::new(); targets];
     for (row, &t) in targets_per_row.iter().enumerate() {
         indices[t].push(row as u32);
@@ -194,6 +203,35 @@ mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn a_batch_whose_rows_share_a_target_is_passed_on_without_a_copy() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![7; 100])),
+                Arc::new(StringArray::from_iter_values(
+                    (0..100).map(|i| format!("v{i}")),
+                )),
+            ],
+        )
+        .unwrap();
+        let parts = split_by_key(&batch, &["k".to_string()], 4).unwrap();
+        let sent: Vec<&RecordBatch> = parts.iter().flatten().collect();
+        assert_eq!(sent.len(), 1);
+        assert!(
+            sent[0]
+                .columns()
+                .iter()
+                .zip(batch.columns())
+                .all(|(a, b)| Arc::ptr_eq(a, b)),
+            "the columns are the same arrays, not copies"
+        );
+    }
 
     #[test]
     fn hash_split_keeps_every_row_once_and_keys_together() {
