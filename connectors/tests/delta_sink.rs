@@ -1109,6 +1109,64 @@ async fn stage_changes(
     }
 }
 
+/// The model of a primary-key lake: key -> (value, bucket, offset) of its live row, and the next
+/// offset per bucket.
+#[derive(Default)]
+struct PkModel {
+    rows: BTreeMap<i64, (String, i32, i64)>,
+    next: BTreeMap<i32, i64>,
+}
+
+/// Stages `changes` (bucket = key % 2) as checkpoint `checkpoint`, commits them, applies them
+/// to the model and checks the lake equals it.
+async fn commit_round(
+    lake: &mut LakeTable,
+    table_dir: &Path,
+    model: &mut PkModel,
+    checkpoint: u64,
+    changes: &[(i64, Option<String>)],
+) -> LakeCommit {
+    let mut committables = Vec::new();
+    for bucket in 0..2 {
+        let mine: Vec<(i64, Option<&str>)> = changes
+            .iter()
+            .filter(|(k, _)| (k % 2) as i32 == bucket)
+            .map(|(k, v)| (*k, v.as_deref()))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let start = model.next.get(&bucket).copied().unwrap_or(0);
+        for (i, (k, v)) in mine.iter().enumerate() {
+            match v {
+                Some(v) => model
+                    .rows
+                    .insert(*k, (v.to_string(), bucket, start + i as i64)),
+                None => model.rows.remove(k),
+            };
+        }
+        model.next.insert(bucket, start + mine.len() as i64);
+        committables.push(stage_changes(lake, checkpoint, bucket, start, &mine).await);
+    }
+    let plan = lake.plan(&committables).await.unwrap();
+    let commit = lake.apply(&plan).await.unwrap();
+    let got: Vec<(i64, String, i32, i64)> = read_lake(table_dir.to_str().unwrap())
+        .await
+        .into_iter()
+        .map(|(k, v, _, b, o)| (k, v.unwrap(), b, o))
+        .collect();
+    let want: Vec<(i64, String, i32, i64)> = model
+        .rows
+        .iter()
+        .map(|(k, (v, b, o))| (*k, v.clone(), *b, *o))
+        .collect();
+    assert_eq!(
+        got, want,
+        "checkpoint {checkpoint}: the lake differs from the model"
+    );
+    commit
+}
+
 /// Primary-key commits with deletion vectors: a commit adds only the changed keys' new images
 /// and marks the old rows deleted; the lake equals the model through later commits on the same
 /// files, a reopen that keeps the key index, a reopen that rebuilds it, and for Python
@@ -1131,10 +1189,7 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
     };
     let kept_index = dir.path().join("index");
     let mut lake = LakeTable::open(config(&kept_index)).await.unwrap();
-    // The model: key -> (value, bucket, offset) of its live row.
-    let mut model: BTreeMap<i64, (String, i32, i64)> = BTreeMap::new();
-    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut checkpoint = 0;
+    let mut model = PkModel::default();
     let rounds: Vec<Vec<(i64, Option<String>)>> = vec![
         (0..1000).map(|k| (k, Some(format!("a{k}")))).collect(),
         (0..50)
@@ -1158,36 +1213,8 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
                 .await
                 .unwrap();
         }
-        checkpoint += 1;
-        let mut committables = Vec::new();
-        for bucket in 0..2 {
-            let mine: Vec<(i64, Option<&str>)> = changes
-                .iter()
-                .filter(|(k, _)| (k % 2) as i32 == bucket)
-                .map(|(k, v)| (*k, v.as_deref()))
-                .collect();
-            let start = next.get(&bucket).copied().unwrap_or(0);
-            for (i, (k, v)) in mine.iter().enumerate() {
-                match v {
-                    Some(v) => model.insert(*k, (v.to_string(), bucket, start + i as i64)),
-                    None => model.remove(k),
-                };
-            }
-            next.insert(bucket, start + mine.len() as i64);
-            committables.push(stage_changes(&lake, checkpoint, bucket, start, &mine).await);
-        }
-        let plan = lake.plan(&committables).await.unwrap();
-        let commit = lake.apply(&plan).await.unwrap();
-        let got: Vec<(i64, String, i32, i64)> = read_lake(table_dir.to_str().unwrap())
-            .await
-            .into_iter()
-            .map(|(k, v, _, b, o)| (k, v.unwrap(), b, o))
-            .collect();
-        let want: Vec<(i64, String, i32, i64)> = model
-            .iter()
-            .map(|(k, (v, b, o))| (*k, v.clone(), *b, *o))
-            .collect();
-        assert_eq!(got, want, "round {round}: the lake differs from the model");
+        let commit =
+            commit_round(&mut lake, &table_dir, &mut model, round as u64 + 1, changes).await;
         // The commit writes the new images only; the old rows stay where they are, deleted
         // by vectors (no file is rewritten).
         let log = delta_log(&table_dir);
@@ -1209,7 +1236,7 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(offsets.bucket_offsets, next);
+    assert_eq!(offsets.bucket_offsets, model.next);
 
     let probe = std::process::Command::new("python3")
         .args(["-c", "import deltalake"])
@@ -1235,13 +1262,14 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
         "python failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (first, last) = (model.iter().next().unwrap(), model.iter().last().unwrap());
+    let rows = &model.rows;
+    let (first, last) = (rows.iter().next().unwrap(), rows.iter().last().unwrap());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         format!(
             "{} {} ({}, '{}') ({}, '{}')",
-            model.len(),
-            model.keys().sum::<i64>(),
+            rows.len(),
+            rows.keys().sum::<i64>(),
             first.0,
             first.1.0,
             last.0,
@@ -1269,8 +1297,7 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
     config.small_files_max = 2;
     let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
     let mut rng = SmallRng::seed_from_u64(10);
-    let mut model: BTreeMap<i64, (String, i32, i64)> = BTreeMap::new();
-    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut model = PkModel::default();
     let mut vectors_seen = 0;
     for round in 0..14u64 {
         let changes: Vec<(i64, Option<String>)> = match round {
@@ -1285,38 +1312,7 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
                 })
                 .collect(),
         };
-        let mut committables = Vec::new();
-        for bucket in 0..2 {
-            let mine: Vec<(i64, Option<&str>)> = changes
-                .iter()
-                .filter(|(k, _)| (k % 2) as i32 == bucket)
-                .map(|(k, v)| (*k, v.as_deref()))
-                .collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let start = next.get(&bucket).copied().unwrap_or(0);
-            for (i, (k, v)) in mine.iter().enumerate() {
-                match v {
-                    Some(v) => model.insert(*k, (v.to_string(), bucket, start + i as i64)),
-                    None => model.remove(k),
-                };
-            }
-            next.insert(bucket, start + mine.len() as i64);
-            committables.push(stage_changes(&lake, round + 1, bucket, start, &mine).await);
-        }
-        let plan = lake.plan(&committables).await.unwrap();
-        lake.apply(&plan).await.unwrap();
-        let got: Vec<(i64, String, i32, i64)> = read_lake(table_dir.to_str().unwrap())
-            .await
-            .into_iter()
-            .map(|(k, v, _, b, o)| (k, v.unwrap(), b, o))
-            .collect();
-        let want: Vec<(i64, String, i32, i64)> = model
-            .iter()
-            .map(|(k, (v, b, o))| (*k, v.clone(), *b, *o))
-            .collect();
-        assert_eq!(got, want, "round {round}: the lake differs from the model");
+        commit_round(&mut lake, &table_dir, &mut model, round + 1, &changes).await;
         let mut per_bucket: BTreeMap<String, usize> = BTreeMap::new();
         for f in lake.table().snapshot().unwrap().log_data().iter() {
             let bucket = f.path().split('/').next().unwrap().to_string();

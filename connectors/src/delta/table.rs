@@ -556,11 +556,9 @@ impl LakeTable {
         key_columns: &[String],
         properties: CommitProperties,
     ) -> Result<Option<u64>> {
-        let changes = self.read_staged(plan).await?;
-        if changes.num_rows() == 0 {
+        let Some(changes) = self.reduced_changes(plan, key_columns).await? else {
             return Ok(None);
-        }
-        let changes = last_change_per_key(&changes, key_columns)?;
+        };
         let before = self.version();
         let qualified = |rel: &str, name: &str| Expr::Column(Column::new(Some(rel), name));
         let mut predicate =
@@ -632,11 +630,9 @@ impl LakeTable {
         key_columns: &[String],
         properties: CommitProperties,
     ) -> Result<Option<u64>> {
-        let changes = self.read_staged(plan).await?;
-        if changes.num_rows() == 0 {
+        let Some(changes) = self.reduced_changes(plan, key_columns).await? else {
             return Ok(None);
-        }
-        let changes = last_change_per_key(&changes, key_columns)?;
+        };
         let (table_id, read_version) = self.ensure_key_index(key_columns).await?;
         let index = self.key_index.as_ref().expect("ensured above");
 
@@ -958,6 +954,20 @@ impl LakeTable {
             Some(index) => index.batch().commit(None),
             None => Ok(()),
         }
+    }
+
+    /// The plan's staged changes the lake lacks, reduced to the last change per key; `None`
+    /// when there are none.
+    async fn reduced_changes(
+        &self,
+        plan: &CommitPlan,
+        key_columns: &[String],
+    ) -> Result<Option<RecordBatch>> {
+        let changes = self.read_staged(plan).await?;
+        if changes.num_rows() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(last_change_per_key(&changes, key_columns)?))
     }
 
     /// The staged rows the lake does not have yet (offset >= the bucket's txn version).
