@@ -252,7 +252,8 @@ impl KeyIndex {
         order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         let chunk = order.len().div_ceil(threads).max(1024);
-        let found: Vec<Result<Vec<(usize, Option<Location>)>>> = std::thread::scope(|scope| {
+        type Found = Result<Vec<(usize, Option<Location>)>>;
+        let found: Vec<Found> = std::thread::scope(|scope| {
             let handles: Vec<_> = order
                 .chunks(chunk)
                 .map(|part| {

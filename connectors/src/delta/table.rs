@@ -383,18 +383,7 @@ impl LakeTable {
             .map_err(Error::delta(self.uri()))?;
         let mut written = 0usize;
         for add in adds {
-            let location = Path::from(add.path.as_str());
-            let storage = |source| Error::Storage {
-                path: add.path.clone(),
-                source,
-            };
-            let bytes = store
-                .get(&location)
-                .await
-                .map_err(storage)?
-                .bytes()
-                .await
-                .map_err(storage)?;
+            let bytes = read_object(store.as_ref(), &add.path).await?;
             for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
                 let batch = batch?;
                 let offsets = int_column::<Int64Array>(&batch, OFFSET_COLUMN)?;
@@ -843,18 +832,7 @@ impl LakeTable {
         deleted: &RoaringTreemap,
         writer: &mut deltalake::writer::RecordBatchWriter,
     ) -> Result<u64> {
-        let store = self.table.object_store();
-        let storage = |source| Error::Storage {
-            path: path.to_string(),
-            source,
-        };
-        let bytes = store
-            .get(&Path::from(path))
-            .await
-            .map_err(storage)?
-            .bytes()
-            .await
-            .map_err(storage)?;
+        let bytes = read_object(self.table.object_store().as_ref(), path).await?;
         let (mut row, mut copied) = (0u64, 0u64);
         for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
             let batch = batch?;
@@ -881,7 +859,7 @@ impl LakeTable {
     async fn ensure_key_index(&mut self, key_columns: &[String]) -> Result<(String, u64)> {
         let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
         let table_id = state.metadata().id().to_string();
-        let version = state.version() as u64;
+        let version = state.version();
         if self.key_index.is_none() {
             let types = key_columns
                 .iter()
@@ -975,20 +953,7 @@ impl LakeTable {
         let store = self.table.object_store();
         let mut batches = Vec::new();
         for path in &plan.staged {
-            let location = Path::from(path.as_str());
-            let bytes = store
-                .get(&location)
-                .await
-                .map_err(|source| Error::Storage {
-                    path: path.clone(),
-                    source,
-                })?
-                .bytes()
-                .await
-                .map_err(|source| Error::Storage {
-                    path: path.clone(),
-                    source,
-                })?;
+            let bytes = read_object(store.as_ref(), path).await?;
             for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
                 let batch = batch?;
                 let keep = not_in_lake(&batch, &plan.lake_offsets)?;
@@ -1064,24 +1029,28 @@ fn key_arrays(batch: &RecordBatch, key_columns: &[String]) -> Result<Vec<ArrayRe
         .collect()
 }
 
+/// The whole object at `path` (relative to the table root of `store`).
+async fn read_object(store: &dyn object_store::ObjectStore, path: &str) -> Result<bytes::Bytes> {
+    let storage = |source| Error::Storage {
+        path: path.to_string(),
+        source,
+    };
+    store
+        .get(&Path::from(path))
+        .await
+        .map_err(storage)?
+        .bytes()
+        .await
+        .map_err(storage)
+}
+
 /// The key columns of a data file, batch by batch in row order.
 async fn read_key_columns(
     store: &dyn object_store::ObjectStore,
     path: &str,
     key_columns: &[String],
 ) -> Result<Vec<Vec<ArrayRef>>> {
-    let location = Path::from(path);
-    let storage = |source| Error::Storage {
-        path: path.to_string(),
-        source,
-    };
-    let bytes = store
-        .get(&location)
-        .await
-        .map_err(storage)?
-        .bytes()
-        .await
-        .map_err(storage)?;
+    let bytes = read_object(store, path).await?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
     let mask = ProjectionMask::columns(
         builder.parquet_schema(),
