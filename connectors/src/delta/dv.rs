@@ -123,7 +123,7 @@ pub async fn read(
     let Some(relative) = relative_path(dv)? else {
         let bytes = z85::decode(&dv.path_or_inline_dv)
             .map_err(|_| corrupt(dv, "the inline vector is not z85"))?;
-        return decode(dv, &bytes, 0);
+        return decode(dv, &bytes);
     };
     let size = usize::try_from(dv.size_in_bytes).map_err(|_| corrupt(dv, "negative size"))?;
     let offset =
@@ -159,19 +159,19 @@ pub async fn read(
     if crc != checksum(&bytes[8..4 + size]) {
         return Err(corrupt(dv, "checksum mismatch"));
     }
-    decode(dv, &bytes[4..4 + size], 0)
+    decode(dv, &bytes[4..4 + size])
 }
 
 /// `bytes` = magic + bitmap.
-fn decode(dv: &DeletionVectorDescriptor, bytes: &[u8], at: usize) -> Result<RoaringTreemap> {
+fn decode(dv: &DeletionVectorDescriptor, bytes: &[u8]) -> Result<RoaringTreemap> {
     let magic = bytes
-        .get(at..at + 4)
+        .get(..4)
         .map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")))
         .ok_or_else(|| corrupt(dv, "no magic"))?;
     if magic != MAGIC {
         return Err(corrupt(dv, "wrong magic (not a portable roaring bitmap)"));
     }
-    let bitmap = RoaringTreemap::deserialize_from(&bytes[at + 4..])
+    let bitmap = RoaringTreemap::deserialize_from(&bytes[4..])
         .map_err(|e| corrupt(dv, &format!("bad bitmap: {e}")))?;
     if bitmap.len() as i64 != dv.cardinality {
         return Err(corrupt(dv, "cardinality differs from the log's"));

@@ -663,6 +663,10 @@ impl LakeTable {
         let mut files: HashMap<String, LiveFile> = HashMap::new();
         for f in state.log_data().iter() {
             let path = f.path().to_string();
+            let touched = superseded.contains_key(&path);
+            if !touched && f.size() >= small_bytes {
+                continue; // the common case: neither changed nor small, nothing to build
+            }
             #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
             let add = f.add_action();
             let bucket = add_bucket(&add)?;
@@ -670,7 +674,7 @@ impl LakeTable {
             if is_small {
                 small.entry(bucket).or_default().push(path.clone());
             }
-            if is_small || superseded.contains_key(&path) {
+            if is_small || touched {
                 let rows = f.num_records().map(|n| n as u64).ok_or_else(|| {
                     Error::Internal(format!("data file {path} has no numRecords statistic"))
                 })?;

@@ -35,6 +35,7 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::{MemTable, TableType};
+use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
@@ -203,6 +204,10 @@ impl PinnedLake {
 pub struct LakeCatalog {
     config: Arc<LakeCatalogConfig>,
     connection: Option<Arc<FlussConnection>>,
+    /// Handed to deltalake's scans for DataFusion's Parquet settings (row-level filter
+    /// pushdown off by default, as for any listing table); without one deltalake forces
+    /// pushdown, measured 1.7x slower on a scan + aggregate keeping half the rows. Built once.
+    scan_settings: Arc<SessionState>,
 }
 
 /// Starts the message of every error an offline catalog gives for what needs the hot store.
@@ -217,6 +222,7 @@ impl LakeCatalog {
         Ok(LakeCatalog {
             config: Arc::new(config),
             connection: Some(Arc::new(connection)),
+            scan_settings: Arc::new(SessionContext::new().state()),
         })
     }
 
@@ -225,6 +231,7 @@ impl LakeCatalog {
         LakeCatalog {
             config: Arc::new(config),
             connection: None,
+            scan_settings: Arc::new(SessionContext::new().state()),
         }
     }
 
@@ -467,12 +474,9 @@ impl LakeCatalog {
             let schema = lake_arrow_schema(&meta.user_schema)?;
             return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
         };
-        // With a session, deltalake's scan takes DataFusion's Parquet settings (row-level filter
-        // pushdown off by default, as for any listing table); without one it forces pushdown,
-        // which measured 1.7x slower on a scan + aggregate that keeps half the rows.
         let inner = table
             .table_provider()
-            .with_session(Arc::new(SessionContext::new().state()))
+            .with_session(self.scan_settings.clone())
             .await?;
         Ok(Arc::new(LakeScan {
             inner,
