@@ -330,6 +330,14 @@ async fn put_bucket(
         .as_ref()
         .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
     let _guard = bucket.write_lock.lock().await;
+    if bucket.kv_behind.load(std::sync::atomic::Ordering::Acquire) {
+        // A previous apply failed after its changelog was durable: catch the kv up from the
+        // log before deciding anything on its state.
+        recover(table, bucket)?;
+        bucket
+            .kv_behind
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
     let check = bucket
         .writers
         .lock()
@@ -408,15 +416,22 @@ async fn put_bucket(
     }
     let changelog = changelog_batch(table, &codec, &change_types, &images)?;
     let info = crate::logs::append_changelog(bucket, changelog).await?;
-    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-    kv.apply(&changes, info.next_offset)
-        .map_err(|e| kv_error(e.to_string()))?;
+    // The changelog is the write-ahead log: once it holds the batch, the batch is written. It
+    // is recorded now, so a retry after a failed kv apply is acknowledged as a duplicate rather
+    // than appended again (which duplicated changes and inflated the log under a full disk).
     bucket
         .writers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .record(writer_id, sequence, info.base_offset);
+    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+    if let Err(e) = kv.apply(&changes, info.next_offset) {
+        bucket
+            .kv_behind
+            .store(true, std::sync::atomic::Ordering::Release);
+        return Err(kv_error(e.to_string()));
+    }
     Ok(info.next_offset)
 }
 

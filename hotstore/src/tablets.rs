@@ -55,6 +55,9 @@ pub struct Bucket {
     pub kv: Option<KvTablet>,
     pub writers: Mutex<WriterTable>,
     pub write_lock: tokio::sync::Mutex<()>,
+    /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
+    /// the log, and the next write replays the log into it first (`kv::recover`).
+    pub kv_behind: std::sync::atomic::AtomicBool,
 }
 
 impl TableRuntime {
@@ -138,6 +141,7 @@ impl Tablets {
                 kv,
                 writers: Mutex::new(WriterTable::default()),
                 write_lock: tokio::sync::Mutex::new(()),
+                kv_behind: std::sync::atomic::AtomicBool::new(false),
             }));
         }
         let runtime = Arc::new(TableRuntime {
