@@ -119,8 +119,10 @@ fn fixture() -> &'static Fixture {
             frame_bytes_max: FRAME_BYTES_MAX,
             ..ServerConfig::default()
         };
-        // Durability is not under test; a million cases should not wait for the disk.
+        // Durability is not under test; a million cases should not wait for the disk. Appends
+        // become visible at the next flush.
         config.log.fsync = crate::storage::FsyncPolicy::Never;
+        config.log_flush_interval_ms = 10;
         let server = runtime.block_on(Server::start(config)).unwrap();
         let (log_id, pk_id, log_batches) = runtime.block_on(seed(&server));
         let pk_row = encode_pk_row(1, "one");
@@ -737,15 +739,20 @@ async fn client_still_works(fixture: &Fixture, table: &str) {
         writer.append(&row).unwrap();
     }
     writer.flush().await.unwrap();
-    let offsets = admin
-        .list_offsets(&path, &[0, 1], fluss::rpc::message::OffsetSpec::Latest)
-        .await
-        .unwrap();
-    assert_eq!(
-        offsets.values().sum::<i64>(),
-        10,
-        "fluss-rs writes and reads after the fuzzing"
-    );
+    // Under `fsync: never` the rows are visible once the next flush made them durable.
+    let started = std::time::Instant::now();
+    let visible = loop {
+        let offsets = admin
+            .list_offsets(&path, &[0, 1], fluss::rpc::message::OffsetSpec::Latest)
+            .await
+            .unwrap();
+        let visible = offsets.values().sum::<i64>();
+        if visible == 10 || started.elapsed() > Duration::from_secs(10) {
+            break visible;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(visible, 10, "fluss-rs writes and reads after the fuzzing");
 }
 
 /// Api keys a typed body may be sent under instead of its own. Not the drops: a table path

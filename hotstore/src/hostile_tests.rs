@@ -701,6 +701,64 @@ async fn sasl_plain_rejects_wrong_and_missing_credentials_and_accepts_right_ones
     server.shutdown().await.unwrap();
 }
 
+/// Regression: with SASL on, a frame was read in full (up to `frame_bytes_max`) before the
+/// authentication decision, so a few peers that never authenticate could hold the whole request
+/// byte budget by sending most of a large frame and stalling, and authenticated produces
+/// waited for `frame_read_timeout_ms`. Before authenticating, a frame is capped to what
+/// ApiVersions and Authenticate need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_peers_cannot_hold_the_request_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| {
+        config.sasl = Some(sasl_users());
+        config.frame_bytes_max = 1 << 20;
+        config.request_bytes_in_flight_max = 1 << 20;
+        config.frame_read_timeout_ms = 60_000;
+        config.authentication_timeout_ms = 60_000;
+    })
+    .await;
+    let mut stallers = Vec::new();
+    for _ in 0..3 {
+        let mut raw = Raw::open(&server).await;
+        let mut frame = Vec::new();
+        frame.put_i32(1_000_000);
+        frame.put_i16(api::LIST_DATABASES);
+        frame.put_i16(0);
+        frame.put_i32(1);
+        frame.resize(520_000, 0);
+        // The server may close the connection while this is written (that is the fix).
+        let _ = raw.stream.write_all(&frame).await;
+        stallers.push(raw);
+    }
+    let path = TablePath::new("fluss", "budget");
+    let served = tokio::time::timeout(Duration::from_secs(10), async {
+        let client = connect(&server, Some(("alice", "wonder-land")))
+            .await
+            .unwrap();
+        client
+            .get_admin()
+            .unwrap()
+            .create_table(&path, &log_table(), false)
+            .await
+            .unwrap();
+        append(&client, &path, 0..25).await;
+        row_count(&client, &path, 2).await
+    })
+    .await;
+    assert_eq!(
+        served.ok(),
+        Some(25),
+        "an authenticated client waited behind unauthenticated peers' partial frames"
+    );
+    for mut raw in stallers {
+        assert!(
+            raw.closed().await,
+            "an oversized unauthenticated frame closes its connection"
+        );
+    }
+    server.shutdown().await.unwrap();
+}
+
 /// Resident set size of this process (server and clients) in KiB.
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

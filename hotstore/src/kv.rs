@@ -14,7 +14,8 @@ use crate::batch::{self, HeaderFields};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
-use crate::tablets::{Bucket, TableRuntime, WriterCheck, storage_error};
+use crate::storage::WriterCheck;
+use crate::tablets::{Bucket, TableRuntime, storage_error};
 use bytes::Bytes;
 use fluss::metadata::KvFormat;
 use fluss::record::kv::{KV_RECORD_LENGTH_LENGTH, KvRecord, KvRecordBatch, RECORDS_OFFSET};
@@ -338,19 +339,21 @@ async fn put_bucket(
             .kv_behind
             .store(false, std::sync::atomic::Ordering::Release);
     }
+    let context = format!("bucket {}", bucket.id);
+    // The bucket's log tablet keeps the writer state of log and kv writes alike (Fluss's rule,
+    // surviving restarts): the changelog batch carries this write's writer id and sequence.
     let check = bucket
-        .writers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .check(writer_id, sequence)?;
-    if let WriterCheck::Duplicate { .. } = check {
+        .log
+        .check_writer(writer_id, sequence)
+        .map_err(|e| storage_error(&context, e))?;
+    if let WriterCheck::Duplicate { next_offset } = check {
         tracing::debug!(
             bucket = bucket.id,
             writer_id,
             sequence,
             "acknowledging retried kv batch without applying"
         );
-        return Ok(bucket.log.high_watermark());
+        return Ok(next_offset);
     }
     let kv_error = |e: String| {
         ApiError::new(
@@ -407,23 +410,19 @@ async fn put_bucket(
         pending.insert(key, new);
     }
     if change_types.is_empty() {
-        bucket
-            .writers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(writer_id, sequence, bucket.log.high_watermark());
-        return Ok(bucket.log.high_watermark());
+        // Nothing to append, but the sequence must still count, durably.
+        return bucket
+            .log
+            .record_unchanged_write(writer_id, sequence)
+            .map_err(|e| storage_error(&context, e));
     }
-    let changelog = changelog_batch(table, &codec, &change_types, &images)?;
+    let writer = (writer_id, sequence);
+    let changelog = changelog_batch(table, &codec, writer, &change_types, &images)?;
+    // The changelog is the write-ahead log: once it holds the batch (with its writer id and
+    // sequence), the write is done, and a retry after a failed kv apply or a crash is answered
+    // as a duplicate rather than applied again.
     let info = crate::logs::append_changelog(bucket, changelog).await?;
-    // The changelog is the write-ahead log: once it holds the batch, the batch is written. It
-    // is recorded now, so a retry after a failed kv apply is acknowledged as a duplicate rather
-    // than appended again (which duplicated changes and inflated the log under a full disk).
-    bucket
-        .writers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .record(writer_id, sequence, info.base_offset);
+    crate::storage::durability::after_durable_write();
     let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
         pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
     if let Err(e) = kv.apply(&changes, info.next_offset) {
@@ -445,6 +444,7 @@ fn covers_all_non_key(table: &TableRuntime, targets: &[usize]) -> bool {
 fn changelog_batch(
     table: &TableRuntime,
     codec: &RowCodec,
+    (writer_id, batch_sequence): (i64, i32),
     change_types: &[u8],
     images: &[Vec<u8>],
 ) -> Result<Bytes, ApiError> {
@@ -469,8 +469,8 @@ fn changelog_batch(
             commit_timestamp: 0,
             schema_id: codec.schema_id,
             append_only: false,
-            writer_id: batch::NO_WRITER_ID,
-            batch_sequence: -1,
+            writer_id,
+            batch_sequence,
             record_count: change_types.len() as i32,
         },
         change_types,

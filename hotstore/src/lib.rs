@@ -18,6 +18,8 @@ mod catalog;
 mod fuzz_tests;
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod idempotence_tests;
 mod kv;
 mod lake;
 mod logs;

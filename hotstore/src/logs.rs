@@ -135,6 +135,7 @@ async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, A
         .append(records, crate::catalog::now_ms())
         .await
         .map_err(|e| storage_error(&format!("bucket {}", bucket.id), e))?;
+    crate::storage::durability::after_durable_write();
     if info.batches.iter().any(|b| b.duplicate) {
         tracing::debug!(
             bucket = bucket.id,
@@ -427,13 +428,15 @@ pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsR
 
 /// Appends server-built batches (a PK table's changelog) to a bucket; the caller holds the
 /// bucket's write lock.
+/// Appends a primary-key changelog batch and returns once it is durable, whatever the fsync
+/// policy: the kv tablet applies it next, and the log is the kv's write-ahead log.
 pub(crate) async fn append_changelog(
     bucket: &Bucket,
     batches: Bytes,
 ) -> Result<crate::tablets::AppendInfo, ApiError> {
     bucket
         .log
-        .append(batches, crate::catalog::now_ms())
+        .append_synced(batches, crate::catalog::now_ms())
         .await
         .map_err(|e| storage_error(&format!("changelog of bucket {}", bucket.id), e))
 }

@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub bind_addr: SocketAddr,
     /// Host advertised to clients in metadata; defaults to the bound IP (127.0.0.1 for 0.0.0.0).
     pub advertised_host: Option<String>,
+    /// Port advertised to clients in metadata (a server behind a proxy or a port mapping);
+    /// defaults to the bound port.
+    pub advertised_port: Option<u16>,
     /// Directory holding the catalog and every table's tablets.
     pub data_dir: PathBuf,
     /// Bucket count of a table created without one.
@@ -60,6 +63,9 @@ pub struct ServerConfig {
     pub log: crate::storage::LogConfig,
     /// Kv store settings (cache, journal).
     pub kv: crate::storage::KvConfig,
+    /// Under `fsync: never`, how often every log is flushed; the high watermark (what readers
+    /// and tiering see) advances only at flushes.
+    pub log_flush_interval_ms: u64,
     /// SASL/PLAIN users; `None` serves every connection without authentication.
     pub sasl: Option<crate::auth::SaslConfig>,
     /// With SASL on, a connection that has not authenticated within this time is closed.
@@ -77,6 +83,7 @@ impl Default for ServerConfig {
         ServerConfig {
             bind_addr: SocketAddr::from(([127, 0, 0, 1], 9123)),
             advertised_host: None,
+            advertised_port: None,
             data_dir: PathBuf::from("silt-data/hotstore"),
             default_bucket_count: 1,
             bucket_count_max: 1024,
@@ -90,6 +97,7 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 5_000,
             log: crate::storage::LogConfig::default(),
             kv: crate::storage::KvConfig::default(),
+            log_flush_interval_ms: 1_000,
             sasl: None,
             authentication_timeout_ms: 10_000,
             frame_read_timeout_ms: 60_000,
@@ -144,9 +152,14 @@ impl Server {
                 local_addr.ip().to_string()
             }
         });
+        let advertised_port = config.advertised_port.unwrap_or(local_addr.port());
         let service =
-            Arc::new(Service::open(config.clone(), advertised_host, local_addr.port()).await?);
+            Arc::new(Service::open(config.clone(), advertised_host, advertised_port).await?);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        if config.log.fsync == crate::storage::FsyncPolicy::Never {
+            let interval = Duration::from_millis(config.log_flush_interval_ms.max(1));
+            tokio::spawn(flush_loop(service.clone(), interval, shutdown_rx.clone()));
+        }
         tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         Ok(ServerHandle {
@@ -218,6 +231,25 @@ impl ServerHandle {
 impl Drop for ServerHandle {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
+    }
+}
+
+/// Under `fsync: never`: flushes every log each `interval`, publishing what became durable.
+async fn flush_loop(
+    service: Arc<Service>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = tick.tick() => {
+                let service = service.clone();
+                let _ = tokio::task::spawn_blocking(move || service.tablets.flush_all_logs()).await;
+            }
+        }
     }
 }
 
@@ -306,7 +338,7 @@ async fn serve_connection(
                     "closing connection: it did not authenticate in time (SASL is on)");
                 break;
             }
-            frame = read_frame(&mut reader, config.frame_bytes_max, &request_kib, frame_read_timeout) => frame,
+            frame = read_frame(&mut reader, frame_limit(&auth, config.frame_bytes_max), &request_kib, frame_read_timeout) => frame,
         };
         let (frame, bytes_permit) = match frame {
             Ok(Some(frame)) => frame,
@@ -394,6 +426,19 @@ async fn serve_connection(
     }
     drop(response_tx);
     let _ = writer_task.await;
+}
+
+/// Largest frame a connection may send before it authenticated (SASL on): enough for
+/// ApiVersions and a SASL/PLAIN Authenticate (credentials of a few hundred bytes), so peers that
+/// never authenticate cannot hold the server's request byte budget with large frames.
+pub const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 16 * 1024;
+
+fn frame_limit(auth: &ConnectionAuth<'_>, frame_bytes_max: usize) -> usize {
+    if auth.is_authenticated() {
+        frame_bytes_max
+    } else {
+        frame_bytes_max.min(UNAUTHENTICATED_FRAME_BYTES_MAX)
+    }
 }
 
 /// Bytes read (and budgeted) per step of a frame body.

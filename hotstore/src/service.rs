@@ -48,9 +48,12 @@ impl Service {
             tablets.open_table(table).await?;
         }
         let lake = LakeRegistry::open(&config.data_dir)?;
-        // Writer ids only need to differ from those handed out before a restart, whose state
-        // silt does not keep; the clock provides that without persisting a counter.
-        let next_writer_id = AtomicI64::new(crate::catalog::now_ms() * 1000);
+        // A new writer id must differ from every id whose state the logs still hold (a reused
+        // id would have its sequence 0 answered as a duplicate of the old writer's batch): above
+        // the clock-based start of the last run and above every id a log remembers.
+        let next_writer_id = AtomicI64::new(
+            (crate::catalog::now_ms() * 1000).max(tablets.max_writer_id().map_or(0, |id| id + 1)),
+        );
         Ok(Service {
             config,
             catalog,

@@ -1,5 +1,5 @@
-//! The runtime of every table: per bucket a log tablet, for a primary-key table a kv tablet,
-//! and the writer (idempotence) state.
+//! The runtime of every table: per bucket a log tablet (which also keeps the writer
+//! idempotence state of log and kv writes) and, for a primary-key table, a kv tablet.
 //!
 //! A bucket's writes are serialized by its `write_lock`: the idempotence check, the append and
 //! (for a PK table) the read-modify-write of the kv tablet happen under it, so the changelog
@@ -9,9 +9,9 @@ use crate::catalog::TableEntry;
 use crate::protocol::{ApiError, code};
 use crate::storage::{self, KvStore, LogConfig};
 use arrow::datatypes::SchemaRef;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 pub use storage::{AppendInfo, KvTablet, LogTablet};
 
@@ -32,9 +32,6 @@ pub fn storage_error(context: &str, error: storage::Error) -> ApiError {
     ApiError::new(code, format!("{context}: {error}"))
 }
 
-/// Sequences of recent batches remembered per writer to acknowledge retries (as Fluss does).
-const WRITER_BATCHES_REMEMBERED: usize = 5;
-
 pub struct Tablets {
     root: PathBuf,
     log_config: LogConfig,
@@ -53,7 +50,6 @@ pub struct Bucket {
     pub id: i32,
     pub log: LogTablet,
     pub kv: Option<KvTablet>,
-    pub writers: Mutex<WriterTable>,
     pub write_lock: tokio::sync::Mutex<()>,
     /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
     /// the log, and the next write replays the log into it first (`kv::recover`).
@@ -139,7 +135,6 @@ impl Tablets {
                 id: bucket_id,
                 log,
                 kv,
-                writers: Mutex::new(WriterTable::default()),
                 write_lock: tokio::sync::Mutex::new(()),
                 kv_behind: std::sync::atomic::AtomicBool::new(false),
             }));
@@ -201,6 +196,36 @@ impl Tablets {
         }
     }
 
+    /// The highest writer id any log remembers.
+    pub fn max_writer_id(&self) -> Option<i64> {
+        let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
+        tables
+            .values()
+            .flat_map(|t| t.buckets.iter())
+            .filter_map(|b| b.log.max_writer_id())
+            .max()
+    }
+
+    /// fsyncs every log and publishes its durable end (periodically under `fsync: never`).
+    /// Blocking.
+    pub fn flush_all_logs(&self) {
+        let tables: Vec<Arc<TableRuntime>> = self
+            .tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for table in tables {
+            for bucket in &table.buckets {
+                if let Err(error) = bucket.log.flush() {
+                    tracing::warn!(table = %table.entry.qualified_name(), bucket = bucket.id,
+                        %error, "cannot flush log tablet");
+                }
+            }
+        }
+    }
+
     pub async fn close_all(&self) {
         let tables: Vec<Arc<TableRuntime>> = self
             .tables
@@ -221,81 +246,5 @@ impl Tablets {
         if let Err(error) = self.kv_store.persist() {
             tracing::warn!(%error, "cannot persist kv store at shutdown");
         }
-    }
-}
-
-/// What the idempotence check decided for a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriterCheck {
-    /// Append it.
-    Append,
-    /// A retry of a batch already appended at this base offset: acknowledge, do not append.
-    Duplicate { base_offset: i64 },
-}
-
-#[derive(Debug, Default)]
-pub struct WriterTable {
-    writers: HashMap<i64, VecDeque<(i32, i64)>>,
-}
-
-impl WriterTable {
-    /// Checks a batch's sequence against the writer's last batches.
-    pub fn check(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck, ApiError> {
-        if writer_id == crate::batch::NO_WRITER_ID || sequence < 0 {
-            return Ok(WriterCheck::Append);
-        }
-        let Some(recent) = self.writers.get(&writer_id) else {
-            // A writer silt has not seen (new, or from before a restart) may start anywhere.
-            return Ok(WriterCheck::Append);
-        };
-        if let Some(&(_, base_offset)) = recent.iter().find(|(seq, _)| *seq == sequence) {
-            return Ok(WriterCheck::Duplicate { base_offset });
-        }
-        let last = recent.back().map(|(seq, _)| *seq).unwrap_or(-1);
-        let expected = if last == i32::MAX { 0 } else { last + 1 };
-        if sequence != expected {
-            return Err(ApiError::new(
-                code::OUT_OF_ORDER_SEQUENCE,
-                format!(
-                    "out of order batch sequence {sequence} for writer {writer_id} (expected {expected})"
-                ),
-            ));
-        }
-        Ok(WriterCheck::Append)
-    }
-
-    pub fn record(&mut self, writer_id: i64, sequence: i32, base_offset: i64) {
-        if writer_id == crate::batch::NO_WRITER_ID || sequence < 0 {
-            return;
-        }
-        let recent = self.writers.entry(writer_id).or_default();
-        recent.push_back((sequence, base_offset));
-        while recent.len() > WRITER_BATCHES_REMEMBERED {
-            recent.pop_front();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writer_sequences() {
-        let mut table = WriterTable::default();
-        assert_eq!(table.check(7, 0), Ok(WriterCheck::Append));
-        table.record(7, 0, 0);
-        table.record(7, 1, 10);
-        assert_eq!(
-            table.check(7, 1),
-            Ok(WriterCheck::Duplicate { base_offset: 10 })
-        );
-        assert_eq!(table.check(7, 2), Ok(WriterCheck::Append));
-        assert_eq!(
-            table.check(7, 5).unwrap_err().code,
-            code::OUT_OF_ORDER_SEQUENCE
-        );
-        assert_eq!(table.check(-1, 3), Ok(WriterCheck::Append));
-        assert_eq!(table.check(8, 9), Ok(WriterCheck::Append));
     }
 }

@@ -46,6 +46,7 @@ pub struct HotstoreConfig {
     pub request_bytes_in_flight_max: usize,
     pub fsync: String,
     pub group_commit_window_ms: u64,
+    pub flush_interval_ms: u64,
     pub segment_bytes_max: u64,
     pub produce_decode_check: bool,
     pub sasl: SaslConfig,

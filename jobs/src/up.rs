@@ -48,6 +48,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         requests_in_flight_max: config.hotstore.requests_in_flight_max,
         request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
         produce_decode_check: config.hotstore.produce_decode_check,
+        log_flush_interval_ms: config.hotstore.flush_interval_ms,
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;

@@ -34,8 +34,9 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::batch::{self, BatchHeader, BatchSpan, NO_WRITER_ID};
+use super::durability;
 use super::segment::{self, ScanEnd, Segment};
-use super::writers::{BatchMeta, SequenceCheck, WriterTable};
+use super::writers::{BatchMeta, MARK_BYTES, SequenceCheck, WriterMark, WriterTable};
 use super::{Error, Result, io_error};
 
 /// When an append counts as durable.
@@ -55,8 +56,12 @@ pub enum FsyncPolicy {
     /// Group commit: the first waiting append waits `window_ms` for others to join, then one
     /// fsync acknowledges them all.
     Group { window_ms: u64 },
-    /// Never fsync on append (segments are still fsynced when rolled): acknowledged data
-    /// survives a process crash but not a machine crash. For tests and benchmarks.
+    /// Acknowledge an append without an fsync: acknowledged data survives a process crash but
+    /// not a machine crash. Readers still see only durable data: the high watermark advances
+    /// when the log is flushed ([`LogTablet::flush`], which the server runs every
+    /// `flush_interval_ms`) or a segment is rolled, so nothing a power loss can take back is
+    /// ever fetched or tiered. A primary-key changelog is always fsynced before the kv applies
+    /// it (it is the kv's write-ahead log).
     Never,
 }
 
@@ -133,7 +138,31 @@ struct State {
     log_end_offset: i64,
     last_commit_timestamp_ms: i64,
     writers: WriterTable,
+    /// The active segment's mark journal (see `writers.rs`), opened at the first mark.
+    marks: Option<MarkJournal>,
     failed: bool,
+}
+
+/// The mark journal of the active segment and the marks it holds.
+struct MarkJournal {
+    path: PathBuf,
+    file: std::fs::File,
+    marks: Vec<WriterMark>,
+    /// Marks kept by the last compaction; the journal is compacted again at twice as many.
+    compacted_len: usize,
+}
+
+/// The journal is compacted (one mark per writer) once it holds this many marks, or twice what
+/// the last compaction kept.
+const MARKS_COMPACT_MIN: usize = 1024;
+
+/// What writer idempotence decides for a batch before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterCheck {
+    /// The next batch of its writer (or a batch without a writer id): write it.
+    Append,
+    /// A retry of a batch already in the log: answer it with the log end offset it reached.
+    Duplicate { next_offset: i64 },
 }
 
 impl State {
@@ -174,8 +203,9 @@ pub struct LogTablet {
 
 impl LogTablet {
     /// Opens (creating if needed) the tablet in `dir` and recovers it: loads the rolled
-    /// segments, verifies the active one batch by batch and truncates a torn tail. Everything
-    /// that survives recovery is on disk, so the high watermark starts at the log end offset.
+    /// segments, verifies the active one batch by batch, truncates a torn tail and fsyncs what
+    /// is left (after a kill it may be in the page cache only), so the high watermark can start
+    /// at the log end offset.
     pub fn open(dir: &Path, config: LogConfig) -> Result<Self> {
         config.validate()?;
         let created = !dir.exists();
@@ -198,6 +228,7 @@ impl LogTablet {
                 writers.record(header.writer_id, meta, writers_max);
             }
         };
+        let mut marks = None;
         match bases.split_last() {
             None => {
                 segments.push(Segment::create(dir, 0)?);
@@ -221,12 +252,34 @@ impl LogTablet {
                     expect_contiguous(&segments, &segment)?;
                     segments.push(segment);
                 }
+                let journal = if segment::marks_path(dir, active_base).exists() {
+                    Some(MarkJournal::open(dir, active_base)?)
+                } else {
+                    None
+                };
+                let no_marks = Vec::new();
+                // Marks and batches replay in offset order: a mark taken at log end L comes
+                // after every batch below L.
+                let mut pending = journal
+                    .as_ref()
+                    .map_or(&no_marks, |j| &j.marks)
+                    .iter()
+                    .peekable();
                 let (active, _cut_bytes) =
                     Segment::recover_active(dir, active_base, interval, |h| {
+                        while let Some(mark) =
+                            pending.next_if(|m| m.log_end_offset <= h.base_offset)
+                        {
+                            writers.record_mark(mark, writers_max);
+                        }
                         record(&mut writers, h)
                     })?;
+                for mark in pending {
+                    writers.record_mark(mark, writers_max);
+                }
                 expect_contiguous(&segments, &active)?;
                 segments.push(active);
+                marks = journal;
             }
         }
         remove_stale_files(dir, &segments);
@@ -241,6 +294,7 @@ impl LogTablet {
             log_end_offset,
             last_commit_timestamp_ms,
             writers,
+            marks,
             failed: false,
         };
         state.check_invariants();
@@ -290,13 +344,97 @@ impl LogTablet {
     /// returns once they are durable. See the module docs of [`crate::storage`] for the
     /// idempotence contract.
     pub async fn append(&self, batches: Bytes, commit_timestamp_ms: i64) -> Result<AppendInfo> {
-        let spans = batch::split_batches(&batches)?;
+        let info = self.write_batches(&batches, commit_timestamp_ms)?;
+        self.wait_durable(info.next_offset).await?;
+        Ok(info)
+    }
+
+    /// Like [`append`](Self::append), but always returns after an fsync covering the batches,
+    /// whatever the policy: for a changelog that a kv tablet is about to apply.
+    pub async fn append_synced(
+        &self,
+        batches: Bytes,
+        commit_timestamp_ms: i64,
+    ) -> Result<AppendInfo> {
+        let info = self.write_batches(&batches, commit_timestamp_ms)?;
+        self.sync_through(info.next_offset, Duration::ZERO).await?;
+        Ok(info)
+    }
+
+    fn write_batches(&self, batches: &Bytes, commit_timestamp_ms: i64) -> Result<AppendInfo> {
+        let spans = batch::split_batches(batches)?;
         if spans.is_empty() {
             return Err(Error::EmptyAppend);
         }
-        let info = self.write(&batches, &spans, commit_timestamp_ms)?;
-        self.wait_durable(info.next_offset).await?;
-        Ok(info)
+        self.write(batches, &spans, commit_timestamp_ms)
+    }
+
+    /// The highest writer id this tablet remembers.
+    pub fn max_writer_id(&self) -> Option<i64> {
+        self.lock().writers.max_writer_id()
+    }
+
+    /// What writer idempotence decides for batch `sequence` of `writer_id` as of now (for a
+    /// write that must decide before it builds its batch, as a primary-key upsert does; the
+    /// caller serializes its bucket's writes so the decision still holds when it appends).
+    pub fn check_writer(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck> {
+        if writer_id == NO_WRITER_ID {
+            return Ok(WriterCheck::Append);
+        }
+        match self.lock().writers.check(writer_id, sequence, &[]) {
+            SequenceCheck::Append => Ok(WriterCheck::Append),
+            SequenceCheck::Duplicate(meta) => Ok(WriterCheck::Duplicate {
+                next_offset: meta.last_offset + 1,
+            }),
+            SequenceCheck::OutOfOrder { expected } => Err(Error::OutOfOrderSequence {
+                writer_id,
+                expected,
+                received: sequence,
+            }),
+        }
+    }
+
+    /// Records batch `sequence` of `writer_id` as written although it appended nothing (a
+    /// primary-key write that changed no row), durably, so a retry is answered as a duplicate
+    /// even after a restart. Returns the log end offset to acknowledge. Blocking (one fsync).
+    pub fn record_unchanged_write(&self, writer_id: i64, sequence: i32) -> Result<i64> {
+        let mut state = self.lock();
+        if state.failed {
+            return Err(Error::TabletFailed {
+                dir: self.dir.clone(),
+            });
+        }
+        if writer_id == NO_WRITER_ID {
+            return Ok(state.log_end_offset);
+        }
+        match state.writers.check(writer_id, sequence, &[]) {
+            SequenceCheck::Append => {}
+            SequenceCheck::Duplicate(meta) => return Ok(meta.last_offset + 1),
+            SequenceCheck::OutOfOrder { expected } => {
+                return Err(Error::OutOfOrderSequence {
+                    writer_id,
+                    expected,
+                    received: sequence,
+                });
+            }
+        }
+        let mark = WriterMark {
+            writer_id,
+            sequence,
+            log_end_offset: state.log_end_offset,
+        };
+        let active_base = state.active().base_offset;
+        let journal = match &mut state.marks {
+            Some(journal) => journal,
+            None => state
+                .marks
+                .insert(MarkJournal::open(&self.dir, active_base)?),
+        };
+        journal.append(&self.dir, mark)?;
+        state
+            .writers
+            .record(writer_id, mark.meta(), self.config.writers_max);
+        Ok(mark.log_end_offset)
     }
 
     /// Assigns offsets and writes the batches to the page cache, under the state lock.
@@ -431,10 +569,11 @@ impl LogTablet {
     fn roll_inner(&self, state: &mut State) -> Result<()> {
         let new_base = state.log_end_offset;
         let active = state.active();
-        active.file.sync_data().map_err(io_error(&active.path))?;
+        durability::sync_data(&active.file, &active.path).map_err(io_error(&active.path))?;
         self.fsync_count.fetch_add(1, Ordering::Relaxed);
         active.write_index_file(&self.dir)?;
         let old_base = active.base_offset;
+        // The snapshot covers the marks too, so the new segment starts without a journal.
         let snapshot = state.writers.encode();
         segment::write_file_durably(
             &self.dir,
@@ -444,23 +583,32 @@ impl LogTablet {
         let segment = Segment::create(&self.dir, new_base)?;
         segment::sync_dir(&self.dir)?;
         state.segments.push(segment);
-        // Only the active segment's snapshot is ever read.
+        // Only the active segment's snapshot and journal are ever read.
         let _ = std::fs::remove_file(segment::writers_path(&self.dir, old_base));
+        state.marks = None;
+        let _ = std::fs::remove_file(segment::marks_path(&self.dir, old_base));
+        // Everything below the new segment is durable now (under `Never` this is the only
+        // publication between flushes).
+        self.publish_high_watermark(new_base);
         tracing::debug!(dir = %self.dir.display(), new_base, "rolled log segment");
         Ok(())
     }
 
-    /// Returns once every offset below `offset` is durable, fsyncing as the group leader if
-    /// nobody else already did.
+    /// Returns once the append ending at `offset` may be acknowledged under the policy.
     async fn wait_durable(&self, offset: i64) -> Result<()> {
-        let window = match self.config.fsync {
-            FsyncPolicy::Never => {
-                self.publish_high_watermark(offset);
-                return Ok(());
+        match self.config.fsync {
+            FsyncPolicy::Never => Ok(()),
+            FsyncPolicy::Always => self.sync_through(offset, Duration::ZERO).await,
+            FsyncPolicy::Group { window_ms } => {
+                self.sync_through(offset, Duration::from_millis(window_ms))
+                    .await
             }
-            FsyncPolicy::Always => Duration::ZERO,
-            FsyncPolicy::Group { window_ms } => Duration::from_millis(window_ms),
-        };
+        }
+    }
+
+    /// Returns once every offset below `offset` is durable, fsyncing as the group leader (after
+    /// waiting `window` for others to join) if nobody else already did.
+    async fn sync_through(&self, offset: i64, window: Duration) -> Result<()> {
         if self.high_watermark() >= offset {
             return Ok(());
         }
@@ -483,7 +631,8 @@ impl LogTablet {
             (end, active.file.clone(), active.path.clone())
         };
         debug_assert!(end >= offset);
-        let synced = tokio::task::spawn_blocking(move || file.sync_data())
+        let sync_path = path.clone();
+        let synced = tokio::task::spawn_blocking(move || durability::sync_data(&file, &sync_path))
             .await
             .unwrap_or_else(|join| Err(std::io::Error::other(join)));
         self.fsync_count.fetch_add(1, Ordering::Relaxed);
@@ -507,16 +656,29 @@ impl LogTablet {
         });
     }
 
-    /// fsyncs the active segment and publishes the high watermark (for a clean shutdown under
-    /// [`FsyncPolicy::Never`]). Blocking.
+    /// fsyncs the active segment and publishes the high watermark (periodically and at
+    /// shutdown under [`FsyncPolicy::Never`]; at shutdown otherwise). Blocking. After a failed
+    /// write or fsync it fails too: the tail's durability is unknown until recovery runs, so it
+    /// must not be published.
     pub fn flush(&self) -> Result<()> {
         let (end, file, path) = {
             let mut state = self.lock();
+            if state.failed {
+                return Err(Error::TabletFailed {
+                    dir: self.dir.clone(),
+                });
+            }
             let end = state.log_end_offset;
+            if end <= self.high_watermark() {
+                return Ok(());
+            }
             let active = state.active();
             (end, active.file.clone(), active.path.clone())
         };
-        file.sync_data().map_err(io_error(path))?;
+        if let Err(source) = durability::sync_data(&file, &path) {
+            self.lock().failed = true;
+            return Err(Error::Io { path, source });
+        }
         self.fsync_count.fetch_add(1, Ordering::Relaxed);
         self.publish_high_watermark(end);
         Ok(())
@@ -702,6 +864,81 @@ impl LogTablet {
     }
 }
 
+impl MarkJournal {
+    /// Opens the mark journal of the segment at `base` (empty when there is none), cutting a
+    /// torn tail.
+    fn open(dir: &Path, base: i64) -> Result<Self> {
+        let path = segment::marks_path(dir, base);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io_error(&path))?;
+        let (marks, valid_bytes) = WriterMark::decode_all(&bytes);
+        if valid_bytes < bytes.len() {
+            tracing::warn!(path = %path.display(), cut_bytes = bytes.len() - valid_bytes,
+                "truncating the torn tail of a writer mark journal");
+            file.set_len(valid_bytes as u64).map_err(io_error(&path))?;
+            durability::sync_data(&file, &path).map_err(io_error(&path))?;
+        }
+        let compacted_len = marks.len();
+        Ok(MarkJournal {
+            path,
+            file,
+            marks,
+            compacted_len,
+        })
+    }
+
+    /// Appends `mark` durably, compacting the journal first when it has grown.
+    fn append(&mut self, dir: &Path, mark: WriterMark) -> Result<()> {
+        if self.marks.len() >= MARKS_COMPACT_MIN.max(2 * self.compacted_len) {
+            self.compact(dir)?;
+        }
+        let position = (self.marks.len() * MARK_BYTES) as u64;
+        let written = self
+            .file
+            .write_all_at(&mark.encode(), position)
+            .and_then(|()| durability::sync_data(&self.file, &self.path));
+        if let Err(source) = written {
+            let _ = self.file.set_len(position);
+            return Err(Error::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.marks.push(mark);
+        Ok(())
+    }
+
+    /// Rewrites the journal with the last mark of each writer (earlier marks of a writer only
+    /// matter for retries of batches it has long moved past).
+    fn compact(&mut self, dir: &Path) -> Result<()> {
+        let mut last: std::collections::HashMap<i64, WriterMark> = Default::default();
+        for mark in &self.marks {
+            last.insert(mark.writer_id, *mark);
+        }
+        let mut kept: Vec<WriterMark> = last.into_values().collect();
+        kept.sort_by_key(|m| (m.log_end_offset, m.writer_id));
+        let bytes: Vec<u8> = kept.iter().flat_map(|m| m.encode()).collect();
+        segment::write_file_durably(dir, &self.path, &bytes)?;
+        self.file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(io_error(&self.path))?;
+        // Already durable; this tells a test build's power-loss simulation so.
+        durability::sync_data(&self.file, &self.path).map_err(io_error(&self.path))?;
+        self.compacted_len = kept.len();
+        self.marks = kept;
+        Ok(())
+    }
+}
+
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
@@ -745,7 +982,8 @@ fn remove_stale_files(dir: &Path, segments: &[Segment]) {
         let stale = name.ends_with(".tmp")
             || segment::parse_file_name(name, "index")
                 .is_some_and(|b| segments.iter().all(|s| s.base_offset != b))
-            || segment::parse_file_name(name, "writers").is_some_and(|b| Some(b) != active_base);
+            || segment::parse_file_name(name, "writers").is_some_and(|b| Some(b) != active_base)
+            || segment::parse_file_name(name, "marks").is_some_and(|b| Some(b) != active_base);
         if stale {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -791,14 +1029,24 @@ mod tests {
             Ok(())
         }
 
-        /// Appends one batch of `records` records; returns its (base, last) offsets.
+        /// Appends one batch of `records` records; returns its (base, last) offsets. Under
+        /// `Never` it also flushes, so the batch is readable as under the other policies.
         async fn append(&self, records: i32, payload_bytes: usize) -> (i64, i64) {
             let info = self
                 .tablet
                 .append(Bytes::from(batch_with(records, payload_bytes)), 1000)
                 .await
                 .unwrap();
+            if self.config.fsync == FsyncPolicy::Never {
+                self.tablet.flush().unwrap();
+            }
             (info.base_offset, info.last_offset)
+        }
+
+        /// What a machine crash leaves: the files cut back to what was fsynced, then recovery.
+        fn power_loss(&mut self) {
+            durability::simulate_power_loss(self.dir.path()).unwrap();
+            self.reopen();
         }
 
         /// Reads the whole log from `from` in fetches of `max_bytes`, as a client would;
@@ -1214,6 +1462,169 @@ mod tests {
         assert_eq!(second.base_offset, 3);
     }
 
+    fn writer_batch(writer_id: i64, sequence: i32) -> Bytes {
+        Bytes::from(build_batch(&BatchSpec {
+            writer_id,
+            batch_sequence: sequence,
+            record_count: 2,
+            payload: vec![7; 40],
+            ..Default::default()
+        }))
+    }
+
+    /// Regression: an unknown writer was accepted at any sequence, so when a new writer's
+    /// batch 1 arrived before its batch 0, batch 0 was then refused as out of order, which the
+    /// client reads as "already committed": acknowledged, never stored.
+    #[tokio::test]
+    async fn an_unknown_writer_starts_at_sequence_zero() {
+        let h = Harness::new(1 << 20, FsyncPolicy::Always);
+        assert!(matches!(
+            h.tablet.append(writer_batch(42, 1), 1).await,
+            Err(Error::OutOfOrderSequence {
+                writer_id: 42,
+                expected: 0,
+                received: 1
+            })
+        ));
+        assert_eq!(h.tablet.log_end_offset(), 0, "nothing was written");
+        h.tablet.append(writer_batch(42, 0), 1).await.unwrap();
+        h.tablet.append(writer_batch(42, 1), 1).await.unwrap();
+        assert_eq!(h.tablet.high_watermark(), 4);
+        assert_eq!(
+            h.tablet.check_writer(43, 3).unwrap_err().to_string(),
+            "writer 43 sent batch sequence 3 but the next expected is 0; the writer must reset \
+             its sequence numbers"
+        );
+    }
+
+    /// Regression: recovery published the log end as the high watermark without an fsync, so
+    /// batches a kill left in the page cache (never acknowledged) became readable and tierable,
+    /// and a later power loss took them back from below the high watermark.
+    #[tokio::test]
+    async fn recovery_makes_a_killed_tail_durable_before_publishing_it() {
+        let mut h = Harness::new(1 << 20, FsyncPolicy::Always);
+        h.append(3, 50).await;
+        // A kill between the write and its fsync: the batch is in the page cache only.
+        h.tablet
+            .write_batches(&Bytes::from(batch_with(4, 50)), 1000)
+            .unwrap();
+        h.reopen();
+        let published = h.tablet.high_watermark();
+        assert_eq!(published, 7);
+        h.power_loss();
+        assert!(
+            h.tablet.log_end_offset() >= published,
+            "a power loss took back offsets below the published high watermark {published}: \
+             the log now ends at {}",
+            h.tablet.log_end_offset()
+        );
+    }
+
+    /// Regression: under `fsync: never` the high watermark advanced at the append, before
+    /// anything was durable: tiering read batches a power loss could take back, and new appends
+    /// then reused their offsets.
+    #[tokio::test]
+    async fn never_publishes_only_what_a_flush_made_durable() {
+        let mut h = Harness::new(1 << 20, FsyncPolicy::Never);
+        let info = h
+            .tablet
+            .append(Bytes::from(batch_with(3, 50)), 1000)
+            .await
+            .unwrap();
+        assert_eq!(info.next_offset, 3, "acknowledged at once");
+        assert_eq!(
+            h.tablet.high_watermark(),
+            0,
+            "but not visible before a flush"
+        );
+        assert!(h.tablet.read(0, 1 << 20).unwrap().is_empty());
+        h.tablet.flush().unwrap();
+        assert_eq!(h.tablet.high_watermark(), 3);
+        h.tablet
+            .append(Bytes::from(batch_with(2, 50)), 1000)
+            .await
+            .unwrap();
+        let published = h.tablet.high_watermark();
+        h.power_loss();
+        assert!(h.tablet.log_end_offset() >= published);
+        assert_eq!(
+            h.tablet.log_end_offset(),
+            3,
+            "the unflushed batch was lost, as documented"
+        );
+    }
+
+    /// Regression: `flush()` at shutdown ignored an earlier failed fsync and published the
+    /// high watermark over a tail whose durability was unknown.
+    #[tokio::test]
+    async fn flush_after_a_failed_fsync_fails_and_publishes_nothing() {
+        let h = Harness::new(1 << 20, FsyncPolicy::Always);
+        h.append(2, 10).await;
+        durability::fail_syncs_under(h.dir.path(), true);
+        assert!(
+            h.tablet
+                .append(Bytes::from(batch_with(2, 10)), 1000)
+                .await
+                .is_err()
+        );
+        durability::fail_syncs_under(h.dir.path(), false);
+        assert!(matches!(h.tablet.flush(), Err(Error::TabletFailed { .. })));
+        assert_eq!(h.tablet.high_watermark(), 2);
+    }
+
+    /// A write that changed nothing still uses up its sequence, durably: after a restart its
+    /// retry is a duplicate, the next sequence is accepted, anything else is out of order.
+    #[tokio::test]
+    async fn unchanged_writes_keep_their_sequence_across_restarts_and_rolls() {
+        let mut h = Harness::new(1024, FsyncPolicy::Always);
+        assert_eq!(h.tablet.record_unchanged_write(7, 0).unwrap(), 0);
+        h.tablet.append(writer_batch(7, 1), 1).await.unwrap();
+        assert_eq!(h.tablet.record_unchanged_write(7, 2).unwrap(), 2);
+        assert_eq!(h.tablet.record_unchanged_write(7, 2).unwrap(), 2, "a retry");
+        h.tablet.append(writer_batch(8, 0), 1).await.unwrap();
+        assert_eq!(h.tablet.record_unchanged_write(7, 3).unwrap(), 4);
+        // A torn mark after the last good one is cut at recovery.
+        let journal = segment::marks_path(h.dir.path(), 0);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .unwrap()
+            .write_all_at(&[1, 2, 3], std::fs::metadata(&journal).unwrap().len())
+            .unwrap();
+        h.power_loss();
+        let check = |h: &Harness, seq| h.tablet.check_writer(7, seq);
+        assert_eq!(
+            check(&h, 2).unwrap(),
+            WriterCheck::Duplicate { next_offset: 2 }
+        );
+        assert_eq!(
+            check(&h, 3).unwrap(),
+            WriterCheck::Duplicate { next_offset: 4 }
+        );
+        assert_eq!(check(&h, 4).unwrap(), WriterCheck::Append);
+        assert!(check(&h, 6).is_err());
+        // Marks survive a roll (in the snapshot) and stay bounded by compaction.
+        for seq in 4..(4 + 3 * MARKS_COMPACT_MIN as i32) {
+            h.tablet.record_unchanged_write(7, seq).unwrap();
+        }
+        let journal_bytes = std::fs::metadata(&journal).unwrap().len();
+        assert!(
+            journal_bytes <= (MARKS_COMPACT_MIN * MARK_BYTES) as u64,
+            "{journal_bytes}"
+        );
+        let next = 4 + 3 * MARKS_COMPACT_MIN as i32;
+        while h.segment_files().len() < 2 {
+            h.append(4, 200).await;
+        }
+        h.reopen();
+        assert_eq!(
+            check(&h, next - 1).unwrap(),
+            WriterCheck::Duplicate { next_offset: 4 }
+        );
+        assert_eq!(check(&h, next).unwrap(), WriterCheck::Append);
+        assert!(!journal.exists(), "the rolled segment's journal is gone");
+    }
+
     #[tokio::test]
     async fn retention_deletes_whole_old_segments_only() {
         let mut h = Harness::new(1024, FsyncPolicy::Never);
@@ -1344,6 +1755,7 @@ mod tests {
                         let info = runtime
                             .block_on(h.tablet.append(Bytes::from(batch_with(records, payload_bytes)), now_ms))
                             .unwrap();
+                        h.tablet.flush().unwrap();
                         let ts = model.last().map_or(now_ms, |b| b.2.max(now_ms));
                         proptest::prop_assert_eq!((info.base_offset, info.commit_timestamp_ms), (end, ts));
                         model.push((end, records, ts));

@@ -24,14 +24,19 @@
 //! - `append` takes the `records` bytes of a produce request (one or more Fluss log record
 //!   batches, see [`batch`]), checks each batch's framing and CRC, assigns contiguous offsets
 //!   and one commit timestamp (clamped so commit timestamps never decrease within a bucket),
-//!   writes them and returns only once they are durable under the configured [`FsyncPolicy`].
+//!   writes them and returns only once they are durable under the configured [`FsyncPolicy`]
+//!   (under `Never`, at once; the high watermark then waits for the next [`LogTablet::flush`]).
+//! - The high watermark is always the durable end: after a restart everything recovered is
+//!   fsynced before it is published, and under `Never` it advances only at flushes and rolls.
 //! - Writer idempotence lives here, because the duplicate check must be atomic with offset
 //!   assignment: a batch with a writer id (not [`batch::NO_WRITER_ID`]) whose batch sequence
 //!   equals one of that writer's last [`WRITER_BATCHES_RETAINED`] batches is not written again;
 //!   its [`AppendedBatch`] says `duplicate: true` and carries the original offsets. A sequence
-//!   that is neither a retained one nor the next one is [`Error::OutOfOrderSequence`]. Unknown
-//!   writers are accepted at any sequence. Writer state survives restarts (a snapshot per
-//!   segment roll plus a replay of the active segment).
+//!   that is neither a retained one nor the next one is [`Error::OutOfOrderSequence`]; a writer
+//!   the tablet does not know must start at sequence 0. Writer state survives restarts (a
+//!   snapshot per segment roll, a replay of the active segment, and the mark journal of writes
+//!   that appended nothing, see [`LogTablet::record_unchanged_write`]). Primary-key tables use
+//!   the same state: their changelog batches carry the writer id and sequence of the PutKv.
 //! - Reads return whole batches, starting with the batch that contains `fetch_offset`, never a
 //!   batch at or beyond the high watermark, and at least one batch even when it is larger than
 //!   `max_bytes`. The bytes are exactly what the client sent, with base offset and commit
@@ -56,6 +61,7 @@
 //! restart, replay the log from `applied_offset()`.
 
 pub mod batch;
+pub mod durability;
 mod index;
 pub mod kv_tablet;
 pub mod log_tablet;
@@ -65,7 +71,7 @@ mod writers;
 use std::path::PathBuf;
 
 pub use kv_tablet::{KvConfig, KvStore, KvTablet};
-pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet};
+pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet, WriterCheck};
 pub use writers::WRITER_BATCHES_RETAINED;
 
 /// Errors of the storage layer. A user (or client) can fix the input errors; the rest name the

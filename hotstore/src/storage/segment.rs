@@ -25,6 +25,10 @@ pub(crate) fn writers_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{base_offset:020}.writers"))
 }
 
+pub(crate) fn marks_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.marks"))
+}
+
 /// Parses `<20 digits>.<extension>` file names.
 pub(crate) fn parse_file_name(name: &str, extension: &str) -> Option<i64> {
     let stem = name.strip_suffix(extension)?.strip_suffix('.')?;
@@ -289,8 +293,10 @@ impl Segment {
                 "truncating the torn or corrupt tail of a log segment"
             );
             file.set_len(position).map_err(io_error(&segment.path))?;
-            file.sync_all().map_err(io_error(&segment.path))?;
         }
+        // Whatever survived a kill may sit in the page cache only; it becomes readable (and
+        // tierable) once the high watermark covers it, so it must be durable first.
+        super::durability::sync_data(&file, &segment.path).map_err(io_error(&segment.path))?;
         Ok((segment, cut_bytes))
     }
 

@@ -1,9 +1,25 @@
 //! Per-writer idempotence state of one log tablet: the last few batches of every writer.
 //!
+//! The rule is Fluss's (`WriterAppendInfo` in apache/fluss): a batch whose sequence equals one
+//! of its writer's last [`WRITER_BATCHES_RETAINED`] batches is a retry and is answered with the
+//! original offsets; otherwise it must carry the next sequence, and a writer the tablet does
+//! not know must start at sequence 0. Anything else is out of order. Accepting an unknown
+//! writer at any sequence lost acknowledged writes: when batch 1 of a new writer reached the
+//! server before batch 0, 1 was stored, 0 was answered out of order, and the client (which
+//! reads "out of order at or below my last acknowledged sequence" as "already committed")
+//! dropped it.
+//!
 //! A snapshot (`<base>.writers`) is written when a segment is rolled and holds the state for all
 //! offsets below `<base>`; recovery loads the active segment's snapshot and replays the active
 //! segment on top. Layout: `count u32`, then per writer `writer_id i64 | n u8 | n × (sequence
 //! i32 | base_offset i64 | last_offset i64)`, then a CRC-32C (u32) of everything before it.
+//!
+//! A write that changed nothing (a primary-key upsert of an unchanged row, a delete of a missing
+//! key) appends no batch, yet its sequence must be remembered across a restart, or its retry
+//! would be applied after another writer's change. Such a write leaves a [`WriterMark`] in the
+//! active segment's mark journal (`<base>.marks`, fsynced before the write is acknowledged):
+//! `writer_id i64 | sequence i32 | log_end_offset i64 | crc32c u32` per mark, replayed in offset
+//! order among the active segment's batches. A roll's snapshot covers the marks before it.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -53,7 +69,8 @@ impl WriterTable {
         }
         let last = last_pending.or_else(|| recent.and_then(|r| r.back()).map(|m| m.sequence));
         match last {
-            None => SequenceCheck::Append,
+            None if sequence == 0 => SequenceCheck::Append,
+            None => SequenceCheck::OutOfOrder { expected: 0 },
             Some(last) if next_sequence(last) == sequence => SequenceCheck::Append,
             Some(last) => SequenceCheck::OutOfOrder {
                 expected: next_sequence(last),
@@ -79,6 +96,23 @@ impl WriterTable {
             recent.pop_front();
         }
         recent.push_back(meta);
+    }
+
+    /// Applies a mark replayed from the journal, unless the writer already holds its sequence
+    /// (a mark the segment snapshot already covers).
+    pub fn record_mark(&mut self, mark: &WriterMark, writers_max: usize) {
+        let known = self
+            .writers
+            .get(&mark.writer_id)
+            .is_some_and(|r| r.iter().any(|m| m.sequence == mark.sequence));
+        if !known {
+            self.record(mark.writer_id, mark.meta(), writers_max);
+        }
+    }
+
+    /// The highest writer id this tablet remembers (new writer ids must lie above every one).
+    pub fn max_writer_id(&self) -> Option<i64> {
+        self.writers.keys().copied().max()
     }
 
     #[cfg(test)]
@@ -136,6 +170,57 @@ impl WriterTable {
     }
 }
 
+/// A write of `writer_id` with batch `sequence` that changed nothing, acknowledged when the
+/// log ended at `log_end_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WriterMark {
+    pub writer_id: i64,
+    pub sequence: i32,
+    pub log_end_offset: i64,
+}
+
+pub(crate) const MARK_BYTES: usize = 24;
+
+impl WriterMark {
+    /// As batch metadata: an empty range at the log end (a retry is answered with that end).
+    pub fn meta(&self) -> BatchMeta {
+        BatchMeta {
+            sequence: self.sequence,
+            base_offset: self.log_end_offset,
+            last_offset: self.log_end_offset - 1,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; MARK_BYTES] {
+        let mut out = [0u8; MARK_BYTES];
+        out[..8].copy_from_slice(&self.writer_id.to_le_bytes());
+        out[8..12].copy_from_slice(&self.sequence.to_le_bytes());
+        out[12..20].copy_from_slice(&self.log_end_offset.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..20]);
+        out[20..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes a journal: the marks up to the first torn or damaged one, and the bytes they
+    /// take (the rest is a torn tail to cut).
+    pub fn decode_all(bytes: &[u8]) -> (Vec<WriterMark>, usize) {
+        let mut marks = Vec::with_capacity(bytes.len() / MARK_BYTES);
+        for chunk in bytes.chunks_exact(MARK_BYTES) {
+            let crc = u32::from_le_bytes(chunk[20..].try_into().expect("4 bytes"));
+            if crc32c::crc32c(&chunk[..20]) != crc {
+                break;
+            }
+            marks.push(WriterMark {
+                writer_id: i64::from_le_bytes(chunk[..8].try_into().expect("8 bytes")),
+                sequence: i32::from_le_bytes(chunk[8..12].try_into().expect("4 bytes")),
+                log_end_offset: i64::from_le_bytes(chunk[12..20].try_into().expect("8 bytes")),
+            });
+        }
+        let valid = marks.len() * MARK_BYTES;
+        (marks, valid)
+    }
+}
+
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -188,7 +273,13 @@ mod tests {
             SequenceCheck::OutOfOrder { expected: 2 }
         );
         assert_eq!(t.check(1, 3, &[(1, 2)]), SequenceCheck::Append);
-        assert_eq!(t.check(9, 42, &[]), SequenceCheck::Append, "unknown writer");
+        assert_eq!(
+            t.check(9, 42, &[]),
+            SequenceCheck::OutOfOrder { expected: 0 },
+            "an unknown writer starts at sequence 0"
+        );
+        assert_eq!(t.check(9, 0, &[]), SequenceCheck::Append);
+        assert_eq!(t.check(9, 1, &[(9, 0)]), SequenceCheck::Append);
         let wrapped = table(&[(3, i32::MAX)]);
         assert_eq!(wrapped.check(3, 0, &[]), SequenceCheck::Append);
     }
@@ -205,8 +296,44 @@ mod tests {
         assert_eq!(t.len(), 3);
         assert_eq!(
             t.check(1, 5, &[]),
-            SequenceCheck::Append,
-            "writer 1 was evicted"
+            SequenceCheck::OutOfOrder { expected: 0 },
+            "writer 1 was evicted: it is unknown again"
+        );
+    }
+
+    #[test]
+    fn marks_round_trip_stop_at_damage_and_count_as_batches() {
+        let marks = [
+            WriterMark {
+                writer_id: 4,
+                sequence: 0,
+                log_end_offset: 10,
+            },
+            WriterMark {
+                writer_id: 4,
+                sequence: 1,
+                log_end_offset: 10,
+            },
+        ];
+        let mut journal: Vec<u8> = marks.iter().flat_map(|m| m.encode()).collect();
+        journal.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(
+            WriterMark::decode_all(&journal),
+            (marks.to_vec(), 2 * MARK_BYTES)
+        );
+        journal[MARK_BYTES + 3] ^= 1;
+        assert_eq!(
+            WriterMark::decode_all(&journal),
+            (marks[..1].to_vec(), MARK_BYTES)
+        );
+
+        let mut t = WriterTable::default();
+        t.record_mark(&marks[0], 3);
+        t.record_mark(&marks[0], 3);
+        assert_eq!(t.check(4, 1, &[]), SequenceCheck::Append);
+        assert_eq!(
+            t.check(4, 0, &[]),
+            SequenceCheck::Duplicate(marks[0].meta())
         );
     }
 
