@@ -105,7 +105,8 @@ mod hooks {
         }
     }
 
-    /// Cuts every log segment (`*.log`) and mark journal (`*.marks`) under `root` back to the
+    /// Cuts every log segment (`<base>.log`) and mark journal (`<base>.marks`) under `root`
+    /// (other files, such as the kv store's journal, are left alone) back to the
     /// length its last sync made durable (0 when it was never synced): what a power loss
     /// leaves of them once the page cache is gone. Returns the bytes cut.
     pub fn simulate_power_loss(root: &Path) -> io::Result<u64> {
@@ -118,10 +119,9 @@ mod hooks {
                     stack.push(path);
                     continue;
                 }
-                let data = matches!(
-                    path.extension().and_then(|e| e.to_str()),
-                    Some("log" | "marks")
-                );
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let data = super::super::segment::parse_file_name(name, "log").is_some()
+                    || super::super::segment::parse_file_name(name, "marks").is_some();
                 if !data {
                     continue;
                 }
