@@ -23,7 +23,12 @@ mod idempotence_tests;
 mod kv;
 mod lake;
 mod logs;
+/// The wire protocol: framing and silt's message definitions. Public only with the
+/// `test-support` feature, for tests that speak raw Fluss to silt and to a real Fluss server.
+#[cfg(not(feature = "test-support"))]
 mod protocol;
+#[cfg(feature = "test-support")]
+pub mod protocol;
 mod server;
 mod service;
 pub mod storage;

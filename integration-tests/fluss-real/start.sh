@@ -17,7 +17,12 @@
 #   FLUSS_REAL_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
 #   FLUSS_REAL_EXTRA_CONF       extra server.yaml lines for both servers, e.g.
 #                               "log.flush.interval-messages: 1" (fsync every batch)
+#
+# `start.sh --restart-tablet` instead stops the running cluster's tablet server (SIGTERM, a
+# clean shutdown) and starts it again over the same data; `--crash-tablet` does the same with
+# SIGKILL. Both print the bootstrap address as usual once the tablet server registered again.
 set -euo pipefail
+mode="${1:-start}"
 
 readonly EXIT_SKIP=77
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,20 +68,33 @@ classpath="$(printf '%s:' "$lib_dir"/*.jar)"
 classpath="${classpath%:}"
 
 # --- 2. already running? ----------------------------------------------------------------
-if pid_alive "$work_dir/zk.pid" && pid_alive "$work_dir/coordinator.pid" \
+case "$mode" in
+    start) ;;
+    --restart-tablet|--crash-tablet)
+        signal=TERM
+        [[ "$mode" == "--crash-tablet" ]] && signal=KILL
+        pid_alive "$work_dir/tablet.pid" || fail "no tablet server of $work_dir is running to restart"
+        kill "-$signal" "$(cat "$work_dir/tablet.pid")"
+        while pid_alive "$work_dir/tablet.pid"; do sleep 0.1; done
+        log "stopped the tablet server (SIG$signal)"
+        ;;
+    *) fail "unknown argument $mode (use no argument, --restart-tablet or --crash-tablet)" ;;
+esac
+if [[ "$mode" == "start" ]] && pid_alive "$work_dir/zk.pid" && pid_alive "$work_dir/coordinator.pid" \
     && pid_alive "$work_dir/tablet.pid" && port_open "$coordinator_port"; then
     log "already running from $work_dir"
     echo "$host:$coordinator_port"
     exit 0
 fi
-for pid_file in "$work_dir"/{zk,coordinator,tablet}.pid; do
+[[ "$mode" == "start" ]] && for pid_file in "$work_dir"/{zk,coordinator,tablet}.pid; do
     pid_alive "$pid_file" && fail "a part of a cluster from $work_dir is still running; run stop.sh first"
 done
-for port in "$zk_port" "$coordinator_port" "$tablet_port"; do
+[[ "$mode" == "start" ]] && for port in "$zk_port" "$coordinator_port" "$tablet_port"; do
     port_open "$port" && fail "port $host:$port is in use; set FLUSS_REAL_*_PORT or stop what holds it"
 done
 
 # --- 3. config --------------------------------------------------------------------------
+if [[ "$mode" == "start" ]]; then
 # A fresh cluster every start: data, logs and ZooKeeper state from an earlier run are wiped.
 rm -rf "$work_dir"
 mkdir -p "$work_dir"/{conf/coordinator,conf/tablet,zk-data,coordinator-data,tablet-data,remote-data,logs}
@@ -121,6 +139,7 @@ logger.curator.level = WARN
 EOF
 write_server_yaml coordinator "$coordinator_port" "$work_dir/coordinator-data" ""
 write_server_yaml tablet "$tablet_port" "$work_dir/tablet-data" "tablet-server.id: 0"
+fi
 
 # Arrow and Netty reach into java.nio; Fluss's own launcher passes the same opens.
 jvm_opts=(
@@ -160,6 +179,20 @@ wait_port() { # $1 = name, $2 = port, $3 = deadline (epoch s)
 # --- 4. start ---------------------------------------------------------------------------
 started_ms=$(date +%s%3N)
 deadline=$(( $(date +%s) + start_timeout_s ))
+if [[ "$mode" != "start" ]]; then
+    registrations="$(grep -c "Registered tablet server" "$work_dir/logs/tablet.log" 2>/dev/null || true)"
+    mv "$work_dir/logs/tablet.log" "$work_dir/logs/tablet-before-restart.log" 2>/dev/null || true
+    log "starting TabletServer again on $host:$tablet_port"
+    launch tablet org.apache.fluss.server.tablet.TabletServer --configDir "$work_dir/conf/tablet"
+    wait_port tablet "$tablet_port" "$deadline"
+    until grep -q "Registered tablet server" "$work_dir/logs/tablet.log" 2>/dev/null; do
+        (( $(date +%s) < deadline )) || fail "the restarted tablet server did not register within ${start_timeout_s}s"
+        sleep 0.2
+    done
+    log "tablet server back in $(( $(date +%s%3N) - started_ms )) ms (was registered ${registrations:-0} time(s))"
+    echo "$host:$coordinator_port"
+    exit 0
+fi
 log "starting ZooKeeper on $host:$zk_port"
 launch zk org.apache.fluss.shaded.zookeeper3.org.apache.zookeeper.server.ZooKeeperServerMain \
     "$work_dir/conf/zoo.cfg"

@@ -300,8 +300,8 @@ pub fn split_batches(buf: &[u8]) -> Result<Vec<BatchSpan>> {
 /// Test support: builds batches byte for byte the way fluss-rs 1.0's
 /// `MemoryLogRecordsArrowBuilder::build` lays them out (its builder is crate-private, so it
 /// cannot be called from here).
-#[cfg(test)]
-pub(crate) mod testing {
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing {
     use super::*;
 
     pub struct BatchSpec {

@@ -25,6 +25,8 @@ pub enum Started {
 
 pub struct RealFluss {
     pub bootstrap: String,
+    /// The tablet server, leader of every bucket (a single-node cluster).
+    pub tablet: String,
     pub start_duration: Duration,
     work_dir: PathBuf,
 }
@@ -82,9 +84,27 @@ impl RealFluss {
         };
         Ok(Started::Running(RealFluss {
             bootstrap: bootstrap.to_string(),
+            tablet: format!("127.0.0.1:{TABLET_PORT}"),
             start_duration,
             work_dir,
         }))
+    }
+}
+
+impl RealFluss {
+    /// Stops the tablet server cleanly and starts it again over the same data (`start.sh
+    /// --restart-tablet`); returns once it has registered again.
+    pub fn restart_tablet(&self) -> Result<()> {
+        let status = script("start.sh", &self.work_dir)
+            .arg("--restart-tablet")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .context("run fluss-real/start.sh --restart-tablet")?;
+        if !status.success() {
+            bail!("fluss-real/start.sh --restart-tablet failed: {status}");
+        }
+        Ok(())
     }
 }
 

@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod fluss_real;
+pub mod raw_fluss;
 pub mod scenario;
