@@ -145,3 +145,38 @@ def test_duplicate_and_unknown_names_raise_fluss_errors():
         "duplicate_table": TABLE_ALREADY_EXIST,
         "unknown_table": TABLE_NOT_EXIST,
     }
+
+
+def test_three_flushed_batches_of_one_writer_are_all_kept():
+    """Regression (issue: acknowledged writes lost): three Arrow batches appended through one
+    writer and flushed must all be stored; silt kept only some when the last batch reached the
+    server first. Rounds, since the loss depended on timing."""
+
+    async def scenario():
+        connection = await connect()
+        admin = connection.get_admin()
+        schema = fluss.Schema(pa.schema([("id", pa.int64())]))
+        lost = []
+        for round_ in range(10):
+            path = await fresh_table(admin, "three", schema, bucket_count=1)
+            table = await connection.get_table(path)
+            scanner = await table.new_scan().create_record_batch_log_scanner()
+            scanner.subscribe(0, fluss.EARLIEST_OFFSET)
+            writer = table.new_append().create_writer()
+            arrow_schema = pa.schema([("id", pa.int64())])
+            for ids in ([1, 2], [3, 4], [5, 6]):
+                writer.write_arrow_batch(pa.record_batch([pa.array(ids, pa.int64())], schema=arrow_schema))
+            await writer.flush()
+            seen = set()
+            deadline = time.monotonic() + 5
+            while len(seen) < 6 and time.monotonic() < deadline:
+                for batch in await scanner.poll_record_batch(200):
+                    seen.update(batch.batch.column(0).to_pylist())
+            latest = await admin.list_offsets(path, [0], fluss.OffsetSpec.latest())
+            if seen != {1, 2, 3, 4, 5, 6} or latest[0] != 6:
+                lost.append((round_, sorted(seen), latest))
+            await admin.drop_table(path)
+        await connection.close()
+        return lost
+
+    assert run(scenario()) == []
