@@ -202,6 +202,9 @@ enum BenchCommand {
         #[arg(long)]
         keep_failed: bool,
     },
+    /// A steady load on a log and a primary-key table through `silt up`, sampled every
+    /// interval (RSS, disk, lake files, tiering lag, query latency), with slopes per hour.
+    Soak(SoakArgs),
     /// Query service: a $lake scan against raw DataFusion on the same files, deadline
     /// precision, and the real-time view of a primary-key table with a hot tail.
     Query {
@@ -224,6 +227,48 @@ enum BenchCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct SoakArgs {
+    /// How long the load runs, e.g. 30min or 2h.
+    #[arg(long, default_value = "30min", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Time between samples.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    sample_every: Duration,
+    /// Samples before this are left out of the slopes.
+    #[arg(long, default_value = "10min", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Rows appended to the log table per second.
+    #[arg(long, default_value_t = 10_000)]
+    log_rate: u64,
+    /// Upserts (and deletes, one in ten) into the primary-key table per second.
+    #[arg(long, default_value_t = 1_000)]
+    upsert_rate: u64,
+    /// Distinct keys of the primary-key table.
+    #[arg(long, default_value_t = 100_000)]
+    pk_keys: u64,
+    #[arg(long, default_value_t = 4)]
+    buckets: i32,
+    /// `table.datalake.freshness` of both tables.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    freshness: Duration,
+    /// Keep `silt up`'s data directory here instead of a temporary one.
+    #[arg(long)]
+    soak_dir: Option<PathBuf>,
+    /// Extra environment for `silt up`, KEY=VALUE (repeatable), e.g. SILT_HOTSTORE__FSYNC=never.
+    #[arg(long = "silt-env", value_parser = parse_key_value)]
+    silt_env: Vec<(String, String)>,
+    /// Run `silt up` under this command, e.g. "heaptrack -o /tmp/silt" (split on spaces).
+    #[arg(long)]
+    wrapper: Option<String>,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }
 
 pub fn main() -> ExitCode {
@@ -345,6 +390,27 @@ fn try_main(cli: Cli) -> Result<()> {
                 };
                 crate::bench_hotstore::hotstore(&config, HotstoreBenchOptions { workload, fluss })
                     .await
+            }
+            Command::Bench {
+                what: BenchCommand::Soak(args),
+            } => {
+                crate::bench_soak::soak(crate::bench_soak::SoakOptions {
+                    duration: args.duration,
+                    sample_every: args.sample_every,
+                    warmup: args.warmup,
+                    log_rate: args.log_rate,
+                    upsert_rate: args.upsert_rate,
+                    pk_keys: args.pk_keys,
+                    buckets: args.buckets,
+                    freshness: args.freshness,
+                    data_dir: args.soak_dir,
+                    env: args.silt_env,
+                    wrapper: args
+                        .wrapper
+                        .map(|w| w.split_whitespace().map(str::to_string).collect())
+                        .unwrap_or_default(),
+                })
+                .await
             }
             Command::Bench {
                 what:

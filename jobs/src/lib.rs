@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod bench_hotstore;
 pub mod bench_query;
+pub mod bench_soak;
 pub mod cli;
 pub mod config;
 pub mod demo;

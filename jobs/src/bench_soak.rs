@@ -1,0 +1,525 @@
+//! `silt bench soak`: a steady load for minutes or hours, sampled, with the slope of every
+//! figure per hour. Measured, not asserted.
+//!
+//! `silt up` runs as a child process over its own data directory, so its resident set is its
+//! own. Through fluss-rs, one writer task appends `log_rate` rows per second to a log table and
+//! another upserts `upsert_rate` rows per second into a primary-key table (keys drawn from
+//! `pk_keys`, a tenth of them deletes), both lake-enabled with `freshness` and `buckets`
+//! buckets. Every `sample_every` the bench records: the child's RSS, the hot store's bytes on
+//! disk, the lake's Parquet and deletion-vector files on disk and its `_delta_log` entries, the
+//! key index's bytes, the tiering lag (from `GET /v1/tables`), and the latency of
+//! `SELECT count(*)` on `t$lake` and on `t` (through `POST /v1/query`). At the end it prints
+//! every sample and, per figure, the least-squares slope per hour over the samples after
+//! `warmup`, also as a percentage of the figure's mean (the target for RSS: at most 1% an hour).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
+
+const DB: &str = "soak";
+const LOG_TABLE: &str = "events";
+const PK_TABLE: &str = "users";
+
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    pub duration: Duration,
+    pub sample_every: Duration,
+    pub warmup: Duration,
+    pub log_rate: u64,
+    pub upsert_rate: u64,
+    pub pk_keys: u64,
+    pub buckets: i32,
+    pub freshness: Duration,
+    /// Keep the data directory here (default: a temporary directory removed at the end).
+    pub data_dir: Option<PathBuf>,
+    /// Extra `KEY=VALUE` environment for `silt up` (e.g. `SILT_HOTSTORE__FSYNC=never`).
+    pub env: Vec<(String, String)>,
+    /// A command `silt up` runs under, e.g. `heaptrack -o /tmp/silt` (RSS is then the
+    /// wrapper's).
+    pub wrapper: Vec<String>,
+}
+
+/// One sample of every figure.
+#[derive(Debug, Clone, Default)]
+struct Sample {
+    at_s: f64,
+    rss_mb: f64,
+    hot_mb: f64,
+    lake_files: f64,
+    lake_mb: f64,
+    delta_log_entries: f64,
+    key_index_mb: f64,
+    lag_s: f64,
+    lake_count_ms: f64,
+    view_count_ms: f64,
+    rows_written: f64,
+}
+
+/// The figures of a sample, by name, in print order.
+fn figures(s: &Sample) -> [(&'static str, f64); 10] {
+    [
+        ("rss_mb", s.rss_mb),
+        ("hot_mb", s.hot_mb),
+        ("lake_files", s.lake_files),
+        ("lake_mb", s.lake_mb),
+        ("delta_log", s.delta_log_entries),
+        ("keyidx_mb", s.key_index_mb),
+        ("lag_s", s.lag_s),
+        ("lake_q_ms", s.lake_count_ms),
+        ("view_q_ms", s.view_count_ms),
+        ("rows", s.rows_written),
+    ]
+}
+
+/// A running `silt up` child.
+struct SiltChild {
+    child: Child,
+    bootstrap: String,
+    rest: String,
+}
+
+impl SiltChild {
+    fn start(data_dir: &Path, env: &[(String, String)], wrapper: &[String]) -> Result<SiltChild> {
+        let exe = std::env::current_exe().context("locating the silt binary")?;
+        let log = std::fs::File::create(data_dir.join("silt-up.log"))?;
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(exe);
+                command
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
+            .args(["--data-dir", &data_dir.to_string_lossy(), "up", "--status-every-s", "3600"])
+            .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
+            .env("SILT_REST__LISTEN", "127.0.0.1:0")
+            .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("starting silt up")?;
+        let stdout = child.stdout.take().context("piped stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let (mut bootstrap, mut rest) = (None, None);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while bootstrap.is_none() || rest.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = rx.recv_timeout(left) else {
+                let _ = child.kill();
+                bail!("silt up did not report its addresses within 60 s (log: silt-up.log)");
+            };
+            if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
+                bootstrap = tail.split_whitespace().next().map(str::to_string);
+            }
+            if let Some(tail) = line.strip_prefix("rest: REST API on ") {
+                rest = tail
+                    .split_whitespace()
+                    .next()
+                    .map(|url| url.trim_start_matches("http://").to_string());
+            }
+        }
+        Ok(SiltChild {
+            child,
+            bootstrap: bootstrap.expect("seen"),
+            rest: rest.expect("seen"),
+        })
+    }
+
+    fn rss_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
+    }
+}
+
+impl Drop for SiltChild {
+    fn drop(&mut self) {
+        // SIGTERM, so silt (and a wrapper such as heaptrack) finishes cleanly; SIGKILL after
+        // a bounded wait.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub async fn soak(options: SoakOptions) -> Result<()> {
+    let temp = tempfile::Builder::new().prefix("silt-soak-").tempdir()?;
+    let data_dir = options.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&data_dir)?;
+    let silt = SiltChild::start(&data_dir, &options.env, &options.wrapper)?;
+    println!(
+        "soak: silt up (pid {}) at {} / http://{}, data in {}; {} log rows/s, {} upserts/s over {} keys, {} buckets, freshness {:?}, {:?}",
+        silt.child.id(),
+        silt.bootstrap,
+        silt.rest,
+        data_dir.display(),
+        options.log_rate,
+        options.upsert_rate,
+        options.pk_keys,
+        options.buckets,
+        options.freshness,
+        options.duration
+    );
+    create_tables(&silt.bootstrap, &options).await?;
+    let written = Arc::new(AtomicU64::new(0));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let log_writer = tokio::spawn(write_log(
+        silt.bootstrap.clone(),
+        options.log_rate,
+        written.clone(),
+        stop_rx.clone(),
+    ));
+    let pk_writer = tokio::spawn(write_pk(
+        silt.bootstrap.clone(),
+        options.upsert_rate,
+        options.pk_keys,
+        written.clone(),
+        stop_rx.clone(),
+    ));
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    print_header();
+    loop {
+        let next = samples.len() as u32 * options.sample_every;
+        tokio::time::sleep_until(tokio::time::Instant::from_std(started + next)).await;
+        let sample = take_sample(&silt, &http, &data_dir, started, &written).await;
+        print_sample(&sample);
+        samples.push(sample);
+        if started.elapsed() >= options.duration {
+            break;
+        }
+        if log_writer.is_finished() || pk_writer.is_finished() {
+            break;
+        }
+    }
+    let _ = stop_tx.send(true);
+    for (name, writer) in [("log", log_writer), ("pk", pk_writer)] {
+        match writer.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => println!("soak: the {name} writer stopped: {e:#}"),
+            Err(e) => println!("soak: the {name} writer panicked: {e}"),
+        }
+    }
+    print_slopes(&samples, options.warmup);
+    drop(silt);
+    Ok(())
+}
+
+async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let admin = connection.get_admin()?;
+    admin.create_database(DB, None, true).await?;
+    let freshness = format!("{}ms", options.freshness.as_millis());
+    let log = TableDescriptor::builder()
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .column("kind", DataTypes::int())
+                .column("payload", DataTypes::string())
+                .build()?,
+        )
+        .distributed_by(Some(options.buckets), vec![])
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, freshness.clone())
+        .build()?;
+    admin
+        .create_table(&TablePath::new(DB, LOG_TABLE), &log, true)
+        .await?;
+    let pk = TableDescriptor::builder()
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .column("score", DataTypes::bigint())
+                .column("name", DataTypes::string())
+                .primary_key(vec!["id"])?
+                .build()?,
+        )
+        .distributed_by(Some(options.buckets), vec!["id".to_string()])
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, freshness)
+        .build()?;
+    admin
+        .create_table(&TablePath::new(DB, PK_TABLE), &pk, true)
+        .await?;
+    Ok(())
+}
+
+/// Steps of the writers' pacing: each step writes `rate / STEPS_PER_S` rows.
+const STEPS_PER_S: u64 = 10;
+
+async fn write_log(
+    bootstrap: String,
+    rate: u64,
+    written: Arc<AtomicU64>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    let table = connection
+        .get_table(&TablePath::new(DB, LOG_TABLE))
+        .await?;
+    let writer = table.new_append()?.create_writer()?;
+    let per_step = (rate / STEPS_PER_S).max(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut id = 0i64;
+    while !*stop.borrow() {
+        tick.tick().await;
+        for _ in 0..per_step {
+            let mut row = GenericRow::new(3);
+            row.set_field(0, id);
+            row.set_field(1, (id % 7) as i32);
+            row.set_field(2, "payload of a steady log row, some forty bytes");
+            writer.append(&row)?;
+            id += 1;
+        }
+        writer.flush().await?;
+        written.fetch_add(per_step, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+async fn write_pk(
+    bootstrap: String,
+    rate: u64,
+    keys: u64,
+    written: Arc<AtomicU64>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    let table = connection
+        .get_table(&TablePath::new(DB, PK_TABLE))
+        .await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    let per_step = (rate / STEPS_PER_S).max(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut version = 0i64;
+    while !*stop.borrow() {
+        tick.tick().await;
+        for _ in 0..per_step {
+            let key = rng.random_range(0..keys.max(1)) as i64;
+            version += 1;
+            let name = format!("user {key} v{version}");
+            let mut row = GenericRow::new(3);
+            row.set_field(0, key);
+            row.set_field(1, version);
+            row.set_field(2, name.as_str());
+            if rng.random_range(0..10) == 0 {
+                writer.delete(&row)?;
+            } else {
+                writer.upsert(&row)?;
+            }
+        }
+        writer.flush().await?;
+        written.fetch_add(per_step, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+async fn take_sample(
+    silt: &SiltChild,
+    http: &reqwest::Client,
+    data_dir: &Path,
+    started: Instant,
+    written: &AtomicU64,
+) -> Sample {
+    let lake = disk_usage(&data_dir.join("lake"), |p| {
+        matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("parquet" | "bin")
+        )
+    });
+    let delta_log = disk_usage(&data_dir.join("lake"), |p| {
+        p.parent()
+            .and_then(|d| d.file_name())
+            .is_some_and(|n| n == "_delta_log")
+    });
+    let lag_s = tiering_lag(http, &silt.rest).await.unwrap_or(f64::NAN);
+    let lake_count_ms = timed_query(http, &silt.rest, &format!("SELECT count(*) FROM {DB}.{PK_TABLE}$lake")).await;
+    let view_count_ms = timed_query(http, &silt.rest, &format!("SELECT count(*) FROM {DB}.{PK_TABLE}")).await;
+    Sample {
+        at_s: started.elapsed().as_secs_f64(),
+        rss_mb: silt.rss_mb(),
+        hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
+        lake_files: lake.0,
+        lake_mb: lake.1 / 1e6,
+        delta_log_entries: delta_log.0,
+        key_index_mb: disk_usage(&data_dir.join("key-index"), |_| true).1 / 1e6,
+        lag_s,
+        lake_count_ms,
+        view_count_ms,
+        rows_written: written.load(Ordering::Relaxed) as f64,
+    }
+}
+
+/// (files, bytes) under `dir` whose path `keep` accepts.
+fn disk_usage(dir: &Path, keep: impl Fn(&Path) -> bool) -> (f64, f64) {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if keep(&path) {
+                files += 1;
+                bytes += meta.len();
+            }
+        }
+    }
+    (files as f64, bytes as f64)
+}
+
+async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
+    let body = http
+        .get(format!("http://{rest}/v1/tables"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await?
+        .bytes()
+        .await?;
+    let tables: serde_json::Value = serde_json::from_slice(&body)?;
+    Ok(tables
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("lag_seconds").and_then(|v| v.as_f64()))
+        .fold(0.0, f64::max))
+}
+
+/// Milliseconds a query took through `POST /v1/query`, NaN when it failed.
+async fn timed_query(http: &reqwest::Client, rest: &str, sql: &str) -> f64 {
+    let started = Instant::now();
+    let response = http
+        .post(format!("http://{rest}/v1/query"))
+        .header("content-type", "application/json")
+        .body(serde_json::json!({"sql": sql, "deadline": "30s"}).to_string())
+        .timeout(Duration::from_secs(35))
+        .send()
+        .await;
+    match response {
+        Ok(r) if r.status().is_success() => started.elapsed().as_secs_f64() * 1000.0,
+        Ok(r) => {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            println!("soak: query failed ({status}): {}", body.chars().take(200).collect::<String>());
+            f64::NAN
+        }
+        Err(e) => {
+            println!("soak: query failed: {e}");
+            f64::NAN
+        }
+    }
+}
+
+fn print_header() {
+    let names: Vec<String> = figures(&Sample::default())
+        .iter()
+        .map(|(n, _)| format!("{n:>11}"))
+        .collect();
+    println!("{:>7} {}", "min", names.join(" "));
+}
+
+fn print_sample(s: &Sample) {
+    let values: Vec<String> = figures(s).iter().map(|(_, v)| format!("{v:>11.1}")).collect();
+    println!("{:>7.1} {}", s.at_s / 60.0, values.join(" "));
+}
+
+/// Least-squares slope of `ys` over `xs`.
+fn slope(xs: &[f64], ys: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let mean_x = xs.iter().sum::<f64>() / n;
+    let mean_y = ys.iter().sum::<f64>() / n;
+    let cov: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let var: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
+    if var == 0.0 { 0.0 } else { cov / var }
+}
+
+fn print_slopes(samples: &[Sample], warmup: Duration) {
+    let after: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.at_s >= warmup.as_secs_f64())
+        .collect();
+    println!();
+    if after.len() < 3 {
+        println!(
+            "soak: {} samples after the {:?} warm-up; slopes need at least 3 (run longer)",
+            after.len(),
+            warmup
+        );
+        return;
+    }
+    println!(
+        "slopes per hour over {} samples after {:.0} min (least squares; % of the mean):",
+        after.len(),
+        warmup.as_secs_f64() / 60.0
+    );
+    let xs: Vec<f64> = after.iter().map(|s| s.at_s / 3600.0).collect();
+    for (i, (name, _)) in figures(after[0]).iter().enumerate() {
+        let ys: Vec<f64> = after.iter().map(|s| figures(s)[i].1).collect();
+        if ys.iter().any(|y| y.is_nan()) {
+            println!("  {name:<11} n/a (a sample failed)");
+            continue;
+        }
+        let per_hour = slope(&xs, &ys);
+        let mean = ys.iter().sum::<f64>() / ys.len() as f64;
+        let percent = if mean.abs() > f64::EPSILON { 100.0 * per_hour / mean } else { 0.0 };
+        println!("  {name:<11} {per_hour:>12.2} /h  ({percent:>+7.2}% of {mean:.1})");
+    }
+    // Query and commit latency should stay flat: compare the last quarter with the first.
+    let quarter = (after.len() / 4).max(1);
+    for (name, get) in [
+        ("lake_q_ms", (|s: &Sample| s.lake_count_ms) as fn(&Sample) -> f64),
+        ("view_q_ms", |s: &Sample| s.view_count_ms),
+    ] {
+        let first: f64 = after[..quarter].iter().map(|s| get(s)).sum::<f64>() / quarter as f64;
+        let last: f64 =
+            after[after.len() - quarter..].iter().map(|s| get(s)).sum::<f64>() / quarter as f64;
+        println!("  {name:<11} last quarter / first quarter: {:.2}x", last / first);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slope_of_a_line_and_of_a_constant() {
+        let xs = [0.0, 1.0, 2.0, 3.0];
+        assert!((super::slope(&xs, &[1.0, 3.0, 5.0, 7.0]) - 2.0).abs() < 1e-9);
+        assert_eq!(super::slope(&xs, &[4.0; 4]), 0.0);
+    }
+}
