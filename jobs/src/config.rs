@@ -48,6 +48,7 @@ pub struct HotstoreConfig {
     pub group_commit_window_ms: u64,
     pub flush_interval_ms: u64,
     pub segment_bytes_max: u64,
+    pub kv_memtable_bytes_max: u64,
     pub produce_decode_check: bool,
     pub sasl: SaslConfig,
 }

@@ -52,6 +52,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
+    server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
     server.log.fsync = match config.hotstore.fsync.as_str() {
         "always" => silt_hotstore::storage::FsyncPolicy::Always,
         "group" => silt_hotstore::storage::FsyncPolicy::Group {

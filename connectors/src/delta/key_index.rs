@@ -68,8 +68,9 @@ fn database(dir: &Path) -> Result<Arc<Database>> {
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
     let db = Arc::new(
         Database::builder(dir)
-            .cache_size(64 * 1024 * 1024)
+            .cache_size(CACHE_BYTES)
             .worker_threads(1)
+            .max_journaling_size(JOURNAL_BYTES_MAX)
             .open()
             .map_err(kv_error(dir))?,
     );
@@ -77,10 +78,20 @@ fn database(dir: &Path) -> Result<Arc<Database>> {
     Ok(db)
 }
 
+/// Block cache of one table's index (measured: 64 MiB keeps lookups of a 10M-row lake within
+/// 2x of a 1M-row one).
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// fjall's minimum. Its default (512 MiB) kept most of a steady load's index in the journal
+/// and in memtables: 239 MB on disk for 100k keys after 15 minutes, and growing memory.
+const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// The keys keyspace's memtable is flushed at this size (fjall's default is 64 MiB).
+const MEMTABLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
 /// The keys keyspace is read by random point lookups: blocks are left uncompressed and carry
 /// a hash index, so a lookup that misses the cache costs one block read and no decompression.
 fn keys_options() -> KeyspaceCreateOptions {
     KeyspaceCreateOptions::default()
+        .max_memtable_size(MEMTABLE_BYTES_MAX)
         .data_block_compression_policy(fjall::config::CompressionPolicy::disabled())
         .data_block_hash_ratio_policy(fjall::config::HashRatioPolicy::all(8.0))
 }

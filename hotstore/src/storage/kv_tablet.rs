@@ -49,6 +49,9 @@ pub struct KvConfig {
     pub worker_threads: usize,
     /// Journal size before fjall forces memtable flushes (fjall requires >= 64 MiB).
     pub journal_bytes_max: u64,
+    /// A tablet's memtable is flushed once it holds this much (fjall's default, 64 MiB per
+    /// keyspace, let a server's memory grow by 64 MiB per primary-key bucket under load).
+    pub memtable_bytes_max: u64,
 }
 
 impl Default for KvConfig {
@@ -57,6 +60,7 @@ impl Default for KvConfig {
             cache_bytes: 64 * 1024 * 1024,
             worker_threads: 1,
             journal_bytes_max: 256 * 1024 * 1024,
+            memtable_bytes_max: 8 * 1024 * 1024,
         }
     }
 }
@@ -66,13 +70,18 @@ pub struct KvStore {
     path: PathBuf,
     db: Database,
     meta: Keyspace,
+    memtable_bytes_max: u64,
 }
 
 impl KvStore {
     pub fn open(dir: &Path, config: KvConfig) -> Result<Self> {
-        if config.worker_threads == 0 || config.journal_bytes_max < 64 * 1024 * 1024 {
+        if config.worker_threads == 0
+            || config.journal_bytes_max < 64 * 1024 * 1024
+            || config.memtable_bytes_max < 1024 * 1024
+        {
             return Err(Error::InvalidConfig(format!(
-                "kv config needs worker_threads >= 1 and journal_bytes_max >= 64 MiB (got {config:?})"
+                "kv config needs worker_threads >= 1, journal_bytes_max >= 64 MiB and \
+                 memtable_bytes_max >= 1 MiB (got {config:?})"
             )));
         }
         let kv_error = |source| Error::Kv {
@@ -92,6 +101,7 @@ impl KvStore {
             path: dir.to_path_buf(),
             db,
             meta,
+            memtable_bytes_max: config.memtable_bytes_max,
         })
     }
 
@@ -105,12 +115,12 @@ impl KvStore {
     /// Opens (creating if needed) the tablet `name`, e.g. `t42_b3` for table 42, bucket 3.
     pub fn open_tablet(&self, name: &str) -> Result<KvTablet> {
         validate_name(name)?;
+        let memtable_bytes_max = self.memtable_bytes_max;
         let data = self
             .db
-            .keyspace(
-                &format!("{TABLET_PREFIX}{name}"),
-                KeyspaceCreateOptions::default,
-            )
+            .keyspace(&format!("{TABLET_PREFIX}{name}"), || {
+                KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes_max)
+            })
             .map_err(self.kv_error())?;
         let mut offset_key = APPLIED_OFFSET_KEY_PREFIX.to_vec();
         offset_key.extend_from_slice(name.as_bytes());
