@@ -201,12 +201,12 @@ async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
                 api_version: 0,
                 request_id: 1,
             };
-            let mut frame = service.handle(header, Bytes::from(body)).await;
+            let mut frame = crate::handlers::handle(&service, header, Bytes::from(body)).await;
             frame.advance(9);
             let response = FetchLogResponse::decode(frame).unwrap();
             for bucket in &response.tables_resp[0].buckets_resp {
                 if let Some(records) = &bucket.records {
-                    for view in crate::batch::split_batches(records.clone()).unwrap() {
+                    for view in crate::codec::Batch::split(records.clone(), false).unwrap() {
                         let mut batch = view.data.to_vec();
                         set_writer(&mut batch, -1, -1);
                         batches.push(batch);
@@ -253,7 +253,7 @@ fn set_writer(batch: &mut [u8], writer_id: i64, sequence: i32) {
     let at = field_at(batch, 32);
     batch[at..at + 8].copy_from_slice(&writer_id.to_le_bytes());
     batch[at + 8..at + 12].copy_from_slice(&sequence.to_le_bytes());
-    crate::storage::batch::recompute_crc(batch);
+    crate::codec::header::recompute_crc(batch);
 }
 
 /// One change to a valid batch.
@@ -321,14 +321,14 @@ fn mutate_log_batch(mut batch: Vec<u8>, mutation: &Mutation) -> Vec<u8> {
                 batch[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
             }
             if *fix_crc && len >= 60 {
-                crate::storage::batch::recompute_crc(&mut batch);
+                crate::codec::header::recompute_crc(&mut batch);
             }
         }
         Mutation::Scribble { at, len: run, byte } => {
             let start = 30 + at % (len - 30);
             let end = (start + run).min(len);
             batch[start..end].fill(*byte);
-            crate::storage::batch::recompute_crc(&mut batch);
+            crate::codec::header::recompute_crc(&mut batch);
         }
         Mutation::Duplicate => batch.extend_from_slice(&batch.clone()),
         Mutation::Append { bytes } => batch.extend_from_slice(bytes),
@@ -820,7 +820,11 @@ fn dispatch(
             let service = fixture.server.service();
             let started = Instant::now();
             let result = fixture.runtime.block_on(async {
-                tokio::time::timeout(CALL_TIMEOUT, service.handle(header, body)).await
+                tokio::time::timeout(
+                    CALL_TIMEOUT,
+                    crate::handlers::handle(&service, header, body),
+                )
+                .await
             });
             prop_assert!(
                 result.is_ok(),

@@ -223,7 +223,7 @@ fn patch_header(batch: &mut [u8], schema_id: Option<i16>, writer: Option<(i64, i
         batch[32 + shift..40 + shift].copy_from_slice(&writer_id.to_le_bytes());
         batch[40 + shift..44 + shift].copy_from_slice(&sequence.to_le_bytes());
     }
-    crate::storage::batch::recompute_crc(batch);
+    crate::codec::header::recompute_crc(batch);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,7 +255,7 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
         if let Some(records) = &response.tables_resp[0].buckets_resp[0].records
             && !records.is_empty()
         {
-            let first = crate::batch::split_batches(records.clone())
+            let first = crate::codec::Batch::split(records.clone(), false)
                 .unwrap()
                 .remove(0);
             template = Some((bucket, first.data.to_vec()));
@@ -461,7 +461,7 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
     assert_eq!(error, 0);
     assert!(base_offset >= 1);
     let control_rows =
-        crate::batch::split_batches(Bytes::from(fresh)).unwrap()[0].record_count() as i64;
+        crate::codec::Batch::split(Bytes::from(fresh), false).unwrap()[0].record_count() as i64;
 
     // Frames that cannot be read close their own connection.
     let frames: Vec<(&str, Vec<u8>, bool)> = vec![
@@ -897,7 +897,7 @@ async fn produce_validation_throughput() {
             if records.is_empty() {
                 break;
             }
-            for view in crate::batch::split_batches(records).unwrap() {
+            for view in crate::codec::Batch::split(records, false).unwrap() {
                 offset = view.next_offset();
                 let mut batch = view.data.to_vec();
                 patch_header(&mut batch, None, Some((-1, -1)));
@@ -913,7 +913,7 @@ async fn produce_validation_throughput() {
         let started = Instant::now();
         for _ in 0..passes {
             for (_, batch) in &batches {
-                crate::logs::check_client_batches(&table, batch, decode).unwrap();
+                crate::handlers::log::check_client_batches(&table, batch, decode).unwrap();
             }
         }
         started.elapsed().as_secs_f64() / f64::from(passes)
@@ -928,7 +928,7 @@ async fn produce_validation_throughput() {
             api_version: 0,
             request_id: 1,
         };
-        let response = service.handle(header, Bytes::from(body)).await;
+        let response = crate::handlers::handle(&service, header, Bytes::from(body)).await;
         assert_eq!(response[4], 0);
     }
     let produce_s = started.elapsed().as_secs_f64();

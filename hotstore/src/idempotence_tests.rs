@@ -48,7 +48,7 @@ async fn call<M: Message + Default>(server: &ServerHandle, api_key: i16, body: V
         api_version: 0,
         request_id: 1,
     };
-    let mut frame = server.service().handle(header, Bytes::from(body)).await;
+    let mut frame = crate::handlers::handle(server.service(), header, Bytes::from(body)).await;
     frame.advance(4);
     assert_eq!(frame.get_u8(), 0, "a success response");
     frame.advance(4);

@@ -8,21 +8,30 @@
 //! changelog the server writes. With [`SaslConfig`] users set, connections must authenticate
 //! with SASL/PLAIN (as Fluss clients do) before anything but ApiVersions.
 //!
+//! Layers, each importing only those below it:
+//! - `server` (accept loop, framing, per-connection auth) and `handlers/` (dispatch by API
+//!   key; `ddl`, `log`, `kv` decode requests and encode answers) over
+//! - `service` (the state handlers read: config, `catalog`, tablets, `lake_registry`), over
+//! - `tablets/` (a table's buckets; the primary-key write path and its write-ahead rule in
+//!   `changelog`, kv recovery from the log in `recovery`), over
+//! - [`storage`] (log and kv tablets: segments, durability, writer idempotence), and
+//! - [`codec`] (the one Fluss log batch codec) and `protocol` (frames and messages) beneath all.
+//!
 //! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
 //! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs.
 
 mod auth;
-mod batch;
 mod catalog;
+pub mod codec;
+mod config;
 #[cfg(test)]
 mod fuzz_tests;
+mod handlers;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
 mod idempotence_tests;
-mod kv;
-mod lake;
-mod logs;
+mod lake_registry;
 /// The wire protocol: framing and silt's message definitions. Public only with the
 /// `test-support` feature, for tests that speak raw Fluss to silt and to a real Fluss server.
 #[cfg(not(feature = "test-support"))]
@@ -35,7 +44,7 @@ pub mod storage;
 mod tablets;
 
 pub use auth::{SaslConfig, SaslUser};
-pub use lake::LakeSnapshot;
+pub use lake_registry::LakeSnapshot;
 pub use server::{Server, ServerConfig, ServerHandle};
 
 use std::net::SocketAddr;

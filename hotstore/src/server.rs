@@ -13,98 +13,19 @@
 //! Beyond `connections_max` a connection is closed on accept.
 
 use crate::auth::{ConnectionAuth, Decision};
+pub use crate::config::ServerConfig;
+use crate::handlers;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
-
-/// Configuration of the hotstore server. `jobs/` maps silt's config file onto it.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Address to listen on; port 0 picks a free port (see [`ServerHandle::local_addr`]).
-    pub bind_addr: SocketAddr,
-    /// Host advertised to clients in metadata; defaults to the bound IP (127.0.0.1 for 0.0.0.0).
-    pub advertised_host: Option<String>,
-    /// Port advertised to clients in metadata (a server behind a proxy or a port mapping);
-    /// defaults to the bound port.
-    pub advertised_port: Option<u16>,
-    /// Directory holding the catalog and every table's tablets.
-    pub data_dir: PathBuf,
-    /// Bucket count of a table created without one.
-    pub default_bucket_count: i32,
-    /// Largest bucket count a table may have.
-    pub bucket_count_max: i32,
-    /// Largest request frame accepted; a larger one closes the connection.
-    pub frame_bytes_max: usize,
-    /// Connections served at once; further connections are closed on accept.
-    pub connections_max: usize,
-    /// Requests of one connection running at once; the reader waits beyond that.
-    pub requests_in_flight_max: usize,
-    /// Request bytes held by the whole server at once (frames read but not yet answered);
-    /// readers wait beyond that. Raised to `frame_bytes_max` when lower, so one frame fits.
-    pub request_bytes_in_flight_max: usize,
-    /// Upper bound on a fetch's long-poll wait, whatever the client asks.
-    pub fetch_wait_max_ms: u64,
-    /// Upper bound on the record bytes of one fetch response.
-    pub fetch_response_bytes_max: usize,
-    /// Keys one lookup request may carry.
-    pub lookup_keys_max: usize,
-    /// Grace period for in-flight requests at shutdown.
-    pub shutdown_grace_ms: u64,
-    /// Log tablet settings (segment size, fsync policy, writers remembered).
-    pub log: crate::storage::LogConfig,
-    /// Kv store settings (cache, journal).
-    pub kv: crate::storage::KvConfig,
-    /// Under `fsync: never`, how often every log is flushed; the high watermark (what readers
-    /// and tiering see) advances only at flushes.
-    pub log_flush_interval_ms: u64,
-    /// SASL/PLAIN users; `None` serves every connection without authentication.
-    pub sasl: Option<crate::auth::SaslConfig>,
-    /// With SASL on, a connection that has not authenticated within this time is closed.
-    pub authentication_timeout_ms: u64,
-    /// Once a frame's length prefix arrived, its body must arrive within this time, else the
-    /// connection is closed (a peer cannot hold a frame's budget by stalling).
-    pub frame_read_timeout_ms: u64,
-    /// Decode and validate every value of a produced Arrow batch, not only its metadata.
-    /// Catches corrupt values behind a valid CRC at the cost of decompressing every batch.
-    pub produce_decode_check: bool,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            bind_addr: SocketAddr::from(([127, 0, 0, 1], 9123)),
-            advertised_host: None,
-            advertised_port: None,
-            data_dir: PathBuf::from("silt-data/hotstore"),
-            default_bucket_count: 1,
-            bucket_count_max: 1024,
-            frame_bytes_max: 64 * 1024 * 1024,
-            connections_max: 1024,
-            requests_in_flight_max: 64,
-            request_bytes_in_flight_max: 256 * 1024 * 1024,
-            fetch_wait_max_ms: 30_000,
-            fetch_response_bytes_max: 32 * 1024 * 1024,
-            lookup_keys_max: 100_000,
-            shutdown_grace_ms: 5_000,
-            log: crate::storage::LogConfig::default(),
-            kv: crate::storage::KvConfig::default(),
-            log_flush_interval_ms: 1_000,
-            sasl: None,
-            authentication_timeout_ms: 10_000,
-            frame_read_timeout_ms: 60_000,
-            produce_decode_check: false,
-        }
-    }
-}
 
 /// Entry point of the hotstore.
 pub struct Server;
@@ -388,7 +309,7 @@ async fn serve_connection(
                 // was aborted): it is over either way.
                 let _ = previous.await;
             }
-            let response = std::panic::AssertUnwindSafe(service.handle(header, body))
+            let response = std::panic::AssertUnwindSafe(handlers::handle(&service, header, body))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
@@ -672,10 +593,10 @@ mod tests {
             ]))],
         )
         .unwrap();
-        let message = crate::batch::encode_arrow_message(&rows).unwrap();
+        let message = crate::codec::arrow::encode_arrow_message(&rows).unwrap();
         let batch = |sequence: i32| {
-            crate::batch::build_batch(
-                crate::batch::HeaderFields {
+            crate::codec::build::build_batch(
+                crate::codec::build::HeaderFields {
                     base_offset: 0,
                     commit_timestamp: 0,
                     schema_id: 1,

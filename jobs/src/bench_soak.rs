@@ -101,7 +101,13 @@ impl SiltChild {
             None => Command::new(exe),
         };
         let mut child = command
-            .args(["--data-dir", &data_dir.to_string_lossy(), "up", "--status-every-s", "3600"])
+            .args([
+                "--data-dir",
+                &data_dir.to_string_lossy(),
+                "up",
+                "--status-every-s",
+                "3600",
+            ])
             .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
@@ -114,7 +120,10 @@ impl SiltChild {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
                 let _ = tx.send(line);
             }
         });
@@ -158,7 +167,9 @@ impl Drop for SiltChild {
     fn drop(&mut self) {
         // SIGTERM, so silt (and a wrapper such as heaptrack) finishes cleanly; SIGKILL after
         // a bounded wait.
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
@@ -173,7 +184,10 @@ impl Drop for SiltChild {
 
 pub async fn soak(options: SoakOptions) -> Result<()> {
     let temp = tempfile::Builder::new().prefix("silt-soak-").tempdir()?;
-    let data_dir = options.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let data_dir = options
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
     let silt = SiltChild::start(&data_dir, &options.env, &options.wrapper)?;
     println!(
@@ -284,9 +298,7 @@ async fn write_log(
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    let table = connection
-        .get_table(&TablePath::new(DB, LOG_TABLE))
-        .await?;
+    let table = connection.get_table(&TablePath::new(DB, LOG_TABLE)).await?;
     let writer = table.new_append()?.create_writer()?;
     let per_step = (rate / STEPS_PER_S).max(1);
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
@@ -316,9 +328,7 @@ async fn write_pk(
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    let table = connection
-        .get_table(&TablePath::new(DB, PK_TABLE))
-        .await?;
+    let table = connection.get_table(&TablePath::new(DB, PK_TABLE)).await?;
     let writer = table.new_upsert()?.create_writer()?;
     let per_step = (rate / STEPS_PER_S).max(1);
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
@@ -366,8 +376,18 @@ async fn take_sample(
             .is_some_and(|n| n == "_delta_log")
     });
     let lag_s = tiering_lag(http, &silt.rest).await.unwrap_or(f64::NAN);
-    let lake_count_ms = timed_query(http, &silt.rest, &format!("SELECT count(*) FROM {DB}.{PK_TABLE}$lake")).await;
-    let view_count_ms = timed_query(http, &silt.rest, &format!("SELECT count(*) FROM {DB}.{PK_TABLE}")).await;
+    let lake_count_ms = timed_query(
+        http,
+        &silt.rest,
+        &format!("SELECT count(*) FROM {DB}.{PK_TABLE}$lake"),
+    )
+    .await;
+    let view_count_ms = timed_query(
+        http,
+        &silt.rest,
+        &format!("SELECT count(*) FROM {DB}.{PK_TABLE}"),
+    )
+    .await;
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb: silt.rss_mb(),
@@ -437,7 +457,10 @@ async fn timed_query(http: &reqwest::Client, rest: &str, sql: &str) -> f64 {
         Ok(r) => {
             let status = r.status();
             let body = r.text().await.unwrap_or_default();
-            println!("soak: query failed ({status}): {}", body.chars().take(200).collect::<String>());
+            println!(
+                "soak: query failed ({status}): {}",
+                body.chars().take(200).collect::<String>()
+            );
             f64::NAN
         }
         Err(e) => {
@@ -456,7 +479,10 @@ fn print_header() {
 }
 
 fn print_sample(s: &Sample) {
-    let values: Vec<String> = figures(s).iter().map(|(_, v)| format!("{v:>11.1}")).collect();
+    let values: Vec<String> = figures(s)
+        .iter()
+        .map(|(_, v)| format!("{v:>11.1}"))
+        .collect();
     println!("{:>7.1} {}", s.at_s / 60.0, values.join(" "));
 }
 
@@ -465,7 +491,11 @@ fn slope(xs: &[f64], ys: &[f64]) -> f64 {
     let n = xs.len() as f64;
     let mean_x = xs.iter().sum::<f64>() / n;
     let mean_y = ys.iter().sum::<f64>() / n;
-    let cov: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let cov: f64 = xs
+        .iter()
+        .zip(ys)
+        .map(|(x, y)| (x - mean_x) * (y - mean_y))
+        .sum();
     let var: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
     if var == 0.0 { 0.0 } else { cov / var }
 }
@@ -498,19 +528,32 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
         }
         let per_hour = slope(&xs, &ys);
         let mean = ys.iter().sum::<f64>() / ys.len() as f64;
-        let percent = if mean.abs() > f64::EPSILON { 100.0 * per_hour / mean } else { 0.0 };
+        let percent = if mean.abs() > f64::EPSILON {
+            100.0 * per_hour / mean
+        } else {
+            0.0
+        };
         println!("  {name:<11} {per_hour:>12.2} /h  ({percent:>+7.2}% of {mean:.1})");
     }
     // Query and commit latency should stay flat: compare the last quarter with the first.
     let quarter = (after.len() / 4).max(1);
     for (name, get) in [
-        ("lake_q_ms", (|s: &Sample| s.lake_count_ms) as fn(&Sample) -> f64),
+        (
+            "lake_q_ms",
+            (|s: &Sample| s.lake_count_ms) as fn(&Sample) -> f64,
+        ),
         ("view_q_ms", |s: &Sample| s.view_count_ms),
     ] {
         let first: f64 = after[..quarter].iter().map(|s| get(s)).sum::<f64>() / quarter as f64;
-        let last: f64 =
-            after[after.len() - quarter..].iter().map(|s| get(s)).sum::<f64>() / quarter as f64;
-        println!("  {name:<11} last quarter / first quarter: {:.2}x", last / first);
+        let last: f64 = after[after.len() - quarter..]
+            .iter()
+            .map(|s| get(s))
+            .sum::<f64>()
+            / quarter as f64;
+        println!(
+            "  {name:<11} last quarter / first quarter: {:.2}x",
+            last / first
+        );
     }
 }
 

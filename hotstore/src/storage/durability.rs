@@ -105,6 +105,15 @@ mod hooks {
         }
     }
 
+    /// `<20 digits>.log` or `<20 digits>.marks`: the files whose unsynced tail a power loss
+    /// takes.
+    fn is_segment_data(name: &str) -> bool {
+        let stem = name
+            .strip_suffix(".log")
+            .or_else(|| name.strip_suffix(".marks"));
+        stem.is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
+    }
+
     /// Cuts every log segment (`<base>.log`) and mark journal (`<base>.marks`) under `root`
     /// (other files, such as the kv store's journal, are left alone) back to the
     /// length its last sync made durable (0 when it was never synced): what a power loss
@@ -120,9 +129,7 @@ mod hooks {
                     continue;
                 }
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                let data = super::super::segment::parse_file_name(name, "log").is_some()
-                    || super::super::segment::parse_file_name(name, "marks").is_some();
-                if !data {
+                if !is_segment_data(name) {
                     continue;
                 }
                 let synced = match std::fs::read(sidecar(&path)) {

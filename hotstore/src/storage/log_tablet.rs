@@ -33,11 +33,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::batch::{self, BatchHeader, BatchSpan, NO_WRITER_ID};
 use super::durability;
 use super::segment::{self, ScanEnd, Segment};
 use super::writers::{BatchMeta, MARK_BYTES, SequenceCheck, WriterMark, WriterTable};
 use super::{Error, Result, io_error};
+use crate::codec::header::{self as batch, BatchHeader, BatchSpan, NO_WRITER_ID};
 
 /// When an append counts as durable.
 ///
@@ -993,7 +993,7 @@ fn remove_stale_files(dir: &Path, segments: &[Segment]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::batch::testing::{BatchSpec, batch_with, build_batch};
+    use crate::codec::testing::{BatchSpec, batch_with, build_batch};
     use std::sync::Arc;
 
     /// The one helper: a tablet in a scratch directory with small segments.
@@ -1683,17 +1683,17 @@ mod tests {
         ));
         assert!(matches!(
             h.tablet.append(Bytes::from(corrupt), 0).await,
-            Err(Error::CrcMismatch { .. })
+            Err(Error::Batch(crate::codec::Error::CrcMismatch { .. }))
         ));
         assert!(matches!(
             h.tablet.append(Bytes::from(truncated), 0).await,
-            Err(Error::MalformedBatch { .. })
+            Err(Error::Batch(crate::codec::Error::Malformed { .. }))
         ));
         assert!(matches!(
             h.tablet
                 .append(Bytes::from_static(b"garbage garbage"), 0)
                 .await,
-            Err(Error::MalformedBatch { .. })
+            Err(Error::Batch(crate::codec::Error::Malformed { .. }))
         ));
         assert_eq!(
             (h.tablet.log_end_offset(), h.tablet.high_watermark()),

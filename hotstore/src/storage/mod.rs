@@ -22,14 +22,14 @@
 //!
 //! Contract:
 //! - `append` takes the `records` bytes of a produce request (one or more Fluss log record
-//!   batches, see [`batch`]), checks each batch's framing and CRC, assigns contiguous offsets
+//!   batches, see [`crate::codec`]), checks each batch's framing and CRC, assigns contiguous offsets
 //!   and one commit timestamp (clamped so commit timestamps never decrease within a bucket),
 //!   writes them and returns only once they are durable under the configured [`FsyncPolicy`]
 //!   (under `Never`, at once; the high watermark then waits for the next [`LogTablet::flush`]).
 //! - The high watermark is always the durable end: after a restart everything recovered is
 //!   fsynced before it is published, and under `Never` it advances only at flushes and rolls.
 //! - Writer idempotence lives here, because the duplicate check must be atomic with offset
-//!   assignment: a batch with a writer id (not [`batch::NO_WRITER_ID`]) whose batch sequence
+//!   assignment: a batch with a writer id (not [`crate::codec::NO_WRITER_ID`]) whose batch sequence
 //!   equals one of that writer's last [`WRITER_BATCHES_RETAINED`] batches is not written again;
 //!   its [`AppendedBatch`] says `duplicate: true` and carries the original offsets. A sequence
 //!   that is neither a retained one nor the next one is [`Error::OutOfOrderSequence`]; a writer
@@ -60,7 +60,6 @@
 //! then `apply` the changes to the kv tablet together with the log end offset they reach; on
 //! restart, replay the log from `applied_offset()`.
 
-pub mod batch;
 pub mod durability;
 mod index;
 pub mod kv_tablet;
@@ -78,21 +77,8 @@ pub use writers::WRITER_BATCHES_RETAINED;
 /// file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "malformed log record batch at byte {position}: {reason}; the client must send whole \
-         Fluss log record batches (magic 0 to 2)"
-    )]
-    MalformedBatch { position: u64, reason: String },
-
-    #[error(
-        "log record batch at byte {position} has crc {stored:#010x} but its bytes hash to \
-         {computed:#010x}; it was corrupted in transit or on disk, re-send it"
-    )]
-    CrcMismatch {
-        position: u64,
-        stored: u32,
-        computed: u32,
-    },
+    #[error(transparent)]
+    Batch(#[from] crate::codec::Error),
 
     #[error("append carries no log record batch; send at least one batch")]
     EmptyAppend,

@@ -6,9 +6,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::batch::{self, BatchHeader, LOG_OVERHEAD_BYTES};
 use super::index::{IndexEntry, SparseIndex};
 use super::{Error, Result, io_error};
+use crate::codec::header::{self as batch, BatchHeader, LOG_OVERHEAD_BYTES};
 
 /// The largest fixed header of any supported magic.
 const HEADER_READ_BYTES: usize = 56;

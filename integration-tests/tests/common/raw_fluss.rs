@@ -10,10 +10,10 @@ use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
+use silt_hotstore::codec::testing::{BatchSpec, build_batch};
 use silt_hotstore::protocol::messages::{
     ErrorResponse, PbWriteReqForBucket, ProduceLogRequest, ProduceLogResponse,
 };
-use silt_hotstore::storage::batch::testing::{BatchSpec, build_batch};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -163,7 +163,11 @@ pub async fn writer_scenario_before_restart(
     admin.create_database(WRITER_DATABASE, None, false).await?;
     let path = TablePath::new(WRITER_DATABASE, "w");
     let descriptor = TableDescriptor::builder()
-        .schema(Schema::builder().column("id", DataTypes::bigint()).build()?)
+        .schema(
+            Schema::builder()
+                .column("id", DataTypes::bigint())
+                .build()?,
+        )
         .distributed_by(Some(1), vec![])
         .build()?;
     admin.create_table(&path, &descriptor, false).await?;

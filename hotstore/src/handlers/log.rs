@@ -6,7 +6,7 @@
 //! A fetch with nothing to return waits, up to `max_wait_ms` capped by `fetch_wait_max_ms`, for
 //! any of its buckets to grow.
 
-use crate::batch;
+use crate::codec::Batch;
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
@@ -77,17 +77,16 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
 /// its CRC but holds garbage would otherwise be stored and break every reader (and tiering) at
 /// that offset. With `decode` the Arrow data is also decompressed and validated value by value
 /// (`produce_decode_check`); without it the check costs O(columns), so a CRC-valid batch with
-/// sound metadata but corrupt values still gets in, as on a Fluss server. Framing errors are
-/// left to the log tablet, which reports them as CORRUPT_RECORD.
+/// sound metadata but corrupt values still gets in, as on a Fluss server. Framing and CRC errors
+/// are CORRUPT_RECORD.
 pub(crate) fn check_client_batches(
     table: &TableRuntime,
     records: &Bytes,
     decode: bool,
 ) -> Result<(), ApiError> {
-    let Ok(batches) = batch::split_batches(records.clone()) else {
-        return Ok(());
-    };
     let name = table.entry.qualified_name();
+    let batches = Batch::split(records.clone(), true)
+        .map_err(|e| ApiError::new(code::CORRUPT_RECORD, format!("{name}: {e}")))?;
     for (index, view) in batches.iter().enumerate() {
         let corrupt = |reason: String| {
             ApiError::new(
@@ -95,8 +94,6 @@ pub(crate) fn check_client_batches(
                 format!("batch {index} of {name}: {reason}"),
             )
         };
-        // Magic, header length, CRC and counts first: the accessors below rely on them.
-        view.validate().map_err(corrupt)?;
         let schema_id = view.schema_id();
         if i32::from(schema_id) != table.entry.schema_id {
             return Err(ApiError::new(
@@ -107,14 +104,15 @@ pub(crate) fn check_client_batches(
                 ),
             ));
         }
-        let (_, message) = view.split_records().map_err(corrupt)?;
+        let (_, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
         let invalid = |reason: String| corrupt(format!("no valid Arrow data: {reason}"));
         let rows = if decode {
-            batch::decode_arrow_message(&message, &table.arrow_schema, None)
+            crate::codec::arrow::decode_arrow_message(&message, &table.arrow_schema, None)
                 .map_err(invalid)?
                 .num_rows() as i64
         } else {
-            batch::check_arrow_message(&message, &table.arrow_schema).map_err(invalid)?
+            crate::codec::arrow::check_arrow_message(&message, &table.arrow_schema)
+                .map_err(invalid)?
         };
         if rows != i64::from(view.record_count()) {
             return Err(corrupt(format!(
@@ -343,9 +341,10 @@ fn project(table: &TableRuntime, data: Bytes, projection: &[usize]) -> Result<By
         )
     };
     let mut out = BytesMut::with_capacity(data.len());
-    for view in batch::split_batches(data).map_err(storage_error)? {
+    for view in Batch::split(data, false).map_err(|e| storage_error(e.to_string()))? {
         out.extend_from_slice(
-            &batch::project_batch(&view, &table.arrow_schema, projection).map_err(storage_error)?,
+            &crate::codec::arrow::project_batch(&view, &table.arrow_schema, projection)
+                .map_err(storage_error)?,
         );
     }
     Ok(out.freeze())
@@ -424,19 +423,4 @@ pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsR
         })
         .collect();
     Ok(ListOffsetsResponse { buckets_resp })
-}
-
-/// Appends server-built batches (a PK table's changelog) to a bucket; the caller holds the
-/// bucket's write lock.
-/// Appends a primary-key changelog batch and returns once it is durable, whatever the fsync
-/// policy: the kv tablet applies it next, and the log is the kv's write-ahead log.
-pub(crate) async fn append_changelog(
-    bucket: &Bucket,
-    batches: Bytes,
-) -> Result<crate::tablets::AppendInfo, ApiError> {
-    bucket
-        .log
-        .append_synced(batches, crate::catalog::now_ms())
-        .await
-        .map_err(|e| storage_error(&format!("changelog of bucket {}", bucket.id), e))
 }

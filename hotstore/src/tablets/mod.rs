@@ -5,6 +5,10 @@
 //! (for a PK table) the read-modify-write of the kv tablet happen under it, so the changelog
 //! order is the kv apply order.
 
+pub(crate) mod changelog;
+pub(crate) mod recovery;
+pub(crate) mod rows;
+
 use crate::catalog::TableEntry;
 use crate::protocol::{ApiError, code};
 use crate::storage::{self, KvStore, LogConfig};
@@ -19,9 +23,7 @@ pub use storage::{AppendInfo, KvTablet, LogTablet};
 pub fn storage_error(context: &str, error: storage::Error) -> ApiError {
     let code = match &error {
         storage::Error::OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE,
-        storage::Error::MalformedBatch { .. }
-        | storage::Error::CrcMismatch { .. }
-        | storage::Error::EmptyAppend => code::CORRUPT_RECORD,
+        storage::Error::Batch(_) | storage::Error::EmptyAppend => code::CORRUPT_RECORD,
         storage::Error::OffsetOutOfRange { .. } => code::LOG_OFFSET_OUT_OF_RANGE,
         storage::Error::KeyTooLarge { .. } => code::RECORD_TOO_LARGE,
         storage::Error::Kv { .. }
@@ -54,6 +56,21 @@ pub struct Bucket {
     /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
     /// the log, and the next write replays the log into it first (`kv::recover`).
     pub kv_behind: std::sync::atomic::AtomicBool,
+}
+
+impl Bucket {
+    /// Appends a primary-key changelog batch and returns once it is durable, whatever the fsync
+    /// policy: the kv tablet applies it next, and the log is the kv's write-ahead log. The
+    /// caller holds the bucket's write lock.
+    pub(crate) async fn append_changelog(
+        &self,
+        batches: bytes::Bytes,
+    ) -> Result<AppendInfo, ApiError> {
+        self.log
+            .append_synced(batches, crate::catalog::now_ms())
+            .await
+            .map_err(|e| storage_error(&format!("changelog of bucket {}", self.id), e))
+    }
 }
 
 impl TableRuntime {
@@ -145,7 +162,7 @@ impl Tablets {
             buckets,
         });
         for bucket in &runtime.buckets {
-            crate::kv::recover(&runtime, bucket).map_err(|e| crate::Error::Storage {
+            recovery::recover(&runtime, bucket).map_err(|e| crate::Error::Storage {
                 message: format!(
                     "recovering kv of {} bucket {}: {}",
                     entry.qualified_name(),

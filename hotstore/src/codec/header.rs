@@ -1,4 +1,5 @@
 //! The Fluss log record batch header: parse, validate, split, and stamp server fields.
+//! Storage and the request handlers both read batches through this module.
 //!
 //! A batch is `[header][statistics (magic >= 1)][change types (not append-only)][Arrow IPC]`,
 //! all little-endian. The header layout, in bytes:
@@ -26,6 +27,8 @@
 //! stamps (base offset, commit timestamp, leader epoch) lie before the CRC, so stamping them
 //! leaves the CRC valid: the server never recomputes it, exactly as the Java server does not.
 //! A batch occupies the offsets `base_offset ..= base_offset + last_offset_delta`.
+
+use bytes::Bytes;
 
 use super::{Error, Result};
 
@@ -110,7 +113,7 @@ impl BatchHeader {
     /// whole fixed header (the rest of the batch is not needed). `position` is only used in
     /// error messages. Checks everything but the CRC: see [`verify_crc`].
     pub fn parse(batch: &[u8], position: u64) -> Result<Self> {
-        let malformed = |reason: String| Error::MalformedBatch { position, reason };
+        let malformed = |reason: String| Error::Malformed { position, reason };
         if batch.len() < LOG_OVERHEAD_BYTES + 1 {
             return Err(malformed(format!(
                 "{} bytes cannot hold a batch header (truncated input)",
@@ -281,7 +284,7 @@ pub fn split_batches(buf: &[u8]) -> Result<Vec<BatchSpan>> {
         let header = BatchHeader::parse(rest, position as u64)?;
         let size = header.size_bytes();
         if size > rest.len() {
-            return Err(Error::MalformedBatch {
+            return Err(Error::Malformed {
                 position: position as u64,
                 reason: format!(
                     "batch of {size} bytes overruns the {} bytes left (truncated input)",
@@ -297,76 +300,102 @@ pub fn split_batches(buf: &[u8]) -> Result<Vec<BatchSpan>> {
     Ok(spans)
 }
 
-/// Test support: builds batches byte for byte the way fluss-rs 1.0's
-/// `MemoryLogRecordsArrowBuilder::build` lays them out (its builder is crate-private, so it
-/// cannot be called from here).
-#[cfg(any(test, feature = "test-support"))]
-pub mod testing {
-    use super::*;
+/// One whole batch and its decoded header: a view of received or stored bytes.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub header: BatchHeader,
+    pub data: Bytes,
+}
 
-    pub struct BatchSpec {
-        pub magic: u8,
-        pub record_count: i32,
-        pub writer_id: i64,
-        pub batch_sequence: i32,
-        pub schema_id: i16,
-        pub payload: Vec<u8>,
+impl Batch {
+    /// Splits `buf` into whole batches (see [`split_batches`]); the CRCs are checked only with
+    /// `verify_crc` (stored batches were checked when they were appended).
+    pub fn split(buf: Bytes, verify_crc: bool) -> Result<Vec<Batch>> {
+        let spans = if verify_crc {
+            split_batches(&buf)?
+        } else {
+            split_framing(&buf)?
+        };
+        Ok(spans
+            .into_iter()
+            .map(|span| Batch {
+                header: span.header,
+                data: buf.slice(span.range()),
+            })
+            .collect())
     }
 
-    impl Default for BatchSpec {
-        fn default() -> Self {
-            BatchSpec {
-                magic: 0,
-                record_count: 3,
-                writer_id: NO_WRITER_ID,
-                batch_sequence: -1,
-                schema_id: 1,
-                payload: b"arrow ipc stands here".to_vec(),
-            }
+    pub fn base_offset(&self) -> i64 {
+        self.header.base_offset
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.header.next_offset()
+    }
+
+    pub fn record_count(&self) -> i32 {
+        self.header.record_count
+    }
+
+    pub fn schema_id(&self) -> i16 {
+        self.header.schema_id
+    }
+
+    /// The change-type bytes (empty for an append-only batch) and the Arrow IPC message.
+    pub fn records(&self) -> Result<(Bytes, Bytes)> {
+        let h = &self.header;
+        let malformed = |reason: String| Error::Malformed {
+            position: 0,
+            reason,
+        };
+        let header_len = header_bytes(h.magic).expect("parsed headers have a known magic");
+        let statistics = usize::try_from(h.statistics_length.unwrap_or(0))
+            .map_err(|_| malformed("negative statistics length".into()))?;
+        let start = header_len + statistics;
+        let change_types = if h.is_append_only() {
+            0
+        } else {
+            h.record_count as usize
+        };
+        if start + change_types > self.data.len() {
+            return Err(malformed(
+                "statistics and change types run past the batch".into(),
+            ));
         }
+        Ok((
+            self.data.slice(start..start + change_types),
+            self.data.slice(start + change_types..),
+        ))
     }
+}
 
-    /// A client-side batch: base offset 0, commit timestamp 0, append-only, valid CRC.
-    pub fn build_batch(spec: &BatchSpec) -> Vec<u8> {
-        let header_len = header_bytes(spec.magic).expect("test magic is supported");
-        let mut out = Vec::with_capacity(header_len + spec.payload.len());
-        let total = header_len + spec.payload.len();
-        out.extend_from_slice(&0i64.to_le_bytes());
-        out.extend_from_slice(&((total - LOG_OVERHEAD_BYTES) as i32).to_le_bytes());
-        out.push(spec.magic);
-        out.extend_from_slice(&0i64.to_le_bytes());
-        if spec.magic >= 2 {
-            out.extend_from_slice(&(-1i32).to_le_bytes());
+/// Like [`split_batches`] without the CRC check.
+fn split_framing(buf: &[u8]) -> Result<Vec<BatchSpan>> {
+    let mut spans = Vec::new();
+    let mut position = 0usize;
+    while position < buf.len() {
+        let rest = &buf[position..];
+        let header = BatchHeader::parse(rest, position as u64)?;
+        if header.size_bytes() > rest.len() {
+            return Err(Error::Malformed {
+                position: position as u64,
+                reason: format!(
+                    "batch of {} bytes overruns the {} bytes left (truncated input)",
+                    header.size_bytes(),
+                    rest.len()
+                ),
+            });
         }
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&spec.schema_id.to_le_bytes());
-        out.push(APPEND_ONLY_FLAG);
-        out.extend_from_slice(&(spec.record_count - 1).max(0).to_le_bytes());
-        out.extend_from_slice(&spec.writer_id.to_le_bytes());
-        out.extend_from_slice(&spec.batch_sequence.to_le_bytes());
-        out.extend_from_slice(&spec.record_count.to_le_bytes());
-        if spec.magic >= 1 {
-            out.extend_from_slice(&0i32.to_le_bytes());
-        }
-        assert_eq!(out.len(), header_len);
-        out.extend_from_slice(&spec.payload);
-        recompute_crc(&mut out);
-        out
+        spans.push(BatchSpan { header, position });
+        position += header.size_bytes();
     }
-
-    pub fn batch_with(record_count: i32, payload_bytes: usize) -> Vec<u8> {
-        build_batch(&BatchSpec {
-            record_count,
-            payload: (0..payload_bytes).map(|i| i as u8).collect(),
-            ..BatchSpec::default()
-        })
-    }
+    Ok(spans)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::testing::*;
     use super::*;
+    use crate::codec::testing::*;
 
     /// The one helper: split `buf` and describe the outcome as a short string.
     fn split(buf: &[u8]) -> String {
@@ -383,9 +412,8 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
                 .join(","),
-            Err(Error::MalformedBatch { position, .. }) => format!("malformed@{position}"),
+            Err(Error::Malformed { position, .. }) => format!("malformed@{position}"),
             Err(Error::CrcMismatch { position, .. }) => format!("crc@{position}"),
-            Err(other) => format!("other: {other}"),
         }
     }
 

@@ -1,0 +1,271 @@
+//! The Arrow IPC part of a batch: encode a record batch the way Fluss log batches carry it
+//! (without the schema message), check a client's message against the table's schema without
+//! decoding it, decode it, and rewrite a batch around projected columns.
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+
+use super::build::{HeaderFields, build_batch};
+use super::header::Batch;
+
+/// Serializes one record batch as an Arrow IPC message without the schema, the way Fluss
+/// log batches carry it.
+pub fn encode_arrow_message(batch: &RecordBatch) -> Result<Vec<u8>, arrow::error::ArrowError> {
+    let mut buf = Vec::new();
+    let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut buf, batch.schema_ref())?;
+    let schema_bytes = writer.get_ref().len();
+    writer.write(batch)?;
+    Ok(writer.get_ref()[schema_bytes..].to_vec())
+}
+
+/// Upper bound on the decompressed bytes of one batch's Arrow buffers. Clients write batches
+/// of a few MiB (fluss-rs: `writer_batch_size`), so this only stops a lie.
+const ARROW_DECODED_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Upper bound on the rows of one batch's Arrow data, for the same reason.
+const ARROW_ROWS_MAX: i64 = 64 * 1024 * 1024;
+
+/// An Arrow IPC record batch message whose metadata has been checked against its body.
+struct ArrowMessage<'a> {
+    parsed: arrow::ipc::Message<'a>,
+    batch: arrow::ipc::RecordBatch<'a>,
+    body_start: usize,
+}
+
+/// Parses the metadata of an Arrow IPC record batch message and checks what arrow's reader
+/// trusts: every buffer lies inside the body (it panics otherwise), compressed buffers claim a
+/// bounded decoded size (it allocates whatever they claim, and a failed allocation aborts the
+/// process), field lengths fit the row count, and the field count matches `schema`. Costs
+/// O(columns): nothing is decompressed.
+fn parse_arrow_message<'a>(
+    message: &'a Bytes,
+    schema: &SchemaRef,
+) -> Result<ArrowMessage<'a>, String> {
+    if message.len() < 8 {
+        return Err(format!(
+            "arrow message of {} bytes is too short",
+            message.len()
+        ));
+    }
+    let continuation = u32::from_le_bytes(message[0..4].try_into().expect("4 bytes"));
+    if continuation != 0xFFFF_FFFF {
+        return Err(format!("bad arrow continuation marker {continuation:#x}"));
+    }
+    let metadata_len = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
+    let metadata_end = 8usize
+        .checked_add(metadata_len)
+        .filter(|&e| e <= message.len())
+        .ok_or("arrow metadata runs past the batch")?;
+    let parsed =
+        arrow::ipc::root_as_message(&message[8..metadata_end]).map_err(|e| e.to_string())?;
+    let batch = parsed
+        .header_as_record_batch()
+        .ok_or("arrow message is not a record batch")?;
+    let body_start = (8 + ((metadata_len + 7) & !7)).min(message.len());
+    let body_len = message.len() - body_start;
+    let compressed = batch.compression().is_some();
+    let mut decoded_bytes = 0u64;
+    for (index, buffer) in batch.buffers().into_iter().flatten().enumerate() {
+        let end = u64::try_from(buffer.offset())
+            .ok()
+            .zip(u64::try_from(buffer.length()).ok())
+            .and_then(|(offset, length)| offset.checked_add(length));
+        if end.is_none_or(|end| end > body_len as u64) {
+            return Err(format!(
+                "arrow buffer {index} (offset {}, length {}) lies outside the {body_len}-byte body",
+                buffer.offset(),
+                buffer.length()
+            ));
+        }
+        if compressed && buffer.length() >= 8 {
+            let at = body_start + buffer.offset() as usize;
+            let claimed = i64::from_le_bytes(message[at..at + 8].try_into().expect("8 bytes"));
+            decoded_bytes = decoded_bytes.saturating_add(u64::try_from(claimed).unwrap_or(0));
+            if decoded_bytes > ARROW_DECODED_BYTES_MAX {
+                return Err(format!(
+                    "compressed arrow buffers claim more than {ARROW_DECODED_BYTES_MAX} bytes decoded"
+                ));
+            }
+        }
+    }
+    let rows = batch.length();
+    if !(0..=ARROW_ROWS_MAX).contains(&rows) {
+        return Err(format!(
+            "arrow batch of {rows} rows (at most {ARROW_ROWS_MAX})"
+        ));
+    }
+    let nodes = batch.nodes().map_or(0, |nodes| nodes.len());
+    let expected_nodes: usize = schema
+        .fields()
+        .iter()
+        .map(|f| field_nodes(f.data_type()))
+        .sum();
+    if nodes != expected_nodes {
+        return Err(format!(
+            "arrow batch has {nodes} field nodes, the table's schema needs {expected_nodes}"
+        ));
+    }
+    for node in batch.nodes().into_iter().flatten() {
+        if !(0..=rows).contains(&node.length()) || !(0..=node.length()).contains(&node.null_count())
+        {
+            return Err(format!(
+                "arrow field of {} values ({} null) in a batch of {rows} rows",
+                node.length(),
+                node.null_count()
+            ));
+        }
+    }
+    Ok(ArrowMessage {
+        parsed,
+        batch,
+        body_start,
+    })
+}
+
+/// Field nodes an IPC record batch carries for a column of `data_type` (one per array in the
+/// column's tree).
+fn field_nodes(data_type: &arrow::datatypes::DataType) -> usize {
+    use arrow::datatypes::DataType;
+    match data_type {
+        DataType::List(child)
+        | DataType::LargeList(child)
+        | DataType::FixedSizeList(child, _)
+        | DataType::Map(child, _) => 1 + field_nodes(child.data_type()),
+        DataType::Struct(children) => {
+            1 + children
+                .iter()
+                .map(|c| field_nodes(c.data_type()))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// Checks a client's Arrow IPC message against the table's schema without decoding it (see
+/// [`parse_arrow_message`]) and returns its row count.
+pub fn check_arrow_message(message: &Bytes, schema: &SchemaRef) -> Result<i64, String> {
+    parse_arrow_message(message, schema).map(|m| m.batch.length())
+}
+
+/// Decodes the Arrow IPC message of a batch with the table's full schema, keeping only the
+/// `projection` columns (sorted ascending, as the client expects them on the wire).
+pub fn decode_arrow_message(
+    message: &Bytes,
+    schema: &SchemaRef,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch, String> {
+    let checked = parse_arrow_message(message, schema)?;
+    let body = arrow::buffer::Buffer::from(message.slice(checked.body_start..));
+    // The checks above keep the reader from slicing outside the body or allocating what the
+    // metadata claims; what else it asserts on (a validity buffer shorter than its field, say)
+    // must not take the server down, so a panic here is an invalid batch. The reader only
+    // reads its inputs.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        arrow::ipc::reader::read_record_batch(
+            &body,
+            checked.batch,
+            schema.clone(),
+            &std::collections::HashMap::new(),
+            projection,
+            &checked.parsed.version(),
+        )
+    }))
+    .map_err(|_| "arrow data is inconsistent with its metadata".to_string())?
+    .map_err(|e| e.to_string())
+}
+
+/// Rewrites a batch so its Arrow data holds only the projected columns. Offsets, timestamp,
+/// writer fields and change types are kept; statistics are dropped (they describe the full row).
+pub fn project_batch(
+    batch: &Batch,
+    schema: &SchemaRef,
+    projection: &[usize],
+) -> Result<Bytes, String> {
+    if batch.record_count() == 0 {
+        return Ok(batch.data.clone());
+    }
+    let (change_types, message) = batch.records().map_err(|e| e.to_string())?;
+    let projected = decode_arrow_message(&message, schema, Some(projection))?;
+    let arrow_message = encode_arrow_message(&projected).map_err(|e| e.to_string())?;
+    let h = &batch.header;
+    Ok(build_batch(
+        HeaderFields {
+            base_offset: h.base_offset,
+            commit_timestamp: h.commit_timestamp_ms,
+            schema_id: h.schema_id,
+            append_only: h.is_append_only(),
+            writer_id: h.writer_id,
+            batch_sequence: h.batch_sequence,
+            record_count: h.record_count,
+        },
+        &change_types,
+        &arrow_message,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::header::NO_WRITER_ID;
+    use arrow::array::{Int32Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn sample() -> (SchemaRef, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec!["x", "y"])),
+            ],
+        )
+        .unwrap();
+        (schema, batch)
+    }
+
+    #[test]
+    fn built_batch_validates_and_projects() {
+        let (schema, record_batch) = sample();
+        let message = encode_arrow_message(&record_batch).unwrap();
+        let fields = HeaderFields {
+            base_offset: 5,
+            commit_timestamp: 99,
+            schema_id: 1,
+            append_only: false,
+            writer_id: NO_WRITER_ID,
+            batch_sequence: -1,
+            record_count: 2,
+        };
+        let data = build_batch(fields, &[1, 4], &message);
+        let batches = Batch::split(data, true).unwrap();
+        assert_eq!(batches.len(), 1);
+        let view = &batches[0];
+        assert_eq!(
+            (
+                view.base_offset(),
+                view.next_offset(),
+                view.header.commit_timestamp_ms
+            ),
+            (5, 7, 99)
+        );
+        let projected = Batch::split(project_batch(view, &schema, &[1]).unwrap(), true).unwrap();
+        let (change_types, message) = projected[0].records().unwrap();
+        assert_eq!(&change_types[..], &[1, 4]);
+        let projected_schema = Arc::new(schema.project(&[1]).unwrap());
+        let decoded = decode_arrow_message(&message, &projected_schema, None).unwrap();
+        assert_eq!(decoded.num_columns(), 1);
+        assert_eq!(decoded.num_rows(), 2);
+    }
+
+    #[test]
+    fn split_rejects_garbage() {
+        assert!(Batch::split(Bytes::from_static(&[1, 2, 3]), false).is_err());
+        let mut bad = vec![0u8; 60];
+        bad[8..12].copy_from_slice(&1000i32.to_le_bytes());
+        assert!(Batch::split(Bytes::from(bad), false).is_err());
+    }
+}

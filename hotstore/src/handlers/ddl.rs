@@ -1,0 +1,331 @@
+//! Catalog-level handlers: databases, tables, metadata, writer ids and lake snapshots.
+
+use crate::catalog::TableEntry;
+use crate::protocol::messages::*;
+use crate::protocol::{self, ApiError, code};
+use crate::service::{NODE_ID, Service};
+use bytes::Bytes;
+
+pub(crate) fn create_database(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: CreateDatabaseRequest = protocol::decode(body, "CreateDatabase")?;
+    service.catalog.create_database(
+        &request.database_name,
+        request.database_json,
+        request.ignore_if_exists,
+    )?;
+    Ok(Empty {})
+}
+
+pub(crate) async fn drop_database(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: DropDatabaseRequest = protocol::decode(body, "DropDatabase")?;
+    let dropped = service.catalog.drop_database(
+        &request.database_name,
+        request.ignore_if_not_exists,
+        request.cascade,
+    )?;
+    for table in dropped {
+        service.drop_table_data(&table).await;
+    }
+    Ok(Empty {})
+}
+
+pub(crate) fn list_databases(
+    service: &Service,
+    body: Bytes,
+) -> Result<ListDatabasesResponse, ApiError> {
+    let request: ListDatabasesRequest = protocol::decode(body, "ListDatabases")?;
+    let databases = service.catalog.databases();
+    let summaries = if request.include_summary.unwrap_or(false) {
+        databases
+            .iter()
+            .map(|(db, count)| PbDatabaseSummary {
+                database_name: db.name.clone(),
+                created_time: db.created_ms,
+                table_count: *count,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(ListDatabasesResponse {
+        database_name: databases.into_iter().map(|(db, _)| db.name).collect(),
+        database_summary: summaries,
+    })
+}
+
+pub(crate) fn database_exists(service: &Service, body: Bytes) -> Result<ExistsResponse, ApiError> {
+    let request: DatabaseExistsRequest = protocol::decode(body, "DatabaseExists")?;
+    Ok(ExistsResponse {
+        exists: service.catalog.database_exists(&request.database_name),
+    })
+}
+
+pub(crate) fn get_database_info(
+    service: &Service,
+    body: Bytes,
+) -> Result<GetDatabaseInfoResponse, ApiError> {
+    let request: GetDatabaseInfoRequest = protocol::decode(body, "GetDatabaseInfo")?;
+    let database = service.catalog.database(&request.database_name)?;
+    Ok(GetDatabaseInfoResponse {
+        database_json: database.json,
+        created_time: database.created_ms,
+        modified_time: database.modified_ms,
+    })
+}
+
+pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: CreateTableRequest = protocol::decode(body, "CreateTable")?;
+    let path = request.table_path;
+    let created = service.catalog.create_table(
+        &path.database_name,
+        &path.table_name,
+        &request.table_json,
+        request.ignore_if_exists,
+    )?;
+    if let Some(entry) = created
+        && let Err(error) = service.tablets.open_table(entry.clone()).await
+    {
+        // Undo the catalog entry so the table is not left without tablets.
+        let _ = service
+            .catalog
+            .drop_table(&entry.database, &entry.name, true);
+        service.tablets.drop_table(&entry).await;
+        return Err(ApiError::new(
+            code::LOG_STORAGE_EXCEPTION,
+            format!(
+                "cannot create tablets of {}: {error}",
+                entry.qualified_name()
+            ),
+        ));
+    }
+    Ok(Empty {})
+}
+
+pub(crate) async fn drop_table(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: DropTableRequest = protocol::decode(body, "DropTable")?;
+    let path = request.table_path;
+    if let Some(entry) = service.catalog.drop_table(
+        &path.database_name,
+        &path.table_name,
+        request.ignore_if_not_exists,
+    )? {
+        service.drop_table_data(&entry).await;
+    }
+    Ok(Empty {})
+}
+
+pub(crate) fn get_table_info(
+    service: &Service,
+    body: Bytes,
+) -> Result<GetTableInfoResponse, ApiError> {
+    let request: TablePathRequest = protocol::decode(body, "GetTableInfo")?;
+    let table = service.catalog.table(
+        &request.table_path.database_name,
+        &request.table_path.table_name,
+    )?;
+    Ok(GetTableInfoResponse {
+        table_id: table.id,
+        schema_id: table.schema_id,
+        table_json: table.json.clone(),
+        created_time: table.created_ms,
+        modified_time: table.modified_ms,
+        remote_data_dir: None,
+        bucket_count_epoch: None,
+    })
+}
+
+pub(crate) fn list_tables(service: &Service, body: Bytes) -> Result<ListTablesResponse, ApiError> {
+    let request: ListTablesRequest = protocol::decode(body, "ListTables")?;
+    Ok(ListTablesResponse {
+        table_name: service.catalog.list_tables(&request.database_name)?,
+    })
+}
+
+pub(crate) fn list_partition_infos(
+    service: &Service,
+    body: Bytes,
+) -> Result<ListPartitionInfosResponse, ApiError> {
+    let request: TablePathRequest = protocol::decode(body, "ListPartitionInfos")?;
+    let table = service.catalog.table(
+        &request.table_path.database_name,
+        &request.table_path.table_name,
+    )?;
+    if !table.descriptor.is_partitioned() {
+        return Err(ApiError::new(
+            code::TABLE_NOT_PARTITIONED,
+            format!("table {} is not partitioned", table.qualified_name()),
+        ));
+    }
+    Ok(ListPartitionInfosResponse {
+        partitions_info: Vec::new(),
+        system_partitions_included: None,
+    })
+}
+
+pub(crate) fn table_exists(service: &Service, body: Bytes) -> Result<ExistsResponse, ApiError> {
+    let request: TablePathRequest = protocol::decode(body, "TableExists")?;
+    let exists = service
+        .catalog
+        .table(
+            &request.table_path.database_name,
+            &request.table_path.table_name,
+        )
+        .is_ok();
+    Ok(ExistsResponse { exists })
+}
+
+pub(crate) fn get_table_schema(
+    service: &Service,
+    body: Bytes,
+) -> Result<GetTableSchemaResponse, ApiError> {
+    let request: GetTableSchemaRequest = protocol::decode(body, "GetTableSchema")?;
+    let table = service.catalog.table(
+        &request.table_path.database_name,
+        &request.table_path.table_name,
+    )?;
+    if let Some(schema_id) = request.schema_id
+        && schema_id != table.schema_id
+    {
+        return Err(ApiError::new(
+            code::SCHEMA_NOT_EXIST,
+            format!(
+                "table {} has no schema {schema_id} (only {})",
+                table.qualified_name(),
+                table.schema_id
+            ),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&table.json).map_err(|e| {
+        ApiError::new(
+            code::UNKNOWN_SERVER_ERROR,
+            format!("stored table json: {e}"),
+        )
+    })?;
+    let schema_json = serde_json::to_vec(&value["schema"])
+        .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("schema json: {e}")))?;
+    Ok(GetTableSchemaResponse {
+        schema_id: table.schema_id,
+        schema_json,
+    })
+}
+
+pub(crate) fn metadata(service: &Service, body: Bytes) -> Result<MetadataResponse, ApiError> {
+    let request: MetadataRequest = protocol::decode(body, "Metadata")?;
+    if let Some(partition) = request.partitions_path.first() {
+        return Err(ApiError::new(
+            code::PARTITION_NOT_EXISTS,
+            format!(
+                "partition {:?} of {}.{} does not exist: silt's hotstore has no partitioned tables",
+                partition.partition_name, partition.database_name, partition.table_name
+            ),
+        ));
+    }
+    if let Some(id) = request.partitions_id.first() {
+        return Err(ApiError::new(
+            code::PARTITION_NOT_EXISTS,
+            format!("partition id {id} does not exist"),
+        ));
+    }
+    let mut table_metadata = Vec::with_capacity(request.table_path.len());
+    for path in &request.table_path {
+        let table = service
+            .catalog
+            .table(&path.database_name, &path.table_name)?;
+        table_metadata.push(table_metadata_of(&table));
+    }
+    Ok(MetadataResponse {
+        coordinator_server: Some(service.server_node()),
+        tablet_servers: vec![service.server_node()],
+        table_metadata,
+    })
+}
+
+pub(crate) fn init_writer(service: &Service, body: Bytes) -> Result<InitWriterResponse, ApiError> {
+    let request: InitWriterRequest = protocol::decode(body, "InitWriter")?;
+    for path in &request.table_path {
+        service
+            .catalog
+            .table(&path.database_name, &path.table_name)?;
+    }
+    Ok(InitWriterResponse {
+        writer_id: service.next_writer_id(),
+    })
+}
+
+pub(crate) fn get_lake_snapshot(
+    service: &Service,
+    body: Bytes,
+) -> Result<GetLakeSnapshotResponse, ApiError> {
+    let request: GetLakeSnapshotRequest = protocol::decode(body, "GetLakeSnapshot")?;
+    let table = service.catalog.table(
+        &request.table_path.database_name,
+        &request.table_path.table_name,
+    )?;
+    let snapshot = service.lake.get(table.id).ok_or_else(|| {
+        ApiError::new(
+            code::LAKE_SNAPSHOT_NOT_EXIST,
+            format!(
+                "table {} has no lake snapshot yet (tiering has not committed it)",
+                table.qualified_name()
+            ),
+        )
+    })?;
+    if let Some(wanted) = request.snapshot_id
+        && wanted != snapshot.snapshot_id
+    {
+        return Err(ApiError::new(
+            code::LAKE_SNAPSHOT_NOT_EXIST,
+            format!(
+                "lake snapshot {wanted} of {} is not kept (latest is {})",
+                table.qualified_name(),
+                snapshot.snapshot_id
+            ),
+        ));
+    }
+    Ok(GetLakeSnapshotResponse {
+        table_id: table.id,
+        snapshot_id: snapshot.snapshot_id,
+        bucket_snapshots: snapshot
+            .bucket_offsets
+            .iter()
+            .map(|&(bucket_id, offset)| PbLakeSnapshotForBucket {
+                partition_id: None,
+                bucket_id,
+                log_offset: Some(offset),
+            })
+            .collect(),
+    })
+}
+
+fn table_metadata_of(table: &TableEntry) -> PbTableMetadata {
+    PbTableMetadata {
+        table_path: PbTablePath {
+            database_name: table.database.clone(),
+            table_name: table.name.clone(),
+        },
+        table_id: table.id,
+        schema_id: table.schema_id,
+        table_json: table.json.clone(),
+        bucket_metadata: (0..table.bucket_count)
+            .map(|bucket_id| PbBucketMetadata {
+                bucket_id,
+                leader_id: Some(NODE_ID),
+                replica_id: vec![NODE_ID],
+                leader_epoch: Some(0),
+                bucket_epoch: Some(0),
+                isr: vec![NODE_ID],
+            })
+            .collect(),
+        created_time: table.created_ms,
+        modified_time: table.modified_ms,
+    }
+}
+
+pub(crate) fn empty_security_token() -> GetFileSystemSecurityTokenResponse {
+    GetFileSystemSecurityTokenResponse {
+        schema: "file".to_string(),
+        token: Vec::new(),
+        expiration_time: None,
+        addition_info: Vec::new(),
+    }
+}

@@ -1,0 +1,280 @@
+//! Primary-key table handlers: PutKv and Lookup. A PutKv is decoded here and written by
+//! [`crate::tablets::changelog`]; what follows describes that write.
+//!
+//! An upsert looks up the old row and appends the changelog to the bucket's log tablet as one
+//! Fluss ARROW log batch with per-record change types, with full row images: `+I` for a new
+//! key, `-U` (old) then `+U` (new) for an update, `-D` (old) for a delete, nothing when the row
+//! did not change. Only once that batch is durable are the changes applied to the kv tablet,
+//! which records the log offset it applied: the log is the write-ahead log. A partial update
+//! (`target_columns`) merges the written columns into the old row.
+//!
+//! The kv tablet stores each row as the Fluss lookup value: the schema id (`i16`, little
+//! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
+
+use crate::protocol::messages::*;
+use crate::protocol::{self, ApiError, code};
+use crate::service::Service;
+use crate::tablets::TableRuntime;
+use crate::tablets::changelog::{self, KvWrite};
+use bytes::Bytes;
+use fluss::record::kv::{KV_RECORD_LENGTH_LENGTH, KvRecord, KvRecordBatch, RECORDS_OFFSET};
+use futures::future::join_all;
+use std::sync::Arc;
+
+pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiError> {
+    let request: PutKvRequest = protocol::decode(body, "PutKv")?;
+    let table = service.table_runtime(request.table_id)?;
+    if !table.entry.has_primary_key() {
+        return Err(ApiError::new(
+            code::NON_PRIMARY_KEY_TABLE,
+            format!(
+                "table {} has no primary key: write it with appends",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
+    let targets = target_columns(&table, &request.target_columns)?;
+    let writes = request.buckets_req.into_iter().map(|bucket_request| {
+        let table = table.clone();
+        let targets = targets.clone();
+        async move {
+            let bucket_id = bucket_request.bucket_id;
+            let result = match table.bucket(bucket_id) {
+                Ok(bucket) => match decode_writes(&table, &bucket_request.records) {
+                    Ok((writes, writer_id, sequence)) => {
+                        changelog::write(
+                            &table,
+                            bucket,
+                            KvWrite {
+                                writes,
+                                writer_id,
+                                sequence,
+                                targets: targets.as_deref().map(Vec::as_slice),
+                            },
+                        )
+                        .await
+                    }
+                    Err(error) => Err(error),
+                },
+                Err(error) => Err(error),
+            };
+            match result {
+                Ok(log_end_offset) => PbPutKvRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id,
+                    error_code: None,
+                    error_message: None,
+                    log_end_offset: Some(log_end_offset),
+                },
+                Err(error) => PbPutKvRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id,
+                    error_code: Some(error.code),
+                    error_message: Some(error.message),
+                    log_end_offset: None,
+                },
+            }
+        }
+    });
+    Ok(PutKvResponse {
+        buckets_resp: join_all(writes).await,
+    })
+}
+
+/// The written columns of a partial update, or `None` for a full-row write. They must include
+/// the primary key.
+fn target_columns(
+    table: &TableRuntime,
+    columns: &[i32],
+) -> Result<Option<Arc<Vec<usize>>>, ApiError> {
+    if columns.is_empty() {
+        return Ok(None);
+    }
+    let schema = table.entry.descriptor.schema();
+    let field_count = schema.row_type().fields().len();
+    let mut targets = Vec::with_capacity(columns.len());
+    for &column in columns {
+        match usize::try_from(column) {
+            Ok(index) if index < field_count => targets.push(index),
+            _ => {
+                return Err(ApiError::new(
+                    code::INVALID_TARGET_COLUMN,
+                    format!(
+                        "target column {column} of {} is out of range 0..{field_count}",
+                        table.entry.qualified_name()
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(missing) = schema
+        .primary_key_indexes()
+        .into_iter()
+        .find(|pk| !targets.contains(pk))
+    {
+        return Err(ApiError::new(
+            code::INVALID_TARGET_COLUMN,
+            format!(
+                "partial update of {} must include primary key column {missing}",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
+    Ok(Some(Arc::new(targets)))
+}
+
+/// One decoded write: key and the new row bytes (without schema id), `None` for a delete.
+
+/// Decodes the kv batches of a request into writes (zero-copy slices of the request) and the
+/// first batch's writer id and sequence.
+fn decode_writes(
+    table: &TableRuntime,
+    records: &Bytes,
+) -> Result<(Vec<changelog::Write>, i64, i32), ApiError> {
+    let corrupt = |reason: String| {
+        ApiError::new(
+            code::CORRUPT_RECORD,
+            format!("kv batch of {}: {reason}", table.entry.qualified_name()),
+        )
+    };
+    let mut writes = Vec::new();
+    let mut position = 0usize;
+    let mut writer = (crate::codec::NO_WRITER_ID, -1);
+    while position < records.len() {
+        let kv_batch = KvRecordBatch::new(records.clone(), position);
+        let size = kv_batch
+            .size_in_bytes()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let end = position
+            .checked_add(size)
+            .filter(|&end| end <= records.len() && size >= RECORDS_OFFSET);
+        let Some(end) = end else {
+            return Err(corrupt(format!(
+                "batch at byte {position} has an invalid length"
+            )));
+        };
+        if !kv_batch.is_valid() {
+            return Err(corrupt(format!("batch at byte {position} fails its CRC")));
+        }
+        let schema_id = kv_batch.schema_id().map_err(|e| corrupt(e.to_string()))?;
+        if i32::from(schema_id) != table.entry.schema_id {
+            return Err(ApiError::new(
+                code::SCHEMA_NOT_EXIST,
+                format!(
+                    "kv batch of {} has schema id {schema_id}, but the table has only schema {}",
+                    table.entry.qualified_name(),
+                    table.entry.schema_id
+                ),
+            ));
+        }
+        if position == 0 {
+            writer = (
+                kv_batch.writer_id().map_err(|e| corrupt(e.to_string()))?,
+                kv_batch
+                    .batch_sequence()
+                    .map_err(|e| corrupt(e.to_string()))?,
+            );
+        }
+        let count = kv_batch
+            .record_count()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let batch_bytes = records.slice(..end);
+        let mut record_position = position + RECORDS_OFFSET;
+        for _ in 0..count.max(0) {
+            let (record, record_size) = KvRecord::read_from(&batch_bytes, record_position)
+                .map_err(|e| corrupt(e.to_string()))?;
+            let key = record.key().clone();
+            if key.is_empty() {
+                return Err(ApiError::new(
+                    code::CORRUPT_MESSAGE,
+                    "kv record with an empty key",
+                ));
+            }
+            let value = if record.is_deletion() {
+                None
+            } else {
+                let value_start = record_position
+                    + KV_RECORD_LENGTH_LENGTH
+                    + varint_len(key.len() as u32)
+                    + key.len();
+                Some(batch_bytes.slice(value_start..record_position + record_size))
+            };
+            writes.push((key, value));
+            record_position += record_size;
+        }
+        position = end;
+    }
+    Ok((writes, writer.0, writer.1))
+}
+
+fn varint_len(mut value: u32) -> usize {
+    let mut bytes = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        bytes += 1;
+    }
+    bytes
+}
+
+pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, ApiError> {
+    let request: LookupRequest = protocol::decode(body, "Lookup")?;
+    let table = service.table_runtime(request.table_id)?;
+    if !table.entry.has_primary_key() {
+        return Err(ApiError::new(
+            code::NON_PRIMARY_KEY_TABLE,
+            format!(
+                "table {} has no primary key: lookups need one",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
+    let keys: usize = request.buckets_req.iter().map(|b| b.keys.len()).sum();
+    if keys > service.config.lookup_keys_max {
+        return Err(ApiError::new(
+            code::RECORD_TOO_LARGE,
+            format!(
+                "lookup of {keys} keys exceeds lookup_keys_max {}",
+                service.config.lookup_keys_max
+            ),
+        ));
+    }
+    let buckets_resp = request
+        .buckets_req
+        .iter()
+        .map(|bucket_request| {
+            let result = table.bucket(bucket_request.bucket_id).and_then(|bucket| {
+                let kv = bucket.kv.as_ref().ok_or_else(|| {
+                    ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet")
+                })?;
+                bucket_request
+                    .keys
+                    .iter()
+                    .map(|key| {
+                        kv.get(key)
+                            .map(|value| PbValue {
+                                values: value.map(|v| v.to_vec()),
+                            })
+                            .map_err(|e| ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match result {
+                Ok(values) => PbLookupRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id: bucket_request.bucket_id,
+                    error_code: None,
+                    error_message: None,
+                    values,
+                },
+                Err(error) => PbLookupRespForBucket {
+                    partition_id: bucket_request.partition_id,
+                    bucket_id: bucket_request.bucket_id,
+                    error_code: Some(error.code),
+                    error_message: Some(error.message),
+                    values: Vec::new(),
+                },
+            }
+        })
+        .collect();
+    Ok(LookupResponse { buckets_resp })
+}

@@ -1,0 +1,197 @@
+//! The primary-key write path, the kv tablet's write-ahead rule: an upsert looks up the old row
+//! and appends the changelog to the bucket's log tablet as one Fluss ARROW log batch with
+//! per-record change types and full row images (`+I` for a new key, `-U` (old) then `+U` (new)
+//! for an update, `-D` (old) for a delete, nothing when the row did not change). Only once that
+//! batch is durable are the changes applied to the kv tablet, which records the log offset it
+//! applied. A partial update (`target_columns`) merges the written columns into the old row.
+//!
+//! The kv tablet stores each row as the Fluss lookup value: the schema id (`i16`, little
+//! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
+
+use super::rows::{DELETE, INSERT, RowCodec, SCHEMA_ID_BYTES, UPDATE_AFTER, UPDATE_BEFORE};
+use super::{Bucket, TableRuntime, storage_error};
+use crate::codec::build::{HeaderFields, build_batch};
+use crate::protocol::{ApiError, code};
+use crate::storage::WriterCheck;
+use bytes::Bytes;
+use std::collections::HashMap;
+
+/// A key and its new row (`None`: delete), as a PutKv carries them.
+pub(crate) type Write = (Bytes, Option<Bytes>);
+
+/// One bucket's part of a PutKv.
+pub(crate) struct KvWrite<'a> {
+    pub writes: Vec<Write>,
+    pub writer_id: i64,
+    pub sequence: i32,
+    /// The written columns of a partial update (`None`: whole rows).
+    pub targets: Option<&'a [usize]>,
+}
+
+/// Writes one bucket's upserts and deletes of a PutKv: reads each key's old row, appends the
+/// changelog (with the writer's id and sequence, durably), then applies the new rows to the kv
+/// tablet. Returns the log end offset to acknowledge.
+pub(crate) async fn write(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    write: KvWrite<'_>,
+) -> Result<i64, ApiError> {
+    let KvWrite {
+        writes,
+        writer_id,
+        sequence,
+        targets,
+    } = write;
+    let codec = RowCodec::new(table)?;
+    let kv = bucket
+        .kv
+        .as_ref()
+        .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
+    let _guard = bucket.write_lock.lock().await;
+    if bucket.kv_behind.load(std::sync::atomic::Ordering::Acquire) {
+        // A previous apply failed after its changelog was durable: catch the kv up from the
+        // log before deciding anything on its state.
+        super::recovery::recover(table, bucket)?;
+        bucket
+            .kv_behind
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+    let context = format!("bucket {}", bucket.id);
+    // The bucket's log tablet keeps the writer state of log and kv writes alike (Fluss's rule,
+    // surviving restarts): the changelog batch carries this write's writer id and sequence.
+    let check = bucket
+        .log
+        .check_writer(writer_id, sequence)
+        .map_err(|e| storage_error(&context, e))?;
+    if let WriterCheck::Duplicate { next_offset } = check {
+        tracing::debug!(
+            bucket = bucket.id,
+            writer_id,
+            sequence,
+            "acknowledging retried kv batch without applying"
+        );
+        return Ok(next_offset);
+    }
+    let kv_error = |e: String| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("bucket {}: {e}", bucket.id),
+        )
+    };
+    // Changes of this request by key, so a key written twice in one batch sees its first write.
+    let mut pending: HashMap<Bytes, Option<Vec<u8>>> = HashMap::new();
+    let mut change_types = Vec::new();
+    let mut images: Vec<Vec<u8>> = Vec::new();
+    for (key, value) in writes {
+        let old = match pending.get(&key) {
+            Some(staged) => staged.clone(),
+            None => kv
+                .get(&key)
+                .map_err(|e| kv_error(e.to_string()))?
+                .map(|v| v.to_vec()),
+        };
+        let old_row = old
+            .as_deref()
+            .map(|stored| &stored[SCHEMA_ID_BYTES.min(stored.len())..]);
+        let new = match (&value, targets) {
+            (Some(row), None) => Some(codec.stored(row)),
+            (Some(row), Some(targets)) => {
+                Some(codec.stored(&codec.merge(old_row, row, targets, false)?))
+            }
+            (None, None) => None,
+            (None, Some(targets)) => match old_row {
+                // A partial delete nulls the target columns; the row goes once only the key is left.
+                Some(old_row) if !covers_all_non_key(table, targets) => {
+                    Some(codec.stored(&codec.merge(Some(old_row), old_row, targets, true)?))
+                }
+                _ => None,
+            },
+        };
+        match (&old, &new) {
+            (None, None) => continue,
+            (Some(old), Some(new)) if old == new => continue,
+            (None, Some(new)) => {
+                change_types.push(INSERT);
+                images.push(new.clone());
+            }
+            (Some(old), Some(new)) => {
+                change_types.extend([UPDATE_BEFORE, UPDATE_AFTER]);
+                images.push(old.clone());
+                images.push(new.clone());
+            }
+            (Some(old), None) => {
+                change_types.push(DELETE);
+                images.push(old.clone());
+            }
+        }
+        pending.insert(key, new);
+    }
+    if change_types.is_empty() {
+        // Nothing to append, but the sequence must still count, durably.
+        return bucket
+            .log
+            .record_unchanged_write(writer_id, sequence)
+            .map_err(|e| storage_error(&context, e));
+    }
+    let writer = (writer_id, sequence);
+    let changelog = changelog_batch(table, &codec, writer, &change_types, &images)?;
+    // The changelog is the write-ahead log: once it holds the batch (with its writer id and
+    // sequence), the write is done, and a retry after a failed kv apply or a crash is answered
+    // as a duplicate rather than applied again.
+    let info = bucket.append_changelog(changelog).await?;
+    crate::storage::durability::after_durable_write();
+    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+    if let Err(e) = kv.apply(&changes, info.next_offset) {
+        bucket
+            .kv_behind
+            .store(true, std::sync::atomic::Ordering::Release);
+        return Err(kv_error(e.to_string()));
+    }
+    Ok(info.next_offset)
+}
+
+fn covers_all_non_key(table: &TableRuntime, targets: &[usize]) -> bool {
+    let schema = table.entry.descriptor.schema();
+    let keys = schema.primary_key_indexes();
+    (0..schema.row_type().fields().len()).all(|pos| keys.contains(&pos) || targets.contains(&pos))
+}
+
+/// Builds one ARROW changelog batch from stored row images (schema id + row).
+fn changelog_batch(
+    table: &TableRuntime,
+    codec: &RowCodec,
+    (writer_id, batch_sequence): (i64, i32),
+    change_types: &[u8],
+    images: &[Vec<u8>],
+) -> Result<Bytes, ApiError> {
+    let internal = |e: fluss::error::Error| {
+        ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("changelog encode: {e}"))
+    };
+    let mut builder =
+        fluss::record::RowAppendRecordBatchBuilder::new(&codec.row_type).map_err(internal)?;
+    for image in images {
+        let row = codec.decoder.decode(&image[SCHEMA_ID_BYTES..]);
+        builder.append(&row).map_err(internal)?;
+    }
+    let record_batch = builder.build_arrow_record_batch().map_err(internal)?;
+    debug_assert_eq!(
+        record_batch.schema().fields().len(),
+        table.arrow_schema.fields().len()
+    );
+    let message = crate::codec::arrow::encode_arrow_message(&record_batch)
+        .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("changelog encode: {e}")))?;
+    Ok(build_batch(
+        HeaderFields {
+            base_offset: 0,
+            commit_timestamp: 0,
+            schema_id: codec.schema_id,
+            append_only: false,
+            writer_id,
+            batch_sequence,
+            record_count: change_types.len() as i32,
+        },
+        change_types,
+        &message,
+    ))
+}

@@ -1,0 +1,111 @@
+//! Recovery of a kv tablet from its write-ahead log: replay the changelog from the applied
+//! offset up to the high watermark (after a crash between the durable append and the apply, or
+//! after an apply that failed).
+
+use super::rows::{DELETE, INSERT, RowCodec, UPDATE_BEFORE};
+use super::{Bucket, TableRuntime, storage_error};
+use crate::codec::Batch;
+use crate::protocol::{ApiError, code};
+use std::sync::Arc;
+
+fn primary_key_encoder(table: &TableRuntime) -> Result<Box<dyn fluss::row::KeyEncoder>, ApiError> {
+    let internal = |e: fluss::error::Error| {
+        ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("key encoder: {e}"))
+    };
+    let entry = &table.entry;
+    let info = fluss::metadata::TableInfo::of(
+        fluss::metadata::TablePath::new(entry.database.clone(), entry.name.clone()),
+        entry.id,
+        entry.schema_id,
+        entry.descriptor.clone(),
+        entry.created_ms,
+        entry.modified_ms,
+    );
+    let config = info.get_table_config();
+    fluss::row::encode::KeyEncoderFactory::of_primary_key_encoder(
+        info.row_type(),
+        info.get_physical_primary_keys(),
+        &config.get_datalake_format().map_err(internal)?,
+        config.get_kv_format_version().map_err(internal)?,
+        info.is_default_bucket_key(),
+    )
+    .map_err(internal)
+}
+
+/// Bytes of changelog read per step of a recovery replay.
+const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
+
+/// Replays the changelog from the kv tablet's applied offset up to the log's high watermark,
+/// so the kv state equals the changelog after a crash between the durable append and the
+/// apply (the log is the write-ahead log). Keys are re-encoded from the row images with the
+/// client's key encoder, so they equal the keys clients send.
+pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiError> {
+    let Some(kv) = &bucket.kv else { return Ok(()) };
+    let context = format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
+    let mut applied = kv
+        .applied_offset()
+        .map_err(|e| storage_error(&context, e))?;
+    let high_watermark = bucket.log.high_watermark();
+    if applied >= high_watermark {
+        return Ok(());
+    }
+    let corrupt = |reason: String| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("{context}: changelog replay: {reason}"),
+        )
+    };
+    let codec = RowCodec::new(table)?;
+    let mut key_encoder = primary_key_encoder(table)?;
+    let row_type = Arc::new(codec.row_type.clone());
+    let replay_start = applied;
+    while applied < high_watermark {
+        let data = bucket
+            .log
+            .read(applied, REPLAY_READ_BYTES)
+            .map_err(|e| storage_error(&context, e))?;
+        if data.is_empty() {
+            break;
+        }
+        for view in Batch::split(data, false).map_err(|e| corrupt(e.to_string()))? {
+            let next = view.next_offset();
+            if next <= applied {
+                continue;
+            }
+            let (change_types, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
+            let record_batch = Arc::new(
+                crate::codec::arrow::decode_arrow_message(&message, &table.arrow_schema, None)
+                    .map_err(corrupt)?,
+            );
+            let mut row =
+                fluss::row::ColumnarRow::new(record_batch.clone(), row_type.clone(), 0, None)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+            for i in 0..record_batch.num_rows() {
+                if view.base_offset() + i as i64 <= applied - 1 {
+                    continue;
+                }
+                let change = change_types.get(i).copied().unwrap_or(INSERT);
+                if change == UPDATE_BEFORE {
+                    continue;
+                }
+                row.set_row_id(i);
+                let key = key_encoder
+                    .encode_key(&row)
+                    .map_err(|e| corrupt(e.to_string()))?
+                    .to_vec();
+                let value = if change == DELETE {
+                    None
+                } else {
+                    Some(codec.stored(&codec.encode_row(&row)?))
+                };
+                changes.push((key, value));
+            }
+            kv.apply(&changes, next)
+                .map_err(|e| storage_error(&context, e))?;
+            applied = next;
+        }
+    }
+    tracing::info!(table = %table.entry.qualified_name(), bucket = bucket.id, from = replay_start, to = applied, "replayed changelog into kv tablet");
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! Rows as the kv tablet stores them and the changelog carries them: the change-type bytes,
+//! and [`RowCodec`] (the table's kv row format, with its schema id in front).
+
+use super::TableRuntime;
+use crate::protocol::{ApiError, code};
+use fluss::metadata::KvFormat;
+use fluss::row::encode::{RowEncoder, RowEncoderFactory};
+use fluss::row::field_getter::FieldGetter;
+use fluss::row::{Datum, RowDecoder, RowDecoderFactory};
+use std::sync::Arc;
+
+pub(crate) const INSERT: u8 = 1;
+pub(crate) const UPDATE_BEFORE: u8 = 2;
+pub(crate) const UPDATE_AFTER: u8 = 3;
+pub(crate) const DELETE: u8 = 4;
+pub(crate) const SCHEMA_ID_BYTES: usize = 2;
+
+fn kv_format(table: &TableRuntime) -> KvFormat {
+    match table
+        .entry
+        .descriptor
+        .properties()
+        .get("table.kv.format")
+        .map(String::as_str)
+    {
+        Some(format) if format.eq_ignore_ascii_case("INDEXED") => KvFormat::INDEXED,
+        _ => KvFormat::COMPACTED,
+    }
+}
+
+pub(crate) struct RowCodec {
+    pub(crate) decoder: Arc<dyn RowDecoder>,
+    pub(crate) getters: Box<[FieldGetter]>,
+    pub(crate) field_count: usize,
+    pub(crate) kv_format: KvFormat,
+    pub(crate) row_type: fluss::metadata::RowType,
+    pub(crate) schema_id: i16,
+}
+
+impl RowCodec {
+    pub(crate) fn new(table: &TableRuntime) -> Result<RowCodec, ApiError> {
+        let row_type = table.entry.descriptor.schema().row_type().clone();
+        let kv_format = kv_format(table);
+        let decoder = RowDecoderFactory::create(kv_format, row_type.clone())
+            .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row decoder: {e}")))?;
+        Ok(RowCodec {
+            getters: FieldGetter::create_field_getters(&row_type),
+            field_count: row_type.fields().len(),
+            decoder,
+            kv_format,
+            row_type,
+            schema_id: table.entry.schema_id as i16,
+        })
+    }
+
+    pub(crate) fn stored(&self, row: &[u8]) -> Vec<u8> {
+        let mut value = Vec::with_capacity(SCHEMA_ID_BYTES + row.len());
+        value.extend_from_slice(&self.schema_id.to_le_bytes());
+        value.extend_from_slice(row);
+        value
+    }
+
+    /// Encodes any row (e.g. one read back from the changelog) in the table's kv format.
+    pub(crate) fn encode_row(
+        &self,
+        row: &dyn fluss::row::InternalRow,
+    ) -> Result<Vec<u8>, ApiError> {
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row encode: {e}"))
+        };
+        let mut encoder =
+            RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
+        encoder.start_new_row().map_err(internal)?;
+        for pos in 0..self.field_count {
+            encoder
+                .encode_field(pos, self.getters[pos].get_field(row).map_err(internal)?)
+                .map_err(internal)?;
+        }
+        Ok(encoder.finish_row().map_err(internal)?.to_vec())
+    }
+
+    /// Merges the target columns of `new` into `old` (both rows without schema id); with no
+    /// old row the other columns are null.
+    pub(crate) fn merge(
+        &self,
+        old: Option<&[u8]>,
+        new: &[u8],
+        targets: &[usize],
+        delete: bool,
+    ) -> Result<Vec<u8>, ApiError> {
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(code::INVALID_TARGET_COLUMN, format!("partial update: {e}"))
+        };
+        let new_row = self.decoder.decode(new);
+        let old_row = old.map(|old| self.decoder.decode(old));
+        let mut encoder =
+            RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
+        encoder.start_new_row().map_err(internal)?;
+        for pos in 0..self.field_count {
+            let datum = if targets.contains(&pos) {
+                if delete {
+                    Datum::Null
+                } else {
+                    self.getters[pos].get_field(&new_row).map_err(internal)?
+                }
+            } else {
+                match &old_row {
+                    Some(old_row) => self.getters[pos].get_field(old_row).map_err(internal)?,
+                    None => Datum::Null,
+                }
+            };
+            encoder.encode_field(pos, datum).map_err(internal)?;
+        }
+        Ok(encoder.finish_row().map_err(internal)?.to_vec())
+    }
+}
