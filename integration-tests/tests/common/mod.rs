@@ -3,5 +3,6 @@
 #![allow(dead_code)]
 
 pub mod fluss_real;
+pub mod java_client;
 pub mod raw_fluss;
 pub mod scenario;
