@@ -289,9 +289,10 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
                 .iter()
                 .find(|(b, _)| b == bucket)
                 .map(|(_, o)| *o);
+            // A bucket that got no rows (the client's sticky assignment) has no registry entry.
             assert_eq!(
-                registered,
-                Some(*lake),
+                registered.unwrap_or(0),
+                *lake,
                 "{}: registry offset of bucket {bucket}",
                 status.table
             );
