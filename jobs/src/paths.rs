@@ -1,11 +1,14 @@
-//! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, a
-//! tiering job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
+//! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, the
+//! lake of a dropped table moved aside to `<lake_root>/__dropped/<db>.<table>-<id>`, a tiering
+//! job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
 //!
 //! Names come from a Fluss endpoint (silt's hotstore, or any Fluss cluster), so they are
-//! checked here with Fluss's own rule before they touch a path: 1 to 200 characters of ASCII
-//! letters, digits, `_` and `-`. That excludes path separators, `.` and `..`, drive letters,
-//! URL syntax and NUL, so a name is always exactly one normal path component and a built path
-//! can never leave its root; [`child_of`] asserts that for every path it builds.
+//! checked here with Fluss's own rules before they touch a path: 1 to 200 characters of ASCII
+//! letters, digits, `_` and `-`, not starting with `__` (reserved for Fluss's internal names).
+//! That excludes path separators, `.` and `..`, drive letters, URL syntax and NUL, so a name is
+//! always exactly one normal path component and a built path can never leave its root;
+//! [`child_of`] asserts that for every path it builds. It also keeps `__dropped` apart from
+//! every database's directory.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -13,7 +16,9 @@ use anyhow::{Result, bail};
 
 /// Checks a database or table name with Fluss's rule (`TablePath::detect_invalid_name`).
 pub fn check_name(what: &str, name: &str) -> Result<()> {
-    if let Some(reason) = fluss::metadata::TablePath::detect_invalid_name(name) {
+    let invalid = fluss::metadata::TablePath::detect_invalid_name(name)
+        .or_else(|| fluss::metadata::TablePath::validate_prefix(name));
+    if let Some(reason) = invalid {
         bail!(
             "{what} name {name:?} cannot name a path: {reason} (rename it to ASCII letters, digits, _ and -)"
         );
@@ -46,6 +51,27 @@ pub fn lake_uri(lake_root: &str, database: &str, table: &str) -> Result<String> 
         "{}/{database}/{table}",
         lake_root.trim_end_matches('/')
     ))
+}
+
+/// Where lakes of dropped tables are moved, under the lake root. `__` cannot start a Fluss
+/// name, so no database's directory is called so.
+pub const DROPPED_DIR: &str = "__dropped";
+
+/// The lake of `database.table` relative to the lake root: `<db>/<table>`.
+pub fn lake_relative(database: &str, table: &str) -> Result<String> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    Ok(format!("{database}/{table}"))
+}
+
+/// Where the lake of `database.table` goes when it belongs to table id `owner` and another
+/// table of that name tiers there now, relative to the lake root:
+/// `__dropped/<db>.<table>-<owner>` (`-unknown` when the lake names no owner id).
+pub fn dropped_lake_relative(database: &str, table: &str, owner: Option<i64>) -> Result<String> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    let owner = owner.map_or_else(|| "unknown".to_string(), |id| id.to_string());
+    Ok(format!("{DROPPED_DIR}/{database}.{table}-{owner}"))
 }
 
 /// The directory of the tiering job of `database.table` (table id `table_id`) under `root`:
@@ -85,6 +111,8 @@ mod tests {
         "a.b",
         "%2e%2e",
         "a\nb",
+        "__dropped",
+        "__x",
     ];
 
     #[test]
@@ -129,6 +157,20 @@ mod tests {
         assert_eq!(
             tiering_checkpoint_dir(Path::new("/cp"), "shop", "orders", 7).unwrap(),
             PathBuf::from("/cp/shop.orders-7")
+        );
+        assert_eq!(lake_relative("shop", "orders").unwrap(), "shop/orders");
+        assert_eq!(
+            dropped_lake_relative("shop", "orders", Some(12)).unwrap(),
+            "__dropped/shop.orders-12"
+        );
+        assert_eq!(
+            dropped_lake_relative("shop", "orders", None).unwrap(),
+            "__dropped/shop.orders-unknown"
+        );
+        assert!(dropped_lake_relative("..", "orders", Some(1)).is_err());
+        assert!(
+            lake_relative("a_b", "_c").is_ok(),
+            "one underscore is a name"
         );
         let longest = "y".repeat(200);
         assert!(lake_uri("/l", &longest, &longest).is_ok());

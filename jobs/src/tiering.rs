@@ -9,6 +9,11 @@
 //! A job's first start reads the lake's txn offsets and starts the source there, so a
 //! redeployed job never re-tiers what the lake has; later starts restore from the job's own
 //! checkpoints under `<data_dir>/checkpoints/tiering/`.
+//!
+//! A lake belongs to one table id. When a table is dropped and created again under its name,
+//! the new table's job finds the old table's lake at `<lake_root>/<db>/<table>` and moves it to
+//! `<lake_root>/__dropped/<db>.<table>-<old id>` before it starts a new lake there; the dropped
+//! table's checkpoints and key index are deleted once the service sees it gone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -18,7 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 use futures::FutureExt;
 use silt_connectors::delta::{
-    DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets,
+    DeltaSinkConfig, FaultPoint, LakeCommit, LakeOwner, TableKind, add_delta_sink, lake_owner,
+    move_lake, read_lake_offsets,
 };
 use silt_connectors::fluss::{
     FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
@@ -253,6 +259,10 @@ impl TieringService {
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let mut seen = BTreeMap::new();
+        // Every table's id, lake-enabled or not.
+        let mut ids = BTreeMap::new();
+        // Tables listed but not described (a transient error): neither started nor cancelled.
+        let mut unknown = std::collections::BTreeSet::new();
         for database in admin
             .list_databases()
             .await
@@ -268,9 +278,11 @@ impl TieringService {
                     Ok(info) => info,
                     Err(e) => {
                         warn!(table = %format!("{database}.{table}"), error = %e, "tiering: cannot describe table");
+                        unknown.insert((database.clone(), table.clone()));
                         continue;
                     }
                 };
+                ids.insert((database.clone(), table.clone()), info.get_table_id());
                 if info
                     .get_properties()
                     .get(DATALAKE_ENABLED)
@@ -282,11 +294,12 @@ impl TieringService {
             }
         }
         let mut jobs = self.jobs.lock().await;
-        // Tables gone, recreated, or whose job ended for good: stop tracking (and cancel).
+        // Tables gone, recreated, or no longer lake-enabled: stop tracking (and cancel).
         let stale: Vec<_> = jobs
             .iter()
             .filter(|(key, job)| {
                 !job.explicit
+                    && !unknown.contains(*key)
                     && seen
                         .get(*key)
                         .is_none_or(|info| info.get_table_id() != job.table_id)
@@ -294,9 +307,13 @@ impl TieringService {
             .map(|(key, _)| key.clone())
             .collect();
         for key in stale {
-            if let Some(job) = jobs.remove(&key) {
-                info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped or recreated; cancelling its job");
-                job.job.cancel().await;
+            let Some(job) = jobs.remove(&key) else {
+                continue;
+            };
+            info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped, recreated or no longer lake-enabled; cancelling its job");
+            job.job.cancel().await;
+            if ids.get(&key) != Some(&job.table_id) {
+                self.remove_job_state(&key.0, &key.1, job.table_id, true);
             }
         }
         for (key, info) in seen {
@@ -312,6 +329,76 @@ impl TieringService {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Deletes the checkpoints of the tiering job of table id `table_id` (a dropped table's)
+    /// and, with `key_index`, its key index. Failures are logged: what
+    /// is left only takes disk space.
+    fn remove_job_state(&self, database: &str, table: &str, table_id: i64, key_index: bool) {
+        let mut dirs = vec![crate::paths::tiering_checkpoint_dir(
+            &self.config.checkpoint_root,
+            database,
+            table,
+            table_id,
+        )];
+        if let (true, Some(root)) = (key_index, &self.config.key_index_root) {
+            dirs.push(crate::paths::tiering_checkpoint_dir(
+                root, database, table, table_id,
+            ));
+        }
+        for dir in dirs {
+            let removed = dir.and_then(|dir| match std::fs::remove_dir_all(&dir) {
+                Ok(()) => Ok(Some(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(anyhow::Error::new(e).context(format!("removing {}", dir.display()))),
+            });
+            match removed {
+                Ok(Some(dir)) => {
+                    info!(table = %format!("{database}.{table}"), table_id, dir = %dir.display(), "tiering: removed the state of a tiering job")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(table = %format!("{database}.{table}"), table_id, error = %format!("{e:#}"), "tiering: cannot remove the state of a tiering job; delete it by hand")
+                }
+            }
+        }
+    }
+
+    /// Makes the lake location of `database.table` this table id's: a lake there that belongs
+    /// to another id (a dropped table of the same name) is moved to
+    /// `<lake_root>/__dropped/<db>.<table>-<id>`, where it stays until a user removes it.
+    async fn claim_lake(
+        &self,
+        database: &str,
+        table: &str,
+        lake_uri: &str,
+        table_id: &str,
+        buckets: u32,
+    ) -> Result<()> {
+        let options = &self.config.storage_options;
+        let LakeOwner::Foreign { owner } =
+            lake_owner(lake_uri, options, table_id, buckets)
+                .await
+                .with_context(|| format!("reading who owns the lake at {lake_uri}"))?
+        else {
+            return Ok(());
+        };
+        // The owner becomes part of a path: only a table id (a number) is used as is.
+        let owner_id = owner.as_deref().and_then(|o| o.parse::<i64>().ok());
+        let to = crate::paths::dropped_lake_relative(database, table, owner_id)?;
+        let from = crate::paths::lake_relative(database, table)?;
+        let moved = move_lake(&self.config.lake_root, options, &from, &to)
+            .await
+            .with_context(|| format!("moving the lake of a dropped {database}.{table} aside"))?;
+        warn!(
+            table = %format!("{database}.{table}"),
+            table_id,
+            previous_owner = owner.as_deref().unwrap_or("unknown"),
+            from = lake_uri,
+            to = %moved,
+            "tiering: the lake here belonged to a dropped table of the same name; moved it aside, whole (any Delta reader can read it there). To remove it, delete {moved}; to get it back as the lake of this name, drop the new table and move it back to {lake_uri}"
+        );
         Ok(())
     }
 
@@ -364,8 +451,10 @@ impl TieringService {
         } else {
             TableKind::Log
         };
-        // The lake's txn actions are the truth about what was tiered: start there.
         let lake_id = table_id.to_string();
+        self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
+            .await?;
+        // The lake's txn actions are the truth about what was tiered: start there.
         let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;

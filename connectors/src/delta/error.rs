@@ -44,6 +44,13 @@ pub enum Error {
         source: object_store::Error,
     },
 
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("commit hook failed: {0}")]
     Hook(String),
 

@@ -32,6 +32,7 @@ use super::committer::LakeCommit;
 use super::dv::{self, DvFileWriter};
 use super::error::{Error, Result};
 use super::key_index::{self, KeyIndex};
+use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema;
 use super::writer::{last_change_per_key, writer_properties};
 use super::{DeltaSinkConfig, TableKind};
@@ -53,24 +54,25 @@ pub struct LakeOffsets {
 }
 
 /// Reads the lake's txn offsets of buckets `0..bucket_count`, for a source's first start and for
-/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet.
+/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet, or when
+/// the one there belongs to another silt table id (a dropped table's lake, see
+/// [`super::owner`]): for table `table_id` that lake holds nothing.
 pub async fn read_lake_offsets(
     table_uri: &str,
     storage_options: &HashMap<String, String>,
     table_id: &str,
     bucket_count: u32,
 ) -> Result<Option<LakeOffsets>> {
-    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
+    let Some(table) = load_existing(table_uri, storage_options).await? else {
         return Ok(None);
-    }
-    let url = table_url(table_uri)?;
-    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
-        .await
-        .map_err(Error::delta(table_uri))?;
+    };
     let Some(delta_version) = table.version() else {
         return Ok(None);
     };
     let buckets = (0..bucket_count as i32).collect::<Vec<_>>();
+    if owner_of(&table, table_uri, table_id, buckets.clone()).await? != LakeOwner::Owned {
+        return Ok(None);
+    }
     let bucket_offsets = txn_versions(&table, table_uri, table_id, buckets).await?;
     Ok(Some(LakeOffsets {
         delta_version,
@@ -78,12 +80,28 @@ pub async fn read_lake_offsets(
     }))
 }
 
+/// The Delta table at `table_uri`, or `None` when there is none (a local path without a
+/// `_delta_log`, or a table without a version).
+pub(crate) async fn load_existing(
+    table_uri: &str,
+    storage_options: &HashMap<String, String>,
+) -> Result<Option<DeltaTable>> {
+    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
+        return Ok(None);
+    }
+    let url = table_url(table_uri)?;
+    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
+        .await
+        .map_err(Error::delta(table_uri))?;
+    Ok(table.version().is_some().then_some(table))
+}
+
 /// A local path (created when missing) or an object store URL.
 fn table_url(table_uri: &str) -> Result<Url> {
     deltalake::ensure_table_uri(table_uri).map_err(Error::delta(table_uri))
 }
 
-async fn txn_versions(
+pub(crate) async fn txn_versions(
     table: &DeltaTable,
     uri: &str,
     table_id: &str,
@@ -165,7 +183,9 @@ impl LakeTable {
                 .with_columns(columns.fields().cloned())
                 .with_partition_columns([BUCKET_COLUMN])
                 .with_save_mode(SaveMode::Ignore)
-                .with_comment(format!("tiered by silt from table {}", config.table_id));
+                .with_comment(format!("{DESCRIPTION_PREFIX}{}", config.table_id))
+                .with_raise_if_key_not_exists(false)
+                .with_configuration([(OWNER_KEY, Some(config.table_id.as_str()))]);
             if config.deletion_vectors && matches!(config.kind, TableKind::PrimaryKey { .. }) {
                 create = create.with_configuration_property(
                     TableProperty::EnableDeletionVectors,
@@ -195,12 +215,29 @@ impl LakeTable {
             lake_schema,
             key_index: None,
         };
+        lake.check_owner()?;
         lake.check_schema()?;
         Ok(lake)
     }
 
     fn uri(&self) -> &str {
         &self.config.table_uri
+    }
+
+    /// Refuses a table that names another silt table id as its owner: its rows and txn
+    /// offsets are another table's (see [`super::owner`]).
+    fn check_owner(&self) -> Result<()> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        match recorded_owner(state.metadata()) {
+            Some(owner) if owner != self.config.table_id => Err(Error::TableMismatch {
+                uri: self.uri().to_string(),
+                message: format!(
+                    "it belongs to silt table id {owner}, this sink writes table id {} (for a table dropped and created again the tiering service moves the old lake aside first; for a job's sink choose another path)",
+                    self.config.table_id
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn check_schema(&self) -> Result<()> {

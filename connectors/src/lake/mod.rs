@@ -47,7 +47,7 @@ use fluss::rpc::message::OffsetSpec;
 pub use error::{Error, Result};
 pub use progress::{BucketWait, QueryProgress, Stage, instrument_file_scans};
 
-use crate::delta::{app_id, lake_arrow_schema};
+use crate::delta::{LakeOwner, app_id, lake_arrow_schema, recorded_owner};
 
 /// Suffix of a table's lake tier.
 pub const LAKE_SUFFIX: &str = "$lake";
@@ -323,11 +323,8 @@ impl LakeCatalog {
             .await
             .map_err(Error::delta(&uri))?;
         let snapshot = table.snapshot().map_err(Error::delta(&uri))?;
-        let table_id = snapshot
-            .metadata()
-            .description()
-            .and_then(|d| d.strip_prefix("tiered by silt from table "))
-            .and_then(|id| id.trim().parse::<i64>().ok())
+        let table_id = recorded_owner(snapshot.metadata())
+            .and_then(|id| id.parse::<i64>().ok())
             .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
         let provider = table.table_provider().await?;
         let system = [
@@ -434,6 +431,11 @@ impl LakeCatalog {
         let Some(version) = table.version() else {
             return Ok(absent);
         };
+        // A lake left by a dropped table of the same name is not this table's.
+        let id = meta.table_id.to_string();
+        if crate::delta::owner_of(&table, uri, &id, meta.bucket_ids()).await? != LakeOwner::Owned {
+            return Ok(absent);
+        }
         let state = table.snapshot().map_err(Error::delta(uri))?;
         let log_store = table.log_store();
         let mut offsets = BTreeMap::new();
