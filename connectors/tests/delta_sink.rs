@@ -827,6 +827,7 @@ async fn write_committable(
         buckets: BTreeMap::from([(
             bucket,
             BucketRange {
+                follows: Some(start),
                 start,
                 end: start + rows,
                 rows: rows as u64,
@@ -1003,6 +1004,114 @@ async fn lake_offsets_of_a_missing_table_are_none() {
             .unwrap(),
         None
     );
+}
+
+/// `write_committable` with the range continuing from `follows` instead of its start.
+async fn committable_following(
+    lake: &LakeTable,
+    checkpoint_id: u64,
+    bucket: i32,
+    follows: Option<i64>,
+    start: i64,
+    rows: i64,
+) -> Committable {
+    let mut c = write_committable(lake, checkpoint_id, bucket, start, rows).await;
+    c.buckets.get_mut(&bucket).unwrap().follows = follows;
+    c
+}
+
+/// Regression (issue 13, item 3): a committable that continues after the lake's txn offset (a
+/// lost committable, a checkpoint restored over a replaced lake) was committed, and the txn
+/// offset then claimed offsets that were never written.
+#[tokio::test]
+async fn a_commit_that_would_leave_a_hole_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
+    config.start_offsets = Some(BTreeMap::from([(0, 0), (1, 3)]));
+    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let first = vec![write_committable(&lake, 1, 0, 0, 10).await];
+    let plan = lake.plan(&first).await.unwrap();
+    lake.apply(&plan).await.unwrap();
+
+    // (committables, Ok(txns) | Err((bucket, follows, expected, what the message says)))
+    type Want = Result<BTreeMap<i32, i64>, (i32, i64, i64, &'static str)>;
+    let cases: Vec<(Vec<Committable>, Want)> = vec![
+        (
+            vec![write_committable(&lake, 2, 0, 20, 5).await],
+            Err((0, 20, 10, "the lake's txn offset for it is 10")),
+        ),
+        (
+            vec![
+                write_committable(&lake, 2, 0, 10, 5).await,
+                write_committable(&lake, 4, 0, 16, 5).await,
+            ],
+            Err((
+                0,
+                16,
+                15,
+                "the committable before it in the same commit ends at 15",
+            )),
+        ),
+        (
+            vec![write_committable(&lake, 2, 1, 4, 5).await],
+            Err((
+                1,
+                4,
+                3,
+                "the lake holds nothing of it and its changelog starts at 3",
+            )),
+        ),
+        // Offsets without rows between the lake's end and the first row are no hole.
+        (
+            vec![committable_following(&lake, 2, 0, Some(10), 12, 5).await],
+            Ok(BTreeMap::from([(0, 17)])),
+        ),
+        (
+            vec![
+                write_committable(&lake, 2, 0, 10, 5).await,
+                write_committable(&lake, 3, 0, 15, 5).await,
+                write_committable(&lake, 3, 1, 3, 2).await,
+            ],
+            Ok(BTreeMap::from([(0, 20), (1, 5)])),
+        ),
+        // A committable of an older silt does not say where it continues from.
+        (
+            vec![committable_following(&lake, 2, 0, None, 20, 5).await],
+            Ok(BTreeMap::from([(0, 25)])),
+        ),
+    ];
+    for (committables, want) in cases {
+        let planned = lake.plan(&committables).await;
+        match (planned, want) {
+            (Ok(plan), Ok(txns)) => assert_eq!(plan.txns, txns),
+            (Err(e @ Error::OffsetGap { .. }), Err((bucket, follows, expected, said))) => {
+                let Error::OffsetGap {
+                    bucket: b,
+                    follows: f,
+                    expected: x,
+                    ..
+                } = &e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((*b, *f, *x), (bucket, follows, expected), "{e}");
+                let message = e.to_string();
+                for part in [
+                    uri.as_str(),
+                    "silt table t7",
+                    &format!("bucket {bucket}:"),
+                    &format!("continues from offset {follows}"),
+                    said,
+                    &format!("offsets {expected}..{follows} were never written"),
+                ] {
+                    assert!(message.contains(part), "{message} lacks {part:?}");
+                }
+            }
+            (got, want) => panic!("got {:?}, want {want:?}", got.map(|p| p.txns)),
+        }
+    }
+    assert_eq!(lake.version(), Some(1), "nothing was committed");
 }
 
 /// The lake of a dropped table is not the lake of a new table with the same name: the sink
@@ -1295,6 +1404,7 @@ async fn stage_changes(
         buckets: BTreeMap::from([(
             bucket,
             BucketRange {
+                follows: Some(start),
                 start,
                 end: offsets.end,
                 rows: changes.len() as u64,

@@ -163,6 +163,9 @@ struct TableJob {
     /// Started by `tier_table` rather than discovered: discovery leaves it alone.
     explicit: bool,
     table_id: i64,
+    /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
+    /// `DeltaSinkConfig::on_offset_gap`): discovery then starts the job over from the lake.
+    lake_behind: Arc<std::sync::atomic::AtomicBool>,
     lake_uri: String,
     freshness: Duration,
     buckets: u32,
@@ -316,6 +319,37 @@ impl TieringService {
                 self.remove_job_state(&key.0, &key.1, job.table_id, true);
             }
         }
+        // Jobs whose checkpoint is ahead of their lake: start over from the lake's offsets.
+        let behind: Vec<_> = jobs
+            .iter()
+            .filter(|(_, job)| job.lake_behind.load(std::sync::atomic::Ordering::SeqCst))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in behind {
+            let Some(job) = jobs.remove(&key) else {
+                continue;
+            };
+            warn!(table = %format!("{}.{}", key.0, key.1), "tiering: a commit was refused because the job's checkpoint is ahead of its lake; discarding the job's checkpoints and starting again from the lake's txn offsets");
+            job.job.cancel().await;
+            self.remove_job_state(&key.0, &key.1, job.table_id, false);
+            // Discovered tables start again below; one started by `tier_table` starts here.
+            if job.explicit {
+                let path = fluss::metadata::TablePath::new(key.0.clone(), key.1.clone());
+                let restarted = match admin.get_table_info(&path).await {
+                    Ok(info) => self.start_job(&connection, &key.0, &key.1, &info).await,
+                    Err(e) => Err(anyhow!("table {}.{}: {e}", key.0, key.1)),
+                };
+                match restarted {
+                    Ok(mut restarted) => {
+                        restarted.explicit = true;
+                        jobs.insert(key, restarted);
+                    }
+                    Err(e) => {
+                        warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start the job again; call tier_table again")
+                    }
+                }
+            }
+        }
         for (key, info) in seen {
             if jobs.contains_key(&key) {
                 continue;
@@ -332,8 +366,8 @@ impl TieringService {
         Ok(())
     }
 
-    /// Deletes the checkpoints of the tiering job of table id `table_id` (a dropped table's)
-    /// and, with `key_index`, its key index. Failures are logged: what
+    /// Deletes the checkpoints of the tiering job of table id `table_id` (a dropped table's, or
+    /// ones ahead of the lake) and, with `key_index`, its key index. Failures are logged: what
     /// is left only takes disk space.
     fn remove_job_state(&self, database: &str, table: &str, table_id: i64, key_index: bool) {
         let mut dirs = vec![crate::paths::tiering_checkpoint_dir(
@@ -454,16 +488,39 @@ impl TieringService {
         let lake_id = table_id.to_string();
         self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
             .await?;
-        // The lake's txn actions are the truth about what was tiered: start there.
+        // The lake's txn actions are the truth about what was tiered: start there, and where
+        // the lake holds nothing of a bucket, at the changelog's start.
         let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
-        let start_offsets = lake
+        let bucket_ids: Vec<i32> = (0..buckets as i32).collect();
+        let earliest = connection
+            .get_admin()
+            .map_err(|e| anyhow!("fluss admin: {e}"))?
+            .list_offsets(
+                &fluss::metadata::TablePath::new(database.to_string(), table.to_string()),
+                &bucket_ids,
+                fluss::rpc::message::OffsetSpec::Earliest,
+            )
+            .await
+            .map_err(|e| anyhow!("list earliest offsets of {name}: {e}"))?;
+        let lake_offsets = lake
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
             .unwrap_or_default();
+        let start_offsets: BTreeMap<i32, i64> = bucket_ids
+            .iter()
+            .map(|b| {
+                let start = lake_offsets
+                    .get(b)
+                    .or(earliest.get(b))
+                    .copied()
+                    .unwrap_or(0);
+                (*b, start)
+            })
+            .collect();
         let progress = Arc::new(Mutex::new(Progress {
-            lake_offsets: start_offsets.clone(),
+            lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
             last_commit_ms: now_ms(),
         }));
@@ -478,6 +535,19 @@ impl TieringService {
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
         sink.deletion_vectors = self.config.deletion_vectors;
+        sink.start_offsets = Some(start_offsets.clone());
+        // A gap means this job's checkpoint is ahead of its lake (a lost committable, or the
+        // lake replaced by an older copy). Every restart restores that same checkpoint and meets
+        // the same gap, so the job is started over instead: discovery discards its checkpoints
+        // and starts it again from the lake's txn offsets, like a first start. Discarding is
+        // safe: the lake's txn offsets are the truth, the hot store still holds every offset
+        // after them, and what the discarded checkpoints held (written files not yet committed)
+        // is read and written again.
+        let lake_behind = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = lake_behind.clone();
+        sink.on_offset_gap = Some(Arc::new(move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        }));
         sink.key_index_dir = match &self.config.key_index_root {
             Some(root) => Some(crate::paths::tiering_checkpoint_dir(
                 root, database, table, table_id,
@@ -580,6 +650,7 @@ impl TieringService {
         Ok(TableJob {
             explicit: false,
             table_id,
+            lake_behind,
             lake_uri,
             freshness,
             buckets,

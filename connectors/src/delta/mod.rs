@@ -55,7 +55,7 @@ mod schema;
 mod table;
 mod writer;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -64,7 +64,7 @@ use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
 pub use committable::{BucketRange, Committable};
 pub use committer::{DeltaCommitter, LakeCommit, LakeCommitHook};
-pub use error::{Error, Result};
+pub use error::{Error, GapAfter, Result};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub use schema::{lake_arrow_schema, lake_data_type};
@@ -132,7 +132,21 @@ pub struct DeltaSinkConfig {
     pub on_commit: Option<LakeCommitHook>,
     /// Called at the committer's dangerous points, so tests can kill the process exactly there.
     pub fault_injection: Option<FaultHook>,
+    /// Where the source feeding this sink starts each bucket when the job starts without a
+    /// checkpoint (the tiering job: the lake's txn offsets, else the changelog's earliest
+    /// offsets). Writers continue their first range of a bucket from here, and a commit for a
+    /// bucket the lake holds nothing of must not continue from a later offset (see
+    /// [`Error::OffsetGap`]). `None`: not known (a job reading from `latest` or a timestamp).
+    pub start_offsets: Option<BTreeMap<i32, i64>>,
+    /// Called when a commit is refused for a gap in the offsets ([`Error::OffsetGap`]), before
+    /// the error fails the job. The job's restarts restore the same checkpoint and would meet
+    /// the same gap, so the owner of the job decides how to start over (the tiering service
+    /// discards the job's checkpoints and starts it again from the lake's txn offsets).
+    pub on_offset_gap: Option<OffsetGapHook>,
 }
+
+/// See [`DeltaSinkConfig::on_offset_gap`].
+pub type OffsetGapHook = Arc<dyn Fn() + Send + Sync>;
 
 /// Where a committer can die with consequences worth testing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +189,8 @@ impl DeltaSinkConfig {
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,
             fault_injection: None,
+            start_offsets: None,
+            on_offset_gap: None,
         }
     }
 

@@ -27,10 +27,10 @@ use roaring::RoaringTreemap;
 use tracing::{info, warn};
 use url::Url;
 
-use super::committable::Committable;
+use super::committable::{BucketRange, Committable};
 use super::committer::LakeCommit;
 use super::dv::{self, DvFileWriter};
-use super::error::{Error, Result};
+use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
 use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema;
@@ -326,6 +326,10 @@ impl LakeTable {
     /// only the offsets at or after the version are kept (log files are rewritten without the
     /// rows before it; staged changes are filtered by offset when merged), so this job neither
     /// duplicates the other's rows nor stalls on them.
+    ///
+    /// A kept range must continue where the lake ends (its txn version, or the range planned
+    /// before it): one that continues from a later offset would advance the txn version over
+    /// offsets never written, and fails the plan with [`Error::OffsetGap`].
     pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
         self.refresh().await?;
         let buckets: BTreeSet<i32> = committables
@@ -345,6 +349,12 @@ impl LakeTable {
             txns: BTreeMap::new(),
             rows: BTreeMap::new(),
         };
+        // Per bucket, where the next kept range must continue from and what that offset is.
+        let mut ends: BTreeMap<i32, (i64, GapAfter)> = plan
+            .lake_offsets
+            .iter()
+            .map(|(&b, &v)| (b, (v, GapAfter::LakeTxn)))
+            .collect();
         for c in committables {
             let mut kept = BTreeSet::new();
             // Buckets whose range the lake already holds in part: keep offsets >= the version.
@@ -367,6 +377,8 @@ impl LakeTable {
                     }
                     _ => {}
                 }
+                self.check_continues(bucket, range, ends.get(&bucket).copied())?;
+                ends.insert(bucket, (range.end, GapAfter::EarlierCommittable));
                 kept.insert(bucket);
                 let txn = plan.txns.entry(bucket).or_insert(range.end);
                 *txn = (*txn).max(range.end);
@@ -406,6 +418,41 @@ impl LakeTable {
             plan.staged.extend(c.staged.iter().cloned());
         }
         Ok(plan)
+    }
+
+    /// Fails with [`Error::OffsetGap`] when `range` continues from an offset after `end`
+    /// (where the lake, with what is planned before the range, ends for `bucket`; `None`: the
+    /// lake holds nothing of it, so it ends where the changelog starts, when that is known). A
+    /// range that does not say where it continues from (written by an older silt) passes.
+    fn check_continues(
+        &self,
+        bucket: i32,
+        range: &BucketRange,
+        end: Option<(i64, GapAfter)>,
+    ) -> Result<()> {
+        let Some(follows) = range.follows else {
+            return Ok(());
+        };
+        let start = self
+            .config
+            .start_offsets
+            .as_ref()
+            .and_then(|s| s.get(&bucket))
+            .map(|&s| (s, GapAfter::ChangelogStart));
+        let Some((expected, after)) = end.or(start) else {
+            return Ok(());
+        };
+        if follows > expected {
+            return Err(Error::OffsetGap {
+                uri: self.uri().to_string(),
+                table_id: self.config.table_id.clone(),
+                bucket,
+                follows,
+                expected,
+                after,
+            });
+        }
+        Ok(())
     }
 
     /// Rewrites a bucket's data files without the rows below offset `from` (the lake already
