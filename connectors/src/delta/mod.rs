@@ -21,6 +21,14 @@
 //! checkpoint is therefore committed in `open` without risk of duplicates, and a concurrent
 //! writer that commits the same app ids first makes Delta's conflict check reject ours.
 //!
+//! **Contract (no holes):** a bucket range says where it continues from (the end of its
+//! writer's previous range, or the source's start offset); a commit whose range continues after
+//! where the lake ends for that bucket fails with [`Error::OffsetGap`] and calls
+//! `on_offset_gap`, so the txn version never moves over offsets that were not written.
+//!
+//! **Ownership:** a lake table belongs to one silt table id (`silt.table.id` in its
+//! configuration); a sink refuses a lake of another id, and readers treat one as absent.
+//!
 //! **Layout:** tables are partitioned by `__bucket`, and each log-table file holds one bucket's
 //! rows in offset order.
 //!
