@@ -495,6 +495,13 @@ async fn a_table_created_again_does_not_see_the_dropped_tables_lake() -> Result<
         dropped.display()
     );
     assert_eq!(delta_rows(&dropped).await?, 1_000);
+    // `silt sql` without a server lists the table once, not the lake moved aside.
+    let offline =
+        silt_connectors::lake::LakeCatalog::offline(silt_connectors::lake::LakeCatalogConfig::new(
+            &silt.bootstrap,
+            data.join("lake").to_string_lossy(),
+        ));
+    assert_eq!(offline.known_tables().await?, ["v.again"]);
     // The dropped table's tiering state is gone; the new table's is its own.
     let checkpoints = data.join("checkpoints").join("tiering");
     assert!(!checkpoints.join(format!("v.again-{old_id}")).exists());

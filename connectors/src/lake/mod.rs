@@ -276,11 +276,13 @@ impl LakeCatalog {
         }
     }
 
-    /// `db.t` of every Delta table under a local `lake_root`.
+    /// `db.t` of every Delta table under a local `lake_root` (not the lakes of dropped tables
+    /// under `__dropped`: `__` starts no database's name).
     fn lake_tables(&self) -> Vec<String> {
         let root = std::path::Path::new(&self.config.lake_root);
         let mut out = Vec::new();
-        for db in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let databases = std::fs::read_dir(root).into_iter().flatten().flatten();
+        for db in databases.filter(|db| !db.file_name().to_string_lossy().starts_with("__")) {
             for table in std::fs::read_dir(db.path()).into_iter().flatten().flatten() {
                 if table.path().join("_delta_log").is_dir() {
                     out.push(format!(
