@@ -133,6 +133,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
         committable.buckets.insert(
             b as i32,
             BucketRange {
+                follows: Some(0),
                 start: 0,
                 end: keys.len() as i64,
                 rows: keys.len() as u64,
@@ -180,6 +181,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
             committable.buckets.insert(
                 b,
                 BucketRange {
+                    follows: Some(start),
                     start,
                     end: start + keys.len() as i64,
                     rows: keys.len() as u64,

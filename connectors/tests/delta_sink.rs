@@ -22,8 +22,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{ChangeType, stream_system_fields};
 use silt_connectors::delta::{
-    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeTable, TableKind,
-    add_delta_sink, read_lake_offsets,
+    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeOwner, LakeTable,
+    OWNER_KEY, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
 };
 use silt_engine::checkpoint::{
     CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
@@ -827,6 +827,7 @@ async fn write_committable(
         buckets: BTreeMap::from([(
             bucket,
             BucketRange {
+                follows: Some(start),
                 start,
                 end: start + rows,
                 rows: rows as u64,
@@ -1005,6 +1006,308 @@ async fn lake_offsets_of_a_missing_table_are_none() {
     );
 }
 
+/// `write_committable` with the range continuing from `follows` instead of its start.
+async fn committable_following(
+    lake: &LakeTable,
+    checkpoint_id: u64,
+    bucket: i32,
+    follows: Option<i64>,
+    start: i64,
+    rows: i64,
+) -> Committable {
+    let mut c = write_committable(lake, checkpoint_id, bucket, start, rows).await;
+    c.buckets.get_mut(&bucket).unwrap().follows = follows;
+    c
+}
+
+/// Regression (issue 13, item 3): a committable that continues after the lake's txn offset (a
+/// lost committable, a checkpoint restored over a replaced lake) was committed, and the txn
+/// offset then claimed offsets that were never written.
+#[tokio::test]
+async fn a_commit_that_would_leave_a_hole_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
+    config.start_offsets = Some(BTreeMap::from([(0, 0), (1, 3)]));
+    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let first = vec![write_committable(&lake, 1, 0, 0, 10).await];
+    let plan = lake.plan(&first).await.unwrap();
+    lake.apply(&plan).await.unwrap();
+
+    // (committables, Ok(txns) | Err((bucket, follows, expected, what the message says)))
+    type Want = Result<BTreeMap<i32, i64>, (i32, i64, i64, &'static str)>;
+    let cases: Vec<(Vec<Committable>, Want)> = vec![
+        (
+            vec![write_committable(&lake, 2, 0, 20, 5).await],
+            Err((0, 20, 10, "the lake's txn offset for it is 10")),
+        ),
+        (
+            vec![
+                write_committable(&lake, 2, 0, 10, 5).await,
+                write_committable(&lake, 4, 0, 16, 5).await,
+            ],
+            Err((
+                0,
+                16,
+                15,
+                "the committable before it in the same commit ends at 15",
+            )),
+        ),
+        (
+            vec![write_committable(&lake, 2, 1, 4, 5).await],
+            Err((
+                1,
+                4,
+                3,
+                "the lake holds nothing of it and its changelog starts at 3",
+            )),
+        ),
+        // Offsets without rows between the lake's end and the first row are no hole.
+        (
+            vec![committable_following(&lake, 2, 0, Some(10), 12, 5).await],
+            Ok(BTreeMap::from([(0, 17)])),
+        ),
+        (
+            vec![
+                write_committable(&lake, 2, 0, 10, 5).await,
+                write_committable(&lake, 3, 0, 15, 5).await,
+                write_committable(&lake, 3, 1, 3, 2).await,
+            ],
+            Ok(BTreeMap::from([(0, 20), (1, 5)])),
+        ),
+        // A committable of an older silt does not say where it continues from.
+        (
+            vec![committable_following(&lake, 2, 0, None, 20, 5).await],
+            Ok(BTreeMap::from([(0, 25)])),
+        ),
+    ];
+    for (committables, want) in cases {
+        let planned = lake.plan(&committables).await;
+        match (planned, want) {
+            (Ok(plan), Ok(txns)) => assert_eq!(plan.txns, txns),
+            (Err(e @ Error::OffsetGap { .. }), Err((bucket, follows, expected, said))) => {
+                let Error::OffsetGap {
+                    bucket: b,
+                    follows: f,
+                    expected: x,
+                    ..
+                } = &e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((*b, *f, *x), (bucket, follows, expected), "{e}");
+                let message = e.to_string();
+                for part in [
+                    uri.as_str(),
+                    "silt table t7",
+                    &format!("bucket {bucket}:"),
+                    &format!("continues from offset {follows}"),
+                    said,
+                    &format!("offsets {expected}..{follows} were never written"),
+                ] {
+                    assert!(message.contains(part), "{message} lacks {part:?}");
+                }
+            }
+            (got, want) => panic!("got {:?}, want {want:?}", got.map(|p| p.txns)),
+        }
+    }
+    assert_eq!(lake.version(), Some(1), "nothing was committed");
+}
+
+/// The lake of a dropped table is not the lake of a new table with the same name: the sink
+/// records its table id, refuses a lake that names another, and readers see no such lake.
+#[tokio::test]
+async fn a_lake_belongs_to_the_table_id_that_created_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
+    let plan = lake
+        .plan(&[write_committable(&lake, 1, 0, 0, 4).await])
+        .await
+        .unwrap();
+    lake.apply(&plan).await.unwrap();
+    let snapshot = lake.table().snapshot().unwrap();
+    assert_eq!(
+        snapshot.metadata().configuration().get(OWNER_KEY),
+        Some(&"t7".to_string())
+    );
+
+    let options = HashMap::new();
+    let owner = |id: &'static str| {
+        let (uri, options) = (uri.clone(), options.clone());
+        async move { lake_owner(&uri, &options, id, 2).await.unwrap() }
+    };
+    assert_eq!(owner("t7").await, LakeOwner::Owned);
+    assert_eq!(
+        owner("t8").await,
+        LakeOwner::Foreign {
+            owner: Some("t7".into())
+        }
+    );
+    let missing = dir.path().join("nope");
+    assert_eq!(
+        lake_owner(missing.to_str().unwrap(), &options, "t7", 2)
+            .await
+            .unwrap(),
+        LakeOwner::Absent
+    );
+    assert!(
+        read_lake_offsets(&uri, &options, "t7", 2)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        read_lake_offsets(&uri, &options, "t8", 2).await.unwrap(),
+        None,
+        "another table's lake holds nothing of t8"
+    );
+    let other = DeltaSinkConfig::new(&uri, "t8", TableKind::Log, user_schema());
+    let e = LakeTable::open(Arc::new(other))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("belongs to silt table id t7") && e.contains("writes table id t8"),
+        "{e}"
+    );
+}
+
+/// Lakes created before the owner key name their owner in the description the sink gave them.
+#[tokio::test]
+async fn an_older_lake_is_owned_by_the_id_in_its_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = HashMap::new();
+    for (name, comment, files, owner) in [
+        (
+            "described",
+            Some("tiered by silt from table 5"),
+            false,
+            Some("5"),
+        ),
+        ("bare-empty", None, false, None),
+        ("bare-with-files", None, true, None),
+    ] {
+        let path = dir.path().join(name);
+        let uri = path.to_str().unwrap();
+        let schema = silt_connectors::delta::lake_arrow_schema(&user_schema()).unwrap();
+        let columns: deltalake::kernel::StructType =
+            deltalake::kernel::engine::arrow_conversion::TryIntoKernel::try_into_kernel(
+                schema.as_ref(),
+            )
+            .unwrap();
+        let mut create =
+            deltalake::DeltaTable::try_from_url(deltalake::ensure_table_uri(uri).unwrap())
+                .await
+                .unwrap()
+                .create()
+                .with_columns(columns.fields().cloned())
+                .with_partition_columns(["__bucket"]);
+        if let Some(comment) = comment {
+            create = create.with_comment(comment);
+        }
+        let table = create.await.unwrap();
+        if files {
+            // Rows without a txn action: a table some other writer filled.
+            let lake = LakeTable::open(Arc::new(DeltaSinkConfig::new(
+                uri,
+                "9",
+                TableKind::Log,
+                user_schema(),
+            )))
+            .await
+            .unwrap();
+            let adds = write_committable(&lake, 1, 0, 0, 3).await.adds;
+            let state = table.snapshot().unwrap();
+            deltalake::kernel::transaction::CommitBuilder::default()
+                .with_actions(
+                    adds.into_iter()
+                        .map(deltalake::kernel::Action::Add)
+                        .collect(),
+                )
+                .build(
+                    Some(state as &dyn deltalake::kernel::transaction::TableReference),
+                    table.log_store(),
+                    deltalake::protocol::DeltaOperation::Write {
+                        mode: deltalake::protocol::SaveMode::Append,
+                        partition_by: None,
+                        predicate: None,
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        let got = lake_owner(uri, &options, "9", 2).await.unwrap();
+        let want = match (owner, files) {
+            (Some("9"), _) | (None, false) => LakeOwner::Owned,
+            (Some(other), _) => LakeOwner::Foreign {
+                owner: Some(other.to_string()),
+            },
+            (None, true) => LakeOwner::Foreign { owner: None },
+        };
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            if e.path().is_dir() {
+                files_under(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// A lake moves whole, on a local disk (rename, a numbered name when taken) and through an
+/// object store (copy, then delete), and reads the same rows where it went.
+#[tokio::test]
+async fn a_lake_moves_aside_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let options = HashMap::new();
+    let write_lake = |at: std::path::PathBuf| async move {
+        let config =
+            DeltaSinkConfig::new(at.to_str().unwrap(), "t7", TableKind::Log, user_schema());
+        let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+        let plan = lake
+            .plan(&[write_committable(&lake, 1, 0, 0, 6).await])
+            .await
+            .unwrap();
+        lake.apply(&plan).await.unwrap();
+    };
+    let root_str = root.to_str().unwrap().to_string();
+    let file_url = url::Url::from_directory_path(&root).unwrap().to_string();
+    for (round, lake_root) in [root_str.clone(), root_str.clone(), file_url]
+        .iter()
+        .enumerate()
+    {
+        write_lake(root.join("db").join("t")).await;
+        let moved = move_lake(lake_root, &options, "db/t", "__dropped/db.t-7")
+            .await
+            .unwrap();
+        let want = match round {
+            0 => format!("{root_str}/__dropped/db.t-7"),
+            1 => format!("{root_str}/__dropped/db.t-7.1"),
+            _ => format!("{}/__dropped/db.t-7", lake_root.trim_end_matches('/')),
+        };
+        assert_eq!(moved, want);
+        // An object store on a local disk leaves empty directories; no file stays behind.
+        assert_eq!(
+            files_under(&root.join("db").join("t")),
+            0,
+            "round {round}: nothing of the lake stays behind"
+        );
+        assert_eq!(read_lake(&moved).await.len(), 6, "round {round}: {moved}");
+    }
+}
+
 /// Outside readers see the same rows: Python `deltalake` reads the tiered table. Skipped (with
 /// a message) where the Python package is not installed.
 #[tokio::test]
@@ -1101,6 +1404,7 @@ async fn stage_changes(
         buckets: BTreeMap::from([(
             bucket,
             BucketRange {
+                follows: Some(start),
                 start,
                 end: offsets.end,
                 rows: changes.len() as u64,

@@ -372,6 +372,7 @@ async fn write_lake(
             buckets.insert(
                 bucket,
                 BucketRange {
+                    follows: Some(0),
                     start: 0,
                     end: bucket_rows as i64,
                     rows: bucket_rows,

@@ -1,11 +1,14 @@
-//! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, a
-//! tiering job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
+//! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, the
+//! lake of a dropped table moved aside to `<lake_root>/__dropped/<db>.<table>-<id>`, a tiering
+//! job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
 //!
 //! Names come from a Fluss endpoint (silt's hotstore, or any Fluss cluster), so they are
-//! checked here with Fluss's own rule before they touch a path: 1 to 200 characters of ASCII
-//! letters, digits, `_` and `-`. That excludes path separators, `.` and `..`, drive letters,
-//! URL syntax and NUL, so a name is always exactly one normal path component and a built path
-//! can never leave its root; [`child_of`] asserts that for every path it builds.
+//! checked here with Fluss's own rules before they touch a path: 1 to 200 characters of ASCII
+//! letters, digits, `_` and `-`, not starting with `__` (reserved for Fluss's internal names).
+//! That excludes path separators, `.` and `..`, drive letters, URL syntax and NUL, so a name is
+//! always exactly one normal path component and a built path can never leave its root;
+//! [`child_of`] asserts that for every path it builds. It also keeps `__dropped` apart from
+//! every database's directory.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -13,7 +16,9 @@ use anyhow::{Result, bail};
 
 /// Checks a database or table name with Fluss's rule (`TablePath::detect_invalid_name`).
 pub fn check_name(what: &str, name: &str) -> Result<()> {
-    if let Some(reason) = fluss::metadata::TablePath::detect_invalid_name(name) {
+    let invalid = fluss::metadata::TablePath::detect_invalid_name(name)
+        .or_else(|| fluss::metadata::TablePath::validate_prefix(name));
+    if let Some(reason) = invalid {
         bail!(
             "{what} name {name:?} cannot name a path: {reason} (rename it to ASCII letters, digits, _ and -)"
         );
@@ -46,6 +51,88 @@ pub fn lake_uri(lake_root: &str, database: &str, table: &str) -> Result<String> 
         "{}/{database}/{table}",
         lake_root.trim_end_matches('/')
     ))
+}
+
+/// Where lakes of dropped tables are moved, under the lake root. `__` cannot start a Fluss
+/// name, so no database's directory is called so.
+pub const DROPPED_DIR: &str = "__dropped";
+
+/// The lake of `database.table` relative to the lake root: `<db>/<table>`.
+pub fn lake_relative(database: &str, table: &str) -> Result<String> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    Ok(format!("{database}/{table}"))
+}
+
+/// Where the lake of `database.table` goes when it belongs to table id `owner` and another
+/// table of that name tiers there now, relative to the lake root:
+/// `__dropped/<db>.<table>-<owner>` (`-unknown` when the lake names no owner id).
+pub fn dropped_lake_relative(database: &str, table: &str, owner: Option<i64>) -> Result<String> {
+    check_name("database", database)?;
+    check_name("table", table)?;
+    let owner = owner.map_or_else(|| "unknown".to_string(), |id| id.to_string());
+    Ok(format!("{DROPPED_DIR}/{database}.{table}-{owner}"))
+}
+
+/// Where jobs' delta sinks write under the lake root. Tiering owns `<root>/<db>/<table>` and
+/// `<root>/__dropped`, so a job's table goes here, where default sink paths also go.
+pub const JOBS_DIR: &str = "_jobs";
+
+/// Checks a job's explicit delta-sink `path` against the lake: it must lie strictly below
+/// `<lake_root>/_jobs` (a local absolute path under a local root, a URL of the same store under
+/// a URL root), with no `.`, `..`, empty or percent-encoded component, and, on a local disk,
+/// no symbolic link that leads out of the root. Returns the path to write.
+pub fn confine_sink_path(path: &str, lake_root: &str) -> Result<String> {
+    let allowed = format!("{}/{JOBS_DIR}", lake_root.trim_end_matches('/'));
+    let outside = |why: &str| {
+        anyhow::anyhow!(
+            "path {path:?} is outside the lake: {why}; a delta-sink writes only below {allowed}/ (e.g. {allowed}/my-table), or leave path out for the default"
+        )
+    };
+    let Some(below) = path
+        .strip_prefix(allowed.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+    else {
+        return Err(outside("it does not start with the allowed directory"));
+    };
+    let below = below.trim_end_matches('/');
+    for part in below.split('/') {
+        let bad = part.is_empty()
+            || part == "."
+            || part == ".."
+            || part
+                .chars()
+                .any(|c| c.is_control() || matches!(c, '\\' | '%' | '?' | '#'));
+        if bad {
+            return Err(outside(&format!(
+                "its component {part:?} is empty, a dot segment or holds \\, %, ?, # or a control character"
+            )));
+        }
+    }
+    if !lake_root.contains("://") {
+        let (path_buf, allowed_buf) = (Path::new(path), Path::new(&allowed));
+        if !path_buf.is_absolute() {
+            return Err(outside("it is relative"));
+        }
+        // A symbolic link inside the root may lead out of it: resolve what exists already.
+        if let Ok(root) = allowed_buf.canonicalize() {
+            let existing = path_buf
+                .ancestors()
+                .find(|p| p.exists())
+                .unwrap_or(path_buf);
+            let resolved = existing
+                .canonicalize()
+                .map_err(|e| anyhow::anyhow!("resolving {}: {e}", existing.display()))?;
+            if existing.starts_with(allowed_buf) && !resolved.starts_with(&root) {
+                return Err(outside(&format!(
+                    "{} leads to {}",
+                    existing.display(),
+                    resolved.display()
+                )));
+            }
+        }
+    }
+    Ok(format!("{allowed}/{below}"))
 }
 
 /// The directory of the tiering job of `database.table` (table id `table_id`) under `root`:
@@ -85,6 +172,8 @@ mod tests {
         "a.b",
         "%2e%2e",
         "a\nb",
+        "__dropped",
+        "__x",
     ];
 
     #[test]
@@ -130,8 +219,100 @@ mod tests {
             tiering_checkpoint_dir(Path::new("/cp"), "shop", "orders", 7).unwrap(),
             PathBuf::from("/cp/shop.orders-7")
         );
+        assert_eq!(lake_relative("shop", "orders").unwrap(), "shop/orders");
+        assert_eq!(
+            dropped_lake_relative("shop", "orders", Some(12)).unwrap(),
+            "__dropped/shop.orders-12"
+        );
+        assert_eq!(
+            dropped_lake_relative("shop", "orders", None).unwrap(),
+            "__dropped/shop.orders-unknown"
+        );
+        assert!(dropped_lake_relative("..", "orders", Some(1)).is_err());
+        assert!(
+            lake_relative("a_b", "_c").is_ok(),
+            "one underscore is a name"
+        );
         let longest = "y".repeat(200);
         assert!(lake_uri("/l", &longest, &longest).is_ok());
+    }
+
+    #[test]
+    fn sink_paths_stay_below_the_lakes_job_directory() {
+        // (path, lake root, Ok(confined) | Err(part of the message))
+        let cases: &[(&str, &str, Result<&str, &str>)] = &[
+            ("/data/lake/_jobs/t", "/data/lake", Ok("/data/lake/_jobs/t")),
+            (
+                "/data/lake/_jobs/a/b/",
+                "/data/lake/",
+                Ok("/data/lake/_jobs/a/b"),
+            ),
+            (
+                "s3://b/lake/_jobs/t",
+                "s3://b/lake",
+                Ok("s3://b/lake/_jobs/t"),
+            ),
+            ("/etc/cron.d", "/data/lake", Err("does not start with")),
+            (
+                "/data/lake/shop/orders",
+                "/data/lake",
+                Err("does not start with"),
+            ),
+            (
+                "/data/lake/__dropped/x",
+                "/data/lake",
+                Err("does not start with"),
+            ),
+            ("/data/lake/_jobs", "/data/lake", Err("does not start with")),
+            (
+                "/data/lake/_jobsx/t",
+                "/data/lake",
+                Err("does not start with"),
+            ),
+            ("/data/lake/_jobs/../../etc", "/data/lake", Err("\"..\"")),
+            ("/data/lake/_jobs/a/./b", "/data/lake", Err("\".\"")),
+            ("/data/lake/_jobs//b", "/data/lake", Err("\"\"")),
+            ("/data/lake/_jobs/%2e%2e/x", "/data/lake", Err("%")),
+            ("/data/lake/_jobs/a\\..\\b", "/data/lake", Err("holds")),
+            (
+                "s3://other/lake/_jobs/t",
+                "s3://b/lake",
+                Err("does not start with"),
+            ),
+            ("s3://b/lake/_jobs/../t", "s3://b/lake", Err("\"..\"")),
+            (
+                "file:///data/lake/_jobs/t",
+                "/data/lake",
+                Err("does not start with"),
+            ),
+            ("data/lake/_jobs/t", "data/lake", Err("relative")),
+        ];
+        for (path, root, want) in cases {
+            match (confine_sink_path(path, root), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{path}"),
+                (Err(e), Err(part)) => {
+                    let e = e.to_string();
+                    assert!(e.contains(part) && e.contains("_jobs/"), "{path}: {e}");
+                }
+                (got, want) => panic!("{path} under {root}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_out_of_the_lake_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lake, outside) = (dir.path().join("lake"), dir.path().join("elsewhere"));
+        std::fs::create_dir_all(lake.join("_jobs")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, lake.join("_jobs").join("link")).unwrap();
+        let root = lake.to_string_lossy();
+        let through = format!("{root}/_jobs/link/t");
+        let e = confine_sink_path(&through, &root).unwrap_err().to_string();
+        assert!(e.contains("leads to"), "{e}");
+        let inside = format!("{root}/_jobs/real/t");
+        assert_eq!(confine_sink_path(&inside, &root).unwrap(), inside);
     }
 
     proptest! {

@@ -9,6 +9,11 @@
 //! A job's first start reads the lake's txn offsets and starts the source there, so a
 //! redeployed job never re-tiers what the lake has; later starts restore from the job's own
 //! checkpoints under `<data_dir>/checkpoints/tiering/`.
+//!
+//! A lake belongs to one table id. When a table is dropped and created again under its name,
+//! the new table's job finds the old table's lake at `<lake_root>/<db>/<table>` and moves it to
+//! `<lake_root>/__dropped/<db>.<table>-<old id>` before it starts a new lake there; the dropped
+//! table's checkpoints and key index are deleted once the service sees it gone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -18,7 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 use futures::FutureExt;
 use silt_connectors::delta::{
-    DeltaSinkConfig, FaultPoint, LakeCommit, TableKind, add_delta_sink, read_lake_offsets,
+    DeltaSinkConfig, FaultPoint, LakeCommit, LakeOwner, TableKind, add_delta_sink, lake_owner,
+    move_lake, read_lake_offsets,
 };
 use silt_connectors::fluss::{
     FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
@@ -157,6 +163,9 @@ struct TableJob {
     /// Started by `tier_table` rather than discovered: discovery leaves it alone.
     explicit: bool,
     table_id: i64,
+    /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
+    /// `DeltaSinkConfig::on_offset_gap`): discovery then starts the job over from the lake.
+    lake_behind: Arc<std::sync::atomic::AtomicBool>,
     lake_uri: String,
     freshness: Duration,
     buckets: u32,
@@ -253,6 +262,10 @@ impl TieringService {
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let mut seen = BTreeMap::new();
+        // Every table's id, lake-enabled or not.
+        let mut ids = BTreeMap::new();
+        // Tables listed but not described (a transient error): neither started nor cancelled.
+        let mut unknown = std::collections::BTreeSet::new();
         for database in admin
             .list_databases()
             .await
@@ -268,9 +281,11 @@ impl TieringService {
                     Ok(info) => info,
                     Err(e) => {
                         warn!(table = %format!("{database}.{table}"), error = %e, "tiering: cannot describe table");
+                        unknown.insert((database.clone(), table.clone()));
                         continue;
                     }
                 };
+                ids.insert((database.clone(), table.clone()), info.get_table_id());
                 if info
                     .get_properties()
                     .get(DATALAKE_ENABLED)
@@ -282,11 +297,12 @@ impl TieringService {
             }
         }
         let mut jobs = self.jobs.lock().await;
-        // Tables gone, recreated, or whose job ended for good: stop tracking (and cancel).
+        // Tables gone, recreated, or no longer lake-enabled: stop tracking (and cancel).
         let stale: Vec<_> = jobs
             .iter()
             .filter(|(key, job)| {
                 !job.explicit
+                    && !unknown.contains(*key)
                     && seen
                         .get(*key)
                         .is_none_or(|info| info.get_table_id() != job.table_id)
@@ -294,9 +310,44 @@ impl TieringService {
             .map(|(key, _)| key.clone())
             .collect();
         for key in stale {
-            if let Some(job) = jobs.remove(&key) {
-                info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped or recreated; cancelling its job");
-                job.job.cancel().await;
+            let Some(job) = jobs.remove(&key) else {
+                continue;
+            };
+            info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped, recreated or no longer lake-enabled; cancelling its job");
+            job.job.cancel().await;
+            if ids.get(&key) != Some(&job.table_id) {
+                self.remove_job_state(&key.0, &key.1, job.table_id, true);
+            }
+        }
+        // Jobs whose checkpoint is ahead of their lake: start over from the lake's offsets.
+        let behind: Vec<_> = jobs
+            .iter()
+            .filter(|(_, job)| job.lake_behind.load(std::sync::atomic::Ordering::SeqCst))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in behind {
+            let Some(job) = jobs.remove(&key) else {
+                continue;
+            };
+            warn!(table = %format!("{}.{}", key.0, key.1), "tiering: a commit was refused because the job's checkpoint is ahead of its lake; discarding the job's checkpoints and starting again from the lake's txn offsets");
+            job.job.cancel().await;
+            self.remove_job_state(&key.0, &key.1, job.table_id, false);
+            // Discovered tables start again below; one started by `tier_table` starts here.
+            if job.explicit {
+                let path = fluss::metadata::TablePath::new(key.0.clone(), key.1.clone());
+                let restarted = match admin.get_table_info(&path).await {
+                    Ok(info) => self.start_job(&connection, &key.0, &key.1, &info).await,
+                    Err(e) => Err(anyhow!("table {}.{}: {e}", key.0, key.1)),
+                };
+                match restarted {
+                    Ok(mut restarted) => {
+                        restarted.explicit = true;
+                        jobs.insert(key, restarted);
+                    }
+                    Err(e) => {
+                        warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start the job again; call tier_table again")
+                    }
+                }
             }
         }
         for (key, info) in seen {
@@ -312,6 +363,76 @@ impl TieringService {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Deletes the checkpoints of the tiering job of table id `table_id` (a dropped table's, or
+    /// ones ahead of the lake) and, with `key_index`, its key index. Failures are logged: what
+    /// is left only takes disk space.
+    fn remove_job_state(&self, database: &str, table: &str, table_id: i64, key_index: bool) {
+        let mut dirs = vec![crate::paths::tiering_checkpoint_dir(
+            &self.config.checkpoint_root,
+            database,
+            table,
+            table_id,
+        )];
+        if let (true, Some(root)) = (key_index, &self.config.key_index_root) {
+            dirs.push(crate::paths::tiering_checkpoint_dir(
+                root, database, table, table_id,
+            ));
+        }
+        for dir in dirs {
+            let removed = dir.and_then(|dir| match std::fs::remove_dir_all(&dir) {
+                Ok(()) => Ok(Some(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(anyhow::Error::new(e).context(format!("removing {}", dir.display()))),
+            });
+            match removed {
+                Ok(Some(dir)) => {
+                    info!(table = %format!("{database}.{table}"), table_id, dir = %dir.display(), "tiering: removed the state of a tiering job")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(table = %format!("{database}.{table}"), table_id, error = %format!("{e:#}"), "tiering: cannot remove the state of a tiering job; delete it by hand")
+                }
+            }
+        }
+    }
+
+    /// Makes the lake location of `database.table` this table id's: a lake there that belongs
+    /// to another id (a dropped table of the same name) is moved to
+    /// `<lake_root>/__dropped/<db>.<table>-<id>`, where it stays until a user removes it.
+    async fn claim_lake(
+        &self,
+        database: &str,
+        table: &str,
+        lake_uri: &str,
+        table_id: &str,
+        buckets: u32,
+    ) -> Result<()> {
+        let options = &self.config.storage_options;
+        let LakeOwner::Foreign { owner } =
+            lake_owner(lake_uri, options, table_id, buckets)
+                .await
+                .with_context(|| format!("reading who owns the lake at {lake_uri}"))?
+        else {
+            return Ok(());
+        };
+        // The owner becomes part of a path: only a table id (a number) is used as is.
+        let owner_id = owner.as_deref().and_then(|o| o.parse::<i64>().ok());
+        let to = crate::paths::dropped_lake_relative(database, table, owner_id)?;
+        let from = crate::paths::lake_relative(database, table)?;
+        let moved = move_lake(&self.config.lake_root, options, &from, &to)
+            .await
+            .with_context(|| format!("moving the lake of a dropped {database}.{table} aside"))?;
+        warn!(
+            table = %format!("{database}.{table}"),
+            table_id,
+            previous_owner = owner.as_deref().unwrap_or("unknown"),
+            from = lake_uri,
+            to = %moved,
+            "tiering: the lake here belonged to a dropped table of the same name; moved it aside, whole (any Delta reader can read it there). To remove it, delete {moved}; to get it back as the lake of this name, drop the new table and move it back to {lake_uri}"
+        );
         Ok(())
     }
 
@@ -364,17 +485,42 @@ impl TieringService {
         } else {
             TableKind::Log
         };
-        // The lake's txn actions are the truth about what was tiered: start there.
         let lake_id = table_id.to_string();
+        self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
+            .await?;
+        // The lake's txn actions are the truth about what was tiered: start there, and where
+        // the lake holds nothing of a bucket, at the changelog's start.
         let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
-        let start_offsets = lake
+        let bucket_ids: Vec<i32> = (0..buckets as i32).collect();
+        let earliest = connection
+            .get_admin()
+            .map_err(|e| anyhow!("fluss admin: {e}"))?
+            .list_offsets(
+                &fluss::metadata::TablePath::new(database.to_string(), table.to_string()),
+                &bucket_ids,
+                fluss::rpc::message::OffsetSpec::Earliest,
+            )
+            .await
+            .map_err(|e| anyhow!("list earliest offsets of {name}: {e}"))?;
+        let lake_offsets = lake
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
             .unwrap_or_default();
+        let start_offsets: BTreeMap<i32, i64> = bucket_ids
+            .iter()
+            .map(|b| {
+                let start = lake_offsets
+                    .get(b)
+                    .or(earliest.get(b))
+                    .copied()
+                    .unwrap_or(0);
+                (*b, start)
+            })
+            .collect();
         let progress = Arc::new(Mutex::new(Progress {
-            lake_offsets: start_offsets.clone(),
+            lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
             last_commit_ms: now_ms(),
         }));
@@ -389,6 +535,19 @@ impl TieringService {
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
         sink.deletion_vectors = self.config.deletion_vectors;
+        sink.start_offsets = Some(start_offsets.clone());
+        // A gap means this job's checkpoint is ahead of its lake (a lost committable, or the
+        // lake replaced by an older copy). Every restart restores that same checkpoint and meets
+        // the same gap, so the job is started over instead: discovery discards its checkpoints
+        // and starts it again from the lake's txn offsets, like a first start. Discarding is
+        // safe: the lake's txn offsets are the truth, the hot store still holds every offset
+        // after them, and what the discarded checkpoints held (written files not yet committed)
+        // is read and written again.
+        let lake_behind = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = lake_behind.clone();
+        sink.on_offset_gap = Some(Arc::new(move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        }));
         sink.key_index_dir = match &self.config.key_index_root {
             Some(root) => Some(crate::paths::tiering_checkpoint_dir(
                 root, database, table, table_id,
@@ -491,6 +650,7 @@ impl TieringService {
         Ok(TableJob {
             explicit: false,
             table_id,
+            lake_behind,
             lake_uri,
             freshness,
             buckets,

@@ -336,6 +336,37 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             "unknown operator type filtre (known: fluss-source, filter",
         ),
     ];
+    // Regression (issue 13): a REST caller could point a delta-sink anywhere the process can
+    // write, or at another store through its own storage options.
+    let lake = env.data_dir().join("lake");
+    let sink_with =
+        |line: &str| big_orders.replace("  mode: append\n", &format!("  mode: append\n  {line}\n"));
+    let mut cases = cases;
+    for (path, message) in [
+        // Outside the lake, but inside the test's directory: the bug would write there.
+        (
+            format!("{}/outside-the-lake", env.data_dir().display()),
+            "is outside the lake",
+        ),
+        (
+            format!("{}/shop/orders", lake.display()),
+            "is outside the lake",
+        ),
+        (format!("{}/_jobs/../../escape", lake.display()), "\"..\""),
+    ] {
+        cases.push((
+            sink_with(&format!("path: \"{path}\"")),
+            Format::Yaml,
+            "sink.path",
+            message,
+        ));
+    }
+    cases.push((
+        sink_with("storage_options: { aws_endpoint_url: \"http://example.com\" }"),
+        Format::Yaml,
+        "sink.storage_options",
+        "lake.storage_options",
+    ));
     for (body, format, path, message) in cases {
         let (definition, paths) = match parse_submission(&body, format) {
             Ok(parsed) => parsed,

@@ -386,3 +386,126 @@ async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> 
     );
     Ok(())
 }
+
+/// Creates `v.<name>`: a lake-enabled log table of 2 buckets tiered every 250 ms.
+async fn create_log_table(connection: &FlussConnection, name: &str) -> Result<i64> {
+    let admin = connection.get_admin()?;
+    admin.create_database("v", None, true).await?;
+    let schema = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .build()?;
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(2), vec![])
+        .property("table.datalake.enabled", "true")
+        .property("table.datalake.freshness", "250ms")
+        .build()?;
+    let path = TablePath::new("v", name);
+    admin.create_table(&path, &descriptor, false).await?;
+    Ok(admin.get_table_info(&path).await?.get_table_id())
+}
+
+async fn append_rows(
+    connection: &FlussConnection,
+    name: &str,
+    ids: std::ops::Range<i64>,
+) -> Result<()> {
+    let table = connection.get_table(&TablePath::new("v", name)).await?;
+    let writer = table.new_append()?.create_writer()?;
+    for id in ids {
+        let text = format!("row-{id}");
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, text.as_str());
+        writer.append(&row)?;
+    }
+    writer.flush().await?;
+    Ok(())
+}
+
+/// `count(*)` of `sql_table` through the query service, as `silt sql` runs it.
+async fn count(bootstrap: &str, data_dir: &Path, sql_table: &str) -> Result<i64> {
+    use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
+    let lake_root = data_dir.join("lake").to_string_lossy().to_string();
+    let service = QueryService::new(QueryConfig::new(
+        silt_connectors::lake::LakeCatalogConfig::new(bootstrap, lake_root),
+    ));
+    let request = QueryRequest::new(
+        format!("SELECT count(*) FROM {sql_table}"),
+        Duration::from_secs(30),
+    );
+    let result = service.execute(request).await?;
+    let counts = result.batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .context("count(*) is a bigint")?;
+    Ok(counts.value(0))
+}
+
+/// Rows of the Delta table at `uri` (its newest version), read by deltalake alone.
+async fn delta_rows(uri: &Path) -> Result<usize> {
+    let url = deltalake::ensure_table_uri(uri.to_string_lossy())?;
+    let table = deltalake::open_table(url).await?;
+    let ctx = datafusion::prelude::SessionContext::new();
+    ctx.register_table("t", table.table_provider().await?)?;
+    let batches = ctx.sql("SELECT * FROM t").await?.collect().await?;
+    Ok(batches.iter().map(RecordBatch::num_rows).sum())
+}
+
+/// Regression (issue 13, item 2): a table dropped and created again under the same name saw the
+/// dropped table's lake: `count(*)` of `t$lake` and `t` were 1001 and verify said MISMATCH.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_table_created_again_does_not_see_the_dropped_tables_lake() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path();
+    let silt = start_silt(data)?;
+    let connection = connect(&silt.bootstrap).await?;
+    let old_id = create_log_table(&connection, "again").await?;
+    append_rows(&connection, "again", 0..1_000).await?;
+    let run = silt_verify(data, &silt.bootstrap, &["v.again", "--deadline", "60s"])?;
+    assert_eq!(run.code, 0, "the first table's 1,000 rows are tiered");
+
+    let admin = connection.get_admin()?;
+    admin
+        .drop_table(&TablePath::new("v", "again"), false)
+        .await?;
+    let new_id = create_log_table(&connection, "again").await?;
+    assert_ne!(new_id, old_id, "a table created again gets a new id");
+    append_rows(&connection, "again", 5_000..5_001).await?;
+
+    let run = silt_verify(data, &silt.bootstrap, &["v.again", "--deadline", "60s"])?;
+    assert!(
+        run.code == 0 && run.stdout.contains("verify v.again: MATCH"),
+        "the new table's lake holds its 1 row only: {}",
+        run.stdout
+    );
+    assert_eq!(count(&silt.bootstrap, data, "v.again$lake").await?, 1);
+    assert_eq!(count(&silt.bootstrap, data, "v.again").await?, 1);
+
+    // The dropped table's lake was moved aside, whole.
+    let dropped = data
+        .join("lake")
+        .join("__dropped")
+        .join(format!("v.again-{old_id}"));
+    assert!(
+        dropped.join("_delta_log").is_dir(),
+        "the old lake is kept under {}",
+        dropped.display()
+    );
+    assert_eq!(delta_rows(&dropped).await?, 1_000);
+    // `silt sql` without a server lists the table once, not the lake moved aside.
+    let offline =
+        silt_connectors::lake::LakeCatalog::offline(silt_connectors::lake::LakeCatalogConfig::new(
+            &silt.bootstrap,
+            data.join("lake").to_string_lossy(),
+        ));
+    assert_eq!(offline.known_tables().await?, ["v.again"]);
+    // The dropped table's tiering state is gone; the new table's is its own.
+    let checkpoints = data.join("checkpoints").join("tiering");
+    assert!(!checkpoints.join(format!("v.again-{old_id}")).exists());
+    assert!(checkpoints.join(format!("v.again-{new_id}")).exists());
+    drop(silt);
+    Ok(())
+}

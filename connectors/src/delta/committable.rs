@@ -17,6 +17,12 @@ const COLUMN: &str = "committable";
 /// The offsets one writer saw for one bucket within one checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketRange {
+    /// Where the range continues from: the end of the writer's previous range of the bucket, or
+    /// the offset the source started the bucket at. At most `start`; the offsets in between
+    /// hold no rows (a Fluss cluster spends an offset on a write that changed nothing). `None`:
+    /// not known (a writer restored from the state of an older silt, or a sink whose source
+    /// starts at `latest`), and then the commit cannot check for a gap before the range.
+    pub follows: Option<i64>,
     /// The first offset seen.
     pub start: i64,
     /// The last offset seen + 1: the txn version once committed.
@@ -48,7 +54,14 @@ impl Committable {
         let buckets: Vec<Value> = self
             .buckets
             .iter()
-            .map(|(b, r)| json!({"bucket": b, "start": r.start, "end": r.end, "rows": r.rows}))
+            .map(|(b, r)| {
+                let mut range =
+                    json!({"bucket": b, "start": r.start, "end": r.end, "rows": r.rows});
+                if let Some(follows) = r.follows {
+                    range["follows"] = json!(follows);
+                }
+                range
+            })
             .collect();
         Ok(json!({
             "checkpoint_id": self.checkpoint_id,
@@ -92,14 +105,19 @@ impl Committable {
             .ok_or_else(|| bad("buckets"))?
         {
             let bucket = i32::try_from(i64_of(b, "bucket")?).map_err(|_| bad("bucket"))?;
+            let follows = match b.get("follows") {
+                None => None,
+                Some(v) => Some(v.as_i64().ok_or_else(|| bad("follows"))?),
+            };
             let range = BucketRange {
+                follows,
                 start: i64_of(b, "start")?,
                 end: i64_of(b, "end")?,
                 rows: u64_of(b, "rows")?,
             };
-            if range.start >= range.end {
+            if range.start >= range.end || range.follows.is_some_and(|f| f > range.start) {
                 return Err(Error::Committable(format!(
-                    "bucket {bucket} has an empty range {range:?}"
+                    "bucket {bucket} has an empty range or one that continues from after its start: {range:?}"
                 )));
             }
             buckets.insert(bucket, range);
@@ -194,6 +212,7 @@ mod tests {
             buckets: BTreeMap::from([(
                 3,
                 BucketRange {
+                    follows: Some(8),
                     start: 10,
                     end: 12,
                     rows: 2,
@@ -207,7 +226,19 @@ mod tests {
             json(vec![c.clone()])
         );
         let pending = decode_pending(&encode_pending(&[c.clone(), c.clone()]).unwrap()).unwrap();
-        assert_eq!(json(pending), json(vec![c.clone(), c]));
+        assert_eq!(json(pending), json(vec![c.clone(), c.clone()]));
+        // Committables of an older silt say nothing of where a range continues from.
+        let mut old = c.to_json().unwrap();
+        old["buckets"][0].as_object_mut().unwrap().remove("follows");
+        assert_eq!(
+            Committable::from_json(&old).unwrap().buckets[&3].follows,
+            None
+        );
+        old["buckets"][0]["follows"] = 11.into();
+        assert!(matches!(
+            Committable::from_json(&old),
+            Err(Error::Committable(_))
+        ));
         assert!(decode_pending(b"").unwrap().is_empty());
         assert!(matches!(decode_pending(b"{}"), Err(Error::Committable(_))));
     }

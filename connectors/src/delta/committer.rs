@@ -6,7 +6,9 @@
 //! ONE Delta commit with their txn actions; a restored state's pending committables belong to a
 //! complete checkpoint and are committed in `open`. Replays are no-ops bucket by bucket (see
 //! `LakeTable::plan`), so a crash anywhere between the Delta commit and the next checkpoint
-//! loses and duplicates nothing.
+//! loses and duplicates nothing. A committable that continues after where the lake ends (a
+//! gap) fails the commit and calls `on_offset_gap`: restoring the same checkpoint meets the same
+//! gap, so starting over is the job owner's decision.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -81,7 +83,15 @@ impl DeltaCommitter {
             .lake
             .as_mut()
             .ok_or_else(|| Error::Internal("the delta committer was used before open".into()))?;
-        let plan = lake.plan(committables).await?;
+        let plan = match lake.plan(committables).await {
+            Err(gap @ Error::OffsetGap { .. }) => {
+                if let Some(hook) = &self.config.on_offset_gap {
+                    hook();
+                }
+                return Err(gap);
+            }
+            plan => plan?,
+        };
         if let Some(fault) = &self.config.fault_injection {
             fault(super::FaultPoint::BeforeCommit);
         }

@@ -44,6 +44,27 @@ pub enum Error {
         source: object_store::Error,
     },
 
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "delta table {uri} (silt table {table_id}), bucket {bucket}: the commit continues from offset {follows}, but {after} {expected}; offsets {expected}..{follows} were never written (a lost committable, or a checkpoint restored over a replaced lake), so the commit is refused rather than leave a hole; restart the job from the lake's txn offsets (the tiering service does so itself)"
+    )]
+    OffsetGap {
+        uri: String,
+        table_id: String,
+        bucket: i32,
+        /// Where the refused range continues from.
+        follows: i64,
+        /// Where the lake ends for the bucket (see `after`).
+        expected: i64,
+        after: GapAfter,
+    },
+
     #[error("commit hook failed: {0}")]
     Hook(String),
 
@@ -61,6 +82,27 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a refused commit would have continued after (see [`Error::OffsetGap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapAfter {
+    /// The lake's txn offset of the bucket.
+    LakeTxn,
+    /// The end of a committable planned into the same commit before it.
+    EarlierCommittable,
+    /// The lake holds nothing of the bucket; the changelog starts here.
+    ChangelogStart,
+}
+
+impl std::fmt::Display for GapAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GapAfter::LakeTxn => "the lake's txn offset for it is",
+            GapAfter::EarlierCommittable => "the committable before it in the same commit ends at",
+            GapAfter::ChangelogStart => "the lake holds nothing of it and its changelog starts at",
+        })
+    }
+}
 
 impl Error {
     pub(crate) fn delta(uri: &str) -> impl Fn(DeltaTableError) -> Error + '_ {

@@ -21,6 +21,14 @@
 //! checkpoint is therefore committed in `open` without risk of duplicates, and a concurrent
 //! writer that commits the same app ids first makes Delta's conflict check reject ours.
 //!
+//! **Contract (no holes):** a bucket range says where it continues from (the end of its
+//! writer's previous range, or the source's start offset); a commit whose range continues after
+//! where the lake ends for that bucket fails with [`Error::OffsetGap`] and calls
+//! `on_offset_gap`, so the txn version never moves over offsets that were not written.
+//!
+//! **Ownership:** a lake table belongs to one silt table id (`silt.table.id` in its
+//! configuration); a sink refuses a lake of another id, and readers treat one as absent.
+//!
 //! **Layout:** tables are partitioned by `__bucket`, and each log-table file holds one bucket's
 //! rows in offset order.
 //!
@@ -50,11 +58,12 @@ mod committer;
 mod dv;
 mod error;
 mod key_index;
+mod owner;
 mod schema;
 mod table;
 mod writer;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -63,7 +72,9 @@ use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
 pub use committable::{BucketRange, Committable};
 pub use committer::{DeltaCommitter, LakeCommit, LakeCommitHook};
-pub use error::{Error, Result};
+pub use error::{Error, GapAfter, Result};
+pub(crate) use owner::owner_of;
+pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub use schema::{lake_arrow_schema, lake_data_type};
 pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
 pub use writer::DeltaWriter;
@@ -129,7 +140,21 @@ pub struct DeltaSinkConfig {
     pub on_commit: Option<LakeCommitHook>,
     /// Called at the committer's dangerous points, so tests can kill the process exactly there.
     pub fault_injection: Option<FaultHook>,
+    /// Where the source feeding this sink starts each bucket when the job starts without a
+    /// checkpoint (the tiering job: the lake's txn offsets, else the changelog's earliest
+    /// offsets). Writers continue their first range of a bucket from here, and a commit for a
+    /// bucket the lake holds nothing of must not continue from a later offset (see
+    /// [`Error::OffsetGap`]). `None`: not known (a job reading from `latest` or a timestamp).
+    pub start_offsets: Option<BTreeMap<i32, i64>>,
+    /// Called when a commit is refused for a gap in the offsets ([`Error::OffsetGap`]), before
+    /// the error fails the job. The job's restarts restore the same checkpoint and would meet
+    /// the same gap, so the owner of the job decides how to start over (the tiering service
+    /// discards the job's checkpoints and starts it again from the lake's txn offsets).
+    pub on_offset_gap: Option<OffsetGapHook>,
 }
+
+/// See [`DeltaSinkConfig::on_offset_gap`].
+pub type OffsetGapHook = Arc<dyn Fn() + Send + Sync>;
 
 /// Where a committer can die with consequences worth testing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +197,8 @@ impl DeltaSinkConfig {
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,
             fault_injection: None,
+            start_offsets: None,
+            on_offset_gap: None,
         }
     }
 

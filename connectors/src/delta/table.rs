@@ -27,11 +27,12 @@ use roaring::RoaringTreemap;
 use tracing::{info, warn};
 use url::Url;
 
-use super::committable::Committable;
+use super::committable::{BucketRange, Committable};
 use super::committer::LakeCommit;
 use super::dv::{self, DvFileWriter};
-use super::error::{Error, Result};
+use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
+use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema;
 use super::writer::{last_change_per_key, writer_properties};
 use super::{DeltaSinkConfig, TableKind};
@@ -53,24 +54,25 @@ pub struct LakeOffsets {
 }
 
 /// Reads the lake's txn offsets of buckets `0..bucket_count`, for a source's first start and for
-/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet.
+/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet, or when
+/// the one there belongs to another silt table id (a dropped table's lake, see
+/// [`super::owner`]): for table `table_id` that lake holds nothing.
 pub async fn read_lake_offsets(
     table_uri: &str,
     storage_options: &HashMap<String, String>,
     table_id: &str,
     bucket_count: u32,
 ) -> Result<Option<LakeOffsets>> {
-    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
+    let Some(table) = load_existing(table_uri, storage_options).await? else {
         return Ok(None);
-    }
-    let url = table_url(table_uri)?;
-    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
-        .await
-        .map_err(Error::delta(table_uri))?;
+    };
     let Some(delta_version) = table.version() else {
         return Ok(None);
     };
     let buckets = (0..bucket_count as i32).collect::<Vec<_>>();
+    if owner_of(&table, table_uri, table_id, buckets.clone()).await? != LakeOwner::Owned {
+        return Ok(None);
+    }
     let bucket_offsets = txn_versions(&table, table_uri, table_id, buckets).await?;
     Ok(Some(LakeOffsets {
         delta_version,
@@ -78,12 +80,28 @@ pub async fn read_lake_offsets(
     }))
 }
 
+/// The Delta table at `table_uri`, or `None` when there is none (a local path without a
+/// `_delta_log`, or a table without a version).
+pub(crate) async fn load_existing(
+    table_uri: &str,
+    storage_options: &HashMap<String, String>,
+) -> Result<Option<DeltaTable>> {
+    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
+        return Ok(None);
+    }
+    let url = table_url(table_uri)?;
+    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
+        .await
+        .map_err(Error::delta(table_uri))?;
+    Ok(table.version().is_some().then_some(table))
+}
+
 /// A local path (created when missing) or an object store URL.
 fn table_url(table_uri: &str) -> Result<Url> {
     deltalake::ensure_table_uri(table_uri).map_err(Error::delta(table_uri))
 }
 
-async fn txn_versions(
+pub(crate) async fn txn_versions(
     table: &DeltaTable,
     uri: &str,
     table_id: &str,
@@ -165,7 +183,9 @@ impl LakeTable {
                 .with_columns(columns.fields().cloned())
                 .with_partition_columns([BUCKET_COLUMN])
                 .with_save_mode(SaveMode::Ignore)
-                .with_comment(format!("tiered by silt from table {}", config.table_id));
+                .with_comment(format!("{DESCRIPTION_PREFIX}{}", config.table_id))
+                .with_raise_if_key_not_exists(false)
+                .with_configuration([(OWNER_KEY, Some(config.table_id.as_str()))]);
             if config.deletion_vectors && matches!(config.kind, TableKind::PrimaryKey { .. }) {
                 create = create.with_configuration_property(
                     TableProperty::EnableDeletionVectors,
@@ -195,12 +215,29 @@ impl LakeTable {
             lake_schema,
             key_index: None,
         };
+        lake.check_owner()?;
         lake.check_schema()?;
         Ok(lake)
     }
 
     fn uri(&self) -> &str {
         &self.config.table_uri
+    }
+
+    /// Refuses a table that names another silt table id as its owner: its rows and txn
+    /// offsets are another table's (see [`super::owner`]).
+    fn check_owner(&self) -> Result<()> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        match recorded_owner(state.metadata()) {
+            Some(owner) if owner != self.config.table_id => Err(Error::TableMismatch {
+                uri: self.uri().to_string(),
+                message: format!(
+                    "it belongs to silt table id {owner}, this sink writes table id {} (for a table dropped and created again the tiering service moves the old lake aside first; for a job's sink choose another path)",
+                    self.config.table_id
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn check_schema(&self) -> Result<()> {
@@ -289,6 +326,10 @@ impl LakeTable {
     /// only the offsets at or after the version are kept (log files are rewritten without the
     /// rows before it; staged changes are filtered by offset when merged), so this job neither
     /// duplicates the other's rows nor stalls on them.
+    ///
+    /// A kept range must continue where the lake ends (its txn version, or the range planned
+    /// before it): one that continues from a later offset would advance the txn version over
+    /// offsets never written, and fails the plan with [`Error::OffsetGap`].
     pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
         self.refresh().await?;
         let buckets: BTreeSet<i32> = committables
@@ -308,6 +349,12 @@ impl LakeTable {
             txns: BTreeMap::new(),
             rows: BTreeMap::new(),
         };
+        // Per bucket, where the next kept range must continue from and what that offset is.
+        let mut ends: BTreeMap<i32, (i64, GapAfter)> = plan
+            .lake_offsets
+            .iter()
+            .map(|(&b, &v)| (b, (v, GapAfter::LakeTxn)))
+            .collect();
         for c in committables {
             let mut kept = BTreeSet::new();
             // Buckets whose range the lake already holds in part: keep offsets >= the version.
@@ -330,6 +377,8 @@ impl LakeTable {
                     }
                     _ => {}
                 }
+                self.check_continues(bucket, range, ends.get(&bucket).copied())?;
+                ends.insert(bucket, (range.end, GapAfter::EarlierCommittable));
                 kept.insert(bucket);
                 let txn = plan.txns.entry(bucket).or_insert(range.end);
                 *txn = (*txn).max(range.end);
@@ -369,6 +418,41 @@ impl LakeTable {
             plan.staged.extend(c.staged.iter().cloned());
         }
         Ok(plan)
+    }
+
+    /// Fails with [`Error::OffsetGap`] when `range` continues from an offset after `end`
+    /// (where the lake, with what is planned before the range, ends for `bucket`; `None`: the
+    /// lake holds nothing of it, so it ends where the changelog starts, when that is known). A
+    /// range that does not say where it continues from (written by an older silt) passes.
+    fn check_continues(
+        &self,
+        bucket: i32,
+        range: &BucketRange,
+        end: Option<(i64, GapAfter)>,
+    ) -> Result<()> {
+        let Some(follows) = range.follows else {
+            return Ok(());
+        };
+        let start = self
+            .config
+            .start_offsets
+            .as_ref()
+            .and_then(|s| s.get(&bucket))
+            .map(|&s| (s, GapAfter::ChangelogStart));
+        let Some((expected, after)) = end.or(start) else {
+            return Ok(());
+        };
+        if follows > expected {
+            return Err(Error::OffsetGap {
+                uri: self.uri().to_string(),
+                table_id: self.config.table_id.clone(),
+                bucket,
+                follows,
+                expected,
+                after,
+            });
+        }
+        Ok(())
     }
 
     /// Rewrites a bucket's data files without the rows below offset `from` (the lake already

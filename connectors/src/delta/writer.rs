@@ -5,7 +5,11 @@
 //! the last change per key and stage them as a Parquet file under `_silt_staging/` when the
 //! buffer is full or at the barrier. Either way, at barrier `n` everything written before it
 //! is closed and described by the committable of `n`, which travels ahead of the barrier and
-//! so lands in the committer's state of checkpoint `n`: the writer itself needs no state.
+//! so lands in the committer's state of checkpoint `n`.
+//!
+//! The writer's own state is where each bucket's next range continues from (the end of its
+//! last range, or the source's start offset): a range says so in `BucketRange::follows`, so
+//! the commit can tell offsets that hold no rows from offsets that were never written.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -49,6 +53,8 @@ pub struct DeltaWriter {
     staged_count: u64,
     /// Offsets seen per bucket since the last barrier.
     buckets: BTreeMap<i32, BucketRange>,
+    /// Per bucket, where its next range continues from (checkpointed).
+    follows: BTreeMap<i32, i64>,
 }
 
 impl DeltaWriter {
@@ -64,6 +70,7 @@ impl DeltaWriter {
             staged: Vec::new(),
             staged_count: 0,
             buckets: BTreeMap::new(),
+            follows: BTreeMap::new(),
         }
     }
 
@@ -78,16 +85,19 @@ impl DeltaWriter {
     }
 
     /// Records the offsets of a batch per bucket. **Assertion at the batch edge:** offsets of a
-    /// bucket increase (the source reads each bucket in order and one writer sees a bucket's
-    /// rows in order).
+    /// bucket increase, and never fall below where the bucket's range continues from (the
+    /// source reads each bucket in order from there and one writer sees a bucket's rows in
+    /// order).
     fn track_offsets(&mut self, batch: &RecordBatch) -> Result<()> {
         let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
         let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
         for i in 0..batch.num_rows() {
             let (bucket, offset) = (buckets.value(i), offsets.value(i));
+            let follows = self.follows.get(&bucket).copied();
             let range = self.buckets.entry(bucket).or_insert(BucketRange {
+                follows,
                 start: offset,
-                end: offset,
+                end: follows.unwrap_or(offset),
                 rows: 0,
             });
             if offset < range.end {
@@ -190,6 +200,8 @@ impl DeltaWriter {
         self.stage().await?;
         let buckets = std::mem::take(&mut self.buckets);
         let staged = std::mem::take(&mut self.staged);
+        self.follows
+            .extend(buckets.iter().map(|(&b, range)| (b, range.end)));
         if buckets.is_empty() {
             if !adds.is_empty() || !staged.is_empty() {
                 return Err(Error::Internal(format!(
@@ -232,8 +244,22 @@ impl Operator for DeltaWriter {
     async fn open(
         &mut self,
         _ctx: &TaskContext,
-        _restored: RestoredState,
+        restored: RestoredState,
     ) -> silt_engine::Result<()> {
+        // Union state: after a change of parallelism a writer may own buckets another one saw.
+        // A checkpoint of an older silt has empty writer states: nothing is known then.
+        self.follows = if restored.is_restored() {
+            let mut follows = BTreeMap::new();
+            for state in restored.all() {
+                for (bucket, offset) in decode_follows(state)? {
+                    let entry = follows.entry(bucket).or_insert(offset);
+                    *entry = (*entry).max(offset);
+                }
+            }
+            follows
+        } else {
+            self.config.start_offsets.clone().unwrap_or_default()
+        };
         let lake = LakeTable::open(self.config.clone()).await?;
         if self.config.kind == TableKind::Log {
             let files = RecordBatchWriter::for_table(lake.table())
@@ -271,8 +297,37 @@ impl Operator for DeltaWriter {
         if let Some(committable) = self.close_for_checkpoint(checkpoint_id).await? {
             out.emit(to_batch(&committable)?).await?;
         }
-        Ok(Bytes::new())
+        Ok(encode_follows(&self.follows))
     }
+}
+
+/// The writer's state: `(bucket i32, offset i64)` pairs, big-endian.
+fn encode_follows(follows: &BTreeMap<i32, i64>) -> Bytes {
+    let mut out = Vec::with_capacity(follows.len() * 12);
+    for (bucket, offset) in follows {
+        out.extend_from_slice(&bucket.to_be_bytes());
+        out.extend_from_slice(&offset.to_be_bytes());
+    }
+    Bytes::from(out)
+}
+
+fn decode_follows(state: &Bytes) -> Result<BTreeMap<i32, i64>> {
+    if state.len() % 12 != 0 {
+        return Err(Error::Committable(format!(
+            "delta writer state of {} bytes is not a list of (bucket, offset) pairs",
+            state.len()
+        )));
+    }
+    Ok(state
+        .chunks_exact(12)
+        .map(|pair| {
+            let (bucket, offset) = pair.split_at(4);
+            (
+                i32::from_be_bytes(bucket.try_into().expect("4 bytes")),
+                i64::from_be_bytes(offset.try_into().expect("8 bytes")),
+            )
+        })
+        .collect())
 }
 
 /// Keeps, per key, the row with the highest `__offset` (the last change). Row order of the
@@ -351,6 +406,17 @@ mod tests {
         (0..out.num_rows())
             .map(|i| (k.value(i).to_string(), o.value(i), v.value(i)))
             .collect()
+    }
+
+    #[test]
+    fn writer_state_round_trips_and_rejects_damage() {
+        let follows: BTreeMap<i32, i64> = [(0, 10), (3, 0), (7, i64::MAX)].into_iter().collect();
+        assert_eq!(decode_follows(&encode_follows(&follows)).unwrap(), follows);
+        assert!(
+            decode_follows(&Bytes::new()).unwrap().is_empty(),
+            "an older silt's state"
+        );
+        assert!(decode_follows(&Bytes::from_static(&[1, 2, 3])).is_err());
     }
 
     #[test]

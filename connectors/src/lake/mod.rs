@@ -47,7 +47,7 @@ use fluss::rpc::message::OffsetSpec;
 pub use error::{Error, Result};
 pub use progress::{BucketWait, QueryProgress, Stage, instrument_file_scans};
 
-use crate::delta::{app_id, lake_arrow_schema};
+use crate::delta::{LakeOwner, app_id, lake_arrow_schema, recorded_owner};
 
 /// Suffix of a table's lake tier.
 pub const LAKE_SUFFIX: &str = "$lake";
@@ -276,11 +276,13 @@ impl LakeCatalog {
         }
     }
 
-    /// `db.t` of every Delta table under a local `lake_root`.
+    /// `db.t` of every Delta table under a local `lake_root` (not the lakes of dropped tables
+    /// under `__dropped`: `__` starts no database's name).
     fn lake_tables(&self) -> Vec<String> {
         let root = std::path::Path::new(&self.config.lake_root);
         let mut out = Vec::new();
-        for db in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let databases = std::fs::read_dir(root).into_iter().flatten().flatten();
+        for db in databases.filter(|db| !db.file_name().to_string_lossy().starts_with("__")) {
             for table in std::fs::read_dir(db.path()).into_iter().flatten().flatten() {
                 if table.path().join("_delta_log").is_dir() {
                     out.push(format!(
@@ -323,11 +325,8 @@ impl LakeCatalog {
             .await
             .map_err(Error::delta(&uri))?;
         let snapshot = table.snapshot().map_err(Error::delta(&uri))?;
-        let table_id = snapshot
-            .metadata()
-            .description()
-            .and_then(|d| d.strip_prefix("tiered by silt from table "))
-            .and_then(|id| id.trim().parse::<i64>().ok())
+        let table_id = recorded_owner(snapshot.metadata())
+            .and_then(|id| id.parse::<i64>().ok())
             .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
         let provider = table.table_provider().await?;
         let system = [
@@ -434,6 +433,11 @@ impl LakeCatalog {
         let Some(version) = table.version() else {
             return Ok(absent);
         };
+        // A lake left by a dropped table of the same name is not this table's.
+        let id = meta.table_id.to_string();
+        if crate::delta::owner_of(&table, uri, &id, meta.bucket_ids()).await? != LakeOwner::Owned {
+            return Ok(absent);
+        }
         let state = table.snapshot().map_err(Error::delta(uri))?;
         let log_store = table.log_store();
         let mut offsets = BTreeMap::new();

@@ -155,13 +155,16 @@ pub enum SinkModeDef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeltaSinkDef {
-    /// A local path or object store URL; absent: `<data_dir>/lake/_jobs/<job>/<sink>`.
+    /// Below `<lake.root>/_jobs/` (a local path or an object store URL, as `lake.root` is);
+    /// absent: `<data_dir>/lake/_jobs/<job>/<sink>`. Anything else is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     pub mode: SinkModeDef,
     /// Upsert keys; absent: the source table's primary key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<Vec<String>>,
+    /// Refused when not empty: the sink uses `lake.storage_options` (kept so an old definition
+    /// gets an error that says so rather than "unknown field").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_options: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1030,18 +1033,35 @@ async fn resolve(
                     TableKind::PrimaryKey { key_columns: keys }
                 }
             };
-            let uri = c.path.clone().unwrap_or_else(|| {
-                ctx.data_dir
-                    .join("lake")
-                    .join("_jobs")
-                    .join(&def.name)
-                    .join(&op.name)
-                    .to_string_lossy()
-                    .to_string()
-            });
+            // Definitions arrive over REST: an explicit path stays below the lake's job
+            // directory, and the store is reached only with the lake's own options (options of
+            // the definition could point the same URL at another endpoint).
+            if !c.storage_options.is_empty() {
+                return Err(at(
+                    &base.at("storage_options"),
+                    "a delta-sink reaches the lake with lake.storage_options from silt's config; remove storage_options here (set lake.storage_options instead)",
+                ));
+            }
+            let (uri, storage_options) = match &c.path {
+                Some(path) => (
+                    crate::paths::confine_sink_path(path, &ctx.lake_root)
+                        .map_err(|e| at(&base.at("path"), e.to_string()))?,
+                    ctx.lake_storage_options.clone(),
+                ),
+                None => (
+                    ctx.data_dir
+                        .join("lake")
+                        .join(crate::paths::JOBS_DIR)
+                        .join(&def.name)
+                        .join(&op.name)
+                        .to_string_lossy()
+                        .to_string(),
+                    Default::default(),
+                ),
+            };
             let mut config =
                 DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
-            config.storage_options = c.storage_options.clone().into_iter().collect();
+            config.storage_options = storage_options;
             if let Some(bytes) = c.target_file_bytes {
                 config.target_file_bytes = bytes;
             }
