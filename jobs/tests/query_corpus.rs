@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array,
-    RecordBatch, StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
+    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -359,7 +359,10 @@ fn read_delta_log(uri: &str, table_id: i64) -> Result<Vec<Commit>> {
                     .as_str()
                     .and_then(|s| serde_json::from_str(s).ok());
                 commit.adds.push(AddedFile {
-                    path: add["path"].as_str().context("add without path")?.to_string(),
+                    path: add["path"]
+                        .as_str()
+                        .context("add without path")?
+                        .to_string(),
                     bucket: add["partitionValues"]["__bucket"]
                         .as_str()
                         .and_then(|b| b.parse().ok())
@@ -369,9 +372,12 @@ fn read_delta_log(uri: &str, table_id: i64) -> Result<Vec<Commit>> {
                 });
             }
             if let Some(remove) = action.get("remove") {
-                commit
-                    .removes
-                    .push(remove["path"].as_str().context("remove without path")?.into());
+                commit.removes.push(
+                    remove["path"]
+                        .as_str()
+                        .context("remove without path")?
+                        .into(),
+                );
             }
         }
         commit.offsets = offsets.clone();
@@ -503,7 +509,12 @@ fn scratch_dir() -> Result<PathBuf> {
             .metadata()
             .and_then(|m| m.modified())
             .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(3600));
-        if old && entry.file_name().to_string_lossy().starts_with("query-corpus-") {
+        if old
+            && entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("query-corpus-")
+        {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -641,8 +652,12 @@ fn user_fields() -> Vec<Field> {
 fn oracle_batch(rows: &[&Record], lake: bool) -> Result<RecordBatch> {
     let mut fields = user_fields();
     let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.values.id))),
-        Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.values.grp))),
+        Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.values.id),
+        )),
+        Arc::new(Int32Array::from_iter_values(
+            rows.iter().map(|r| r.values.grp),
+        )),
         Arc::new(StringArray::from_iter(
             rows.iter().map(|r| r.values.name.as_deref()),
         )),
@@ -702,7 +717,9 @@ fn snapshots_batch(commits: &[Commit]) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(
         Arc::new(schema),
         vec![
-            Arc::new(Int64Array::from_iter_values(commits.iter().map(|c| c.version))),
+            Arc::new(Int64Array::from_iter_values(
+                commits.iter().map(|c| c.version),
+            )),
             Arc::new(
                 TimestampMillisecondArray::from_iter(commits.iter().map(|c| c.committed_at_ms))
                     .with_timezone("UTC"),
@@ -710,7 +727,9 @@ fn snapshots_batch(commits: &[Commit]) -> Result<RecordBatch> {
             Arc::new(StringArray::from_iter(
                 commits.iter().map(|c| c.operation.as_deref()),
             )),
-            Arc::new(Int64Array::from_iter(commits.iter().map(|c| c.checkpoint_id))),
+            Arc::new(Int64Array::from_iter(
+                commits.iter().map(|c| c.checkpoint_id),
+            )),
             Arc::new(StringArray::from_iter_values(
                 commits.iter().map(|c| json(&c.offsets)),
             )),
@@ -727,7 +746,10 @@ fn oracle(f: &Fixture) -> Result<SessionContext> {
     for (name, table) in &f.tables {
         let batches = [
             (name.to_string(), oracle_batch(&table.rows(false), false)?),
-            (format!("{name}$lake"), oracle_batch(&table.rows(true), true)?),
+            (
+                format!("{name}$lake"),
+                oracle_batch(&table.rows(true), true)?,
+            ),
             (
                 format!("{name}$lake$snapshots"),
                 snapshots_batch(&table.commits)?,
@@ -890,7 +912,10 @@ impl Target {
         template
             .replace("{t}", &self.name())
             .replace("{other}", &other.name())
-            .replace("{snapshots}", &format!("{DB}.{}$lake$snapshots", self.table))
+            .replace(
+                "{snapshots}",
+                &format!("{DB}.{}$lake$snapshots", self.table),
+            )
     }
 }
 
@@ -938,8 +963,16 @@ fn diff(expected: &[String], actual: &[String]) -> String {
     for r in actual {
         *counts.entry(r).or_default() -= 1;
     }
-    let missing: Vec<_> = counts.iter().filter(|(_, n)| **n > 0).map(|(r, _)| r).collect();
-    let extra: Vec<_> = counts.iter().filter(|(_, n)| **n < 0).map(|(r, _)| r).collect();
+    let missing: Vec<_> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, _)| r)
+        .collect();
+    let extra: Vec<_> = counts
+        .iter()
+        .filter(|(_, n)| **n < 0)
+        .map(|(r, _)| r)
+        .collect();
     format!(
         "{} rows expected, {} answered; missing {:?}; extra {:?}",
         expected.len(),
@@ -1022,7 +1055,11 @@ async fn run_cases(f: &Fixture, cases: &[Case]) -> Result<usize> {
             let sql = target.sql(&case.sql);
             ran += 1;
             if let Err(e) = check(f, &service, &oracle, &case.mode, &sql).await {
-                failures.push(format!("line {} on {}: {sql}\n  {e:#}", case.line, target.name()));
+                failures.push(format!(
+                    "line {} on {}: {sql}\n  {e:#}",
+                    case.line,
+                    target.name()
+                ));
             }
         }
     }
@@ -1110,7 +1147,12 @@ async fn file_counts_come_from_the_scans_that_ran() -> Result<()> {
     // (table, statement over `t`, scans of `t`, whether Delta's file skipping keeps every file)
     let cases = [
         ("users", "SELECT sum(score) FROM t", 1, true),
-        ("users", "SELECT count(*) FROM t a JOIN t b ON a.id = b.id", 2, true),
+        (
+            "users",
+            "SELECT count(*) FROM t a JOIN t b ON a.id = b.id",
+            2,
+            true,
+        ),
         ("users", "SELECT id FROM t WHERE id < 100", 1, false),
         ("events", "SELECT sum(score) FROM t", 1, true),
         ("events", "SELECT id FROM t WHERE id < 100", 1, false),
@@ -1130,9 +1172,16 @@ async fn file_counts_come_from_the_scans_that_ran() -> Result<()> {
         datafusion::physical_plan::collect(plan, task).await?;
         let (done, total) = progress.files();
         let live = live_files(&f.tables[table].commits).len() as u64;
-        assert_eq!(done, total, "{table}: {sql}: every planned file is done once");
+        assert_eq!(
+            done, total,
+            "{table}: {sql}: every planned file is done once"
+        );
         if full {
-            assert_eq!(total, scans * live, "{table}: {sql}: {scans} scans of {live} files");
+            assert_eq!(
+                total,
+                scans * live,
+                "{table}: {sql}: {scans} scans of {live} files"
+            );
         } else {
             assert!(
                 (1..=scans * live).contains(&total),
@@ -1167,7 +1216,11 @@ async fn spark_reads_the_primary_key_lake_with_deletion_vectors() -> Result<()> 
     if !out.status.success() && stderr.contains("unresolved dependency") {
         eprintln!(
             "SKIPPED: spark_reads_the_primary_key_lake_with_deletion_vectors: delta-spark's jars cannot be resolved from Maven here:\n{}",
-            stderr.lines().filter(|l| l.contains("unresolved")).collect::<Vec<_>>().join("\n")
+            stderr
+                .lines()
+                .filter(|l| l.contains("unresolved"))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         return Ok(());
     }
@@ -1209,7 +1262,12 @@ async fn spark_reads_the_primary_key_lake_with_deletion_vectors() -> Result<()> 
 fn spark_missing() -> Option<String> {
     match std::process::Command::new("java").arg("-version").output() {
         Ok(o) if o.status.success() => {}
-        Ok(o) => return Some(format!("`java -version` failed: {}", String::from_utf8_lossy(&o.stderr))),
+        Ok(o) => {
+            return Some(format!(
+                "`java -version` failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
         Err(e) => return Some(format!("java cannot run ({e}); install Java 17")),
     }
     let probe = std::process::Command::new("python3")
@@ -1235,13 +1293,31 @@ fn corpus_format_errors_name_the_line() {
         };
         assert!(got.contains(expect), "{text:?}: {got}");
     };
-    check("-- bag\nSELECT 1\n\n-- ordered @lake\nSELECT 1 ORDER BY 1\n", "2 cases");
+    check(
+        "-- bag\nSELECT 1\n\n-- ordered @lake\nSELECT 1 ORDER BY 1\n",
+        "2 cases",
+    );
     check("# comment\n-- bag\nSELECT\n  1\n", "1 cases");
     check("-- sorted\nSELECT 1\n", "line 1: unknown mode");
-    check("-- explain\nEXPLAIN SELECT 1\n", "line 1: explain needs a needle");
-    check("-- bag @lakes\nSELECT 1\n", "line 1: \"@lakes\" is not a tag");
-    check("-- bag\n\nSELECT 1\n", "line 3: a statement without a header");
-    check("-- ordered\nSELECT 1\n", "line 1: an ordered case needs an ORDER BY");
-    check("-- explain Sort\nSELECT 1\n", "line 1: an explain case must be an EXPLAIN");
+    check(
+        "-- explain\nEXPLAIN SELECT 1\n",
+        "line 1: explain needs a needle",
+    );
+    check(
+        "-- bag @lakes\nSELECT 1\n",
+        "line 1: \"@lakes\" is not a tag",
+    );
+    check(
+        "-- bag\n\nSELECT 1\n",
+        "line 3: a statement without a header",
+    );
+    check(
+        "-- ordered\nSELECT 1\n",
+        "line 1: an ordered case needs an ORDER BY",
+    );
+    check(
+        "-- explain Sort\nSELECT 1\n",
+        "line 1: an explain case must be an EXPLAIN",
+    );
     check("-- bag\n", "line 1: a header without a statement");
 }

@@ -117,7 +117,10 @@ impl QueryProgress {
 
     /// Lake files the scans opened (or started to prune).
     pub fn files_opened(&self) -> u64 {
-        count(&self.scans.lock().unwrap_or_else(|e| e.into_inner()), "files_opened")
+        count(
+            &self.scans.lock().unwrap_or_else(|e| e.into_inner()),
+            "files_opened",
+        )
     }
 
     pub fn add_rows_returned(&self, rows: u64) {
@@ -234,7 +237,9 @@ mod tests {
             let plan = frame.create_physical_plan().await.unwrap();
             let progress = QueryProgress::new();
             progress.watch_file_scans(&plan).unwrap();
-            let batches = datafusion::physical_plan::collect(plan, task).await.unwrap();
+            let batches = datafusion::physical_plan::collect(plan, task)
+                .await
+                .unwrap();
             let got: usize = batches.iter().map(RecordBatch::num_rows).sum();
             assert_eq!(
                 (got, progress.files(), progress.files_opened()),
