@@ -10,10 +10,11 @@
 //! - Deadline precision: `deadline_queries` runs of that scan with deadlines spread over
 //!   20..400 ms, none of which can finish in time; the figure is how long after its deadline
 //!   each call returned (p50, p99, max).
-//! - Real-time view: a primary-key table with `pk_keys` keys is tiered, tiering is stopped,
-//!   and `tail_changes` upserts and deletes (10% deletes, 10% new keys) are written; then the
-//!   view `bench.users` (lake + tail, last image per key) is queried against `$lake` alone, and
-//!   its answer is checked against the changes as written.
+//! - Real-time view: a primary-key table with `pk_keys` keys is tiered, then `lake_changes`
+//!   upserts and deletes (10% deletes, 10% new keys) are tiered as a second round, so the lake
+//!   holds deletion vectors as it does in use; tiering is stopped, and `tail_changes` more
+//!   changes are written; then the view `bench.users` (lake + tail, last image per key) is
+//!   queried against `$lake` alone, and its answer is checked against the changes as written.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +51,9 @@ pub struct QueryBenchOptions {
     pub deadline_queries: usize,
     /// Keys tiered into the primary-key table before tiering stops.
     pub pk_keys: u64,
+    /// Changes tiered into the primary-key table after its first commit (0: a lake without
+    /// deletion vectors).
+    pub lake_changes: u64,
     /// Changes written to the primary-key table's hot tail after tiering stopped.
     pub tail_changes: u64,
     /// Scratch directory for the hotstore and the lake (default: the system temp dir).
@@ -277,11 +281,21 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     );
     println!(
         "{:<60} {:>12}",
-        format!(
-            "(c) PK view: {} keys tiered, {} changes in the hot tail",
-            options.pk_keys, options.tail_changes
-        ),
-        format!("{} runs", view.runs)
+        format!("(c) PK view, {} runs: keys tiered", view.runs),
+        options.pk_keys
+    );
+    println!(
+        "{:<60} {:>12}",
+        "    changes tiered after them", options.lake_changes
+    );
+    println!(
+        "{:<60} {:>12}",
+        "    changes in the hot tail", options.tail_changes
+    );
+    println!(
+        "{:<60} {:>12}",
+        "    lake files with a deletion vector",
+        format!("{} of {}", view.vectored_files, view.lake_files)
     );
     println!(
         "{:<60} {:>12.1}",
@@ -420,6 +434,8 @@ async fn raw_query(lake_uri: &str) -> Result<Vec<RecordBatch>> {
 
 struct ViewFigures {
     runs: usize,
+    lake_files: usize,
+    vectored_files: usize,
     view_p50_ms: f64,
     view_max_ms: f64,
     point_p50_ms: f64,
@@ -503,30 +519,33 @@ async fn realtime_view(
         Some(registry),
     );
     let ids: Vec<i32> = (0..BUCKETS).collect();
-    let hw = admin
-        .list_offsets(&path, &ids, OffsetSpec::Latest)
+    let tiered = || async {
+        let hw = admin
+            .list_offsets(&path, &ids, OffsetSpec::Latest)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
+        crate::bench::wait_lake_covers(
+            &tiering,
+            "users",
+            &targets,
+            Instant::now() + Duration::from_secs(1800),
+        )
         .await
-        .map_err(|e| anyhow!("{e}"))?;
-    let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
+    };
     let started = Instant::now();
     tiering.tier_table(DB, "users").await?;
-    crate::bench::wait_lake_covers(
-        &tiering,
-        "users",
-        &targets,
-        Instant::now() + Duration::from_secs(1800),
-    )
-    .await?;
-    tiering.shutdown(Duration::from_secs(120)).await;
+    tiered().await?;
     println!(
-        "  tiered in {:.1} s; tiering stopped. writing {} changes to the hot tail ...",
+        "  tiered in {:.1} s. writing and tiering {} changes ...",
         started.elapsed().as_secs_f64(),
-        options.tail_changes
+        options.lake_changes
     );
 
+    // Changes: 10% new keys, 10% deletes, the rest updates of random keys.
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
     let mut next_new = options.pk_keys as i64;
-    for i in 0..options.tail_changes as i64 {
+    let mut change = |i: i64, expected: &mut HashMap<i64, i64>| -> Result<()> {
         let roll = rng.random_range(0..10);
         if roll == 0 {
             upsert(next_new, i)?;
@@ -548,6 +567,39 @@ async fn realtime_view(
                 expected.insert(id, score);
             }
         }
+        Ok(())
+    };
+    let started = Instant::now();
+    for i in 0..options.lake_changes as i64 {
+        change(i, &mut expected)?;
+        if i % 10_000 == 9_999 {
+            upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+        }
+    }
+    upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+    tiered().await?;
+    let lake_uri = tiering
+        .status()
+        .await?
+        .into_iter()
+        .find(|s| s.table == "users")
+        .map(|s| s.lake_uri)
+        .context("tiering does not report bench.users")?;
+    tiering.shutdown(Duration::from_secs(120)).await;
+    let lake = deltalake::open_table(deltalake::ensure_table_uri(&lake_uri)?).await?;
+    let (mut lake_files, mut vectored_files) = (0, 0);
+    for file in lake.snapshot()?.log_data().iter() {
+        lake_files += 1;
+        vectored_files += usize::from(file.deletion_vector_descriptor().is_some());
+    }
+    println!(
+        "  tiered in {:.1} s ({vectored_files} of {lake_files} lake files with a deletion vector); tiering stopped. writing {} changes to the hot tail ...",
+        started.elapsed().as_secs_f64(),
+        options.tail_changes
+    );
+
+    for i in 0..options.tail_changes as i64 {
+        change(options.lake_changes as i64 + i, &mut expected)?;
         if i % 10_000 == 9_999 {
             upserter.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
         }
@@ -591,6 +643,8 @@ async fn realtime_view(
     let view_max_ms = view_ms.iter().copied().fold(f64::NAN, f64::max);
     Ok(ViewFigures {
         runs,
+        lake_files,
+        vectored_files,
         view_p50_ms: median(&mut view_ms),
         view_max_ms,
         point_p50_ms: median(&mut point_ms),

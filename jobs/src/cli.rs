@@ -220,6 +220,10 @@ enum BenchCommand {
         /// Keys tiered into the primary-key table before tiering stops.
         #[arg(long, default_value_t = 1_000_000)]
         pk_keys: u64,
+        /// Changes tiered into the primary-key table after its first commit, so its lake holds
+        /// deletion vectors (0: a lake without them).
+        #[arg(long, default_value_t = 100_000)]
+        lake_changes: u64,
         /// Changes in the primary-key table's hot tail.
         #[arg(long, default_value_t = 100_000)]
         tail_changes: u64,
@@ -419,6 +423,7 @@ fn try_main(cli: Cli) -> Result<()> {
                         runs,
                         deadline_queries,
                         pk_keys,
+                        lake_changes,
                         tail_changes,
                         dir,
                     },
@@ -428,6 +433,7 @@ fn try_main(cli: Cli) -> Result<()> {
                     runs,
                     deadline_queries,
                     pk_keys,
+                    lake_changes,
                     tail_changes,
                     dir,
                 };

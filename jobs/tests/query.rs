@@ -8,16 +8,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::DataType;
 use fluss::client::FlussConnection;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 use silt_connectors::lake::LakeCatalogConfig;
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_hotstore::{Server, ServerConfig};
 use silt_jobs::query::{QueryConfig, QueryError, QueryRequest, QueryResult, QueryService};
-use silt_jobs::tiering::{RegistryUpdate, TieringConfig, TieringService};
+
+mod jobs_support;
+use jobs_support::{tiering_service as tiering, wait_tiering_caught_up};
 
 const DB: &str = "q";
 
@@ -99,43 +101,6 @@ async fn write(connection: &FlussConnection, from: i64, to: i64, e: &mut Expecte
     appender.flush().await?;
     upserter.flush().await?;
     Ok(())
-}
-
-fn tiering(dir: &std::path::Path, server: &Arc<ServerHandle>) -> TieringService {
-    let mut config = TieringConfig::new(
-        server.local_addr().to_string(),
-        dir.join("lake").to_string_lossy().to_string(),
-        dir.join("checkpoints"),
-    );
-    config.poll_interval = Duration::from_millis(200);
-    let registry_server = server.clone();
-    let registry: RegistryUpdate = Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-            registry_server
-                .set_lake_snapshot(db, table, snapshot, offsets)
-                .map_err(anyhow::Error::from)
-        },
-    );
-    TieringService::new(config, Some(registry))
-}
-
-async fn wait_caught_up(tiering: &TieringService) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        tiering.poll_once().await?;
-        let status = tiering.status().await?;
-        let hot: i64 = status
-            .iter()
-            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
-            .sum();
-        if status.len() == 2 && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(anyhow!("tiering did not catch up within 60 s: {status:#?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn i64s(result: &QueryResult, column: usize) -> Vec<i64> {
@@ -232,7 +197,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     let mut expected = Expected::default();
     write(&connection, 0, 2_000, &mut expected).await?;
     let first = tiering(dir.path(), &server);
-    wait_caught_up(&first).await?;
+    wait_tiering_caught_up(&first, 2, Duration::from_secs(60)).await?;
     first.shutdown(Duration::from_secs(30)).await;
     let tiered = expected.clone();
 

@@ -45,7 +45,7 @@ use fluss::metadata::TablePath;
 use fluss::rpc::message::OffsetSpec;
 
 pub use error::{Error, Result};
-pub use progress::{BucketWait, QueryProgress, Stage, instrument_file_scans};
+pub use progress::{BucketWait, QueryProgress, Stage};
 
 use crate::delta::{LakeOwner, app_id, lake_arrow_schema, recorded_owner};
 
@@ -460,12 +460,12 @@ impl LakeCatalog {
         })
     }
 
-    /// `db.t$lake`: the pinned version as stored, its file scans counted in `progress`.
+    /// `db.t$lake`: the pinned version as stored. Its scans are deltalake's, untouched (see
+    /// [`QueryProgress::watch_file_scans`] for how their files are counted).
     pub async fn lake_provider(
         &self,
         meta: &TableMeta,
         pinned: &PinnedLake,
-        progress: &Arc<QueryProgress>,
     ) -> Result<Arc<dyn TableProvider>> {
         let Some(table) = &pinned.table else {
             if !meta.lake_enabled {
@@ -485,7 +485,6 @@ impl LakeCatalog {
         Ok(Arc::new(LakeScan {
             inner,
             table: table.clone(),
-            progress: progress.clone(),
         }))
     }
 
@@ -510,12 +509,15 @@ impl LakeCatalog {
     }
 }
 
-/// The Delta provider of a pinned version, with its file scans counted.
+/// The Delta provider of a pinned version, handed the session of each query it plans.
+///
+/// **Contract:** `scan` returns deltalake's plan as it is. Its deletion-vector scan refuses a
+/// Parquet child that anything rebuilt (`DV child changed Parquet source`), so whatever silt
+/// wants to know of a scan it reads from the plan without changing it.
 #[derive(Debug)]
 struct LakeScan {
     inner: Arc<dyn TableProvider>,
     table: DeltaTable,
-    progress: Arc<QueryProgress>,
 }
 
 #[async_trait]
@@ -545,8 +547,7 @@ impl TableProvider for LakeScan {
         self.table
             .update_datafusion_session(state)
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        let plan = self.inner.scan(state, projection, filters, limit).await?;
-        instrument_file_scans(plan, state, &self.progress)
+        self.inner.scan(state, projection, filters, limit).await
     }
 }
 

@@ -2,30 +2,31 @@
 //! service reads it when the deadline passes, so the error can say what was done and what was
 //! left.
 //!
-//! Files are counted by wrapping the Parquet reader factory of every file scan in a lake
-//! table's physical plan: a reader is created when a scan opens a file and dropped when the
-//! scan is done with it, so "finished" is exact and "total" is what the plan will read after
-//! file skipping.
+//! Files are counted from DataFusion's own scan metrics, without touching the plan:
+//! [`QueryProgress::watch_file_scans`] walks the physical plan that is about to run, totals the
+//! files of every file scan (its file groups, after Delta's file skipping and DataFusion's
+//! repartitioning) and keeps a clone of each scan's `ExecutionPlanMetricsSet`. Clones share
+//! their counters, so the `files_opened` and `files_processed` counts that DataFusion's file
+//! stream records while the scan runs are visible here.
+//!
+//! The walk must stay read-only: deltalake's deletion-vector scan (`DeltaScanExec`) checks
+//! that its Parquet child is the very source it planned (by pointer) and refuses a plan in
+//! which anything rebuilt it (`DV child changed Parquet source`).
+//!
+//! A file counts as done when its scan finished it (read to the end, pruned away, or skipped
+//! because a limit inside the scan was reached). A `LIMIT` above a scan that cannot take the
+//! limit itself (every deletion-vector scan) stops the stream in the middle of a file, which
+//! then never counts as done: the counts say what was read, not what was planned.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNode as _};
-use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::{
-    FileScanConfig, FileScanConfigBuilder, ParquetFileReaderFactory, ParquetSource,
-};
+use datafusion::common::tree_node::{TreeNode as _, TreeNodeRecursion};
+use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use futures::future::BoxFuture;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::AsyncFileReader;
-use parquet::file::metadata::ParquetMetaData;
 
 /// One bucket of a wait for tiering: the lake's txn offset versus the high watermark it must
 /// reach.
@@ -58,10 +59,17 @@ pub enum Stage {
 #[derive(Debug, Default)]
 pub struct QueryProgress {
     stage: Mutex<Stage>,
-    files_total: AtomicU64,
-    files_opened: AtomicU64,
-    files_done: AtomicU64,
+    /// Every file scan of the running plan.
+    scans: Mutex<Vec<FileScan>>,
     rows_returned: AtomicU64,
+}
+
+/// One file scan: the files it reads and DataFusion's metrics set of its file source, which
+/// the scan's file streams count `files_opened` and `files_processed` into.
+#[derive(Debug)]
+struct FileScan {
+    files: u64,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl QueryProgress {
@@ -77,11 +85,41 @@ impl QueryProgress {
         self.stage.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Records every file scan of `plan`, the physical plan about to run, so that
+    /// [`QueryProgress::files`] counts its files. Leaves `plan` as it is.
+    pub fn watch_file_scans(&self, plan: &Arc<dyn ExecutionPlan>) -> datafusion::error::Result<()> {
+        let mut found = Vec::new();
+        plan.apply(|node| {
+            if let Some(exec) = node.downcast_ref::<DataSourceExec>()
+                && let Some(config) = exec.data_source().downcast_ref::<FileScanConfig>()
+            {
+                let files: usize = config.file_groups.iter().map(|g| g.len()).sum();
+                found.push(FileScan {
+                    files: files as u64,
+                    metrics: config.file_source().metrics().clone(),
+                });
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        self.scans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(found);
+        Ok(())
+    }
+
     /// Lake files the scans finished, and how many they will read in all.
     pub fn files(&self) -> (u64, u64) {
-        (
-            self.files_done.load(Ordering::Relaxed),
-            self.files_total.load(Ordering::Relaxed),
+        let scans = self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        let total = scans.iter().map(|s| s.files).sum();
+        (count(&scans, "files_processed"), total)
+    }
+
+    /// Lake files the scans opened (or started to prune).
+    pub fn files_opened(&self) -> u64 {
+        count(
+            &self.scans.lock().unwrap_or_else(|e| e.into_inner()),
+            "files_opened",
         )
     }
 
@@ -96,7 +134,7 @@ impl QueryProgress {
     /// One line for an error message: what the query was doing and how far it got.
     pub fn describe(&self) -> String {
         let (done, total) = self.files();
-        let opened = self.files_opened.load(Ordering::Relaxed);
+        let opened = self.files_opened();
         match self.stage() {
             Stage::Planning => "while planning".to_string(),
             Stage::WaitingForTiering { tables } => {
@@ -135,106 +173,79 @@ impl QueryProgress {
     }
 }
 
-/// Rewrites every Parquet file scan in `plan` so that `progress` counts its files.
-pub fn instrument_file_scans(
-    plan: Arc<dyn ExecutionPlan>,
-    session: &dyn Session,
-    progress: &Arc<QueryProgress>,
-) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-    plan.transform_up(|node| {
-        let Some(exec) = node.downcast_ref::<DataSourceExec>() else {
-            return Ok(Transformed::no(node));
-        };
-        let Some(config) = exec.data_source().downcast_ref::<FileScanConfig>() else {
-            return Ok(Transformed::no(node));
-        };
-        let Some(parquet) = config.file_source().downcast_ref::<ParquetSource>() else {
-            return Ok(Transformed::no(node));
-        };
-        let files: usize = config.file_groups.iter().map(|g| g.len()).sum();
-        progress
-            .files_total
-            .fetch_add(files as u64, Ordering::Relaxed);
-        let inner: Arc<dyn ParquetFileReaderFactory> = match parquet.parquet_file_reader_factory() {
-            Some(f) => f.clone(),
-            None => {
-                let store = session
-                    .runtime_env()
-                    .object_store(&config.object_store_url)?;
-                Arc::new(DefaultParquetFileReaderFactory::new(store))
-            }
-        };
-        let counting = Arc::new(CountingReaderFactory {
-            inner,
-            progress: progress.clone(),
-        });
-        let source = parquet.clone().with_parquet_file_reader_factory(counting);
-        let config = FileScanConfigBuilder::from(config.clone())
-            .with_source(Arc::new(source))
-            .build();
-        Ok(Transformed::yes(
-            DataSourceExec::from_data_source(config) as Arc<dyn ExecutionPlan>
-        ))
-    })
-    .map(|t| t.data)
+/// The sum of the counter `name` over `scans`, over all their partitions.
+fn count(scans: &[FileScan], name: &str) -> u64 {
+    scans
+        .iter()
+        .filter_map(|s| s.metrics.clone_inner().sum_by_name(name))
+        .map(|v| v.as_usize() as u64)
+        .sum()
 }
 
-#[derive(Debug)]
-struct CountingReaderFactory {
-    inner: Arc<dyn ParquetFileReaderFactory>,
-    progress: Arc<QueryProgress>,
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
 
-impl ParquetFileReaderFactory for CountingReaderFactory {
-    fn create_reader(
-        &self,
-        partition_index: usize,
-        partitioned_file: datafusion::datasource::listing::PartitionedFile,
-        metadata_size_hint: Option<usize>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> datafusion::error::Result<Box<dyn AsyncFileReader + Send>> {
-        let inner = self.inner.create_reader(
-            partition_index,
-            partitioned_file,
-            metadata_size_hint,
-            metrics,
-        )?;
-        self.progress.files_opened.fetch_add(1, Ordering::Relaxed);
-        Ok(Box::new(CountingReader {
-            inner,
-            progress: self.progress.clone(),
-        }))
-    }
-}
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::prelude::{ParquetReadOptions, SessionContext};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
 
-/// Counts its file as done when the scan drops it.
-struct CountingReader {
-    inner: Box<dyn AsyncFileReader + Send>,
-    progress: Arc<QueryProgress>,
-}
+    use super::QueryProgress;
 
-impl AsyncFileReader for CountingReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.inner.get_bytes(range)
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        self.inner.get_byte_ranges(ranges)
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        self.inner.get_metadata(options)
-    }
-}
-
-impl Drop for CountingReader {
-    fn drop(&mut self) {
-        self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+    /// Regression: files were counted done when their Parquet reader was dropped, and with a
+    /// pruning predicate over files with bloom filters DataFusion opens a second reader per
+    /// file, so every file counted twice ("4 of 2 lake files").
+    #[tokio::test]
+    async fn each_file_counts_once_whatever_the_scan_prunes() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        for (i, keys) in [0..1000i64, 1000..2000].into_iter().enumerate() {
+            let file = std::fs::File::create(dir.path().join(format!("{i}.parquet"))).unwrap();
+            let props = WriterProperties::builder()
+                .set_bloom_filter_enabled(true)
+                .build();
+            let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(Int64Array::from_iter_values(keys))],
+            )
+            .unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+        }
+        let ctx = SessionContext::new();
+        ctx.register_parquet(
+            "t",
+            dir.path().to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        // (statement, rows): a full scan, a predicate the statistics cannot prune, one that the
+        // bloom filters answer, and one that skips the second file's row groups.
+        let cases = [
+            ("SELECT k FROM t", 2000),
+            ("SELECT k FROM t WHERE k % 7 = 3", 286),
+            ("SELECT k FROM t WHERE k = 1500", 1),
+            ("SELECT k FROM t WHERE k < 100", 100),
+        ];
+        for (sql, rows) in cases {
+            let frame = ctx.sql(sql).await.unwrap();
+            let task = Arc::new(frame.task_ctx());
+            let plan = frame.create_physical_plan().await.unwrap();
+            let progress = QueryProgress::new();
+            progress.watch_file_scans(&plan).unwrap();
+            let batches = datafusion::physical_plan::collect(plan, task)
+                .await
+                .unwrap();
+            let got: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            assert_eq!(
+                (got, progress.files(), progress.files_opened()),
+                (rows, (2, 2), 2),
+                "{sql}"
+            );
+        }
     }
 }

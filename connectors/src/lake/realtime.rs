@@ -41,7 +41,7 @@ pub(super) async fn provider(
     };
     let lake = match &pinned.table {
         Some(_) => {
-            let provider = catalog.lake_provider(meta, pinned, progress).await?;
+            let provider = catalog.lake_provider(meta, pinned).await?;
             Some(LogicalPlanBuilder::scan(
                 "lake",
                 provider_as_source(provider),

@@ -424,7 +424,13 @@ impl QueryService {
         let (ctx, plan, tables) = self.plan(request, progress).await?;
         progress.set_stage(Stage::Executing);
         let frame = ctx.execute_logical_plan(plan).await?;
-        Ok((frame.execute_stream().await?, tables))
+        let task = Arc::new(frame.task_ctx());
+        let physical = frame.create_physical_plan().await?;
+        // Counted on the plan that runs, after DataFusion split files into byte ranges, so
+        // files done and files in all are counted in the same unit.
+        progress.watch_file_scans(&physical)?;
+        let stream = datafusion::physical_plan::execute_stream(physical, task)?;
+        Ok((stream, tables))
     }
 
     /// Parses, checks, resolves and pins every table, and plans.
@@ -491,7 +497,7 @@ impl QueryService {
             let meta = &metas[&key];
             let (pinned, hw) = &pins[&key];
             let provider: Arc<dyn TableProvider> = match name.variant {
-                TableVariant::Lake => catalog.lake_provider(meta, pinned, progress).await?,
+                TableVariant::Lake => catalog.lake_provider(meta, pinned).await?,
                 TableVariant::LakeSnapshots => catalog.snapshots_provider(meta, pinned).await?,
                 TableVariant::RealTime => {
                     catalog

@@ -1,12 +1,14 @@
 //! What the job tests share: the `shop` tables of the example pipelines, seeded writers for
 //! them, the rows each example pipeline must produce (computed from what was written, by a
-//! model independent of the pipeline code), and readers for what the pipelines wrote (a Delta
-//! table through DataFusion, a silt table through its changelog).
+//! model independent of the pipeline code), readers for what the pipelines wrote (a Delta
+//! table through DataFusion, a silt table through its changelog), and a tiering service over
+//! an in-process hotstore with a wait until it caught up.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -18,6 +20,8 @@ use fluss::row::GenericRow;
 use silt_connectors::changelog::{CHANGE_TYPE_COLUMN, ChangeType};
 use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig};
 use silt_engine::{RestoredState, Source, SourcePoll, TaskContext};
+use silt_hotstore::ServerHandle;
+use silt_jobs::tiering::{RegistryUpdate, TieringConfig, TieringService};
 
 pub const CUSTOMER_KEYS: i64 = 40;
 
@@ -344,4 +348,50 @@ pub fn read_conf(relative: &str) -> String {
         .join("../conf")
         .join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A tiering service over the in-process hotstore `server`: lake under `<dir>/lake`,
+/// checkpoints under `<dir>/checkpoints`, polling every 200 ms, and the hotstore's lake-offset
+/// registry updated after each commit.
+pub fn tiering_service(dir: &Path, server: &Arc<ServerHandle>) -> TieringService {
+    let mut config = TieringConfig::new(
+        server.local_addr().to_string(),
+        dir.join("lake").to_string_lossy().to_string(),
+        dir.join("checkpoints"),
+    );
+    config.poll_interval = Duration::from_millis(200);
+    let registry_server = server.clone();
+    let registry: RegistryUpdate = Arc::new(
+        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
+            registry_server
+                .set_lake_snapshot(db, table, snapshot, offsets)
+                .map_err(anyhow::Error::from)
+        },
+    );
+    TieringService::new(config, Some(registry))
+}
+
+/// Polls `tiering` until it tiers `tables` tables, something was written, and every table's
+/// lake covers its high watermarks; fails after `timeout` with the status it last saw.
+pub async fn wait_tiering_caught_up(
+    tiering: &TieringService,
+    tables: usize,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        tiering.poll_once().await?;
+        let status = tiering.status().await?;
+        let hot: i64 = status
+            .iter()
+            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
+            .sum();
+        if status.len() == tables && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("tiering did not catch up within {timeout:?}: {status:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
