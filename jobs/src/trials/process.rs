@@ -25,6 +25,8 @@ pub(super) struct SiltSetup {
     pub dir: PathBuf,
     pub control: PathBuf,
     pub listen: SocketAddr,
+    /// Configuration of every start, as `SILT_*` environment variables.
+    pub settings: Vec<(&'static str, String)>,
 }
 
 /// How a `silt up` that we did not kill ended.
@@ -87,6 +89,7 @@ impl SiltSetup {
             // Flight SQL is not exercised here; its fixed default port would clash.
             .env("SILT_QUERY__FLIGHT_LISTEN", "\"\"")
             .env(crate::lake_faults::ENV, &self.control)
+            .envs(self.settings.iter().map(|(k, v)| (k, v)))
             .env_remove(ABORT_AFTER_DURABLE_WRITE_ENV)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));

@@ -70,6 +70,12 @@ impl StoredLog {
         (offset <= batch.header.last_offset()).then_some(batch)
     }
 
+    /// The offset after the last stored batch of `bucket`.
+    pub fn end(&self, bucket: i32) -> Option<i64> {
+        let (_, last) = self.buckets.get(&bucket)?.last_key_value()?;
+        Some(last.header.next_offset())
+    }
+
     /// `bucket b offset o in <batch>`, or says that no stored batch holds it.
     pub fn describe_copy(&self, bucket: i32, offset: i64) -> String {
         match self.batch_of(bucket, offset) {
