@@ -77,10 +77,12 @@ pub const WITHOUT_FEATURE: &str = "this silt binary was built without the `fault
 
 const DB: &str = "trial";
 /// How long the workload's writes may take to resolve at the end of a trial, silt running.
-const RESOLVE_DEADLINE: Duration = Duration::from_secs(60);
+const RESOLVE_DEADLINE: Duration = Duration::from_secs(30);
 /// Largest N a start is armed with (`SILT_FAULT_ABORT_AFTER_DURABLE_WRITE`); drawn
 /// log-uniformly, so most armed starts abort within a second or two of the workload.
 const ABORT_AFTER_MAX: f64 = 400.0;
+/// The size of the tmpfs each trial's data directory lives on.
+const DISK_BYTES: u64 = 320 << 20;
 /// How many rows of each kind of finding are shown.
 const SHOW_MAX: usize = 5;
 
@@ -140,12 +142,19 @@ struct Outcome {
     rows_lost: u64,
     rows_duplicated: u64,
     verify_failures: u64,
+    /// The verify failures by kind.
+    failures: BTreeMap<&'static str, u64>,
     /// Exits of `silt up` that no fault caused.
     unexpected_exits: u64,
     notes: Vec<String>,
 }
 
 impl Outcome {
+    fn fail(&mut self, kind: &'static str) {
+        self.verify_failures += 1;
+        *self.failures.entry(kind).or_default() += 1;
+    }
+
     fn failed(&self) -> bool {
         self.rows_lost + self.rows_duplicated + self.verify_failures + self.unexpected_exits > 0
     }
@@ -158,6 +167,9 @@ impl Outcome {
         self.rows_lost += other.rows_lost;
         self.rows_duplicated += other.rows_duplicated;
         self.verify_failures += other.verify_failures;
+        for (k, v) in &other.failures {
+            *self.failures.entry(k).or_default() += v;
+        }
         self.unexpected_exits += other.unexpected_exits;
     }
 }
@@ -182,8 +194,9 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("silt-trial-{seed}-"))
             .tempdir()?;
-        // The disk-full faults need a data directory of its own size.
-        let mut disk = match SmallDisk::mount(&dir.path().join("data"), 96 << 20) {
+        // The disk-full faults need a data directory of its own size, large enough that the
+        // workload alone never fills it (a fast seed writes ~100 MiB: logs, lake, checkpoints).
+        let mut disk = match SmallDisk::mount(&dir.path().join("data"), DISK_BYTES) {
             Ok(d) => Some(d),
             Err(why) => {
                 skipped.entry("disk-full").or_insert(why);
@@ -242,7 +255,9 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
             );
         }
         totals.add(&outcome);
-        totals.verify_failures += u64::from(error.is_some());
+        if error.is_some() {
+            totals.fail("trial error");
+        }
     }
     print_summary(
         &options,
@@ -280,6 +295,9 @@ fn print_summary(
     println!("{:<22} {}", "rows lost", totals.rows_lost);
     println!("{:<22} {}", "rows duplicated", totals.rows_duplicated);
     println!("{:<22} {}", "verify failures", totals.verify_failures);
+    for (kind, n) in &totals.failures {
+        println!("  {kind:<40} {n}");
+    }
     println!("{:<22} {}", "unexpected exits", totals.unexpected_exits);
     println!(
         "{:<22} {}",
@@ -366,7 +384,11 @@ impl Durability {
 
 /// One trial's moving parts: the running `silt up`, the seed's plan, and what was found.
 struct Trial<'a> {
+    /// The seed's plan: faults, pauses and their parameters.
     rng: SmallRng,
+    /// Arming and pauses of restarts, which follow aborts at moments no seed fixes: a stream
+    /// of their own keeps the plan above the same whatever the timing.
+    restart_rng: SmallRng,
     setup: SiltSetup,
     silt: Silt,
     starts: u32,
@@ -395,7 +417,7 @@ impl Trial<'_> {
         let abort_after = if self.settling {
             None
         } else {
-            draw_abort(&mut self.rng)
+            draw_abort(&mut self.restart_rng)
         };
         let starts = self.starts;
         let setup = &self.setup;
@@ -423,7 +445,8 @@ impl Trial<'_> {
                     .push(format!("silt up exited by itself: {why}"));
             }
         }
-        tokio::time::sleep(Duration::from_millis(self.rng.random_range(0..700))).await;
+        let pause = self.restart_rng.random_range(0..700);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
         self.restart()
     }
 
@@ -517,6 +540,7 @@ async fn trial(
     let abort_after = draw_abort(&mut rng);
     let silt = tokio::task::block_in_place(|| setup.start(0, abort_after))?;
     let mut trial = Trial {
+        restart_rng: SmallRng::seed_from_u64(rng.random()),
         rng,
         setup,
         silt,
@@ -572,7 +596,7 @@ async fn trial(
     let unresolved = records.unresolved();
     if unresolved > 0 {
         // silt is up and the faults are over: every write should have been answered.
-        trial.outcome.verify_failures += 1;
+        trial.outcome.fail("writes never answered");
         let mut per_table: BTreeMap<&str, u64> = BTreeMap::new();
         let log = records.log.iter().filter(|w| w.stamp.unresolved());
         let pk = records.pk.iter().filter(|w| w.stamp.unresolved());
@@ -622,7 +646,7 @@ async fn trial(
         o.show_max = 5;
         let report = verify_table_with_retry(&bootstrap, &spec.name, &o).await?;
         if report.verdict != Verdict::Match {
-            trial.outcome.verify_failures += 1;
+            trial.outcome.fail("lake differs from the hot store");
             trial.outcome.rows_lost += report.missing as u64;
             trial.outcome.rows_duplicated += report.extra as u64;
             trial.note(report.render());
@@ -737,7 +761,9 @@ async fn inject(
                 match verify_table_with_retry(&bootstrap, &t.name, &o).await {
                     Ok(r) if r.verdict == Verdict::Match => {}
                     Ok(r) => {
-                        trial.outcome.verify_failures += 1;
+                        trial
+                            .outcome
+                            .fail("lake not a prefix while its store is down");
                         trial.note(format!(
                             "store down: the lake of {} is not a prefix of its changelog:\n{}",
                             t.name,
@@ -804,7 +830,7 @@ fn disk_probe_note(
                 .iter()
                 .any(|w| lower.contains(w));
             if !named {
-                outcome.verify_failures += 1;
+                outcome.fail("full disk refused without naming it");
             }
             format!(
                 "{what} was refused{}: {}",
@@ -1002,7 +1028,7 @@ async fn judge_table(
         trial.count_lost(&spec.name, findings.wrong.len() as u64);
         trial.outcome.rows_duplicated += findings.extra_copies();
         if !findings.inconsistent.is_empty() {
-            trial.outcome.verify_failures += 1;
+            trial.outcome.fail("changelog disagrees with itself");
         }
         let notes = report_pk(spec, &findings, &changes, &ops, &stored);
         trial.outcome.notes.extend(notes);
@@ -1021,7 +1047,7 @@ async fn judge_table(
         trial.count_lost(&spec.name, findings.lost.len() as u64);
         trial.outcome.rows_duplicated += findings.extra_copies();
         if !findings.phantom.is_empty() {
-            trial.outcome.verify_failures += 1;
+            trial.outcome.fail("rows no one wrote");
         }
         let notes = report_log(spec, &findings, &rows, &origins, &stored);
         trial.outcome.notes.extend(notes);
