@@ -397,6 +397,11 @@ struct Trial<'a> {
     /// Past the faults: no more armed starts.
     settling: bool,
     durability: Durability,
+    /// The disk is filled (a disk-full fault is on).
+    disk_filled: bool,
+    /// `silt up` exited and could not start again on the full disk: it starts once the disk has
+    /// room again.
+    down: bool,
     /// A power loss cut data under `fsync: never`, which acknowledges before the fsync: it may
     /// have taken acknowledged writes, so those are reported but not counted as lost.
     acked_losable: bool,
@@ -421,12 +426,35 @@ impl Trial<'_> {
         };
         let starts = self.starts;
         let setup = &self.setup;
-        self.silt = tokio::task::block_in_place(|| setup.start(starts, abort_after))?;
+        if !self.disk_filled {
+            let attempts = process::START_ATTEMPTS_MAX;
+            self.silt = tokio::task::block_in_place(|| setup.start(starts, abort_after, attempts))?;
+            return Ok(());
+        }
+        // A start on a full disk may fail (silt writes its catalog as it opens): then it
+        // waits for the disk to have room, as an operator would.
+        match tokio::task::block_in_place(|| setup.start(starts, abort_after, 1)) {
+            Ok(silt) => self.silt = silt,
+            Err(e) => {
+                self.down = true;
+                self.note(format!(
+                    "silt up could not start on the full disk (started again once it had room): {}",
+                    first_line(&format!("{e:#}"))
+                ));
+            }
+        }
         Ok(())
     }
 
     /// When `silt up` exited by itself: counts why, and restarts it after a random pause.
     async fn reap(&mut self) -> Result<()> {
+        if self.down {
+            if !self.disk_filled {
+                self.down = false;
+                self.restart()?;
+            }
+            return Ok(());
+        }
         let Some(exit) = self.silt.exited() else {
             return Ok(());
         };
@@ -538,7 +566,8 @@ async fn trial(
     let phases = 3 + rng.random_range(0..3);
     // Table creation makes no durable write, so the first start may be armed as well.
     let abort_after = draw_abort(&mut rng);
-    let silt = tokio::task::block_in_place(|| setup.start(0, abort_after))?;
+    let attempts = process::START_ATTEMPTS_MAX;
+    let silt = tokio::task::block_in_place(|| setup.start(0, abort_after, attempts))?;
     let mut trial = Trial {
         restart_rng: SmallRng::seed_from_u64(rng.random()),
         rng,
@@ -549,6 +578,8 @@ async fn trial(
         outcome: Outcome::default(),
         settling: false,
         durability,
+        disk_filled: false,
+        down: false,
         acked_losable: false,
     };
     let bootstrap = trial.setup.bootstrap();
@@ -784,6 +815,7 @@ async fn inject(
             };
             let disk = trial.disk.expect("picked only with a disk");
             let filler = disk.fill(free_bytes)?;
+            trial.disk_filled = true;
             let log_table = tables.iter().find(|t| !t.primary_key).expect("a log table");
             // A large write through a client that does not retry shows what the server says;
             // then, with a few KiB free, a small one that may still fit.
@@ -807,6 +839,8 @@ async fn inject(
             let pause = Duration::from_millis(trial.rng.random_range(500..1500));
             trial.watch(pause).await?;
             std::fs::remove_file(&filler)?;
+            trial.disk_filled = false;
+            trial.reap().await?;
         }
     }
     Ok(())

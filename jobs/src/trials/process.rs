@@ -16,7 +16,7 @@ const ABORT_MARKER: &str = "fault injection: aborting after durable write";
 
 /// How many times a start is tried before the trial gives up: the fixed port may still be held
 /// for a moment by the process that was just killed.
-const START_ATTEMPTS_MAX: u32 = 5;
+pub(super) const START_ATTEMPTS_MAX: u32 = 5;
 
 /// Where and how every `silt up` of one trial runs. Restarts keep the port and the data
 /// directory, so the workload's clients retry into the restarted process as real clients do.
@@ -52,10 +52,10 @@ impl SiltSetup {
     }
 
     /// Starts `silt up` (the `starts`-th of this trial), armed to abort after its
-    /// `abort_after`-th durable write when given.
-    pub fn start(&self, starts: u32, abort_after: Option<u64>) -> Result<Silt> {
+    /// `abort_after`-th durable write when given; tries up to `attempts` times.
+    pub fn start(&self, starts: u32, abort_after: Option<u64>, attempts: u32) -> Result<Silt> {
         let mut last = None;
-        for attempt in 0..START_ATTEMPTS_MAX {
+        for attempt in 0..attempts.clamp(1, START_ATTEMPTS_MAX) {
             let log = self.dir.join(format!("silt-{starts}.log"));
             match self.start_once(&log, abort_after) {
                 Ok(silt) => return Ok(silt),
@@ -145,13 +145,22 @@ impl Silt {
         })
     }
 
-    /// The last error lines (or, without any, warning lines) of this process's log.
+    /// The last lines of this process's log that say what went wrong.
     pub fn log_excerpt(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let errors = text.lines().filter(|l| l.contains("ERROR"));
-        let warnings = text.lines().filter(|l| l.contains("WARN"));
-        let mut lines: Vec<&str> = errors.rev().take(2).collect();
+        // The hot store's own complaints first (its kv store is fjall), then any error, then
+        // any warning.
+        let hot = |l: &&str| {
+            (l.contains("ERROR") || l.contains("WARN"))
+                && (l.contains("silt_hotstore") || l.contains("fjall"))
+        };
+        let mut lines: Vec<&str> = text.lines().filter(hot).rev().take(2).collect();
         if lines.is_empty() {
+            let errors = text.lines().filter(|l| l.contains("ERROR"));
+            lines = errors.rev().take(2).collect();
+        }
+        if lines.is_empty() {
+            let warnings = text.lines().filter(|l| l.contains("WARN"));
             lines = warnings.rev().take(2).collect();
         }
         lines.reverse();
