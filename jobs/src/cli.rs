@@ -185,9 +185,11 @@ enum BenchCommand {
         #[arg(long)]
         no_fluss: bool,
     },
-    /// Seeded fault trials: random workloads against `silt up` with SIGKILLs, a second tiering
-    /// job, a failing lake store and a full disk, then catch-up and verify of every table
-    /// (exit 1 when any row was lost or duplicated or a table failed verify).
+    /// Seeded fault trials: concurrent random workloads against `silt up` (restarted on the same
+    /// port) with SIGKILLs, aborts between a durable write and its acknowledgement, power
+    /// losses, a second tiering job, a failing lake store and a full disk, then catch-up and
+    /// verify of every table (exit 1 when an acknowledged row was lost, a row duplicated or a
+    /// table failed verify). Needs a binary built with `--features fault-injection`.
     Trials {
         /// How many seeds to run.
         #[arg(long, default_value_t = 20)]
@@ -198,9 +200,14 @@ enum BenchCommand {
         /// How long the lake may take to catch up at the end of each trial, e.g. 60s.
         #[arg(long, default_value = "60s")]
         catch_up: String,
-        /// Keep the directory (with silt's logs) of a failed trial.
+        /// Keep the directory (with silt's logs) of a failed trial (one that lost or duplicated
+        /// a row is always kept).
         #[arg(long)]
         keep_failed: bool,
+        /// Tests of the checker: plant a duplicated and a lost row in every trial, which must
+        /// then report them (and fail).
+        #[arg(long, hide = true)]
+        plant: bool,
     },
     /// A steady load on a log and a primary-key table through `silt up`, sampled every
     /// interval (RSS, disk, lake files, tiering lag, query latency), with slopes per hour.
@@ -336,6 +343,7 @@ fn try_main(cli: Cli) -> Result<()> {
                         seed,
                         catch_up,
                         keep_failed,
+                        plant,
                     },
             } => {
                 let options = crate::trials::TrialsOptions {
@@ -344,6 +352,7 @@ fn try_main(cli: Cli) -> Result<()> {
                     catch_up: crate::tiering::parse_duration(&catch_up)
                         .map_err(|e| anyhow::anyhow!("--catch-up: {e}"))?,
                     keep_failed,
+                    plant,
                 };
                 let code = crate::trials::run(options).await?;
                 if code != 0 {

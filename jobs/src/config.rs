@@ -13,6 +13,10 @@ pub const DEFAULTS_YAML: &str = include_str!("../../conf/silt.yaml");
 /// Environment variables the CLI reads itself.
 const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG"];
 
+/// Environment variables of the test build's fault hooks (the hot store reads them itself).
+const FAULT_HOOK_ENV: &[&str] =
+    &[silt_hotstore::storage::durability::ABORT_AFTER_DURABLE_WRITE_ENV];
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -175,8 +179,9 @@ impl Config {
             merge(&mut merged, overlay);
         }
         for (name, value) in env {
-            // SILT_CONFIG and SILT_LOG belong to the command line, not to this file's keys.
-            if CLI_ENV.contains(&name.as_str()) {
+            // SILT_CONFIG and SILT_LOG belong to the command line, the fault hooks' to the hot
+            // store, not to this file's keys.
+            if CLI_ENV.contains(&name.as_str()) || FAULT_HOOK_ENV.contains(&name.as_str()) {
                 continue;
             }
             let Some(path) = name.strip_prefix("SILT_") else {
