@@ -6,8 +6,9 @@
 //! another upserts `upsert_rate` rows per second into a primary-key table (keys drawn from
 //! `pk_keys`, a tenth of them deletes), both lake-enabled with `freshness` and `buckets`
 //! buckets. Every `sample_every` the bench records: the child's RSS, the hot store's bytes on
-//! disk, the lake's Parquet and deletion-vector files on disk and its `_delta_log` entries, the
-//! key index's bytes, the tiering lag (from `GET /v1/tables`), and the latency of
+//! disk, the lake's Parquet and deletion-vector files on disk, the files its tables reference
+//! now and its `_delta_log` entries, the key index's bytes, the tiering lag (from
+//! `GET /v1/tables`), and the latency of
 //! `SELECT count(*)` on `t$lake` and on `t` (through `POST /v1/query`). At the end it prints
 //! every sample and, per figure, the least-squares slope per hour over the samples after
 //! `warmup`, also as a percentage of the figure's mean (the target for RSS: at most 1% an hour).
@@ -56,6 +57,8 @@ struct Sample {
     rss_mb: f64,
     hot_mb: f64,
     lake_files: f64,
+    /// Files the current versions of both lake tables reference (what queries plan over).
+    lake_active: f64,
     lake_mb: f64,
     delta_log_entries: f64,
     key_index_mb: f64,
@@ -66,11 +69,12 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 10] {
+fn figures(s: &Sample) -> [(&'static str, f64); 11] {
     [
         ("rss_mb", s.rss_mb),
         ("hot_mb", s.hot_mb),
         ("lake_files", s.lake_files),
+        ("lake_active", s.lake_active),
         ("lake_mb", s.lake_mb),
         ("delta_log", s.delta_log_entries),
         ("keyidx_mb", s.key_index_mb),
@@ -393,6 +397,7 @@ async fn take_sample(
         rss_mb: silt.rss_mb(),
         hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
         lake_files: lake.0,
+        lake_active: active_files(&data_dir.join("lake")).await,
         lake_mb: lake.1 / 1e6,
         delta_log_entries: delta_log.0,
         key_index_mb: disk_usage(&data_dir.join("key-index"), |_| true).1 / 1e6,
@@ -401,6 +406,23 @@ async fn take_sample(
         view_count_ms,
         rows_written: written.load(Ordering::Relaxed) as f64,
     }
+}
+
+/// Data files referenced by the current version of each lake table (NaN when one cannot be
+/// read).
+async fn active_files(lake: &Path) -> f64 {
+    let mut files = 0usize;
+    for table in [LOG_TABLE, PK_TABLE] {
+        let dir = lake.join(DB).join(table);
+        let Some(uri) = dir.to_str() else { return f64::NAN };
+        let Ok(url) = deltalake::ensure_table_uri(uri) else { return f64::NAN };
+        let Ok(table) = deltalake::open_table(url).await else { return f64::NAN };
+        match table.snapshot() {
+            Ok(state) => files += state.log_data().num_files(),
+            Err(_) => return f64::NAN,
+        }
+    }
+    files as f64
 }
 
 /// (files, bytes) under `dir` whose path `keep` accepts.

@@ -533,7 +533,7 @@ async fn a_dropped_tables_lake_is_not_read_for_a_new_table_of_its_name() -> Resu
     create_tables(&connection).await?;
     write(&connection, 0, 600, &mut Expected::default()).await?;
     let tiering = tiering(dir.path(), &server);
-    wait_caught_up(&tiering).await?;
+    wait_tiering_caught_up(&tiering, 2, Duration::from_secs(60)).await?;
     tiering.shutdown(Duration::from_secs(30)).await;
     let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
         bootstrap,

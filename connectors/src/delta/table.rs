@@ -29,6 +29,7 @@ use url::Url;
 
 use super::committable::{BucketRange, Committable};
 use super::committer::LakeCommit;
+use super::compaction::{TailFile, pick_run};
 use super::dv::{self, DvFileWriter};
 use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
@@ -542,11 +543,10 @@ impl LakeTable {
         let kind = self.config.kind.clone();
         let version = match &kind {
             TableKind::Log => {
-                self.commit_actions(
-                    plan.adds.iter().cloned().map(Action::Add).collect(),
-                    properties,
-                )
-                .await?
+                let mut actions: Vec<Action> = plan.adds.iter().cloned().map(Action::Add).collect();
+                let appended: BTreeSet<i32> = plan.txns.keys().copied().collect();
+                actions.extend(self.compact_log_tails(&appended).await?);
+                self.commit_actions(actions, properties).await?
             }
             TableKind::PrimaryKey { key_columns } => {
                 let merged = if self.has_deletion_vectors()? {
@@ -923,6 +923,79 @@ impl LakeTable {
         Ok(Some(version))
     }
 
+    /// The actions that rewrite, in the buckets a log commit appends to, the run of small files
+    /// `compaction::pick_run` chooses (removes and one add, all `dataChange: false`), within
+    /// `target_file_bytes` read per commit. Empty when no bucket's tail needs it.
+    async fn compact_log_tails(&self, buckets: &BTreeSet<i32>) -> Result<Vec<Action>> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        let target = self.config.target_file_bytes;
+        let mut tails: BTreeMap<i32, Vec<TailFile>> = BTreeMap::new();
+        let mut removes: HashMap<String, deltalake::kernel::Remove> = HashMap::new();
+        let mut unordered: BTreeSet<i32> = BTreeSet::new();
+        for f in state.log_data().iter() {
+            let bytes = u64::try_from(f.size()).unwrap_or(0);
+            if bytes >= target / 2 {
+                continue; // done: the common case once a table is old
+            }
+            #[allow(deprecated)] // add_action: the partition value and statistics of the file
+            let add = f.add_action();
+            let bucket = add_bucket(&add)?;
+            if !buckets.contains(&bucket) {
+                continue;
+            }
+            let Some(first_offset) = first_offset(&add) else {
+                // Without the statistic (a table wider than Delta's indexed columns) a bucket's
+                // files cannot be ordered: its files stay as they are.
+                unordered.insert(bucket);
+                continue;
+            };
+            let path = f.path().to_string();
+            removes.insert(path.clone(), f.remove_action(false));
+            let tail = TailFile { path, bytes, first_offset };
+            tails.entry(bucket).or_default().push(tail);
+        }
+        let mut actions = Vec::new();
+        let mut budget = target;
+        for (bucket, files) in tails {
+            if unordered.contains(&bucket) {
+                continue;
+            }
+            let run = pick_run(files, target, self.config.small_files_max);
+            let run_bytes: u64 = run.iter().map(|f| f.bytes).sum();
+            if run.is_empty() || run_bytes > budget {
+                continue;
+            }
+            budget -= run_bytes;
+            let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
+                .map_err(Error::delta(self.uri()))?
+                .with_target_file_size(target)
+                .with_writer_properties(writer_properties(&self.config));
+            let none = RoaringTreemap::new();
+            let mut rows = 0u64;
+            for file in &run {
+                rows += self.copy_live_rows(&file.path, bucket, &none, &mut writer).await?;
+                let remove = removes.remove(&file.path).expect("listed above");
+                actions.push(Action::Remove(remove));
+            }
+            let merged = deltalake::writer::DeltaWriter::flush(&mut writer)
+                .await
+                .map_err(Error::delta(self.uri()))?;
+            info!(
+                table = self.uri(),
+                bucket,
+                files = run.len(),
+                bytes = run_bytes,
+                rows,
+                "compacted a run of small files into the commit"
+            );
+            actions.extend(merged.into_iter().map(|mut add| {
+                add.data_change = false;
+                Action::Add(add)
+            }));
+        }
+        Ok(actions)
+    }
+
     /// Writes the rows of data file `path` (of `bucket`) that `deleted` does not mark into
     /// `writer`; returns how many.
     async fn copy_live_rows(
@@ -1213,6 +1286,12 @@ fn add_bucket(add: &Add) -> Result<i32> {
                 add.path
             ))
         })
+}
+
+/// The smallest `__offset` recorded in an add's statistics, if they record it.
+fn first_offset(add: &Add) -> Option<i64> {
+    let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref()?).ok()?;
+    stats.get("minValues")?.get(OFFSET_COLUMN)?.as_i64()
 }
 
 /// Rows recorded in an add's statistics.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use silt_hotstore::storage::batch::BatchHeader;
+use silt_hotstore::codec::BatchHeader;
 
 /// One stored batch.
 #[derive(Debug, Clone)]
