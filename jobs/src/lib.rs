@@ -1,14 +1,12 @@
-//! silt's edge: the `silt` binary and everything that talks to the outside world (CLI,
-//! configuration files and environment, and, as they land, job definitions, YAML pipelines,
-//! the REST API and the services `silt up` runs). It converts outside formats by hand into
-//! engine, hotstore and connector types; those crates stay free of serde, HTTP and YAML.
+//! silt's edge: the `silt` binary and everything that talks to the outside world: the CLI,
+//! configuration files and environment, job definitions and YAML pipelines, the REST and
+//! Flight SQL APIs, and the services `silt up` runs (tiering, query, jobs), plus `silt verify`.
+//! It converts outside formats by hand into engine, hotstore and connector types; those crates
+//! stay free of serde, HTTP and YAML.
 //!
-//! Entry point: [`cli::main`].
+//! Entry point: [`cli::run`]. Measurement (`silt bench`) lives in the `silt-bench` crate, which
+//! depends on this one; this crate must not depend on it.
 
-pub mod bench;
-pub mod bench_hotstore;
-pub mod bench_query;
-pub mod bench_soak;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -18,6 +16,5 @@ pub mod paths;
 pub mod query;
 pub mod rest;
 pub mod tiering;
-pub mod trials;
 pub mod up;
 pub mod verify;

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    silt_jobs::cli::main()
+    silt_jobs::cli::run().unwrap_or_else(|e| silt_jobs::cli::failure(&e))
 }

@@ -67,7 +67,7 @@ impl SiltSetup {
     }
 
     fn start_once(&self, log: &Path, abort_after: Option<u64>) -> Result<Silt> {
-        let exe = std::env::current_exe().context("locating the silt binary")?;
+        let (exe, silt) = crate::silt_program()?;
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -75,6 +75,7 @@ impl SiltSetup {
             .with_context(|| format!("opening {}", log.display()))?;
         let mut command = Command::new(exe);
         command
+            .arg(silt)
             .args([
                 "--data-dir",
                 &self.data.to_string_lossy(),
@@ -88,11 +89,12 @@ impl SiltSetup {
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             // Flight SQL is not exercised here; its fixed default port would clash.
             .env("SILT_QUERY__FLIGHT_LISTEN", "\"\"")
-            .env(crate::lake_faults::ENV, &self.control)
             .envs(self.settings.iter().map(|(k, v)| (k, v)))
             .env_remove(ABORT_AFTER_DURABLE_WRITE_ENV)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
+        #[cfg(feature = "fault-injection")]
+        command.env(silt_jobs::lake_faults::ENV, &self.control);
         if let Some(n) = abort_after {
             command.env(ABORT_AFTER_DURABLE_WRITE_ENV, n.to_string());
         }

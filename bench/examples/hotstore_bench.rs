@@ -1,17 +1,18 @@
 //! Measures one Fluss endpoint (silt's hotstore or a real Apache Fluss cluster) through the
 //! official fluss-rs client with the workload of `silt bench hotstore` (method in
-//! `jobs/src/bench_hotstore.rs`); `silt bench hotstore` runs silt and a real cluster in one
+//! `bench/src/hotstore.rs`); `silt bench hotstore` runs silt and a real cluster in one
 //! run and prints the ratios, this example measures a single address.
 //!
 //! ```text
-//! cargo run --release -p silt-integration-tests --example hotstore_bench -- \
+//! cargo run --release -p silt-bench --example hotstore_bench -- \
 //!     --bootstrap 127.0.0.1:9223 [--label fluss-0.9.1] [--rows 1000000] [--lookups 10000]
 //! ```
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use silt_jobs::bench_hotstore::{BenchReport, Workload, run_endpoint};
+use silt_bench::hotstore::{BenchReport, Workload, run_endpoint};
+use silt_bench::report::Table;
 
 fn from_args() -> Result<(String, String, Workload)> {
     let mut bootstrap = "127.0.0.1:9123".to_string();
@@ -54,8 +55,6 @@ fn from_args() -> Result<(String, String, Workload)> {
 fn print_report(label: &str, bootstrap: &str, workload: &Workload, report: &BenchReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("hotstore bench: {label} ({bootstrap}), acks=all");
-    println!("| metric                 | value        |");
-    println!("|------------------------|--------------|");
     let mut rows = Vec::new();
     for log in &report.logs {
         let c = &log.compression;
@@ -70,10 +69,15 @@ fn print_report(label: &str, bootstrap: &str, workload: &Workload, report: &Benc
         ("lookup p99 ms".to_string(), ms(report.lookup.p99)),
         ("lookup max ms".to_string(), ms(report.lookup.max)),
     ]);
+    let mut table = Table::new(["metric", "value"]);
     for (name, value) in rows {
-        println!("| {name:<22} | {value:>12.3} |");
+        table.row([name, format!("{value:.3}")]);
     }
-    println!("| lookup misses          | {:>12} |", report.lookup.misses);
+    table.row([
+        "lookup misses".to_string(),
+        report.lookup.misses.to_string(),
+    ]);
+    table.print_markdown();
     println!(
         "rows={} keys={} lookups={}",
         workload.rows, workload.keys, report.lookup.samples

@@ -25,29 +25,56 @@ use fluss::row::GenericRow;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
+use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
+
+use crate::report::Table;
 
 const DB: &str = "soak";
 const LOG_TABLE: &str = "events";
 const PK_TABLE: &str = "users";
 
-#[derive(Debug, Clone)]
+/// The flags of `silt bench soak`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct SoakOptions {
+    /// How long the load runs, e.g. 30min or 2h.
+    #[arg(long, default_value = "30min", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// Time between samples.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub sample_every: Duration,
+    /// Samples before this are left out of the slopes.
+    #[arg(long, default_value = "10min", value_parser = humantime::parse_duration)]
     pub warmup: Duration,
+    /// Rows appended to the log table per second.
+    #[arg(long, default_value_t = 10_000)]
     pub log_rate: u64,
+    /// Upserts (and deletes, one in ten) into the primary-key table per second.
+    #[arg(long, default_value_t = 1_000)]
     pub upsert_rate: u64,
+    /// Distinct keys of the primary-key table.
+    #[arg(long, default_value_t = 100_000)]
     pub pk_keys: u64,
+    #[arg(long, default_value_t = 4)]
     pub buckets: i32,
+    /// `table.datalake.freshness` of both tables.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub freshness: Duration,
-    /// Keep the data directory here (default: a temporary directory removed at the end).
+    /// Keep `silt up`'s data directory here instead of a temporary one.
+    #[arg(long = "soak-dir")]
     pub data_dir: Option<PathBuf>,
-    /// Extra `KEY=VALUE` environment for `silt up` (e.g. `SILT_HOTSTORE__FSYNC=never`).
+    /// Extra environment for `silt up`, KEY=VALUE (repeatable), e.g. SILT_HOTSTORE__FSYNC=never.
+    #[arg(long = "silt-env", value_parser = parse_key_value)]
     pub env: Vec<(String, String)>,
-    /// A command `silt up` runs under, e.g. `heaptrack -o /tmp/silt` (RSS is then the
-    /// wrapper's).
-    pub wrapper: Vec<String>,
+    /// Run `silt up` under this command, e.g. "heaptrack -o /tmp/silt" (split on spaces; RSS
+    /// is then the wrapper's).
+    #[arg(long)]
+    pub wrapper: Option<String>,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }
 
 /// One sample of every figure.
@@ -93,9 +120,16 @@ struct SiltChild {
 }
 
 impl SiltChild {
-    fn start(data_dir: &Path, env: &[(String, String)], wrapper: &[String]) -> Result<SiltChild> {
-        let exe = std::env::current_exe().context("locating the silt binary")?;
+    fn start(
+        data_dir: &Path,
+        env: &[(String, String)],
+        wrapper: Option<&str>,
+    ) -> Result<SiltChild> {
+        let (exe, silt) = crate::silt_program()?;
         let log = std::fs::File::create(data_dir.join("silt-up.log"))?;
+        let wrapper: Vec<&str> = wrapper
+            .map(|w| w.split_whitespace().collect())
+            .unwrap_or_default();
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut command = Command::new(program);
@@ -105,6 +139,7 @@ impl SiltChild {
             None => Command::new(exe),
         };
         let mut child = command
+            .arg(silt)
             .args([
                 "--data-dir",
                 &data_dir.to_string_lossy(),
@@ -193,7 +228,7 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
-    let silt = SiltChild::start(&data_dir, &options.env, &options.wrapper)?;
+    let silt = SiltChild::start(&data_dir, &options.env, options.wrapper.as_deref())?;
     println!(
         "soak: silt up (pid {}) at {} / http://{}, data in {}; {} log rows/s, {} upserts/s over {} keys, {} buckets, freshness {:?}, {:?}",
         silt.child.id(),
@@ -414,9 +449,15 @@ async fn active_files(lake: &Path) -> f64 {
     let mut files = 0usize;
     for table in [LOG_TABLE, PK_TABLE] {
         let dir = lake.join(DB).join(table);
-        let Some(uri) = dir.to_str() else { return f64::NAN };
-        let Ok(url) = deltalake::ensure_table_uri(uri) else { return f64::NAN };
-        let Ok(table) = deltalake::open_table(url).await else { return f64::NAN };
+        let Some(uri) = dir.to_str() else {
+            return f64::NAN;
+        };
+        let Ok(url) = deltalake::ensure_table_uri(uri) else {
+            return f64::NAN;
+        };
+        let Ok(table) = deltalake::open_table(url).await else {
+            return f64::NAN;
+        };
         match table.snapshot() {
             Ok(state) => files += state.log_data().num_files(),
             Err(_) => return f64::NAN,
@@ -542,10 +583,11 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
         warmup.as_secs_f64() / 60.0
     );
     let xs: Vec<f64> = after.iter().map(|s| s.at_s / 3600.0).collect();
+    let mut table = Table::new(["figure", "per hour", "% of mean", "mean"]);
     for (i, (name, _)) in figures(after[0]).iter().enumerate() {
         let ys: Vec<f64> = after.iter().map(|s| figures(s)[i].1).collect();
         if ys.iter().any(|y| y.is_nan()) {
-            println!("  {name:<11} n/a (a sample failed)");
+            table.row([format!("  {name}"), "n/a (a sample failed)".to_string()]);
             continue;
         }
         let per_hour = slope(&xs, &ys);
@@ -555,7 +597,12 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
         } else {
             0.0
         };
-        println!("  {name:<11} {per_hour:>12.2} /h  ({percent:>+7.2}% of {mean:.1})");
+        table.row([
+            format!("  {name}"),
+            format!("{per_hour:.2}"),
+            format!("{percent:+.2}%"),
+            format!("{mean:.1}"),
+        ]);
     }
     // Query and commit latency should stay flat: compare the last quarter with the first.
     let quarter = (after.len() / 4).max(1);
@@ -572,11 +619,12 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
             .map(|s| get(s))
             .sum::<f64>()
             / quarter as f64;
-        println!(
+        table.note(format!(
             "  {name:<11} last quarter / first quarter: {:.2}x",
             last / first
-        );
+        ));
     }
+    table.print();
 }
 
 #[cfg(test)]

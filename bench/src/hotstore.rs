@@ -27,6 +27,8 @@ use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 
+use crate::report::{Table, percentile};
+
 const DATABASE: &str = "silt_bench";
 
 /// The workload, the same for every endpoint.
@@ -109,6 +111,77 @@ pub enum FlussTarget {
     None,
 }
 
+/// The flags of `silt bench hotstore`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HotstoreArgs {
+    /// Rows appended to the log table, then fetched.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: i64,
+    #[arg(long, default_value_t = 10_000)]
+    pub batch_rows: i64,
+    #[arg(long, default_value_t = 3)]
+    pub buckets: i32,
+    /// Keys upserted into the PK table before the lookups.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: i64,
+    /// Sequential point lookups of random written keys.
+    #[arg(long, default_value_t = 10_000)]
+    pub lookups: usize,
+    /// Times the log table is read back in full.
+    #[arg(long, default_value_t = 5)]
+    pub fetch_passes: u32,
+    /// Arrow compressions of the log table, comma-separated; produce and fetch run once
+    /// per entry (ZSTD is Fluss's default).
+    #[arg(long, value_delimiter = ',', default_values_t = ["ZSTD".to_string(), "NONE".to_string()])]
+    pub compressions: Vec<String>,
+    /// The scanner's long-poll wait in ms (fluss-rs default 500; see bench/src/hotstore.rs
+    /// for why a long wait measures the tail of the scan rather than throughput).
+    #[arg(long, default_value_t = 10)]
+    pub fetch_wait_max_ms: i32,
+    /// Deadline of each phase in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub deadline_s: u64,
+    /// The real-Fluss harness (start.sh, stop.sh) that starts the comparison cluster.
+    #[arg(long, default_value = "integration-tests/fluss-real")]
+    pub fluss_harness: PathBuf,
+    /// Extra server.yaml lines for the harness's cluster, e.g.
+    /// "log.flush.interval-messages: 1" (Fluss fsyncs every batch, as silt does).
+    #[arg(long)]
+    pub fluss_conf: Option<String>,
+    /// Compare with this running Fluss endpoint instead of starting one.
+    #[arg(long, conflicts_with = "no_fluss")]
+    pub fluss_bootstrap: Option<String>,
+    /// Measure silt only.
+    #[arg(long)]
+    pub no_fluss: bool,
+}
+
+impl From<HotstoreArgs> for HotstoreBenchOptions {
+    fn from(args: HotstoreArgs) -> Self {
+        let fluss = match (args.no_fluss, args.fluss_bootstrap) {
+            (true, _) => FlussTarget::None,
+            (false, Some(bootstrap)) => FlussTarget::Bootstrap(bootstrap),
+            (false, None) => FlussTarget::Harness {
+                dir: args.fluss_harness,
+                extra_conf: args.fluss_conf,
+            },
+        };
+        let workload = Workload {
+            rows: args.rows,
+            batch_rows: args.batch_rows,
+            buckets: args.buckets,
+            keys: args.keys,
+            lookups: args.lookups,
+            fetch_passes: args.fetch_passes,
+            compressions: args.compressions,
+            fetch_wait_max_ms: args.fetch_wait_max_ms,
+            deadline: Duration::from_secs(args.deadline_s),
+            ..Workload::default()
+        };
+        HotstoreBenchOptions { workload, fluss }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct HotstoreBenchOptions {
     pub workload: Workload,
@@ -147,7 +220,7 @@ pub struct Latency {
 impl Latency {
     fn of(mut samples: Vec<Duration>) -> Self {
         samples.sort_unstable();
-        let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+        let at = |q: f64| percentile(&samples, q).unwrap_or_default();
         Latency {
             samples: samples.len(),
             misses: 0,
@@ -639,11 +712,14 @@ async fn measure_fluss(target: &FlussTarget, workload: &Workload) -> Result<Flus
 }
 
 /// Starts silt's hotstore in this process on a free loopback port in a scratch directory.
-async fn measure_silt(config: &crate::config::Config, workload: &Workload) -> Result<BenchReport> {
+async fn measure_silt(
+    config: &silt_jobs::config::Config,
+    workload: &Workload,
+) -> Result<BenchReport> {
     let dir = tempfile::Builder::new()
         .prefix("silt-bench-hotstore-")
         .tempdir()?;
-    let mut server_config = crate::up::hotstore_config(config)?;
+    let mut server_config = silt_jobs::up::hotstore_config(config)?;
     server_config.bind_addr = "127.0.0.1:0".parse()?;
     server_config.data_dir = dir.path().join("hotstore");
     let server = silt_hotstore::Server::start(server_config).await?;
@@ -657,7 +733,10 @@ async fn measure_silt(config: &crate::config::Config, workload: &Workload) -> Re
     result
 }
 
-pub async fn hotstore(config: &crate::config::Config, options: HotstoreBenchOptions) -> Result<()> {
+pub async fn hotstore(
+    config: &silt_jobs::config::Config,
+    options: HotstoreBenchOptions,
+) -> Result<()> {
     let workload = &options.workload;
     workload.validate()?;
     if config.hotstore.fsync == "never" {
@@ -677,8 +756,16 @@ pub async fn hotstore(config: &crate::config::Config, options: HotstoreBenchOpti
     Ok(())
 }
 
+/// One row of the report: a figure of silt and of Fluss, and the target of their ratio.
+struct Figure {
+    name: String,
+    silt: f64,
+    fluss: Option<f64>,
+    target: &'static str,
+}
+
 fn print_report(
-    config: &crate::config::Config,
+    config: &silt_jobs::config::Config,
     workload: &Workload,
     silt: &BenchReport,
     fluss: &FlussColumn,
@@ -688,11 +775,7 @@ fn print_report(
     println!(
         "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
          fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups)",
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
+        crate::report::profile(),
         workload.rows,
         workload.batch_rows,
         workload.buckets,
@@ -712,74 +795,63 @@ fn print_report(
             None
         }
     };
-    // (name, silt, fluss, target)
-    type Row = (String, f64, Option<f64>, &'static str);
-    let mut rows: Vec<Row> = Vec::new();
+    let mut rows: Vec<Figure> = Vec::new();
     for (i, log) in silt.logs.iter().enumerate() {
         let other_log = other.and_then(|r| r.logs.get(i));
         let c = &log.compression;
-        rows.push((
-            format!("produce MB/s {c}"),
-            log.produce.mb_per_s(),
-            other_log.map(|l| l.produce.mb_per_s()),
-            ">= 2x",
-        ));
-        rows.push((
-            format!("produce rows/s {c}"),
-            log.produce.rows_per_s(),
-            other_log.map(|l| l.produce.rows_per_s()),
-            "",
-        ));
-        rows.push((
-            format!("fetch MB/s {c}"),
-            log.fetch.mb_per_s(),
-            other_log.map(|l| l.fetch.mb_per_s()),
-            ">= 2x",
-        ));
+        rows.push(Figure {
+            name: format!("produce MB/s {c}"),
+            silt: log.produce.mb_per_s(),
+            fluss: other_log.map(|l| l.produce.mb_per_s()),
+            target: ">= 2x",
+        });
+        rows.push(Figure {
+            name: format!("produce rows/s {c}"),
+            silt: log.produce.rows_per_s(),
+            fluss: other_log.map(|l| l.produce.rows_per_s()),
+            target: "",
+        });
+        rows.push(Figure {
+            name: format!("fetch MB/s {c}"),
+            silt: log.fetch.mb_per_s(),
+            fluss: other_log.map(|l| l.fetch.mb_per_s()),
+            target: ">= 2x",
+        });
     }
-    rows.extend([
-        (
-            "upsert rows/s".to_string(),
-            silt.upsert.rows_per_s(),
-            other.map(|r| r.upsert.rows_per_s()),
-            "",
-        ),
-        (
-            "lookup p50 ms".to_string(),
-            ms(silt.lookup.p50),
-            other.map(|r| ms(r.lookup.p50)),
-            "",
-        ),
-        (
-            "lookup p99 ms".to_string(),
-            ms(silt.lookup.p99),
-            other.map(|r| ms(r.lookup.p99)),
-            "<= 0.5x",
-        ),
-        (
-            "lookup max ms".to_string(),
-            ms(silt.lookup.max),
-            other.map(|r| ms(r.lookup.max)),
-            "",
-        ),
-    ]);
-    println!(
-        "| {:<22} | {:>12} | {:>12} | {:>10} | {:>8} |",
-        "figure", "silt", "fluss", "silt/fluss", "target"
-    );
-    println!(
-        "|{:-<24}|{:->14}|{:->14}|{:->12}|{:->10}|",
-        "", "", "", "", ""
-    );
-    for (name, silt_value, fluss_value, target) in rows {
-        let (fluss_text, ratio_text) = match fluss_value {
-            Some(v) => (format!("{v:.3}"), format!("{:.2}", silt_value / v)),
+    let lookups: [(&str, fn(&Latency) -> Duration, &'static str); 3] = [
+        ("lookup p50 ms", |l| l.p50, ""),
+        ("lookup p99 ms", |l| l.p99, "<= 0.5x"),
+        ("lookup max ms", |l| l.max, ""),
+    ];
+    rows.push(Figure {
+        name: "upsert rows/s".to_string(),
+        silt: silt.upsert.rows_per_s(),
+        fluss: other.map(|r| r.upsert.rows_per_s()),
+        target: "",
+    });
+    for (name, get, target) in lookups {
+        rows.push(Figure {
+            name: name.to_string(),
+            silt: ms(get(&silt.lookup)),
+            fluss: other.map(|r| ms(get(&r.lookup))),
+            target,
+        });
+    }
+    let mut table = Table::new(["figure", "silt", "fluss", "silt/fluss", "target"]);
+    for f in rows {
+        let (fluss_text, ratio_text) = match f.fluss {
+            Some(v) => (format!("{v:.3}"), format!("{:.2}", f.silt / v)),
             None => ("-".to_string(), "-".to_string()),
         };
-        println!(
-            "| {name:<22} | {silt_value:>12.3} | {fluss_text:>12} | {ratio_text:>10} | {target:>8} |"
-        );
+        table.row([
+            f.name,
+            format!("{:.3}", f.silt),
+            fluss_text,
+            ratio_text,
+            f.target.to_string(),
+        ]);
     }
+    table.print_markdown();
     println!(
         "lookup misses: silt {} (still missing 2 s later: {}){}",
         silt.lookup.misses,

@@ -23,7 +23,7 @@
 //! - `second-job`: a second tiering job on the same table and lake (in this process, with its
 //!   own checkpoints): Delta's txn/conflict check must fence one of them, the lake stays intact;
 //! - `store-transient`: the lake's object store fails the next few operations
-//!   (`SILTTEST_LAKE_FAULTS`, see `lake_faults.rs`);
+//!   (`SILTTEST_LAKE_FAULTS`, see `jobs/src/lake_faults.rs`);
 //! - `store-down`: the lake's store fails everything for a while; meanwhile the lake at its
 //!   current version must still be a consistent prefix of the changelog (no partial commit is
 //!   visible), and tiering must resume once the store is back;
@@ -66,14 +66,16 @@ use self::check::{Change, LogFindings, PkFindings, Place};
 use self::process::{Exit, Silt, SiltSetup, SmallDisk};
 use self::stored::StoredLog;
 use self::workload::{ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, first_line};
-use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, TieringConfig, TieringService};
-use crate::verify::{Verdict, VerifyOptions, read_changelog, verify_table};
+use crate::report::Table;
+use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, TieringConfig, TieringService};
+use silt_jobs::verify::{Verdict, VerifyOptions, read_changelog, verify_table};
 
 /// The error of a `silt` built without the hooks the trials need.
-pub const WITHOUT_FEATURE: &str = "this silt binary was built without the `fault-injection` \
-    feature, which the trials need (power-loss simulation, abort after a durable write); build \
-    one with `cargo build -p silt-jobs --features fault-injection` and run \
-    `target/debug/silt bench trials` (every `cargo test` build of silt-jobs has the feature)";
+pub const WITHOUT_FEATURE: &str = "this silt-bench binary was built without the \
+    `fault-injection` feature, which the trials need (power-loss simulation, abort after a \
+    durable write, a failing lake store); build one with `cargo build -p silt-bench --features \
+    fault-injection` and run `target/debug/silt-bench trials` (every `cargo test` build of \
+    silt-bench has the feature)";
 
 const DB: &str = "trial";
 /// How long the workload's writes may take to resolve at the end of a trial, silt running.
@@ -86,18 +88,26 @@ const DISK_BYTES: u64 = 320 << 20;
 /// How many rows of each kind of finding are shown.
 const SHOW_MAX: usize = 5;
 
-#[derive(Debug, Clone)]
+/// The flags of `silt bench trials`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct TrialsOptions {
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 20)]
     pub seeds: u64,
+    /// The first seed (seeds run S, S+1, ...); one seed replays exactly that trial's plan.
+    #[arg(long = "seed", default_value_t = 1)]
     pub first_seed: u64,
-    /// How long the lake may take to catch up at the end of a trial.
+    /// How long the lake may take to catch up at the end of each trial, e.g. 60s.
+    #[arg(long, default_value = "60s", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub catch_up: Duration,
-    /// Keep each trial's directory (and silt's logs) when it fails. A trial that lost or
-    /// duplicated a row keeps its directory regardless.
+    /// Keep the directory (with silt's logs) of a failed trial (one that lost or duplicated
+    /// a row is always kept).
+    #[arg(long)]
     pub keep_failed: bool,
-    /// Tests of the checker: after the workload, store rows twice through a client without
-    /// idempotence and count a row that was never written as acknowledged, so the trial must
-    /// report one lost and [`PLANTED_DUPLICATES`] duplicated rows.
+    /// Tests of the checker: plant a duplicated and a lost row in every trial, which must
+    /// then report them (and fail): stored twice through a client without idempotence, and a
+    /// row never written counted as acknowledged (one lost, [`PLANTED_DUPLICATES`] duplicated).
+    #[arg(long, hide = true)]
     pub plant: bool,
 }
 
@@ -289,38 +299,56 @@ fn print_summary(
     failed_seeds: &[u64],
     elapsed: Duration,
 ) {
-    println!();
-    println!("{:<22} {}", "seeds run", options.seeds);
-    println!("{:<22} {}", "acknowledged rows", totals.rows_acked);
-    println!("{:<22} {}", "rows lost", totals.rows_lost);
-    println!("{:<22} {}", "rows duplicated", totals.rows_duplicated);
-    println!("{:<22} {}", "verify failures", totals.verify_failures);
+    let failed: Vec<String> = failed_seeds.iter().map(u64::to_string).collect();
+    let mut table = Table::new(Vec::<String>::new()).values_left();
+    table
+        .row(["seeds run".to_string(), options.seeds.to_string()])
+        .row([
+            "acknowledged rows".to_string(),
+            totals.rows_acked.to_string(),
+        ])
+        .row(["rows lost".to_string(), totals.rows_lost.to_string()])
+        .row([
+            "rows duplicated".to_string(),
+            totals.rows_duplicated.to_string(),
+        ])
+        .row([
+            "verify failures".to_string(),
+            totals.verify_failures.to_string(),
+        ]);
     for (kind, n) in &totals.failures {
-        println!("  {kind:<40} {n}");
+        table.row([format!("  {kind}"), n.to_string()]);
     }
-    println!("{:<22} {}", "unexpected exits", totals.unexpected_exits);
-    println!(
-        "{:<22} {}",
-        "faults injected",
-        faults_line(&totals.faults, false)
-    );
+    table
+        .row([
+            "unexpected exits".to_string(),
+            totals.unexpected_exits.to_string(),
+        ])
+        .row([
+            "faults injected".to_string(),
+            faults_line(&totals.faults, false),
+        ]);
     for (kind, n) in totals.faults.iter().filter(|(k, _)| **k != "none") {
-        println!("  {kind:<27} {n}");
+        table.row([format!("  {kind}"), n.to_string()]);
     }
     for (kind, why) in skipped {
-        println!("{:<22} {kind}: {why}", "faults skipped");
+        table.row(["faults skipped".to_string(), format!("{kind}: {why}")]);
     }
-    let failed: Vec<String> = failed_seeds.iter().map(u64::to_string).collect();
-    println!(
-        "{:<22} {}",
-        "failed seeds",
-        if failed.is_empty() {
-            "none".to_string()
-        } else {
-            failed.join(", ")
-        }
-    );
-    println!("{:<22} {:.1} s", "time", elapsed.as_secs_f64());
+    table
+        .row([
+            "failed seeds".to_string(),
+            if failed.is_empty() {
+                "none".to_string()
+            } else {
+                failed.join(", ")
+            },
+        ])
+        .row([
+            "time".to_string(),
+            format!("{:.1} s", elapsed.as_secs_f64()),
+        ]);
+    println!();
+    table.print();
 }
 
 /// How a trial's `silt up` makes writes durable.
@@ -541,14 +569,62 @@ impl Trial<'_> {
     }
 }
 
+/// What a seed fixes before `silt up` starts: the tables, the clients and the phases.
+struct Plan {
+    tables: Vec<TableSpec>,
+    clients: Vec<ClientPlan>,
+    pk_keys: i64,
+    phases: i32,
+}
+
 async fn trial(
     seed: u64,
     dir: &Path,
     disk: Option<&SmallDisk>,
     options: &TrialsOptions,
 ) -> Result<Outcome> {
-    let mut rng = SmallRng::seed_from_u64(seed);
     let epoch = Instant::now();
+    let (mut trial, plan) = set_up(seed, dir, disk)?;
+    let bootstrap = trial.setup.bootstrap();
+    create_tables(&bootstrap, &plan.tables, &mut trial.rng).await?;
+    let workload = Workload::start(
+        &bootstrap,
+        &plan.tables,
+        &plan.clients,
+        plan.pk_keys,
+        epoch,
+        &mut trial.rng,
+    )
+    .await?;
+    let described: Vec<String> = plan.clients.iter().map(ClientPlan::describe).collect();
+    trial.note(format!(
+        "{}; clients: {}; {} keys per primary-key table",
+        trial.durability.describe(),
+        described.join("; "),
+        plan.pk_keys
+    ));
+    let mut probes = ProbeIds::default();
+    for _ in 0..plan.phases {
+        let pause = Duration::from_millis(trial.rng.random_range(200..1200));
+        trial.watch(pause).await?;
+        let fault = pick_fault(&mut trial.rng, trial.disk.is_some());
+        inject(&mut trial, fault, &plan.tables, &mut probes).await?;
+    }
+    let records = settle(&mut trial, workload, &plan.tables).await?;
+    if options.plant {
+        plant(&bootstrap, &plan.tables, &mut probes).await?;
+    }
+    trial.outcome.rows_acked = records.acked() + probes.acked();
+    check_tables(&mut trial, &plan.tables, &records, &probes, options).await?;
+    let outcome = std::mem::take(&mut trial.outcome);
+    drop(trial);
+    Ok(outcome)
+}
+
+/// Draws the seed's plan and starts the first `silt up` (which may be armed: creating the
+/// tables makes no durable write).
+fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Trial<'a>, Plan)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
     let durability = Durability::draw(&mut rng);
     let setup = SiltSetup {
         data: dir.join("data"),
@@ -564,11 +640,10 @@ async fn trial(
         .collect();
     let pk_keys = [20, 150, 1000][rng.random_range(0..3)];
     let phases = 3 + rng.random_range(0..3);
-    // Table creation makes no durable write, so the first start may be armed as well.
     let abort_after = draw_abort(&mut rng);
     let attempts = process::START_ATTEMPTS_MAX;
     let silt = tokio::task::block_in_place(|| setup.start(0, abort_after, attempts))?;
-    let mut trial = Trial {
+    let trial = Trial {
         restart_rng: SmallRng::seed_from_u64(rng.random()),
         rng,
         setup,
@@ -582,33 +657,22 @@ async fn trial(
         down: false,
         acked_losable: false,
     };
-    let bootstrap = trial.setup.bootstrap();
-    create_tables(&bootstrap, &tables, &mut trial.rng).await?;
-    let workload = Workload::start(
-        &bootstrap,
-        &tables,
-        &clients,
+    let plan = Plan {
+        tables,
+        clients,
         pk_keys,
-        epoch,
-        &mut trial.rng,
-    )
-    .await?;
-    let described: Vec<String> = clients.iter().map(ClientPlan::describe).collect();
-    trial.note(format!(
-        "{}; clients: {}; {pk_keys} keys per primary-key table",
-        durability.describe(),
-        described.join("; ")
-    ));
+        phases,
+    };
+    Ok((trial, plan))
+}
 
-    let mut probes = ProbeIds::default();
-    for _ in 0..phases {
-        let pause = Duration::from_millis(trial.rng.random_range(200..1200));
-        trial.watch(pause).await?;
-        let fault = pick_fault(&mut trial.rng, trial.disk.is_some());
-        inject(&mut trial, fault, &tables, &mut probes).await?;
-    }
-
-    // Settle: no more faults or armed starts; every write resolves against a running silt.
+/// Ends the faults and lets every write resolve against a running silt; notes writes never
+/// answered (a failure), refused, or retried after a table lookup.
+async fn settle(
+    trial: &mut Trial<'_>,
+    workload: Workload,
+    tables: &[TableSpec],
+) -> Result<Records> {
     trial.settling = true;
     std::fs::write(&trial.setup.control, "ok")?;
     if trial.silt.abort_after.is_some() && trial.silt.exited().is_none() {
@@ -624,24 +688,7 @@ async fn trial(
             () = tokio::time::sleep(Duration::from_millis(100)) => trial.reap().await?,
         }
     };
-    let unresolved = records.unresolved();
-    if unresolved > 0 {
-        // silt is up and the faults are over: every write should have been answered.
-        trial.outcome.fail("writes never answered");
-        let mut per_table: BTreeMap<&str, u64> = BTreeMap::new();
-        let log = records.log.iter().filter(|w| w.stamp.unresolved());
-        let pk = records.pk.iter().filter(|w| w.stamp.unresolved());
-        for t in log.map(|w| w.table).chain(pk.map(|w| w.table)) {
-            *per_table.entry(tables[t].name.as_str()).or_default() += 1;
-        }
-        let per_table: Vec<String> = per_table.iter().map(|(t, n)| format!("{t} {n}")).collect();
-        trial.note(format!(
-            "{unresolved} writes neither acknowledged nor refused {} s after the faults ended ({}); silt's log: {}",
-            RESOLVE_DEADLINE.as_secs(),
-            per_table.join(", "),
-            trial.silt.log_excerpt()
-        ));
-    }
+    note_unresolved(trial, &records, tables);
     if !records.errors.is_empty() {
         let refused: u64 = records.errors.values().sum();
         let (first, _) = records
@@ -665,12 +712,41 @@ async fn trial(
             records.table_lookups
         ));
     }
-    if options.plant {
-        plant(&bootstrap, &tables, &mut probes).await?;
-    }
-    trial.outcome.rows_acked = records.acked() + probes.acked();
+    Ok(records)
+}
 
-    // Catch up and verify every table, then judge the hot store against the writes.
+/// silt is up and the faults are over: every write should have been answered.
+fn note_unresolved(trial: &mut Trial<'_>, records: &Records, tables: &[TableSpec]) {
+    let unresolved = records.unresolved();
+    if unresolved == 0 {
+        return;
+    }
+    trial.outcome.fail("writes never answered");
+    let mut per_table: BTreeMap<&str, u64> = BTreeMap::new();
+    let log = records.log.iter().filter(|w| w.stamp.unresolved());
+    let pk = records.pk.iter().filter(|w| w.stamp.unresolved());
+    for t in log.map(|w| w.table).chain(pk.map(|w| w.table)) {
+        *per_table.entry(tables[t].name.as_str()).or_default() += 1;
+    }
+    let per_table: Vec<String> = per_table.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    let note = format!(
+        "{unresolved} writes neither acknowledged nor refused {} s after the faults ended ({}); silt's log: {}",
+        RESOLVE_DEADLINE.as_secs(),
+        per_table.join(", "),
+        trial.silt.log_excerpt()
+    );
+    trial.note(note);
+}
+
+/// Catches up and verifies every table, then judges the hot store against the writes.
+async fn check_tables(
+    trial: &mut Trial<'_>,
+    tables: &[TableSpec],
+    records: &Records,
+    probes: &ProbeIds,
+    options: &TrialsOptions,
+) -> Result<()> {
+    let bootstrap = trial.setup.bootstrap();
     for (t, spec) in tables.iter().enumerate() {
         let mut o = VerifyOptions::new(&bootstrap, lake_root(&trial.setup.data));
         o.deadline = options.catch_up;
@@ -682,11 +758,9 @@ async fn trial(
             trial.outcome.rows_duplicated += report.extra as u64;
             trial.note(report.render());
         }
-        judge_table(&mut trial, t, spec, &records, &probes).await?;
+        judge_table(trial, t, spec, records, probes).await?;
     }
-    let outcome = std::mem::take(&mut trial.outcome);
-    drop(trial);
-    Ok(outcome)
+    Ok(())
 }
 
 /// Probe writes during a full disk use ids far from the workload's; those acknowledged count
@@ -888,7 +962,7 @@ async fn verify_table_with_retry(
     bootstrap: &str,
     table: &str,
     options: &VerifyOptions,
-) -> Result<crate::verify::TableReport> {
+) -> Result<silt_jobs::verify::TableReport> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
     verify_table(&connection, DB, table, options).await
 }

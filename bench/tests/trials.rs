@@ -5,8 +5,9 @@
 //! full disk), then catch-up and verify of every table. Zero acknowledged rows lost, zero
 //! duplicated, zero verify failures, no unexpected exit.
 //!
-//! The trials need the `silt` binary built with the `fault-injection` feature, which every
-//! `cargo test` build of silt-jobs has (jobs/Cargo.toml); without it this test says SKIPPED.
+//! The trials need the `silt-bench` binary (`silt bench`) built with the `fault-injection`
+//! feature, which every `cargo test` build of silt-bench has (bench/Cargo.toml); without it
+//! this test says SKIPPED.
 //!
 //! `SILTTEST_TRIAL_SEEDS` sets how many seeds run (default 3); `SILTTEST_TRIAL_FIRST_SEED` the
 //! first one. `silt bench trials --seeds 200` runs hundreds outside `cargo test`.
@@ -24,12 +25,12 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `silt bench trials` with `args`; `None` (after saying SKIPPED) when the binary lacks
-/// the fault hooks.
+/// Runs `silt bench trials` (the `silt-bench` binary) with `args`; `None` (after saying
+/// SKIPPED) when the binary lacks the fault hooks.
 fn trials(args: &[&str]) -> Option<Output> {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(["--log", "off", "bench", "trials"])
+    let out = Command::new(env!("CARGO_BIN_EXE_silt-bench"))
+        .args(["--log", "off", "trials"])
         .args(args)
         .output()
         .expect("running silt bench trials");

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    silt_bench::cli::run().unwrap_or_else(|e| silt_jobs::cli::failure(&e))
+}

@@ -1,0 +1,621 @@
+//! `silt bench tiering`: measured, not asserted. Prints a table of figures and ratios taken in
+//! one run (these machines are noisy; compare ratios, not absolute numbers).
+//!
+//! - Throughput: a log table pre-filled with `rows` rows of 12 mixed columns is tiered from
+//!   scratch; the ceiling is the same Arrow batches (with the same three system columns) written
+//!   to Parquet with the same writer settings (snappy, same row groups) in the same process.
+//! - Freshness: a steady load at `load_fraction` of the measured tiering throughput with a 1 s
+//!   checkpoint interval; for every acknowledged flush, the time until the lake's txn offsets
+//!   cover the high watermarks seen right after the acknowledgement (p50/p99).
+//! - Peak RSS: two more log tables, of `rss_rows` and `RSS_FACTOR * rss_rows` rows, are
+//!   pre-filled and then tiered one after the other; for each, the process's peak resident set
+//!   (VmHWM, reset through /proc/self/clear_refs before the table starts) is compared with the
+//!   resident set just before it. The growth must not scale with the table size.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use arrow::array::{Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use fluss::client::{AppendWriter, FlussAdmin, FlussConnection};
+use fluss::metadata::{TableDescriptor, TablePath};
+use fluss::rpc::message::OffsetSpec;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use silt_hotstore::{Server, ServerConfig};
+use silt_jobs::tiering::{TieringConfig, TieringService};
+
+use crate::data::{make_batch, wait_lake_covers};
+use crate::report::{Table, percentile_f64};
+
+/// The flags of `silt bench tiering`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TieringBenchOptions {
+    /// Rows pre-filled into the log table.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    #[arg(long, default_value_t = 8192)]
+    pub batch_rows: usize,
+    /// Checkpoint interval of the tiering jobs.
+    #[arg(long, default_value_t = 1)]
+    pub freshness_seconds: u64,
+    /// Steady load as a fraction of the measured tiering throughput.
+    #[arg(long, default_value_t = 0.5)]
+    pub load_fraction: f64,
+    /// Rows of the smaller table of the peak-RSS phase (the larger has 4x); 0 skips it.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rss_rows: u64,
+}
+
+/// Size ratio of the two tables of the peak-RSS phase.
+pub const RSS_FACTOR: u64 = 4;
+
+const DB: &str = "bench";
+const BUCKETS: i32 = 4;
+
+fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("__bucket", DataType::Int32, false));
+    fields.push(Field::new("__offset", DataType::Int64, false));
+    fields.push(Field::new(
+        "__timestamp",
+        DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        false,
+    ));
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(Int32Array::from(vec![0; n])));
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        offset..offset + n as i64,
+    )));
+    columns.push(Arc::new(
+        TimestampMillisecondArray::from(vec![1_700_000_000_000i64; n]).with_timezone("UTC"),
+    ));
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+/// A field of /proc/self/status in kB (`VmRSS`, `VmHWM`); None where there is no procfs.
+fn proc_status_kb(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Resets VmHWM to the current RSS (Linux: writing 5 to /proc/self/clear_refs); false where
+/// that is not possible, and the sampled VmRSS maximum is used instead.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Appends `rows` rows to `table` through `connection` without keeping the batches.
+async fn prefill(
+    connection: &fluss::client::FlussConnection,
+    schema: &SchemaRef,
+    table: &str,
+    rows: u64,
+    batch_rows: usize,
+) -> Result<()> {
+    let table = connection
+        .get_table(&TablePath::new(DB, table))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let appender = table
+        .new_append()
+        .map_err(|e| anyhow!("{e}"))?
+        .create_writer()
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut written = 0u64;
+    while written < rows {
+        let n = batch_rows.min((rows - written) as usize);
+        appender
+            .append_arrow_batch(make_batch(schema, written, n)?)
+            .map_err(|e| anyhow!("append: {e}"))?;
+        written += n as u64;
+    }
+    appender.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+    Ok(())
+}
+
+/// Memory of one tiered table: resident set before, peak while tiering (kB), and seconds.
+struct RssFigures {
+    rows: u64,
+    before_kb: u64,
+    peak_kb: u64,
+    seconds: f64,
+    source: &'static str,
+}
+
+/// Tiers `table` from scratch and measures the process's peak resident set meanwhile.
+async fn tier_measuring_rss(
+    tiering: &TieringService,
+    admin: &fluss::client::FlussAdmin,
+    table: &str,
+    rows: u64,
+) -> Result<RssFigures> {
+    let ids: Vec<i32> = (0..BUCKETS).collect();
+    let hw = admin
+        .list_offsets(&TablePath::new(DB, table), &ids, OffsetSpec::Latest)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
+    let before_kb = proc_status_kb("VmRSS").unwrap_or(0);
+    let hwm_reset = reset_peak_rss();
+    let sampled_max = Arc::new(std::sync::atomic::AtomicU64::new(before_kb));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (sampled_max, done) = (sampled_max.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Some(kb) = proc_status_kb("VmRSS") {
+                    sampled_max.fetch_max(kb, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    tiering.tier_table(DB, table).await?;
+    let finished = wait_lake_covers(
+        tiering,
+        table,
+        &targets,
+        Instant::now() + Duration::from_secs(3600),
+    )
+    .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.await?;
+    let finished = finished?;
+    let sampled = sampled_max.load(std::sync::atomic::Ordering::SeqCst);
+    let (peak_kb, source) = match proc_status_kb("VmHWM") {
+        Some(hwm) if hwm_reset => (hwm.max(sampled), "VmHWM"),
+        _ => (sampled, "sampled VmRSS"),
+    };
+    Ok(RssFigures {
+        rows,
+        before_kb,
+        peak_kb,
+        seconds: (finished - started).as_secs_f64(),
+        source,
+    })
+}
+
+/// The hot store and the bench tables one run measures.
+struct Bench {
+    dir: tempfile::TempDir,
+    server: Arc<silt_hotstore::ServerHandle>,
+    bootstrap: String,
+    connection: FlussConnection,
+    admin: Arc<FlussAdmin>,
+    arrow_schema: SchemaRef,
+}
+
+impl Bench {
+    /// An in-process hot store in a fresh directory with the four log tables of the phases.
+    async fn start() -> Result<Bench> {
+        let dir = tempfile::Builder::new().prefix("silt-bench-").tempdir()?;
+        let server = Arc::new(
+            Server::start(ServerConfig {
+                bind_addr: "127.0.0.1:0".parse()?,
+                data_dir: dir.path().join("hotstore"),
+                ..ServerConfig::default()
+            })
+            .await?,
+        );
+        let bootstrap = server.local_addr().to_string();
+        let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+        let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+        admin
+            .create_database(DB, None, true)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        for table in ["throughput", "freshness", "rss_small", "rss_large"] {
+            let descriptor = TableDescriptor::builder()
+                .schema(crate::data::schema_12())
+                .distributed_by(Some(BUCKETS), vec![])
+                .build()
+                .map_err(|e| anyhow!("{e}"))?;
+            admin
+                .create_table(&TablePath::new(DB, table), &descriptor, false)
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+        let arrow_schema =
+            silt_connectors::fluss::table_arrow_schema(&connection, DB, "throughput").await?;
+        Ok(Bench {
+            dir,
+            server,
+            bootstrap,
+            connection,
+            admin,
+            arrow_schema,
+        })
+    }
+
+    /// (bucket, high watermark) of every bucket of `table`.
+    async fn high_watermarks(&self, table: &str) -> Result<Vec<(i32, i64)>> {
+        let ids: Vec<i32> = (0..BUCKETS).collect();
+        let hw = self
+            .admin
+            .list_offsets(&TablePath::new(DB, table), &ids, OffsetSpec::Latest)
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok(ids.iter().map(|b| (*b, hw[b])).collect())
+    }
+
+    async fn append_writer(&self, table: &str) -> Result<AppendWriter> {
+        self.connection
+            .get_table(&TablePath::new(DB, table))
+            .await
+            .map_err(|e| anyhow!("{e}"))?
+            .new_append()
+            .map_err(|e| anyhow!("{e}"))?
+            .create_writer()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    async fn shutdown(self) -> Result<()> {
+        let Bench {
+            dir,
+            server,
+            connection,
+            admin,
+            ..
+        } = self;
+        drop((admin, connection));
+        if let Ok(server) = Arc::try_unwrap(server) {
+            server.shutdown().await?;
+        }
+        drop(dir);
+        Ok(())
+    }
+}
+
+/// What one run measured, for the report.
+struct Figures {
+    produce_s: f64,
+    ceiling_s: f64,
+    tiering_s: f64,
+    freshness: Freshness,
+    rss: Vec<RssFigures>,
+}
+
+/// Write ack to lake visibility under a steady load.
+struct Freshness {
+    rate_rows_s: f64,
+    /// Seconds from each acknowledged flush to the lake covering it, sorted.
+    latencies_s: Vec<f64>,
+    flushes: usize,
+}
+
+pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
+    let options = TieringBenchOptions {
+        batch_rows: options.batch_rows.max(1),
+        ..options
+    };
+    let bench = Bench::start().await?;
+    println!(
+        "pre-filling {DB}.throughput with {} rows of 12 columns ...",
+        options.rows
+    );
+    let (batches, produce_s) = prefill_throughput(&bench, &options).await?;
+    let ceiling_s = parquet_ceiling(&batches, &bench.dir.path().join("ceiling"))?;
+    drop(batches);
+
+    let mut config = TieringConfig::new(
+        &bench.bootstrap,
+        bench.dir.path().join("lake").to_string_lossy().to_string(),
+        bench.dir.path().join("checkpoints"),
+    );
+    config.freshness_default = Duration::from_secs(options.freshness_seconds.max(1));
+    let tiering = TieringService::new(config, None);
+    let tiering_s = tier_from_scratch(&bench, &tiering).await?;
+    // "Half the maximum": the maximum a tiering job sustains is its from-scratch throughput.
+    let rate = (options.rows as f64 / tiering_s * options.load_fraction).max(100.0);
+    let freshness = measure_freshness(&bench, &tiering, rate).await?;
+    let rss = measure_rss(&bench, &tiering, &options).await?;
+    tiering.shutdown(Duration::from_secs(60)).await;
+
+    let figures = Figures {
+        produce_s,
+        ceiling_s,
+        tiering_s,
+        freshness,
+        rss,
+    };
+    print_report(&options, &figures);
+    bench.shutdown().await
+}
+
+/// Pre-fills the throughput table, keeping the batches for the Parquet ceiling; returns them
+/// and the seconds the durable produce took.
+async fn prefill_throughput(
+    bench: &Bench,
+    options: &TieringBenchOptions,
+) -> Result<(Vec<RecordBatch>, f64)> {
+    let appender = bench.append_writer("throughput").await?;
+    let mut batches = Vec::new();
+    let started = Instant::now();
+    let mut written = 0u64;
+    while written < options.rows {
+        let n = options.batch_rows.min((options.rows - written) as usize);
+        let batch = crate::data::make_batch(&bench.arrow_schema, written, n)?;
+        appender
+            .append_arrow_batch(batch.clone())
+            .map_err(|e| anyhow!("append: {e}"))?;
+        batches.push(batch);
+        written += n as u64;
+    }
+    appender.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+    Ok((batches, started.elapsed().as_secs_f64()))
+}
+
+/// The ceiling: the same batches (with the same system columns) to Parquet with the tiering
+/// writer's settings, in this process; returns the seconds it took.
+fn parquet_ceiling(batches: &[RecordBatch], dir: &std::path::Path) -> Result<f64> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(
+            silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
+        ))
+        .build();
+    std::fs::create_dir_all(dir)?;
+    let started = Instant::now();
+    let Some(first) = batches.first() else {
+        return Ok(0.0);
+    };
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(dir.join("part-0.parquet"))?,
+        with_system_columns(first, 0)?.schema(),
+        Some(props),
+    )?;
+    let mut offset = 0i64;
+    for batch in batches {
+        writer.write(&with_system_columns(batch, offset)?)?;
+        offset += batch.num_rows() as i64;
+    }
+    writer.close()?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Tiers the pre-filled throughput table from scratch; returns the seconds until the lake
+/// covered it.
+async fn tier_from_scratch(bench: &Bench, tiering: &TieringService) -> Result<f64> {
+    let targets = bench.high_watermarks("throughput").await?;
+    let started = Instant::now();
+    tiering.tier_table(DB, "throughput").await?;
+    let done = crate::data::wait_lake_covers(
+        tiering,
+        "throughput",
+        &targets,
+        Instant::now() + Duration::from_secs(3600),
+    )
+    .await?;
+    Ok((done - started).as_secs_f64())
+}
+
+/// One acknowledged flush: when, the high watermarks right after it, and when the lake
+/// covered them.
+type Ack = (Instant, Vec<(i32, i64)>, Option<Instant>);
+
+/// A steady load of `rate` rows/s on the freshness table for 20 s, flushed every 100 ms; for
+/// every acknowledged flush, the time until the lake covers it.
+async fn measure_freshness(
+    bench: &Bench,
+    tiering: &TieringService,
+    rate: f64,
+) -> Result<Freshness> {
+    let flush_every = Duration::from_millis(100);
+    let measure_for = Duration::from_secs(20);
+    let rows_per_flush = ((rate * flush_every.as_secs_f64()) as usize).max(1);
+    let writer = bench.append_writer("freshness").await?;
+    tiering.tier_table(DB, "freshness").await?;
+    let acks: Arc<std::sync::Mutex<Vec<Ack>>> = Arc::default();
+    let load_done = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn(watch_acks(
+        tiering.clone(),
+        acks.clone(),
+        load_done.clone(),
+        Instant::now() + measure_for + Duration::from_secs(120),
+    ));
+    let load_started = Instant::now();
+    let mut next_id = 0u64;
+    let mut tick = tokio::time::interval(flush_every);
+    while load_started.elapsed() < measure_for {
+        tick.tick().await;
+        writer
+            .append_arrow_batch(crate::data::make_batch(
+                &bench.arrow_schema,
+                next_id,
+                rows_per_flush,
+            )?)
+            .map_err(|e| anyhow!("append: {e}"))?;
+        next_id += rows_per_flush as u64;
+        writer.flush().await.map_err(|e| anyhow!("flush: {e}"))?;
+        let acked_at = Instant::now();
+        let targets = bench.high_watermarks("freshness").await?;
+        acks.lock().unwrap().push((acked_at, targets, None));
+    }
+    load_done.store(true, Ordering::SeqCst);
+    watcher.await??;
+    let acks = acks.lock().unwrap().clone();
+    let mut latencies_s: Vec<f64> = acks
+        .iter()
+        .filter_map(|(acked_at, _, seen)| {
+            seen.map(|s| s.saturating_duration_since(*acked_at).as_secs_f64())
+        })
+        .collect();
+    latencies_s.sort_by(f64::total_cmp);
+    Ok(Freshness {
+        rate_rows_s: rate,
+        latencies_s,
+        flushes: acks.len(),
+    })
+}
+
+/// Marks each ack with the time the lake of the freshness table first covered it, until the
+/// load is done and every ack is covered, or `deadline`.
+async fn watch_acks(
+    tiering: TieringService,
+    acks: Arc<std::sync::Mutex<Vec<Ack>>>,
+    load_done: Arc<AtomicBool>,
+    deadline: Instant,
+) -> Result<()> {
+    loop {
+        let status = tiering.status().await?;
+        let now = Instant::now();
+        let mut pending = 0;
+        if let Some(t) = status.iter().find(|s| s.table == "freshness") {
+            for (_, targets, seen) in acks.lock().unwrap().iter_mut() {
+                if seen.is_some() {
+                    continue;
+                }
+                if targets
+                    .iter()
+                    .all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
+                {
+                    *seen = Some(now);
+                } else {
+                    pending += 1;
+                }
+            }
+        }
+        if (load_done.load(Ordering::SeqCst) && pending == 0) || now > deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Peak RSS while tiering a table and one `RSS_FACTOR` times larger (none when `rss_rows` is 0).
+async fn measure_rss(
+    bench: &Bench,
+    tiering: &TieringService,
+    options: &TieringBenchOptions,
+) -> Result<Vec<RssFigures>> {
+    let mut rss = Vec::new();
+    if options.rss_rows == 0 {
+        return Ok(rss);
+    }
+    let sizes = [
+        ("rss_small", options.rss_rows),
+        ("rss_large", options.rss_rows * RSS_FACTOR),
+    ];
+    for (table, rows) in sizes {
+        println!("pre-filling {DB}.{table} with {rows} rows ...");
+        prefill(
+            &bench.connection,
+            &bench.arrow_schema,
+            table,
+            rows,
+            options.batch_rows,
+        )
+        .await?;
+    }
+    for (table, rows) in sizes {
+        println!("tiering {DB}.{table} ({rows} rows) measuring peak RSS ...");
+        rss.push(tier_measuring_rss(tiering, &bench.admin, table, rows).await?);
+    }
+    Ok(rss)
+}
+
+fn print_report(options: &TieringBenchOptions, figures: &Figures) {
+    let rows_s = |s: f64| format!("{:.0}", options.rows as f64 / s);
+    let fresh = &figures.freshness;
+    let latency = |q: f64| format!("{:.3}", percentile_f64(&fresh.latencies_s, q));
+    println!();
+    println!(
+        "silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets)",
+        crate::report::profile(),
+        options.rows
+    );
+    let mut table = Table::new(["figure", "value"]);
+    table
+        .row([
+            "produce through fluss-rs (rows/s, durable)".to_string(),
+            rows_s(figures.produce_s),
+        ])
+        .row([
+            "ceiling: same batches -> parquet (rows/s)".to_string(),
+            rows_s(figures.ceiling_s),
+        ])
+        .row([
+            "tiering from scratch (rows/s)".to_string(),
+            rows_s(figures.tiering_s),
+        ])
+        .row([
+            "tiering / ceiling (target >= 0.80)".to_string(),
+            format!("{:.2}", figures.ceiling_s / figures.tiering_s),
+        ])
+        .row([
+            format!(
+                "freshness at {:.0} rows/s, {} s checkpoints",
+                fresh.rate_rows_s, options.freshness_seconds
+            ),
+            format!("{} samples", fresh.latencies_s.len()),
+        ])
+        .row([
+            "  write ack -> visible in lake p50 (s)".to_string(),
+            latency(0.50),
+        ])
+        .row([
+            "  write ack -> visible in lake p99 (s, target <= 3)".to_string(),
+            latency(0.99),
+        ]);
+    if fresh.latencies_s.len() < fresh.flushes {
+        table.note(format!(
+            "  {} of {} flushes never became visible within 120 s",
+            fresh.flushes - fresh.latencies_s.len(),
+            fresh.flushes
+        ));
+    }
+    if let [small, large] = figures.rss.as_slice() {
+        rss_rows(&mut table, small, large);
+    }
+    table.print();
+}
+
+/// The peak-RSS rows: each table's peak (and growth over its start), and the ratios.
+fn rss_rows(table: &mut Table, small: &RssFigures, large: &RssFigures) {
+    let growth = |r: &RssFigures| r.peak_kb.saturating_sub(r.before_kb) as f64 / 1024.0;
+    table.row([
+        format!("peak RSS while tiering ({})", small.source),
+        "MiB".to_string(),
+    ]);
+    for r in [small, large] {
+        table.row([
+            format!(
+                "  {} rows ({:.0} rows/s)",
+                r.rows,
+                r.rows as f64 / r.seconds
+            ),
+            format!("{:.0} (+{:.0})", r.peak_kb as f64 / 1024.0, growth(r)),
+        ]);
+    }
+    table
+        .row([
+            format!("  peak RSS {RSS_FACTOR}x table / 1x table"),
+            format!("{:.2}", large.peak_kb as f64 / small.peak_kb.max(1) as f64),
+        ])
+        .row([
+            format!("  growth over the start, {RSS_FACTOR}x / 1x"),
+            format!("{:.2}", growth(large) / growth(small).max(1.0)),
+        ]);
+}
