@@ -95,11 +95,13 @@ struct UpArgs {
     #[arg(long, default_value_t = 5)]
     status_every_s: u64,
     /// Tests only: abort once at a tiering committer point.
+    #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true)]
     crash_at: Option<CrashPoint>,
 }
 
 /// Where `--crash-at` aborts `silt up` (test builds only).
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum CrashPoint {
     BeforeCommit,
@@ -113,6 +115,7 @@ impl From<UpArgs> for crate::up::UpOptions {
             demo_rate_per_s: args.demo_rate,
             run_for: args.run_for_s.map(Duration::from_secs),
             status_every: Duration::from_secs(args.status_every_s.max(1)),
+            #[cfg(feature = "fault-injection")]
             crash_at: args.crash_at.map(|p| match p {
                 CrashPoint::BeforeCommit => silt_connectors::delta::FaultPoint::BeforeCommit,
                 CrashPoint::AfterCommit => silt_connectors::delta::FaultPoint::AfterCommit,

@@ -5,12 +5,15 @@
 //! stay free of serde, HTTP and YAML.
 //!
 //! Entry point: [`cli::run`]. Measurement (`silt bench`) lives in the `silt-bench` crate, which
-//! depends on this one; this crate must not depend on it.
+//! depends on this one; this crate must not depend on it. The fault hooks the trials need
+//! ([`lake_faults`], `silt up --crash-at`, the hot store's) exist only with the
+//! `fault-injection` feature, which test builds turn on and the product build leaves off.
 
 pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod job;
+#[cfg(feature = "fault-injection")]
 pub mod lake_faults;
 pub mod paths;
 pub mod query;

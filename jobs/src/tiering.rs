@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 use futures::FutureExt;
 use silt_connectors::delta::{
-    DeltaSinkConfig, FaultPoint, LakeCommit, LakeOwner, TableKind, add_delta_sink, lake_owner,
-    move_lake, read_lake_offsets,
+    DeltaSinkConfig, LakeCommit, LakeOwner, TableKind, add_delta_sink, lake_owner, move_lake,
+    read_lake_offsets,
 };
 use silt_connectors::fluss::{
     FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
@@ -62,7 +62,8 @@ pub struct TieringConfig {
     pub channel: ChannelConfig,
     /// Tests only: abort the process once at this committer point; the marker file records that
     /// it happened, so the restarted process runs normally.
-    pub crash_at: Option<(FaultPoint, PathBuf)>,
+    #[cfg(feature = "fault-injection")]
+    pub crash_at: Option<(silt_connectors::delta::FaultPoint, PathBuf)>,
     /// SASL/PLAIN credentials for the Fluss endpoint, when it requires them.
     pub credentials: Option<FlussCredentials>,
     /// Primary-key lake tables get deletion vectors (see `DeltaSinkConfig::deletion_vectors`).
@@ -99,6 +100,7 @@ impl TieringConfig {
                 attempts_max: 1000,
             },
             channel: ChannelConfig::default(),
+            #[cfg(feature = "fault-injection")]
             crash_at: None,
             credentials: None,
         }
@@ -591,8 +593,9 @@ impl TieringService {
             .boxed()
         }));
 
+        #[cfg(feature = "fault-injection")]
         if let Some((point, marker)) = self.config.crash_at.clone() {
-            sink.fault_injection = Some(Arc::new(move |at: FaultPoint| {
+            sink.fault_injection = Some(Arc::new(move |at: silt_connectors::delta::FaultPoint| {
                 if at == point
                     && std::fs::OpenOptions::new()
                         .write(true)

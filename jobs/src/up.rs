@@ -29,6 +29,7 @@ pub struct UpOptions {
     pub run_for: Option<Duration>,
     pub status_every: Duration,
     /// Tests only: abort once at this tiering committer point.
+    #[cfg(feature = "fault-injection")]
     pub crash_at: Option<silt_connectors::delta::FaultPoint>,
 }
 
@@ -119,6 +120,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
 pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    #[cfg(feature = "fault-injection")]
     crate::lake_faults::install_from_env();
     let server = Arc::new(Server::start(hotstore_config(config)?).await?);
     let bootstrap = server.local_addr().to_string();
@@ -135,10 +137,14 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
                 .map_err(anyhow::Error::from)
         },
     );
-    let mut tiering_config = tiering_config(config, &bootstrap);
-    tiering_config.crash_at = options
-        .crash_at
-        .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}"))));
+    let tiering_config = tiering_config(config, &bootstrap);
+    #[cfg(feature = "fault-injection")]
+    let tiering_config = TieringConfig {
+        crash_at: options
+            .crash_at
+            .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}")))),
+        ..tiering_config
+    };
     let tiering = TieringService::new(tiering_config, Some(registry));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let discovery = {
