@@ -29,13 +29,15 @@ fn every_bench_answers_help() {
 
 #[test]
 fn a_bad_flag_value_or_bench_exits_2() {
+    let (code, _, stderr) = silt_bench(&[]);
+    assert_eq!(code, Some(2), "no bench: {stderr}");
+    assert!(stderr.contains("Usage: silt bench"), "no bench: {stderr}");
     for args in [
         &["tiering", "--no-such-flag"][..],
         &["tiering", "--rows", "many"],
         &["trials", "--catch-up", "soon"],
         &["soak", "--silt-env", "NO_EQUALS_SIGN"],
         &["no-such-bench"],
-        &[],
     ] {
         let (code, _, stderr) = silt_bench(args);
         assert_eq!(code, Some(2), "silt bench {args:?}: {stderr}");
