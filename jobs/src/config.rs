@@ -13,9 +13,13 @@ pub const DEFAULTS_YAML: &str = include_str!("../../conf/silt.yaml");
 /// Environment variables the CLI reads itself.
 const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG"];
 
-/// Environment variables of the test build's fault hooks (the hot store reads them itself).
+/// Environment variables of the test build's fault hooks (the hot store reads them itself);
+/// the product build does not know them, so they are unknown keys there.
+#[cfg(feature = "fault-injection")]
 const FAULT_HOOK_ENV: &[&str] =
     &[silt_hotstore::storage::durability::ABORT_AFTER_DURABLE_WRITE_ENV];
+#[cfg(not(feature = "fault-injection"))]
+const FAULT_HOOK_ENV: &[&str] = &[];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
