@@ -377,11 +377,19 @@ impl LogTablet {
     /// What writer idempotence decides for batch `sequence` of `writer_id` as of now (for a
     /// write that must decide before it builds its batch, as a primary-key upsert does; the
     /// caller serializes its bucket's writes so the decision still holds when it appends).
+    /// A failed tablet answers nothing: a batch whose fsync failed is remembered as written,
+    /// and its retry must not be acknowledged as a duplicate of data of unknown durability.
     pub fn check_writer(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck> {
+        let state = self.lock();
+        if state.failed {
+            return Err(Error::TabletFailed {
+                dir: self.dir.clone(),
+            });
+        }
         if writer_id == NO_WRITER_ID {
             return Ok(WriterCheck::Append);
         }
-        match self.lock().writers.check(writer_id, sequence, &[]) {
+        match state.writers.check(writer_id, sequence, &[]) {
             SequenceCheck::Append => Ok(WriterCheck::Append),
             SequenceCheck::Duplicate(meta) => Ok(WriterCheck::Duplicate {
                 next_offset: meta.last_offset + 1,
