@@ -846,9 +846,21 @@ async fn inject(
                 let written = probes.written.entry(log_table.name.clone()).or_default();
                 written.extend(ids.iter().copied().zip(acked));
                 // silt may have stopped on the full disk (see `Exit::StorageFailed`): then
-                // nobody answered the probe, which says nothing about how it refuses.
-                let stopped = trial.down
-                    || matches!(trial.silt.exited(), Some(process::Exit::StorageFailed(_)));
+                // nobody answered the probe, which says nothing about how it refuses. A lost
+                // connection is given a few seconds to turn out to be that stop.
+                let connection_lost =
+                    matches!(&probe, Ok(Some(refused)) if refused.error.contains("rpc error"));
+                let mut stopped = trial.down;
+                for _ in 0..50 {
+                    if let Some(exit) = trial.silt.exited() {
+                        stopped |= matches!(exit, process::Exit::StorageFailed(_));
+                        break;
+                    }
+                    if !connection_lost {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 let note =
                     disk_probe_note(fault, free_bytes, n, &probe, stopped, &mut trial.outcome);
                 trial.note(note);
