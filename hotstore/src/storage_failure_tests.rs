@@ -38,5 +38,8 @@ async fn a_storage_failure_is_reported_to_the_owner() {
     let reason = tokio::time::timeout(Duration::from_secs(5), server.storage_failed())
         .await
         .expect("the failure is reported");
-    assert!(reason.contains("refuses appends"), "{reason}");
+    assert!(
+        reason.contains("refuses appends") && reason.contains("fsync"),
+        "the reason names the cause: {reason}"
+    );
 }

@@ -140,7 +140,9 @@ struct State {
     writers: WriterTable,
     /// The active segment's mark journal (see `writers.rs`), opened at the first mark.
     marks: Option<MarkJournal>,
-    failed: bool,
+    /// Why the tablet refuses appends (a write it could not cut back, a failed fsync or roll),
+    /// until recovery runs at the next open.
+    failed: Option<String>,
 }
 
 /// The mark journal of the active segment and the marks it holds.
@@ -295,7 +297,7 @@ impl LogTablet {
             last_commit_timestamp_ms,
             writers,
             marks,
-            failed: false,
+            failed: None,
         };
         state.check_invariants();
         Ok(LogTablet {
@@ -381,9 +383,10 @@ impl LogTablet {
     /// and its retry must not be acknowledged as a duplicate of data of unknown durability.
     pub fn check_writer(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck> {
         let state = self.lock();
-        if state.failed {
+        if let Some(cause) = &state.failed {
             return Err(Error::TabletFailed {
                 dir: self.dir.clone(),
+                cause: cause.clone(),
             });
         }
         if writer_id == NO_WRITER_ID {
@@ -407,9 +410,10 @@ impl LogTablet {
     /// even after a restart. Returns the log end offset to acknowledge. Blocking (one fsync).
     pub fn record_unchanged_write(&self, writer_id: i64, sequence: i32) -> Result<i64> {
         let mut state = self.lock();
-        if state.failed {
+        if let Some(cause) = &state.failed {
             return Err(Error::TabletFailed {
                 dir: self.dir.clone(),
+                cause: cause.clone(),
             });
         }
         if writer_id == NO_WRITER_ID {
@@ -453,9 +457,10 @@ impl LogTablet {
         commit_timestamp_ms: i64,
     ) -> Result<AppendInfo> {
         let mut state = self.lock();
-        if state.failed {
+        if let Some(cause) = &state.failed {
             return Err(Error::TabletFailed {
                 dir: self.dir.clone(),
+                cause: cause.clone(),
             });
         }
         // Decide every batch before writing any, so an out-of-order batch rejects the append
@@ -545,8 +550,11 @@ impl LogTablet {
             // Cut whatever part of the batch reached the file; if even that fails, the file
             // has an unknown tail and only recovery may touch it again.
             let path = active.path.clone();
-            if active.file.set_len(position).is_err() {
-                state.failed = true;
+            if let Err(cut) = active.file.set_len(position) {
+                state.failed = Some(format!(
+                    "a write to {} failed ({source}) and its partial bytes could not be cut ({cut})",
+                    path.display()
+                ));
             }
             return Err(Error::Io { path, source });
         }
@@ -568,8 +576,8 @@ impl LogTablet {
     /// fsync while holding the state lock; rolls are rare (once per `segment_bytes_max`).
     fn roll(&self, state: &mut State) -> Result<()> {
         let result = self.roll_inner(state);
-        if result.is_err() {
-            state.failed = true;
+        if let Err(e) = &result {
+            state.failed = Some(format!("a segment roll failed: {e}"));
         }
         result
     }
@@ -629,9 +637,10 @@ impl LogTablet {
         }
         let (end, file, path) = {
             let mut state = self.lock();
-            if state.failed {
+            if let Some(cause) = &state.failed {
                 return Err(Error::TabletFailed {
                     dir: self.dir.clone(),
+                    cause: cause.clone(),
                 });
             }
             let end = state.log_end_offset;
@@ -647,7 +656,7 @@ impl LogTablet {
         if let Err(source) = synced {
             // After a failed fsync the page cache may have dropped the data: the written tail
             // is of unknown durability, so stop appending until recovery runs.
-            self.lock().failed = true;
+            self.lock().failed = Some(format!("an fsync of {} failed: {source}", path.display()));
             return Err(Error::Io { path, source });
         }
         self.publish_high_watermark(end);
@@ -671,9 +680,10 @@ impl LogTablet {
     pub fn flush(&self) -> Result<()> {
         let (end, file, path) = {
             let mut state = self.lock();
-            if state.failed {
+            if let Some(cause) = &state.failed {
                 return Err(Error::TabletFailed {
                     dir: self.dir.clone(),
+                    cause: cause.clone(),
                 });
             }
             let end = state.log_end_offset;
@@ -684,7 +694,7 @@ impl LogTablet {
             (end, active.file.clone(), active.path.clone())
         };
         if let Err(source) = durability::sync_data(&file, &path) {
-            self.lock().failed = true;
+            self.lock().failed = Some(format!("an fsync of {} failed: {source}", path.display()));
             return Err(Error::Io { path, source });
         }
         self.fsync_count.fetch_add(1, Ordering::Relaxed);
