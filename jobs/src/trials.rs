@@ -845,15 +845,19 @@ async fn inject(
                 };
                 let written = probes.written.entry(log_table.name.clone()).or_default();
                 written.extend(ids.iter().copied().zip(acked));
-                // silt may have stopped on the full disk (see `Exit::StorageFailed`): then
-                // nobody answered the probe, which says nothing about how it refuses. A lost
-                // connection is given a few seconds to turn out to be that stop.
+                // silt may have stopped on the full disk (see `Exit::StorageFailed`), or an
+                // armed abort may have fired: then nobody answered the probe, which says
+                // nothing about how it refuses. A lost connection is given a few seconds to turn
+                // out to be such a stop.
                 let connection_lost =
                     matches!(&probe, Ok(Some(refused)) if refused.error.contains("rpc error"));
                 let mut stopped = trial.down;
                 for _ in 0..50 {
                     if let Some(exit) = trial.silt.exited() {
-                        stopped |= matches!(exit, process::Exit::StorageFailed(_));
+                        stopped |= matches!(
+                            exit,
+                            process::Exit::StorageFailed(_) | process::Exit::Aborted
+                        );
                         break;
                     }
                     if !connection_lost {
@@ -889,7 +893,7 @@ fn disk_probe_note(
     match probe {
         Ok(None) => format!("{what} was acknowledged (it fit)"),
         Ok(Some(ProbeRefused { error, .. })) if silt_stopped => format!(
-            "{what} was not answered: silt stopped on its storage failure ({})",
+            "{what} was not answered: silt stopped (its storage failed, or an armed abort fired): {}",
             first_line(error)
         ),
         Ok(Some(ProbeRefused { error, .. })) => {
