@@ -45,11 +45,11 @@ use fluss::record::ChangeType;
 use fluss::row::{DataGetters as _, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::lake::{LakeCatalog, LakeCatalogConfig, QueryProgress, TableName};
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryResult, QueryService};
 
-mod jobs_support;
-use jobs_support::{tiering_service, wait_tiering_caught_up};
+use silt_testkit::tiering::{self, Driver, wait_caught_up};
+use silt_testkit::{hotstore, wait};
 
 const DB: &str = "c";
 const BUCKETS: i32 = 3;
@@ -527,24 +527,22 @@ fn scratch_dir() -> Result<PathBuf> {
 async fn build_fixture() -> Result<(Fixture, Arc<ServerHandle>)> {
     let started = Instant::now();
     let dir = scratch_dir()?;
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse()?,
-            data_dir: dir.join("hotstore"),
-            default_bucket_count: BUCKETS,
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
+    let server = hotstore::start_for_tiering(&dir, BUCKETS).await?;
     let bootstrap = server.local_addr().to_string();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     create_tables(&connection).await?;
 
     // Rounds 1-3 tiered one after the other, so each is at least one commit of its own.
-    let tiering = tiering_service(&dir, &server);
+    let tiering = tiering::service(&dir, &server);
     for round in 1..=3 {
         write_round(&connection, round).await?;
-        wait_tiering_caught_up(&tiering, TABLES.len(), Duration::from_secs(120)).await?;
+        wait_caught_up(
+            &tiering,
+            Driver::Wait,
+            TABLES.len(),
+            Duration::from_secs(120),
+        )
+        .await?;
     }
     let status = tiering.status().await?;
     tiering.shutdown(Duration::from_secs(30)).await;
@@ -956,23 +954,7 @@ fn render(batches: &[RecordBatch]) -> Result<Vec<String>> {
 
 /// What differs between two multisets of rows, for a failure message.
 fn diff(expected: &[String], actual: &[String]) -> String {
-    let mut counts: BTreeMap<&String, i64> = BTreeMap::new();
-    for r in expected {
-        *counts.entry(r).or_default() += 1;
-    }
-    for r in actual {
-        *counts.entry(r).or_default() -= 1;
-    }
-    let missing: Vec<_> = counts
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(r, _)| r)
-        .collect();
-    let extra: Vec<_> = counts
-        .iter()
-        .filter(|(_, n)| **n < 0)
-        .map(|(r, _)| r)
-        .collect();
+    let (missing, extra) = wait::diff(expected, actual);
     format!(
         "{} rows expected, {} answered; missing {:?}; extra {:?}",
         expected.len(),

@@ -1,0 +1,147 @@
+//! Runs the official Apache Fluss Java client harness of `integration-tests/java-client/`
+//! (its `run.sh`: build if needed, then one JVM running the named scenarios) against a Fluss
+//! endpoint. The jars and classes are cached in `java-client/.cache` across runs.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// run.sh's (build.sh's) exit code for "skipped: java, javac, mvn or the jars are missing".
+pub const EXIT_SKIP: i32 = 77;
+
+/// The fluss-client versions the harness is built against (build.sh's SUPPORTED_VERSIONS).
+pub const CLIENT_VERSIONS: [&str; 2] = ["1.0.0", "0.9.1-incubating"];
+
+/// build.sh's bound on Maven's fetch of one version, unless JAVA_CLIENT_FETCH_TIMEOUT_S says.
+const FETCH_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
+
+/// The harness's own bound on one scenario (`Main.SCENARIO_DEADLINE`: past it, it prints every
+/// thread's stack and exits). A run is killed only past all of its scenarios' bounds plus
+/// [`RUN_SLACK`], so only a JVM that cannot even do that is killed.
+const SCENARIO_DEADLINE: Duration = Duration::from_secs(300);
+
+/// JVM start-up and compiling the harness, on a loaded machine.
+const RUN_SLACK: Duration = Duration::from_secs(60);
+
+pub enum Ran {
+    Finished(Finished),
+    /// Why the harness could not run here (printed by the caller as SKIPPED).
+    Skipped(String),
+}
+
+pub struct Finished {
+    pub status: ExitStatus,
+    /// One line per scenario: `<name> ok: ...` or `<name> FAILED: ...`.
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
+}
+
+impl Finished {
+    /// The line the harness printed for `scenario`, if any.
+    pub fn line_of(&self, scenario: &str) -> Option<&str> {
+        let prefix = format!("{scenario} ");
+        self.stdout.lines().find(|line| line.starts_with(&prefix))
+    }
+
+    /// Whether the run exited 0 and printed an `ok` line for every scenario in `scenarios`.
+    pub fn all_ok(&self, scenarios: &[&str]) -> bool {
+        self.status.success()
+            && scenarios.iter().all(|scenario| {
+                self.line_of(scenario)
+                    .is_some_and(|line| line.starts_with(&format!("{scenario} ok:")))
+            })
+    }
+}
+
+/// `integration-tests/java-client/`: the harness, and its cache under `.cache/`.
+pub fn harness_dir() -> PathBuf {
+    crate::repo_dir().join("integration-tests/java-client")
+}
+
+fn fetch_timeout() -> Duration {
+    std::env::var("JAVA_CLIENT_FETCH_TIMEOUT_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(FETCH_TIMEOUT_DEFAULT)
+}
+
+/// Runs `scenarios` with fluss-client `version` against `bootstrap` (blocking; call it from
+/// `spawn_blocking` in async tests). Kills the run's process group past its deadline.
+pub fn run(version: &str, bootstrap: &str, scenarios: &[&str]) -> Result<Ran> {
+    let scenario_count = u32::try_from(scenarios.len()).context("scenario count")?;
+    let deadline = fetch_timeout() + SCENARIO_DEADLINE * scenario_count + RUN_SLACK;
+    let started = Instant::now();
+    let mut child = Command::new("bash")
+        .arg(harness_dir().join("run.sh"))
+        .arg(version)
+        .arg(bootstrap)
+        .args(scenarios)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a run past its deadline is killed with Maven or the JVM.
+        .process_group(0)
+        .spawn()
+        .context("run java-client/run.sh")?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait_until(&mut child, started + deadline)?;
+    let stdout = stdout.join().expect("stdout reader");
+    let stderr = stderr.join().expect("stderr reader");
+    let Some(status) = status else {
+        bail!(
+            "java-client/run.sh {version} did not finish within {deadline:?}; killed it\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    };
+    if status.code() == Some(EXIT_SKIP) {
+        let reason = stderr
+            .lines()
+            .rfind(|line| line.starts_with("SKIPPED: "))
+            .map(|line| line.trim_start_matches("SKIPPED: ").to_string())
+            .unwrap_or_else(|| format!("java-client/run.sh exited {EXIT_SKIP}:\n{stderr}"));
+        return Ok(Ran::Skipped(reason));
+    }
+    Ok(Ran::Finished(Finished {
+        status,
+        stdout,
+        stderr,
+        duration: started.elapsed(),
+    }))
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        text
+    })
+}
+
+/// The child's exit status, or None once `deadline` passed (the child's group is then killed).
+fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() > deadline {
+            // The group of the child this function started, and only it.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            child.wait()?;
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,120 @@
+//! Starts and stops the real Apache Fluss cluster of `integration-tests/fluss-real/` through its
+//! scripts. The cluster runs in its own scratch directory and on its own ports; [`RealFluss`]
+//! stops it when dropped. Where java, mvn or the Fluss jars are missing, [`RealFluss::start`]
+//! answers [`Started::Skipped`] with the reason, which the test prints as `SKIPPED: ...`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// start.sh's exit code for "skipped: java, mvn or the jars are missing".
+pub const EXIT_SKIP: i32 = 77;
+
+/// Ports of the test's cluster, away from start.sh's interactive defaults (9223/9224/12181)
+/// so a cluster someone started by hand does not collide with the test's.
+const ZK_PORT: u16 = 12281;
+const COORDINATOR_PORT: u16 = 9323;
+const TABLET_PORT: u16 = 9324;
+
+pub enum Started {
+    Running(RealFluss),
+    /// Why the cluster could not be started here (printed by the caller as SKIPPED).
+    Skipped(String),
+}
+
+pub struct RealFluss {
+    pub bootstrap: String,
+    /// The tablet server, leader of every bucket (a single-node cluster).
+    pub tablet: String,
+    pub start_duration: Duration,
+    work_dir: PathBuf,
+}
+
+/// `integration-tests/fluss-real/`: the scripts, and the jar cache under `.cache/`.
+pub fn harness_dir() -> PathBuf {
+    crate::repo_dir().join("integration-tests/fluss-real")
+}
+
+fn script(name: &str, work_dir: &Path) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .arg(harness_dir().join(name))
+        .env("FLUSS_REAL_WORK_DIR", work_dir)
+        .env("FLUSS_REAL_ZK_PORT", ZK_PORT.to_string())
+        .env("FLUSS_REAL_COORDINATOR_PORT", COORDINATOR_PORT.to_string())
+        .env("FLUSS_REAL_TABLET_PORT", TABLET_PORT.to_string())
+        .stdin(Stdio::null());
+    command
+}
+
+impl RealFluss {
+    /// Runs start.sh with a work dir of its own (`name` tells concurrent users apart). Jars are
+    /// cached in `fluss-real/.cache/lib` across runs.
+    pub fn start(name: &str) -> Result<Started> {
+        let work_dir = harness_dir().join(".cache").join(format!("run-{name}"));
+        // A cluster left behind by a killed earlier run of the same test is stopped first;
+        // stop.sh touches only processes started from this work dir.
+        script("stop.sh", &work_dir)
+            .stderr(Stdio::null())
+            .status()
+            .context("run fluss-real/stop.sh")?;
+        let started = Instant::now();
+        let output = script("start.sh", &work_dir)
+            .stderr(Stdio::inherit())
+            .output()
+            .context("run fluss-real/start.sh")?;
+        let start_duration = started.elapsed();
+        match output.status.code() {
+            Some(0) => {}
+            Some(EXIT_SKIP) => {
+                return Ok(Started::Skipped(
+                    "fluss-real/start.sh skipped (java, mvn or the Fluss jars are unavailable; see its message above)".into(),
+                ));
+            }
+            other => bail!("fluss-real/start.sh failed with exit code {other:?}"),
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let Some(bootstrap) = stdout
+            .lines()
+            .last()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        else {
+            bail!("fluss-real/start.sh printed no bootstrap address");
+        };
+        Ok(Started::Running(RealFluss {
+            bootstrap: bootstrap.to_string(),
+            tablet: format!("127.0.0.1:{TABLET_PORT}"),
+            start_duration,
+            work_dir,
+        }))
+    }
+}
+
+impl RealFluss {
+    /// Stops the tablet server cleanly and starts it again over the same data (`start.sh
+    /// --restart-tablet`); returns once it has registered again.
+    pub fn restart_tablet(&self) -> Result<()> {
+        let status = script("start.sh", &self.work_dir)
+            .arg("--restart-tablet")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .context("run fluss-real/start.sh --restart-tablet")?;
+        if !status.success() {
+            bail!("fluss-real/start.sh --restart-tablet failed: {status}");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RealFluss {
+    fn drop(&mut self) {
+        match script("stop.sh", &self.work_dir).status() {
+            Ok(status) if status.success() => {}
+            other => eprintln!("fluss-real/stop.sh did not stop the cluster cleanly: {other:?}"),
+        }
+    }
+}
