@@ -6,9 +6,9 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use fluss::client::FlussConnection;
 use serde_json::Value;
 use silt_connectors::fluss::connect;
@@ -16,7 +16,8 @@ use silt_jobs::job::client::Client;
 use silt_testkit::lake::{delta_rows, sorted};
 use silt_testkit::process::SiltProcess;
 use silt_testkit::tables::shop::{self, expected_big_orders, write_orders, write_orders_to};
-use silt_testkit::{read_conf, silt_bin, wait};
+use silt_testkit::wait::{self, Look};
+use silt_testkit::{read_conf, silt_bin};
 
 async fn wait_for_status(
     client: &Client,
@@ -24,17 +25,17 @@ async fn wait_for_status(
     what: &str,
     ok: impl Fn(&Value) -> bool,
 ) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
+    let what = format!("job {id}: {what}");
+    let every = Duration::from_millis(200);
+    wait::until(&what, Duration::from_secs(40), every, || async {
         let status = client.get(&format!("/v1/jobs/{id}")).await?.json()?;
-        if ok(&status) {
-            return Ok(status);
-        }
-        if Instant::now() > deadline {
-            bail!("job {id}: {what} did not happen within 40 s: {status}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Ok(if ok(&status) {
+            Look::Done(status)
+        } else {
+            Look::NotYet(status.to_string())
+        })
+    })
+    .await
 }
 
 fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {

@@ -952,18 +952,6 @@ fn render(batches: &[RecordBatch]) -> Result<Vec<String>> {
     Ok(rows)
 }
 
-/// What differs between two multisets of rows, for a failure message.
-fn diff(expected: &[String], actual: &[String]) -> String {
-    let (missing, extra) = wait::diff(expected, actual);
-    format!(
-        "{} rows expected, {} answered; missing {:?}; extra {:?}",
-        expected.len(),
-        actual.len(),
-        missing.iter().take(5).collect::<Vec<_>>(),
-        extra.iter().take(5).collect::<Vec<_>>()
-    )
-}
-
 /// Runs `sql` through silt and, unless it is an EXPLAIN, through the oracle; `Err` says how
 /// the answers differ.
 async fn check(
@@ -1012,12 +1000,16 @@ async fn check(
         width(&want)
     );
     match mode {
-        Mode::Ordered => ensure!(got == want, "in order: {}", diff(&want, &got)),
+        Mode::Ordered => ensure!(
+            got == want,
+            "in order: {}",
+            wait::describe_diff(&want, &got)
+        ),
         _ => {
             let (mut got, mut want) = (got, want);
             got.sort();
             want.sort();
-            ensure!(got == want, "{}", diff(&want, &got));
+            ensure!(got == want, "{}", wait::describe_diff(&want, &got));
         }
     }
     Ok(())
@@ -1260,7 +1252,7 @@ async fn spark_reads_the_primary_key_lake_with_deletion_vectors() -> Result<()> 
     ensure!(
         got == want,
         "spark's read of the users lake differs from the changelog: {}",
-        diff(&want, &got)
+        wait::describe_diff(&want, &got)
     );
     Ok(())
 }

@@ -19,6 +19,7 @@ use fluss::rpc::message::OffsetSpec;
 use silt_testkit::changelog::{self, Change};
 use silt_testkit::process::SiltProcess;
 use silt_testkit::tables;
+use silt_testkit::wait::{self, Look};
 use silt_testkit::{hotstore, lake, silt_bin};
 
 /// `c.events` (log, 3 buckets) and `c.users` (`id, score` keyed by `id`, 2 buckets), both
@@ -119,42 +120,43 @@ async fn lake_batches(
 /// Waits until the lake's txn offsets reach every bucket's high watermark.
 async fn wait_for_lake(connection: &FlussConnection, data_dir: &Path) -> Result<()> {
     let admin = connection.get_admin()?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let mut behind = Vec::new();
-        for (table, buckets) in [("events", 3), ("users", 2)] {
-            let path = TablePath::new("c", table);
-            let info = admin.get_table_info(&path).await?;
-            let ids: Vec<i32> = (0..buckets).collect();
-            let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
-            let uri = data_dir.join("lake").join("c").join(table);
-            let lake = silt_connectors::delta::read_lake_offsets(
-                &uri.to_string_lossy(),
-                &Default::default(),
-                &info.get_table_id().to_string(),
-                buckets as u32,
-            )
-            .await?
-            .map(|l| l.bucket_offsets)
-            .unwrap_or_default();
-            for b in ids {
-                let (h, l) = (hw[&b], lake.get(&b).copied().unwrap_or(0));
-                if h != l {
-                    behind.push(format!("{table}[{b}] hot {h} lake {l}"));
+    let every = Duration::from_millis(250);
+    wait::until(
+        "tiering to catch up",
+        Duration::from_secs(120),
+        every,
+        || async {
+            let mut behind = Vec::new();
+            for (table, buckets) in [("events", 3), ("users", 2)] {
+                let path = TablePath::new("c", table);
+                let info = admin.get_table_info(&path).await?;
+                let ids: Vec<i32> = (0..buckets).collect();
+                let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
+                let uri = data_dir.join("lake").join("c").join(table);
+                let lake = silt_connectors::delta::read_lake_offsets(
+                    &uri.to_string_lossy(),
+                    &Default::default(),
+                    &info.get_table_id().to_string(),
+                    buckets as u32,
+                )
+                .await?
+                .map(|l| l.bucket_offsets)
+                .unwrap_or_default();
+                for b in ids {
+                    let (h, l) = (hw[&b], lake.get(&b).copied().unwrap_or(0));
+                    if h != l {
+                        behind.push(format!("{table}[{b}] hot {h} lake {l}"));
+                    }
                 }
             }
-        }
-        if behind.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "tiering did not catch up within 120 s: {}",
-                behind.join(", ")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            Ok(if behind.is_empty() {
+                Look::Done(())
+            } else {
+                Look::NotYet(behind.join(", "))
+            })
+        },
+    )
+    .await
 }
 
 /// A tiny seeded generator (splitmix64), so trials replay exactly.

@@ -11,11 +11,12 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 
 use crate::http;
+use crate::wait::{self, Look};
 
 /// The path of the `silt` binary, in a test of the package that builds it.
 #[macro_export]
@@ -164,17 +165,16 @@ impl SiltProcess {
     /// Waits until [`SiltProcess::lake_rows`] of `table` is `rows`; fails after `timeout`
     /// naming how many it last saw.
     pub async fn wait_lake_rows(&self, table: &str, rows: i64, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let what = format!("the lake of {table} holding {rows} rows");
+        wait::until(&what, timeout, Duration::from_millis(250), || async {
             let tiered = self.lake_rows(table)?;
-            if tiered == rows {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("the lake of {table} holds {tiered} of {rows} rows after {timeout:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            Ok(if tiered == rows {
+                Look::Done(())
+            } else {
+                Look::NotYet(format!("{tiered} rows"))
+            })
+        })
+        .await
     }
 
     /// SIGKILL: no shutdown hook runs.

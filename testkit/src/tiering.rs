@@ -5,9 +5,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use crate::wait::{self, Look};
+use anyhow::Result;
 use silt_hotstore::ServerHandle;
 use silt_jobs::tiering::{RegistryUpdate, TableTieringStatus, TieringConfig, TieringService};
 
@@ -66,18 +67,17 @@ pub async fn wait_caught_up(
     tables: usize,
     timeout: Duration,
 ) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
+    let every = Duration::from_millis(200);
+    wait::until("tiering to catch up", timeout, every, move || async move {
         if driver == Driver::Wait {
             tiering.poll_once().await?;
         }
         let status = tiering.status().await?;
-        if caught_up(&status, tables) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("tiering did not catch up within {timeout:?}: {status:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Ok(if caught_up(&status, tables) {
+            Look::Done(())
+        } else {
+            Look::NotYet(format!("{status:#?}"))
+        })
+    })
+    .await
 }

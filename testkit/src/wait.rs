@@ -8,25 +8,34 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-/// Polls `check` every `every` until it answers `Some`, and answers that; fails naming `what`
-/// and the last error once `timeout` has passed. `check` answering `Err` ends the wait at once.
+/// What one look of [`until`] saw: the condition holds (with a value), or not yet (with what
+/// was seen, for the message if the deadline passes).
+pub enum Look<T> {
+    Done(T),
+    NotYet(String),
+}
+
+/// Looks every `every` until `look` answers [`Look::Done`], and answers its value; fails
+/// naming `what` and the last thing seen once `timeout` has passed. A look that answers `Err`
+/// ends the wait at once.
 pub async fn until<T, F, Fut>(
     what: &str,
     timeout: Duration,
     every: Duration,
-    mut check: F,
+    mut look: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
+    Fut: Future<Output = Result<Look<T>>>,
 {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(value) = check().await? {
-            return Ok(value);
-        }
+        let seen = match look().await? {
+            Look::Done(value) => return Ok(value),
+            Look::NotYet(seen) => seen,
+        };
         if Instant::now() > deadline {
-            bail!("{what}: not reached within {timeout:?}");
+            bail!("{what} did not happen within {timeout:?}: {seen}");
         }
         tokio::time::sleep(every).await;
     }
@@ -54,11 +63,20 @@ where
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let (missing, extra) = diff(expected, &last);
     bail!(
-        "{what}: after {timeout:?} the output differs: {} rows expected, {} read; missing {:?}; extra {:?}",
+        "{what}: after {timeout:?} the output differs: {}",
+        describe_diff(expected, &last)
+    )
+}
+
+/// How two multisets of rows differ, for a failure message: the counts and the first ten rows
+/// missing and extra.
+pub fn describe_diff(expected: &[String], actual: &[String]) -> String {
+    let (missing, extra) = diff(expected, actual);
+    format!(
+        "{} rows expected, {} read; missing {:?}; extra {:?}",
         expected.len(),
-        last.len(),
+        actual.len(),
         missing.iter().take(10).collect::<Vec<_>>(),
         extra.iter().take(10).collect::<Vec<_>>()
     )
