@@ -427,6 +427,8 @@ struct Trial<'a> {
     durability: Durability,
     /// The disk is filled (a disk-full fault is on).
     disk_filled: bool,
+    /// A disk-full fault struck in this trial: silt may stop on a storage failure.
+    disk_faulted: bool,
     /// `silt up` exited and could not start again on the full disk: it starts once the disk has
     /// room again.
     down: bool,
@@ -494,7 +496,15 @@ impl Trial<'_> {
                     .entry(Fault::AbortAfterDurableWrite.name())
                     .or_default() += 1;
             }
-            Exit::Unexpected(why) => {
+            Exit::StorageFailed(why) if self.disk_faulted => {
+                // The designed fail-stop: a full disk poisoned the kv store (or failed an
+                // fsync); the restart recovers from the changelog.
+                *self.outcome.faults.entry("stop-on-storage-failure").or_default() += 1;
+                self.outcome
+                    .notes
+                    .push(format!("silt up stopped on its storage failure: {why}"));
+            }
+            Exit::StorageFailed(why) | Exit::Unexpected(why) => {
                 self.outcome.unexpected_exits += 1;
                 self.outcome
                     .notes
@@ -654,6 +664,7 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
         settling: false,
         durability,
         disk_filled: false,
+        disk_faulted: false,
         down: false,
         acked_losable: false,
     };
@@ -890,6 +901,7 @@ async fn inject(
             let disk = trial.disk.expect("picked only with a disk");
             let filler = disk.fill(free_bytes)?;
             trial.disk_filled = true;
+            trial.disk_faulted = true;
             let log_table = tables.iter().find(|t| !t.primary_key).expect("a log table");
             // A large write through a client that does not retry shows what the server says;
             // then, with a few KiB free, a small one that may still fit.
@@ -907,7 +919,28 @@ async fn inject(
                 };
                 let written = probes.written.entry(log_table.name.clone()).or_default();
                 written.extend(ids.iter().copied().zip(acked));
-                let note = disk_probe_note(fault, free_bytes, n, &probe, &mut trial.outcome);
+                // silt may have stopped on the full disk (see `Exit::StorageFailed`), or an
+                // armed abort may have fired: then nobody answered the probe, which says
+                // nothing about how it refuses. A lost connection is given a few seconds to turn
+                // out to be such a stop.
+                let connection_lost =
+                    matches!(&probe, Ok(Some(refused)) if refused.error.contains("rpc error"));
+                let mut stopped = trial.down;
+                for _ in 0..50 {
+                    if let Some(exit) = trial.silt.exited() {
+                        stopped |= matches!(
+                            exit,
+                            process::Exit::StorageFailed(_) | process::Exit::Aborted
+                        );
+                        break;
+                    }
+                    if !connection_lost {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let note =
+                    disk_probe_note(fault, free_bytes, n, &probe, stopped, &mut trial.outcome);
                 trial.note(note);
             }
             let pause = Duration::from_millis(trial.rng.random_range(500..1500));
@@ -927,11 +960,16 @@ fn disk_probe_note(
     free_bytes: u64,
     rows: i64,
     probe: &Result<Option<ProbeRefused>>,
+    silt_stopped: bool,
     outcome: &mut Outcome,
 ) -> String {
     let what = format!("{} ({free_bytes} B free): a {rows}-row write", fault.name());
     match probe {
         Ok(None) => format!("{what} was acknowledged (it fit)"),
+        Ok(Some(ProbeRefused { error, .. })) if silt_stopped => format!(
+            "{what} was not answered: silt stopped (its storage failed, or an armed abort fired): {}",
+            first_line(error)
+        ),
         Ok(Some(ProbeRefused { error, .. })) => {
             let lower = error.to_lowercase();
             let named = ["space", "disk", "storage", "full"]

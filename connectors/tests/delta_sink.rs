@@ -25,13 +25,11 @@ use silt_connectors::delta::{
     BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeOwner, LakeTable,
     OWNER_KEY, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
 };
-use silt_engine::checkpoint::{
-    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
-};
 use silt_engine::{
     JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy,
     RestoredState, Source, SourcePoll, TaskContext,
 };
+use silt_testkit::faults::FaultyStorage;
 
 // ---------------------------------------------------------------------------------------------
 // A synthetic changelog: per bucket a deterministic sequence of (key, value, change type).
@@ -177,32 +175,8 @@ fn expected_rows(changelog: &[Vec<Change>], kind: &TableKind) -> Vec<LakeRow> {
 // The test source: owns buckets `b % parallelism == subtask`, emits each bucket's changelog in
 // batches of random size, fails once at each failure point. State: next offset per bucket.
 
-struct Failures {
-    /// (bucket, offset, fired)
-    points: Mutex<Vec<(i32, usize, bool)>>,
-    fired: AtomicUsize,
-}
-
-impl Failures {
-    fn new(points: Vec<(i32, usize)>) -> Arc<Failures> {
-        Arc::new(Failures {
-            points: Mutex::new(points.into_iter().map(|(b, o)| (b, o, false)).collect()),
-            fired: AtomicUsize::new(0),
-        })
-    }
-
-    fn take(&self, bucket: i32, from: usize, to: usize) -> bool {
-        let mut points = self.points.lock().unwrap();
-        for p in points.iter_mut() {
-            if p.0 == bucket && !p.2 && (from..to).contains(&p.1) {
-                p.2 = true;
-                self.fired.fetch_add(1, Ordering::SeqCst);
-                return true;
-            }
-        }
-        false
-    }
-}
+/// Failure points: (bucket, offset).
+type Failures = silt_testkit::faults::Failures<i32>;
 
 struct ChangelogSource {
     changelog: Arc<Vec<Vec<Change>>>,
@@ -246,7 +220,7 @@ impl Source for ChangelogSource {
         let log = &self.changelog[bucket as usize];
         let from = self.positions[&bucket];
         let to = (from + self.rng.random_range(1..=40)).min(log.len());
-        if self.failures.take(bucket, from, to) {
+        if self.failures.take(bucket, from as u64, to as u64) {
             return Err(silt_engine::Error::operator(format!(
                 "injected failure in bucket {bucket} [{from}, {to})"
             )));
@@ -284,59 +258,6 @@ impl Source for ChangelogSource {
             b.put_u64(position as u64);
         }
         Ok(b.freeze())
-    }
-}
-
-/// Checkpoint storage that fails the metadata write of chosen checkpoints once: every state is
-/// written (the committer holds committables), but the checkpoint never completes.
-#[derive(Debug)]
-struct FaultyStorage {
-    inner: Arc<dyn CheckpointStorage>,
-    fail_metadata_of: Mutex<Vec<u64>>,
-    failed: AtomicUsize,
-}
-
-#[async_trait]
-impl CheckpointStorage for FaultyStorage {
-    async fn write_state(
-        &self,
-        id: u64,
-        vertex: &str,
-        subtask: u32,
-        parallelism: u32,
-        state: Bytes,
-    ) -> silt_engine::Result<StateHandle> {
-        self.inner
-            .write_state(id, vertex, subtask, parallelism, state)
-            .await
-    }
-    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> silt_engine::Result<()> {
-        let fail = {
-            let mut ids = self.fail_metadata_of.lock().unwrap();
-            let before = ids.len();
-            ids.retain(|&id| id != metadata.checkpoint_id);
-            ids.len() != before
-        };
-        if fail {
-            self.failed.fetch_add(1, Ordering::SeqCst);
-            return Err(silt_engine::Error::Storage(format!(
-                "injected crash before metadata {}",
-                metadata.checkpoint_id
-            )));
-        }
-        self.inner.write_metadata(metadata).await
-    }
-    async fn complete_checkpoints(&self) -> silt_engine::Result<Vec<u64>> {
-        self.inner.complete_checkpoints().await
-    }
-    async fn all_checkpoints(&self) -> silt_engine::Result<Vec<u64>> {
-        self.inner.all_checkpoints().await
-    }
-    async fn load(&self, id: u64) -> silt_engine::Result<CompletedCheckpoint> {
-        self.inner.load(id).await
-    }
-    async fn discard(&self, id: u64) -> silt_engine::Result<()> {
-        self.inner.discard(id).await
     }
 }
 
@@ -582,7 +503,10 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
     let points = (0..run.failure_points)
         .map(|_| {
             let b = rng.random_range(0..buckets);
-            (b, rng.random_range(0..run.changelog[b as usize].len()))
+            (
+                b,
+                rng.random_range(0..run.changelog[b as usize].len()) as u64,
+            )
         })
         .collect();
     let failures = Failures::new(points);
@@ -644,11 +568,11 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
     )
     .unwrap();
 
-    let storage = Arc::new(FaultyStorage {
-        inner: Arc::new(LocalDirStorage::new(checkpoint_dir)),
-        fail_metadata_of: Mutex::new(run.fail_metadata_of.clone()),
-        failed: AtomicUsize::new(0),
-    });
+    // Every state is written (the committer holds committables), but the chosen checkpoints
+    // never complete.
+    let storage = FaultyStorage::new(Arc::new(LocalDirStorage::new(checkpoint_dir)));
+    *storage.fail_metadata_of.lock().unwrap() = run.fail_metadata_of.clone();
+    let storage = Arc::new(storage);
     let mut job_config = JobConfig::new("tier", storage.clone());
     job_config.checkpoint.interval = Some(Duration::from_millis(25));
     job_config.restart = RestartStrategy::FixedDelay {
@@ -663,8 +587,8 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
     let commits = commits.lock().unwrap().clone();
     Outcome {
         restarts: job.metrics().restarts,
-        fired: failures.fired.load(Ordering::SeqCst)
-            + storage.failed.load(Ordering::SeqCst)
+        fired: failures.fired() as usize
+            + storage.metadata_writes_failed.load(Ordering::SeqCst) as usize
             + run.fail_hook_calls.len(),
         commits,
     }
@@ -984,7 +908,11 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
         let files = active_files(&lake, bucket);
         let mut next = 0;
         for &(n, lo, hi) in &files {
-            assert_eq!((lo, hi - lo + 1), (next, n as i64), "contiguous ranges: {files:?}");
+            assert_eq!(
+                (lo, hi - lo + 1),
+                (next, n as i64),
+                "contiguous ranges: {files:?}"
+            );
             next = hi + 1;
         }
         assert_eq!(next, commits * rows);
@@ -992,7 +920,10 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
     let log = check_commits_cover_files(dir.path(), "t7", &TableKind::Log);
     let rewrites: usize = log.iter().map(|c| c.rewrites.len()).sum();
     let rewritten: usize = log.iter().map(|c| c.rewritten_removes).sum();
-    assert!(rewrites > 0 && rewritten > rewrites, "{rewrites} rewrites of {rewritten} files");
+    assert!(
+        rewrites > 0 && rewritten > rewrites,
+        "{rewrites} rewrites of {rewritten} files"
+    );
     let offsets: Vec<(i32, i64)> = read_lake(&uri).await.iter().map(|r| (r.3, r.4)).collect();
     let mut expected: Vec<(i32, i64)> = (0..commits * 10).map(|o| (0, o)).collect();
     expected.extend((0..commits * 5).map(|o| (1, o)));
@@ -1000,7 +931,10 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
     let mut offsets_sorted = offsets.clone();
     offsets_sorted.sort();
     assert_eq!(offsets_sorted, expected, "every offset exactly once");
-    assert!(lake.plan(&first).await.unwrap().is_noop(), "a replay is still a no-op");
+    assert!(
+        lake.plan(&first).await.unwrap().is_noop(),
+        "a replay is still a no-op"
+    );
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ use silt_engine::{
     ChannelConfig, JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Operator, Output,
     Partitioning, RestartStrategy, RestoredState, Result, TaskContext,
 };
+use silt_testkit::wait::{self, Look};
 
 fn hash_key() -> Partitioning {
     Partitioning::Hash {
@@ -404,11 +405,17 @@ fn in_flight_job(
 }
 
 async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let every = Duration::from_millis(2);
+    wait::until(what, Duration::from_secs(30), every, || {
+        let look = if condition() {
+            Look::Done(())
+        } else {
+            Look::NotYet("not yet".to_string())
+        };
+        async move { Ok(look) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("timed out waiting until {e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

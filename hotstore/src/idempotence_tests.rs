@@ -19,7 +19,7 @@ use prost::Message;
 
 const KEY: [u8; 4] = [1, 0, 0, 0];
 
-async fn start(dir: &std::path::Path) -> ServerHandle {
+pub(crate) async fn start(dir: &std::path::Path) -> ServerHandle {
     Server::start(ServerConfig {
         bind_addr: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
@@ -29,7 +29,7 @@ async fn start(dir: &std::path::Path) -> ServerHandle {
     .unwrap()
 }
 
-async fn create_pk_table(server: &ServerHandle) -> i64 {
+pub(crate) async fn create_pk_table(server: &ServerHandle) -> i64 {
     let mut config = fluss::config::Config::default();
     config.bootstrap_servers = server.local_addr().to_string();
     let connection = fluss::client::FlussConnection::new(config).await.unwrap();
@@ -57,7 +57,7 @@ async fn call<M: Message + Default>(server: &ServerHandle, api_key: i16, body: V
 
 /// Upserts `name` for the test key as batch `sequence` of `writer_id`; returns (error code,
 /// log end offset).
-async fn put(
+pub(crate) async fn put(
     server: &ServerHandle,
     table_id: i64,
     writer_id: i64,

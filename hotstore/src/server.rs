@@ -107,6 +107,14 @@ impl ServerHandle {
         self.local_addr
     }
 
+    /// Resolves, with the reason, once the hot store's storage has failed in a way only a new
+    /// process recovers from (a failed fsync, a kv store poisoned by a failed journal write).
+    /// The server keeps answering, with storage errors; its owner should stop the process so
+    /// a restart runs recovery.
+    pub async fn storage_failed(&self) -> String {
+        self.service.tablets.failure().wait().await
+    }
+
     /// The request handlers, for tests that call them without a connection.
     #[cfg(test)]
     pub(crate) fn service(&self) -> &Arc<Service> {

@@ -4,14 +4,14 @@
 //! scenario against a cluster that is already running instead.
 
 mod common;
-mod hotstore_support;
 
 use std::io::Write;
 
 use anyhow::Result;
-use common::fluss_real::{RealFluss, Started};
 use common::raw_fluss;
 use common::scenario::{self, Outcome, ScenarioRecord, UserRow};
+use silt_testkit::hotstore;
+use silt_testkit::real_fluss::{RealFluss, Started};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_against_real_fluss() -> Result<()> {
@@ -46,7 +46,7 @@ async fn scenario_against_real_fluss() -> Result<()> {
     // The same scenario against silt's hotstore; every difference is printed, and those not
     // explained in fluss-real/OBSERVED.md fail the test.
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let silt = scenario::run_scenario(&server.local_addr().to_string()).await;
     server.shutdown().await?;
     let silt = silt?;
@@ -83,12 +83,12 @@ async fn scenario_against_real_fluss() -> Result<()> {
 /// The writer scenario against silt, restarted on the same port and data directory.
 async fn silt_writer_scenario() -> Result<raw_fluss::WriterRecord> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let addr = server.local_addr();
     let (table_id, before) =
         raw_fluss::writer_scenario_before_restart(&addr.to_string(), &addr.to_string()).await?;
     server.shutdown().await?;
-    let server = hotstore_support::start_with(dir.path(), |config| config.bind_addr = addr).await?;
+    let server = hotstore::start_with(dir.path(), |config| config.bind_addr = addr).await?;
     let record =
         raw_fluss::writer_scenario_after_restart(&addr.to_string(), table_id, before).await;
     server.shutdown().await?;

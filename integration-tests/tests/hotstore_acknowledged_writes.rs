@@ -10,8 +10,6 @@
 //! with a proxy that holds a writer's first produce request until its next one has been
 //! answered (on the old code the held batch is lost).
 
-mod hotstore_support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +19,7 @@ use anyhow::{Context, Result, ensure};
 use arrow::array::{Array, Int64Array, RecordBatch};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
+use silt_testkit::hotstore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -30,8 +29,8 @@ const ROUNDS: usize = 25;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_flushed_batches_of_one_writer_are_all_kept() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
-    let connection = hotstore_support::connect(&server).await?;
+    let server = hotstore::start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
     let admin = connection.get_admin()?;
     admin.create_database("ack", None, false).await?;
     let schema = Schema::builder()
@@ -102,7 +101,7 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
     let proxy_port = proxy.local_addr()?.port();
     let dir = tempfile::tempdir()?;
     // Clients learn the proxy's address from Metadata, so every request goes through it.
-    let server = hotstore_support::start_with(dir.path(), |config| {
+    let server = hotstore::start_with(dir.path(), |config| {
         config.advertised_port = Some(proxy_port);
     })
     .await?;

@@ -11,12 +11,10 @@
 //! The hotstore process is this test binary itself: started with `SILTTEST_HOTSTORE_CHILD_DIR`
 //! set, the test runs a server over that directory, prints its address and waits to be killed.
 
-mod hotstore_support;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,9 +22,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use arrow::array::{Int64Array, StringArray};
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::TablePath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
+use silt_testkit::hotstore;
+use silt_testkit::process::ChildGuard;
+use silt_testkit::tables;
 
 const CHILD_ENV: &str = "SILTTEST_HOTSTORE_CHILD_DIR";
 const LISTENING: &str = "SILTTEST_HOTSTORE_LISTENING ";
@@ -69,16 +70,10 @@ struct Seen {
     users: BTreeMap<(i32, i64), (String, i64, Option<i64>)>,
 }
 
+/// The hot store re-run of this test binary; killed when dropped.
 struct HotstoreProcess {
-    child: Child,
+    _child: ChildGuard,
     bootstrap: String,
-}
-
-impl Drop for HotstoreProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start_hotstore_process(data_dir: &Path) -> Result<HotstoreProcess> {
@@ -100,7 +95,7 @@ fn start_hotstore_process(data_dir: &Path) -> Result<HotstoreProcess> {
         }
     });
     let mut process = HotstoreProcess {
-        child,
+        _child: ChildGuard(child),
         bootstrap: String::new(),
     };
     // On an error the process is dropped, which kills it.
@@ -112,7 +107,7 @@ fn start_hotstore_process(data_dir: &Path) -> Result<HotstoreProcess> {
 
 /// The child's side: only the hotstore, until SIGKILL.
 async fn run_hotstore_child(data_dir: &str) -> Result<()> {
-    let server = hotstore_support::start_server(Path::new(data_dir)).await?;
+    let server = hotstore::start(Path::new(data_dir)).await?;
     println!("{LISTENING}{}", server.local_addr());
     loop {
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -130,32 +125,13 @@ async fn connect(bootstrap: &str) -> Result<FlussConnection> {
 }
 
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database(DB, None, true).await?;
-    let events = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("v", DataTypes::string())
-                .build()?,
-        )
-        .distributed_by(Some(EVENT_BUCKETS), vec![])
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "events"), &events, false)
+    tables::events(DB)
+        .buckets(EVENT_BUCKETS)
+        .create(connection)
         .await?;
-    let users = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("score", DataTypes::bigint())
-                .primary_key(vec!["id"])?
-                .build()?,
-        )
-        .distributed_by(Some(USER_BUCKETS), vec!["id".to_string()])
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "users"), &users, false)
+    tables::scores(DB)
+        .buckets(USER_BUCKETS)
+        .create(connection)
         .await?;
     Ok(())
 }
@@ -365,7 +341,7 @@ async fn read_events(connection: &FlussConnection) -> Result<BTreeMap<(i32, i64)
     let started = Instant::now();
     while (rows.len() as i64) < total {
         ensure!(
-            started.elapsed() < hotstore_support::DEADLINE,
+            started.elapsed() < hotstore::DEADLINE,
             "read {} of {total} events",
             rows.len()
         );
@@ -413,7 +389,7 @@ async fn read_changelog(
     let started = Instant::now();
     while (changes.len() as i64) < total {
         ensure!(
-            started.elapsed() < hotstore_support::DEADLINE,
+            started.elapsed() < hotstore::DEADLINE,
             "read {} of {total} changes",
             changes.len()
         );

@@ -1,11 +1,10 @@
 //! Databases and tables through the official fluss-rs admin client against silt's hotstore:
 //! create, list, describe and drop, and the error codes of duplicates and unknown names.
 
-mod hotstore_support;
-
 use anyhow::Result;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use hotstore_support::{api_code, connect, start_server};
+use silt_testkit::hotstore::{self, api_code, connect};
+use silt_testkit::rows;
 
 fn log_descriptor(buckets: i32) -> Result<TableDescriptor> {
     let schema = Schema::builder()
@@ -21,13 +20,7 @@ fn log_descriptor(buckets: i32) -> Result<TableDescriptor> {
 }
 
 fn pk_descriptor(buckets: Option<i32>) -> Result<TableDescriptor> {
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let mut builder = TableDescriptor::builder().schema(schema);
+    let mut builder = TableDescriptor::builder().schema(rows::user_schema()?);
     if let Some(buckets) = buckets {
         builder = builder.distributed_by(Some(buckets), vec![]);
     }
@@ -37,7 +30,7 @@ fn pk_descriptor(buckets: Option<i32>) -> Result<TableDescriptor> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn databases_and_tables_round_trip() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let connection = connect(&server).await?;
     let admin = connection.get_admin()?;
 
@@ -163,7 +156,7 @@ async fn databases_and_tables_round_trip() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn catalog_survives_restart() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     {
         let connection = connect(&server).await?;
         let admin = connection.get_admin()?;
@@ -178,7 +171,7 @@ async fn catalog_survives_restart() -> Result<()> {
     }
     server.shutdown().await?;
 
-    let server = start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let connection = connect(&server).await?;
     let admin = connection.get_admin()?;
     let info = admin.get_table_info(&TablePath::new("keep", "t")).await?;

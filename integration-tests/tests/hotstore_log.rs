@@ -2,8 +2,6 @@
 //! appended across buckets and scanned back per bucket in offset order with a projection,
 //! list offsets (earliest, latest, by timestamp), and a fetch from earliest after a restart.
 
-mod hotstore_support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +13,7 @@ use fluss::client::EARLIEST_OFFSET;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::DataGetters;
 use fluss::rpc::message::OffsetSpec;
-use hotstore_support::{DEADLINE, connect, start_server};
+use silt_testkit::hotstore::{self, DEADLINE, connect};
 
 const BUCKETS: i32 = 3;
 const ROWS: i64 = 1_000_000;
@@ -55,11 +53,10 @@ fn arrow_batch(start: i64, rows: i64) -> Result<RecordBatch> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = start_server(dir.path()).await?;
-    let connection = connect(&server).await?;
-    let admin = connection.get_admin()?;
     let path = TablePath::new("fluss", "events");
-    admin.create_table(&path, &descriptor()?, false).await?;
+    let (server, connection) =
+        hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
+    let admin = connection.get_admin()?;
     let table = connection.get_table(&path).await?;
 
     let before_ms = now_ms();
@@ -101,10 +98,7 @@ async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> 
     let future = admin
         .list_offsets(&path, &buckets, OffsetSpec::Timestamp(now_ms() + 3_600_000))
         .await;
-    let code = future
-        .as_ref()
-        .err()
-        .and_then(|e| hotstore_support::api_code(e));
+    let code = future.as_ref().err().and_then(|e| hotstore::api_code(e));
     ensure!(
         code == Some(38),
         "a timestamp in the future is InvalidTimestamp (38) as in Fluss: {future:?}"
@@ -180,19 +174,15 @@ async fn fetch_from_earliest_after_restart() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "restart");
     {
-        let server = start_server(dir.path()).await?;
-        let connection = connect(&server).await?;
-        connection
-            .get_admin()?
-            .create_table(&path, &descriptor()?, false)
-            .await?;
+        let (server, connection) =
+            hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_append()?.create_writer()?;
         drop(writer.append_arrow_batch(arrow_batch(0, 1000)?)?);
         writer.flush().await?;
         server.shutdown().await?;
     }
-    let server = start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let connection = connect(&server).await?;
     let table = connection.get_table(&path).await?;
     let scanner = table.new_scan().create_log_scanner()?;

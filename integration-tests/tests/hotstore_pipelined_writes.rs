@@ -7,20 +7,19 @@
 //! fluss-rs warning "received OutOfOrderSequenceException but has already been committed" did,
 //! in `silt bench tiering`, and is gone since.)
 
-mod hotstore_support;
-
 use std::sync::Arc;
 
 use anyhow::Result;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
+use silt_testkit::hotstore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pipelined_appends_of_one_writer_are_all_kept() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
-    let connection = hotstore_support::connect(&server).await?;
+    let server = hotstore::start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
     let admin = connection.get_admin()?;
     admin.create_database("p", None, false).await?;
     let schema = Schema::builder()

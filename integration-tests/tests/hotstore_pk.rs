@@ -3,54 +3,17 @@
 //! 0..4; an unchanged upsert adds nothing; lookups return the latest row or nothing; a partial
 //! update keeps the other columns; the kv state survives a restart.
 
-mod hotstore_support;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use fluss::client::FlussTable;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::{DataGetters, GenericRow};
+use fluss::metadata::{TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
-use hotstore_support::{DEADLINE, connect, start_server};
+use silt_testkit::hotstore::{self, DEADLINE, connect};
+use silt_testkit::rows::{self, UserRow, read_user, user};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct User {
-    id: i32,
-    name: Option<String>,
-    score: Option<i64>,
-}
-
-fn user(id: i32, name: Option<&str>, score: Option<i64>) -> GenericRow<'static> {
-    let mut row = GenericRow::new(3);
-    row.set_field(0, id);
-    if let Some(name) = name {
-        row.set_field(1, name.to_string());
-    }
-    if let Some(score) = score {
-        row.set_field(2, score);
-    }
-    row
-}
-
-fn read_user<R: DataGetters + ?Sized>(row: &R) -> Result<User> {
-    Ok(User {
-        id: row.get_int(0)?,
-        name: if row.is_null_at(1)? {
-            None
-        } else {
-            Some(row.get_string(1)?.to_string())
-        },
-        score: if row.is_null_at(2)? {
-            None
-        } else {
-            Some(row.get_long(2)?)
-        },
-    })
-}
-
-fn expect(id: i32, name: &str, score: i64) -> User {
-    User {
+fn expect(id: i32, name: &str, score: i64) -> UserRow {
+    UserRow {
         id,
         name: Some(name.to_string()),
         score: Some(score),
@@ -58,37 +21,19 @@ fn expect(id: i32, name: &str, score: i64) -> User {
 }
 
 fn descriptor() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(1), vec![])
-        .build()?)
+    rows::user_table()
 }
 
-async fn lookup(table: &FlussTable<'_>, id: i32) -> Result<Option<User>> {
+async fn lookup(table: &FlussTable<'_>, id: i32) -> Result<Option<UserRow>> {
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
-    let mut key = GenericRow::new(1);
-    key.set_field(0, id);
-    let result = lookuper
-        .lookup(&key)
-        .await
-        .with_context(|| format!("lookup({id})"))?;
-    result
-        .get_single_row()?
-        .map(|row| read_user(&row))
-        .transpose()
+    rows::lookup_user(&mut lookuper, id).await
 }
 
 async fn changelog(
     table: &FlussTable<'_>,
     from: i64,
     expected: usize,
-) -> Result<Vec<(i64, String, User)>> {
+) -> Result<Vec<(i64, String, UserRow)>> {
     let scanner = table.new_scan().create_log_scanner()?;
     scanner.subscribe(0, from).await?;
     let mut entries = Vec::new();
@@ -123,12 +68,8 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "users");
     {
-        let server = start_server(dir.path()).await?;
-        let connection = connect(&server).await?;
-        connection
-            .get_admin()?
-            .create_table(&path, &descriptor()?, false)
-            .await?;
+        let (server, connection) =
+            hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_upsert()?.create_writer()?;
         writer.upsert(&user(1, Some("alice"), Some(10)))?.await?;
@@ -173,7 +114,7 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
         assert_eq!(lookup(&table, 1).await?, Some(expect(1, "alice2", 99)));
         assert_eq!(
             lookup(&table, 4).await?,
-            Some(User {
+            Some(UserRow {
                 id: 4,
                 name: None,
                 score: Some(7)
@@ -188,7 +129,7 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
                 (
                     7,
                     "+I".to_string(),
-                    User {
+                    UserRow {
                         id: 4,
                         name: None,
                         score: Some(7)
@@ -200,7 +141,7 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
     }
 
     // After a restart the rows are still there.
-    let server = start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let connection = connect(&server).await?;
     let table = connection.get_table(&path).await?;
     assert_eq!(lookup(&table, 1).await?, Some(expect(1, "alice2", 99)));
@@ -222,23 +163,9 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_keys_across_buckets() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = start_server(dir.path()).await?;
-    let connection = connect(&server).await?;
     let path = TablePath::new("fluss", "many");
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(4), vec![])
-        .build()?;
-    connection
-        .get_admin()?
-        .create_table(&path, &descriptor, false)
-        .await?;
+    let (server, connection) =
+        hotstore::start_with_table(dir.path(), &path, &rows::user_table_of(4)?).await?;
     let table = connection.get_table(&path).await?;
     let writer = table.new_upsert()?.create_writer()?;
     for id in 0..5000 {

@@ -2,12 +2,10 @@
 //! response, a malformed or oversized frame closes only its own connection, and
 //! `connections_max` is enforced.
 
-mod hotstore_support;
-
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use hotstore_support::start_with;
+use silt_testkit::hotstore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -43,7 +41,7 @@ async fn closed(stream: &mut TcpStream) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_are_checked_per_connection() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = start_with(dir.path(), |config| {
+    let server = hotstore::start_with(dir.path(), |config| {
         config.frame_bytes_max = 1024;
         config.connections_max = 3;
     })

@@ -2,15 +2,15 @@
 //! against silt's hotstore, checked against what the issue states a Fluss server does.
 
 mod common;
-mod hotstore_support;
 
 use anyhow::Result;
 use common::scenario::{self, Outcome};
+use silt_testkit::hotstore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_against_hotstore() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let record = scenario::run_scenario(&server.local_addr().to_string()).await?;
     println!("{record:#?}");
 

@@ -10,14 +10,12 @@
 //! JVMs) runs the same scenarios against Apache Fluss 0.9.1, to show that they hold there; set
 //! `SILT_FLUSS_REAL_BOOTSTRAP=host:port` to use a cluster that is already running.
 
-mod common;
-mod hotstore_support;
-
 use std::io::Write;
 
 use anyhow::Result;
-use common::fluss_real::{RealFluss, Started};
-use common::java_client::{self, CLIENT_VERSIONS, Ran};
+use silt_testkit::hotstore;
+use silt_testkit::java_client::{self, CLIENT_VERSIONS, Ran};
+use silt_testkit::real_fluss::{RealFluss, Started};
 
 /// What each run executes, in one JVM per client version.
 const SCENARIOS: [&str; 2] = ["sanity", "three-batches"];
@@ -28,7 +26,7 @@ const STDERR_LINES_MAX: usize = 60;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_client_against_hotstore() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore_support::start_server(dir.path()).await?;
+    let server = hotstore::start(dir.path()).await?;
     let outcome = run_every_version("java_client", server.local_addr().to_string()).await;
     server.shutdown().await?;
     outcome

@@ -5,195 +5,55 @@
 //! The hotstore's lake-offset registry must match the lake's txn offsets.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, anyhow};
-use arrow::array::{Array, Int64Array, StringArray};
-use datafusion::prelude::SessionContext;
+use anyhow::Result;
+use arrow::array::RecordBatch;
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::DataTypes;
 use fluss::row::GenericRow;
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
-use silt_jobs::tiering::{RegistryUpdate, TieringConfig, TieringService};
+use silt_jobs::tiering::TieringService;
+use silt_testkit::hotstore;
+use silt_testkit::lake::{self, i64s, strings};
+use silt_testkit::tables::{self, Expected, Table, UserChanges};
+use silt_testkit::tiering::{self, Driver};
 
-async fn start_server(dir: &std::path::Path) -> ServerHandle {
-    let config = ServerConfig {
-        bind_addr: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.join("hotstore"),
-        default_bucket_count: 3,
-        ..ServerConfig::default()
-    };
-    Server::start(config).await.expect("hotstore starts")
-}
+/// Events; every 3rd id upserts user `id % 400` and every 7th of those deletes it instead.
+const USER_CHANGES: UserChanges = UserChanges {
+    every: 3,
+    keys: 400,
+    delete_every: 7,
+};
 
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database("t", None, false).await?;
-    let events = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let events = TableDescriptor::builder()
-        .schema(events)
-        .distributed_by(Some(3), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("t", "events"), &events, false)
-        .await?;
-    let users = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let users = TableDescriptor::builder()
-        .schema(users)
-        .distributed_by(Some(2), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("t", "users"), &users, false)
-        .await?;
+    tables::events("t").lake("300ms").create(connection).await?;
+    tables::users("t").lake("300ms").create(connection).await?;
     Ok(())
 }
 
-/// What the tables must hold: every event, and the latest user per id.
-#[derive(Default)]
-struct Expected {
-    events: Vec<(i64, String)>,
-    users: BTreeMap<i64, (String, i64)>,
-}
-
-/// Writes events `from..to` and, for every 3rd of them, an upsert of user `id % 400`; every
-/// 7th of those is a delete instead.
 async fn write(
     connection: &FlussConnection,
     from: i64,
     to: i64,
     expected: &mut Expected,
 ) -> Result<()> {
-    let events = connection.get_table(&TablePath::new("t", "events")).await?;
-    let users = connection.get_table(&TablePath::new("t", "users")).await?;
-    let appender = events.new_append()?.create_writer()?;
-    let upserter = users.new_upsert()?.create_writer()?;
-    for id in from..to {
-        let v = format!("event-{id}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, v.as_str());
-        appender.append(&row)?;
-        expected.events.push((id, v.clone()));
-        if id % 3 == 0 {
-            let key = id % 400;
-            let name = format!("user-{key}-{id}");
-            let mut u = GenericRow::new(3);
-            u.set_field(0, key);
-            u.set_field(1, name.as_str());
-            u.set_field(2, id);
-            if id % 7 == 0 {
-                upserter.delete(&u)?;
-                expected.users.remove(&key);
-            } else {
-                upserter.upsert(&u)?;
-                expected.users.insert(key, (name.clone(), id));
-            }
-        }
-        if id % 500 == 499 {
-            appender.flush().await?;
-            upserter.flush().await?;
-        }
-    }
-    appender.flush().await?;
-    upserter.flush().await?;
-    Ok(())
-}
-
-fn service(dir: &std::path::Path, server: &Arc<ServerHandle>) -> TieringService {
-    let mut config = TieringConfig::new(
-        server.local_addr().to_string(),
-        dir.join("lake").to_string_lossy().to_string(),
-        dir.join("checkpoints"),
-    );
-    config.poll_interval = Duration::from_millis(200);
-    let registry_server = server.clone();
-    let registry: RegistryUpdate = Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-            registry_server
-                .set_lake_snapshot(db, table, snapshot, offsets)
-                .map_err(anyhow::Error::from)
-        },
-    );
-    TieringService::new(config, Some(registry))
+    tables::write_events_and_users(connection, "t", from..to, USER_CHANGES, expected).await
 }
 
 async fn wait_caught_up(tiering: &TieringService, tables: usize) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        tiering.poll_once().await?;
-        let status = tiering.status().await?;
-        let hot: i64 = status
-            .iter()
-            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
-            .sum();
-        if status.len() == tables && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(anyhow!("tiering did not catch up within 90 s: {status:#?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    tiering::wait_caught_up(tiering, Driver::Wait, tables, Duration::from_secs(90)).await
 }
 
-async fn lake_rows(
-    dir: &std::path::Path,
-    table: &str,
-    sql: &str,
-) -> Result<Vec<arrow::record_batch::RecordBatch>> {
-    let uri = dir.join("lake").join("t").join(table);
-    let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
-    let ctx = SessionContext::new();
-    ctx.register_table("lake", delta.table_provider().await?)?;
-    Ok(ctx.sql(sql).await?.collect().await?)
-}
-
-fn i64s(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<i64> {
-    batches
-        .iter()
-        .flat_map(|b| {
-            b.column(column)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect()
-}
-
-fn strings(batches: &[arrow::record_batch::RecordBatch], column: usize) -> Vec<String> {
-    batches
-        .iter()
-        .flat_map(|b| {
-            // DataFusion may read strings as Utf8View; compare as plain strings.
-            let a =
-                arrow::compute::cast(b.column(column), &arrow::datatypes::DataType::Utf8).unwrap();
-            let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-            (0..a.len())
-                .map(|i| a.value(i).to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
+async fn lake_rows(dir: &Path, table: &str, sql: &str) -> Result<Vec<RecordBatch>> {
+    lake::query(&dir.join("lake").join("t").join(table), sql).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Arc::new(start_server(dir.path()).await);
+    let server = hotstore::start_for_tiering(dir.path(), 3).await?;
     let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
     create_tables(&connection).await?;
     let mut expected = Expected::default();
@@ -201,7 +61,7 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
 
     // First service: tiers, then "crashes" while more data arrives (jobs cancelled, no final
     // checkpoint; whatever its writers staged but did not commit must not show up twice).
-    let first = service(dir.path(), &server);
+    let first = tiering::service(dir.path(), &server);
     wait_caught_up(&first, 2).await?;
     // Keep writing while the first service crashes, so the crash lands mid-stream.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -236,7 +96,7 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
     expected.users = more.users;
 
     // A fresh service resumes from the jobs' checkpoints and catches up.
-    let second = service(dir.path(), &server);
+    let second = tiering::service(dir.path(), &server);
     let last = expected.events.iter().map(|e| e.0).max().unwrap_or(0) + 1;
     write(&connection, last, last + 1_000, &mut expected).await?;
     wait_caught_up(&second, 2).await?;
@@ -303,7 +163,7 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
 }
 
 /// Copies the directory tree `from` to `to`.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -324,23 +184,15 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
 async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committing_a_hole()
 -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Arc::new(start_server(dir.path()).await);
+    let server = hotstore::start_for_tiering(dir.path(), 3).await?;
     let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
-    let admin = connection.get_admin()?;
-    admin.create_database("t", None, true).await?;
     // One bucket, so every later write reaches the bucket whose lake fell behind.
-    let descriptor = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .build()?,
-        )
-        .distributed_by(Some(1), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    let path = TablePath::new("t", "holes");
-    admin.create_table(&path, &descriptor, false).await?;
+    let holes = Table::log("t", "holes")
+        .column("id", DataTypes::bigint())
+        .buckets(1)
+        .lake("300ms");
+    holes.create(&connection).await?;
+    let path = holes.path.clone();
     let append = |ids: std::ops::Range<i64>| {
         let connection = &connection;
         let path = path.clone();
@@ -360,7 +212,7 @@ async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committ
         }
     };
 
-    let first = service(dir.path(), &server);
+    let first = tiering::service(dir.path(), &server);
     append(0..500).await?;
     wait_caught_up(&first, 1).await?;
     let lake = dir.path().join("lake").join("t").join("holes");
@@ -374,7 +226,7 @@ async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committ
     std::fs::remove_dir_all(&lake)?;
     copy_tree(&older, &lake)?;
     append(1_000..1_100).await?;
-    let second = service(dir.path(), &server);
+    let second = tiering::service(dir.path(), &server);
     wait_caught_up(&second, 1).await?;
     let batches = lake_rows(dir.path(), "holes", "SELECT id FROM lake ORDER BY id").await?;
     let ids = i64s(&batches, 0);

@@ -3,49 +3,27 @@
 //! equal the cluster's changelog (log: every offset once; PK: latest row per key, deletes gone).
 //! Skips, saying so, where Java, Maven or the jars are unavailable.
 
-mod common;
-
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use common::fluss_real::{RealFluss, Started};
-use datafusion::prelude::SessionContext;
-use fluss::client::{EARLIEST_OFFSET, FlussConnection};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::client::FlussConnection;
+use fluss::metadata::TablePath;
 use fluss::row::{DataGetters, GenericRow};
-use fluss::rpc::message::OffsetSpec;
 use silt_jobs::tiering::{TieringConfig, TieringService};
+use silt_testkit::changelog::{self, Change};
+use silt_testkit::lake;
+use silt_testkit::real_fluss::{RealFluss, Started};
+use silt_testkit::tables;
 
 const DB: &str = "tier_real";
 
 async fn create_and_fill(connection: &FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database(DB, None, true).await?;
-    let log = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let log = TableDescriptor::builder()
-        .schema(log)
-        .distributed_by(Some(2), vec![])
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "events"), &log, true)
+    tables::events(DB)
+        .buckets(2)
+        .create_if_missing(connection)
         .await?;
-    let pk = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let pk = TableDescriptor::builder()
-        .schema(pk)
-        .distributed_by(Some(2), vec!["id".to_string()])
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "users"), &pk, true)
-        .await?;
+    tables::scores(DB).create_if_missing(connection).await?;
 
     let events = connection.get_table(&TablePath::new(DB, "events")).await?;
     let users = connection.get_table(&TablePath::new(DB, "users")).await?;
@@ -71,87 +49,28 @@ async fn create_and_fill(connection: &FlussConnection) -> Result<()> {
     Ok(())
 }
 
-/// `(bucket, offset, change type, longs)` of a table's changelog up to the high watermarks.
-async fn changelog(
-    connection: &FlussConnection,
-    table: &str,
-) -> Result<Vec<(i32, i64, u8, Vec<i64>)>> {
+/// A table's changelog up to the high watermarks: each record's `id`, and for `users` its
+/// `score` too.
+async fn changelog(connection: &FlussConnection, table: &str) -> Result<Vec<Change<Vec<i64>>>> {
     let path = TablePath::new(DB, table);
-    let hw = connection
-        .get_admin()?
-        .list_offsets(&path, &[0, 1], OffsetSpec::Latest)
-        .await?;
-    let scanner = connection
-        .get_table(&path)
-        .await?
-        .new_scan()
-        .create_log_scanner()?;
-    let mut remaining = BTreeMap::new();
-    for b in [0, 1] {
-        if hw[&b] > 0 {
-            scanner.subscribe(b, EARLIEST_OFFSET).await?;
-            remaining.insert(b, hw[&b]);
-        }
-    }
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !remaining.is_empty() {
-        if Instant::now() > deadline {
-            bail!("reading {table} timed out; left {remaining:?}");
-        }
-        for (bucket, records) in scanner
-            .poll(Duration::from_millis(200))
-            .await?
-            .into_records_by_buckets()
-        {
-            let b = bucket.bucket_id();
-            for r in records {
-                let Some(&end) = remaining.get(&b) else {
-                    continue;
-                };
-                if r.offset() < end {
-                    let longs = if table == "events" {
-                        vec![r.row().get_long(0)?]
-                    } else {
-                        vec![r.row().get_long(0)?, r.row().get_long(1)?]
-                    };
-                    out.push((b, r.offset(), r.change_type().to_byte_value(), longs));
-                }
-                if r.offset() + 1 >= end {
-                    remaining.remove(&b);
-                }
-            }
-        }
-    }
-    out.sort_by_key(|r| (r.0, r.1));
-    Ok(out)
+    changelog::read(connection, &path, 2, Duration::from_secs(60), |r| {
+        Ok(if table == "events" {
+            vec![r.row().get_long(0)?]
+        } else {
+            vec![r.row().get_long(0)?, r.row().get_long(1)?]
+        })
+    })
+    .await
 }
 
 async fn lake_longs(dir: &std::path::Path, table: &str, sql: &str) -> Result<Vec<Vec<i64>>> {
-    use arrow::array::{Array, Int64Array};
-    let uri = dir.join(DB).join(table);
-    let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
-    let ctx = SessionContext::new();
-    ctx.register_table("lake", delta.table_provider().await?)?;
-    let mut rows = Vec::new();
-    for batch in ctx.sql(sql).await?.collect().await? {
-        let columns: Vec<Int64Array> = batch
-            .columns()
-            .iter()
-            .map(|c| {
-                arrow::compute::cast(c, &arrow::datatypes::DataType::Int64)
-                    .unwrap()
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .clone()
-            })
-            .collect();
-        for i in 0..batch.num_rows() {
-            rows.push(columns.iter().map(|c| c.value(i)).collect());
-        }
-    }
-    Ok(rows)
+    let batches = lake::query(&dir.join(DB).join(table), sql).await?;
+    let columns = batches.first().map_or(0, |b| b.num_columns());
+    let columns: Vec<Vec<i64>> = (0..columns).map(|c| lake::i64s(&batches, c)).collect();
+    let rows = columns.first().map_or(0, Vec::len);
+    Ok((0..rows)
+        .map(|i| columns.iter().map(|c| c[i]).collect())
+        .collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -198,7 +117,7 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
     let hot = changelog(&connection, "events").await?;
     let mut want: Vec<Vec<i64>> = hot
         .iter()
-        .map(|(b, o, _, l)| vec![*b as i64, *o, l[0]])
+        .map(|c| vec![c.bucket as i64, c.offset, c.row[0]])
         .collect();
     want.sort();
     let got = lake_longs(
@@ -213,18 +132,7 @@ async fn tiering_reads_a_real_fluss_cluster() -> Result<()> {
         "log table: lake differs from the real cluster's log"
     );
 
-    let mut latest = BTreeMap::new();
-    for (_, _, change, l) in changelog(&connection, "users").await? {
-        match change {
-            1 | 3 => {
-                latest.insert(l[0], l[1]);
-            }
-            4 => {
-                latest.remove(&l[0]);
-            }
-            _ => {}
-        }
-    }
+    let latest = changelog::latest_by_key(changelog(&connection, "users").await?);
     let want: Vec<Vec<i64>> = latest.into_iter().map(|(k, v)| vec![k, v]).collect();
     let got = lake_longs(
         dir.path(),

@@ -4,18 +4,19 @@
 //! Skips with a message where moto is not installed (`pip install 'moto[server]'`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
 use arrow::array::{Array, Int64Array, StringArray};
-use datafusion::prelude::SessionContext;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::TablePath;
 use fluss::row::GenericRow;
-use silt_hotstore::{Server, ServerConfig};
 use silt_jobs::tiering::{TieringConfig, TieringService};
+use silt_testkit::process::{ChildGuard, free_port};
+use silt_testkit::tables;
+use silt_testkit::tiering::{self, Driver};
+use silt_testkit::{hotstore, http, lake};
 
 const BUCKET: &str = "silt-lake";
 const EVENTS: i64 = 2_000;
@@ -23,21 +24,8 @@ const KEYS: i64 = 100;
 
 /// A moto S3 server on a loopback port; killed when dropped.
 struct Moto {
-    child: Child,
+    _child: ChildGuard,
     port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// Starts moto, or says why it cannot (the test then skips).
@@ -70,7 +58,10 @@ fn start_moto() -> Result<Result<Moto, String>> {
         .stderr(Stdio::null())
         .spawn()
         .context("start moto")?;
-    let moto = Moto { child, port };
+    let moto = Moto {
+        _child: ChildGuard(child),
+        port,
+    };
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         ensure!(
@@ -84,19 +75,13 @@ fn start_moto() -> Result<Result<Moto, String>> {
 
 /// Creates a bucket with a plain HTTP PUT (moto does not check signatures).
 fn create_bucket(port: u16, bucket: &str) -> Result<()> {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    let (status, body) = http::request(
+        &format!("127.0.0.1:{port}"),
+        "PUT",
+        &format!("/{bucket}"),
+        None,
     )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    ensure!(
-        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"),
-        "creating bucket {bucket}: {}",
-        response.lines().next().unwrap_or_default()
-    );
+    ensure!(status == 200, "creating bucket {bucket}: {status} {body}");
     Ok(())
 }
 
@@ -114,36 +99,13 @@ fn storage_options(port: u16) -> HashMap<String, String> {
 }
 
 async fn create_tables(connection: &fluss::client::FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database("s3", None, false).await?;
-    let events = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("v", DataTypes::string())
-                .build()?,
-        )
-        .distributed_by(Some(3), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("s3", "events"), &events, false)
+    tables::events("s3")
+        .lake("300ms")
+        .create(connection)
         .await?;
-    let users = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("score", DataTypes::bigint())
-                .primary_key(vec!["id"])?
-                .build()?,
-        )
-        .distributed_by(Some(2), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("s3", "users"), &users, false)
+    tables::scores("s3")
+        .lake("300ms")
+        .create(connection)
         .await?;
     Ok(())
 }
@@ -181,38 +143,6 @@ async fn write(connection: &fluss::client::FlussConnection) -> Result<BTreeMap<i
     Ok(latest)
 }
 
-async fn wait_caught_up(tiering: &TieringService) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let status = tiering.status().await?;
-        let hot: i64 = status
-            .iter()
-            .flat_map(|s| s.buckets.values().map(|(h, _)| *h))
-            .sum();
-        if status.len() == 2 && hot > 0 && status.iter().all(|s| s.lag_offsets == 0) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(anyhow!("tiering did not catch up within 90 s: {status:#?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn lake_rows(
-    uri: &str,
-    options: &HashMap<String, String>,
-    sql: &str,
-) -> Result<Vec<arrow::record_batch::RecordBatch>> {
-    let url = deltalake::ensure_table_uri(uri)?;
-    let table = deltalake::open_table_with_storage_options(url, options.clone())
-        .await
-        .with_context(|| format!("open {uri}"))?;
-    let ctx = SessionContext::new();
-    ctx.register_table("lake", table.table_provider().await?)?;
-    Ok(ctx.sql(sql).await?.collect().await?)
-}
-
 fn column<'a, T: 'static>(batch: &'a arrow::record_batch::RecordBatch, i: usize) -> &'a T {
     batch
         .column(i)
@@ -232,14 +162,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
     };
     create_bucket(moto.port, BUCKET)?;
     let dir = tempfile::tempdir()?;
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse()?,
-            data_dir: dir.path().join("hotstore"),
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
+    let server = Arc::new(hotstore::start(&dir.path().join("hotstore")).await?);
     let bootstrap = server.local_addr().to_string();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     create_tables(&connection).await?;
@@ -269,11 +192,11 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
     config.poll_interval = Duration::from_millis(200);
     let tiering = TieringService::new(config.clone(), None);
     tiering.poll_once().await?;
-    wait_caught_up(&tiering).await?;
+    tiering::wait_caught_up(&tiering, Driver::Service, 2, Duration::from_secs(90)).await?;
     tiering.shutdown(Duration::from_secs(30)).await;
 
     // Log table: every event exactly once.
-    let events = lake_rows(
+    let events = lake::query_with_options(
         &config.lake_uri("s3", "events")?,
         &options,
         "SELECT id, v FROM lake ORDER BY id",
@@ -301,7 +224,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
     );
 
     // PK table: the latest score per key, deletes gone.
-    let users = lake_rows(
+    let users = lake::query_with_options(
         &config.lake_uri("s3", "users")?,
         &options,
         "SELECT id, score FROM lake ORDER BY id",

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 use silt_hotstore::{Server, ServerConfig, ServerHandle};
@@ -205,6 +205,14 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         tokio::select! {
             _ = &mut until => break,
             _ = status.tick() => print_status(&tiering).await,
+            reason = server.storage_failed() => {
+                // Nothing more can be written durably; recovery at the next start rebuilds
+                // the state from what is durable. Stop at once, without final checkpoints.
+                bail!(
+                    "the hot store's storage failed ({reason}); silt stops so that a restart \
+                     recovers it (free disk space or fix the disk first)"
+                );
+            }
         }
     }
 

@@ -4,50 +4,21 @@
 //! tiering still reaches the lake because silt's own clients authenticate), and listeners that
 //! warn when they are not on loopback.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::GenericRow;
 use fluss::rpc::FlussError;
 
-mod common;
-use common::start_silt_with;
-
-/// `GET path` over plain HTTP/1.1; returns the status code and the body.
-fn http_get(base: &str, path: &str, authorization: Option<&str>) -> Result<(u16, String)> {
-    let host = base.trim_start_matches("http://");
-    let mut stream =
-        std::net::TcpStream::connect(host).with_context(|| format!("connect {host}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let auth = authorization
-        .map(|value| format!("Authorization: {value}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .with_context(|| format!("not an HTTP response: {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
-}
+use silt_testkit::process::SiltProcess;
+use silt_testkit::{http, silt_bin, tables};
 
 #[test]
 fn rest_requires_the_configured_bearer_token() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(dir.path(), &[], &[("SILT_REST__TOKEN", "s3cret-token")])?;
+    let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret-token")?;
     for (what, header) in [
         ("no token", None),
         ("wrong token", Some("Bearer s3cret-tokem")),
@@ -55,14 +26,14 @@ fn rest_requires_the_configured_bearer_token() -> Result<()> {
         ("not a bearer", Some("Basic czNjcmV0LXRva2Vu")),
         ("empty bearer", Some("Bearer ")),
     ] {
-        let (status, body) = http_get(&silt.rest, "/v1/tables", header)?;
+        let (status, body) = http::get(&silt.rest, "/v1/tables", header)?;
         ensure!(status == 401, "{what}: expected 401, got {status} {body}");
         ensure!(
             body.contains("bearer token"),
             "{what}: the error says what is missing: {body}"
         );
     }
-    let (status, body) = http_get(&silt.rest, "/v1/tables", Some("Bearer s3cret-token"))?;
+    let (status, body) = http::get(&silt.rest, "/v1/tables", Some("Bearer s3cret-token"))?;
     ensure!(status == 200, "the right token: got {status} {body}");
     ensure!(body.trim_start().starts_with('['), "a table list: {body}");
     Ok(())
@@ -71,8 +42,8 @@ fn rest_requires_the_configured_bearer_token() -> Result<()> {
 #[test]
 fn rest_without_a_token_is_open() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(dir.path(), &[], &[])?;
-    let (status, body) = http_get(&silt.rest, "/v1/tables", None)?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
+    let (status, body) = http::get(&silt.rest, "/v1/tables", None)?;
     ensure!(status == 200, "no token configured: got {status} {body}");
     Ok(())
 }
@@ -105,7 +76,8 @@ async fn refusal(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_on_the_fluss_port_refuses_strangers_and_still_tiers() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(
+    let silt = SiltProcess::start_with(
+        silt_bin!(),
         dir.path(),
         &[],
         &[
@@ -131,55 +103,13 @@ async fn sasl_on_the_fluss_port_refuses_strangers_and_still_tiers() -> Result<()
     }
 
     let client = connect(&silt.bootstrap, Some(("alice", "wonder-land"))).await?;
-    let admin = client.get_admin()?;
-    admin.create_database("sec", None, true).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    let path = TablePath::new("sec", "events");
-    admin.create_table(&path, &descriptor, false).await?;
-    let writer = client
-        .get_table(&path)
-        .await?
-        .new_append()?
-        .create_writer()?;
-    for id in 0..200i64 {
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, "x");
-        writer.append(&row)?;
-    }
-    writer.flush().await?;
+    let events = tables::events("sec").buckets(2).lake("300ms");
+    events.create(&client).await?;
+    tables::append_events(&client, &events.path, 0..200, |_| "x".to_string()).await?;
 
     // Tiering runs on silt's own (authenticated) clients: the lake catches up with all 200 rows.
-    let started = Instant::now();
-    loop {
-        let (status, body) = http_get(&silt.rest, "/v1/tables", None)?;
-        ensure!(status == 200, "tiering status: {status} {body}");
-        let tables: serde_json::Value = serde_json::from_str(&body)?;
-        let tiered: i64 = tables
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["table"] == "sec.events")
-            .flat_map(|t| t["buckets"].as_array().cloned().unwrap_or_default())
-            .map(|b| b["lake_offset"].as_i64().unwrap_or(0))
-            .sum();
-        if tiered == 200 {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("the lake holds {tiered} of 200 rows after 60 s: {body}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    silt.wait_lake_rows("sec.events", 200, Duration::from_secs(60))
+        .await?;
     let lake = dir
         .path()
         .join("lake")

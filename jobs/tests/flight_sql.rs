@@ -11,44 +11,21 @@ use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{CommandGetTables, CommandStatementQuery, ProstMessageExt, SqlInfo};
 use arrow_flight::{FlightDescriptor, FlightInfo};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::GenericRow;
 use futures::TryStreamExt as _;
 use prost::Message as _;
 use tonic::transport::Channel;
 
-mod common;
-use common::start_silt_with;
+use silt_testkit::process::SiltProcess;
+use silt_testkit::{silt_bin, tables};
 
 const ROWS: i64 = 1000;
 
 /// `f.events`: a log table of `ROWS` rows, `id` 0.. and `v` = `v<id>`.
 async fn create_and_fill(bootstrap: &str) -> Result<()> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
-    let admin = connection.get_admin()?;
-    admin.create_database("f", None, false).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .build()?;
-    admin
-        .create_table(&TablePath::new("f", "events"), &descriptor, false)
-        .await?;
-    let table = connection.get_table(&TablePath::new("f", "events")).await?;
-    let appender = table.new_append()?.create_writer()?;
-    for id in 0..ROWS {
-        let v = format!("v{id}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, v.as_str());
-        appender.append(&row)?;
-    }
-    appender.flush().await?;
-    Ok(())
+    let events = tables::events("f").buckets(2);
+    events.create(&connection).await?;
+    tables::append_events(&connection, &events.path, 0..ROWS, |id| format!("v{id}")).await
 }
 
 async fn channel(flight: &str) -> Result<Channel> {
@@ -120,7 +97,7 @@ async fn flight_info(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flight_sql_serves_queries_and_maps_errors() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(dir.path(), &[], &[])?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let flight = silt
         .flight
         .clone()
@@ -228,7 +205,7 @@ async fn flight_sql_serves_queries_and_maps_errors() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flight_sql_requires_the_bearer_token_when_set() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(dir.path(), &[], &[("SILT_REST__TOKEN", "s3cret")])?;
+    let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret")?;
     let flight = silt
         .flight
         .clone()
@@ -276,7 +253,7 @@ async fn adbc_flight_sql_driver_from_python() -> Result<()> {
         return Ok(());
     }
     let dir = tempfile::tempdir()?;
-    let silt = start_silt_with(dir.path(), &[], &[("SILT_REST__TOKEN", "s3cret")])?;
+    let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret")?;
     let flight = silt
         .flight
         .clone()

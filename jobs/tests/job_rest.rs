@@ -4,17 +4,20 @@
 //! matches the router; and a submitted job survives a SIGKILL of `silt up` without loss or
 //! duplicates.
 
-mod common;
-mod jobs_support;
-
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
-use jobs_support::*;
+use anyhow::Result;
+use fluss::client::FlussConnection;
 use serde_json::Value;
+use silt_connectors::fluss::connect;
 use silt_jobs::job::client::Client;
+use silt_testkit::lake::{delta_rows, sorted};
+use silt_testkit::process::SiltProcess;
+use silt_testkit::tables::shop::{self, expected_big_orders, write_orders, write_orders_to};
+use silt_testkit::wait::{self, Look};
+use silt_testkit::{read_conf, silt_bin};
 
 async fn wait_for_status(
     client: &Client,
@@ -22,17 +25,17 @@ async fn wait_for_status(
     what: &str,
     ok: impl Fn(&Value) -> bool,
 ) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
+    let what = format!("job {id}: {what}");
+    let every = Duration::from_millis(200);
+    wait::until(&what, Duration::from_secs(40), every, || async {
         let status = client.get(&format!("/v1/jobs/{id}")).await?.json()?;
-        if ok(&status) {
-            return Ok(status);
-        }
-        if Instant::now() > deadline {
-            bail!("job {id}: {what} did not happen within 40 s: {status}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Ok(if ok(&status) {
+            Look::Done(status)
+        } else {
+            Look::NotYet(status.to_string())
+        })
+    })
+    .await
 }
 
 fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
@@ -49,6 +52,30 @@ fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     (output.status.code().unwrap_or(-1), text)
 }
 
+/// `silt up` over `data_dir` with the shop tables, orders `0..orders` written, a connection
+/// and a REST client.
+async fn silt_with_orders(
+    data_dir: &Path,
+    orders: i64,
+) -> Result<(SiltProcess, FlussConnection, Client)> {
+    let silt = SiltProcess::start(silt_bin!(), data_dir)?;
+    let connection = connect(&silt.bootstrap).await?;
+    shop::create_tables(&connection).await?;
+    write_orders(&connection, 0..orders).await?;
+    let client = Client::new(&silt.rest, None)?;
+    Ok((silt, connection, client))
+}
+
+/// Submits conf/pipelines/big-orders-to-delta.yaml; answers the job id.
+async fn submit_big_orders(client: &Client) -> Result<String> {
+    let yaml = read_conf("pipelines/big-orders-to-delta.yaml");
+    let r = client
+        .post("/v1/jobs", "application/yaml", yaml.as_bytes())
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.body);
+    Ok(r.json()?["id"].as_str().unwrap().to_string())
+}
+
 fn conf_path(relative: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../conf")
@@ -60,19 +87,11 @@ fn conf_path(relative: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = common::start_silt(dir.path())?;
-    let connection = connect(&silt.bootstrap).await?;
-    create_shop_tables(&connection).await?;
-    write_orders(&connection, 0..150).await?;
-    let client = Client::new(&silt.rest, None)?;
+    let (silt, _connection, client) = silt_with_orders(dir.path(), 150).await?;
 
     // Submit a YAML pipeline.
     let yaml = read_conf("pipelines/big-orders-to-delta.yaml");
-    let r = client
-        .post("/v1/jobs", "application/yaml", yaml.as_bytes())
-        .await?;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let pipeline_id = r.json()?["id"].as_str().unwrap().to_string();
+    let pipeline_id = submit_big_orders(&client).await?;
     let listed = client.get("/v1/jobs").await?.json()?;
     assert!(
         listed
@@ -277,7 +296,7 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
 async fn the_bearer_token_guards_the_job_api() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let token = ("SILT_REST__TOKEN", "s3cret");
-    let silt = common::start_silt_with(dir.path(), &[], &[token])?;
+    let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), token.1)?;
     let anonymous = Client::new(&silt.rest, None)?;
     for path in ["/v1/jobs", "/metrics", "/openapi.json"] {
         assert_eq!(anonymous.get(path).await?.status, 401, "{path}");
@@ -297,17 +316,8 @@ async fn the_bearer_token_guards_the_job_api() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = common::start_silt(dir.path())?;
-    let connection = connect(&silt.bootstrap).await?;
-    create_shop_tables(&connection).await?;
-    write_orders(&connection, 0..200).await?;
-    let client = Client::new(&silt.rest, None)?;
-    let yaml = read_conf("pipelines/big-orders-to-delta.yaml");
-    let r = client
-        .post("/v1/jobs", "application/yaml", yaml.as_bytes())
-        .await?;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.json()?["id"].as_str().unwrap().to_string();
+    let (silt, connection, client) = silt_with_orders(dir.path(), 200).await?;
+    let id = submit_big_orders(&client).await?;
     wait_for_status(&client, &id, "a checkpoint", |s| {
         s["checkpoints_completed"].as_u64() >= Some(1)
     })
@@ -317,7 +327,7 @@ async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates
     drop(connection);
     silt.kill();
 
-    let silt = common::start_silt(dir.path())?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let client = Client::new(&silt.rest, None)?;
     let status =
         wait_for_status(&client, &id, "running again", |s| s["state"] == "running").await?;
@@ -325,7 +335,7 @@ async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates
     let connection = connect(&silt.bootstrap).await?;
     write_orders(&connection, 400..600).await?;
     let lake = dir.path().join("lake/_jobs/big-orders-to-delta/sink");
-    wait_for_rows(
+    wait::for_rows(
         "big orders after a restart",
         &expected_big_orders(600),
         Duration::from_secs(40),
@@ -347,48 +357,18 @@ async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates
 /// over the hot tail sees only what the lake does not have yet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_started_at_the_lake_reads_only_the_hot_tail() -> Result<()> {
-    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
     let dir = tempfile::tempdir()?;
-    let silt = common::start_silt(dir.path())?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let connection = connect(&silt.bootstrap).await?;
-    let admin = connection.get_admin()?;
-    admin.create_database("shop", None, true).await?;
-    let schema = Schema::builder()
-        .column("order_id", DataTypes::bigint())
-        .column("customer_id", DataTypes::bigint())
-        .column("amount", DataTypes::double())
-        .column("status", DataTypes::string())
-        .build()?;
-    let events = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "500ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("shop", "events"), &events, true)
+    shop::orders("events")
+        .buckets(2)
+        .lake("500ms")
+        .create_if_missing(&connection)
         .await?;
     write_orders_to(&connection, "events", 0..100).await?;
+    silt.wait_lake_rows("shop.events", 100, Duration::from_secs(40))
+        .await?;
     let client = Client::new(&silt.rest, None)?;
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let tables = client.get("/v1/tables").await?.json()?;
-        let tiered: i64 = tables
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["table"] == "shop.events")
-            .flat_map(|t| t["buckets"].as_array().cloned().unwrap_or_default())
-            .map(|b| b["lake_offset"].as_i64().unwrap_or(0))
-            .sum();
-        if tiered == 100 {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("tiering did not reach 100 rows within 40 s: {tables}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let definition = r#"{
         "name": "events-tail",
         "checkpoint": {"interval_ms": 500},
@@ -409,7 +389,7 @@ async fn a_source_started_at_the_lake_reads_only_the_hot_tail() -> Result<()> {
     write_orders_to(&connection, "events", 100..150).await?;
     let expected = sorted((100..150).map(|i| i.to_string()).collect());
     let tail = dir.path().join("lake/_jobs/events-tail/tail");
-    wait_for_rows("the hot tail", &expected, Duration::from_secs(40), || {
+    wait::for_rows("the hot tail", &expected, Duration::from_secs(40), || {
         delta_rows(&tail, "SELECT order_id FROM lake")
     })
     .await

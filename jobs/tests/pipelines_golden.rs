@@ -5,18 +5,22 @@
 //! A kill is an engine-level cancel without a final checkpoint, and the restore goes through
 //! the job service's persisted definition, as a restart of `silt up` does.
 
-mod jobs_support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use fluss::client::FlussConnection;
-use jobs_support::*;
+use silt_connectors::fluss::connect;
 use silt_engine::{ChannelConfig, RestartStrategy};
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_hotstore::ServerHandle;
 use silt_jobs::job::service::{Desired, JobService, JobServiceConfig};
 use silt_jobs::job::{Format, parse_submission};
+use silt_testkit::lake::{delta_rows, silt_table_rows, sorted};
+use silt_testkit::tables::shop::{
+    self, expected_big_orders, expected_customers_clean, expected_customers_delta, order,
+    write_customers, write_orders,
+};
+use silt_testkit::{hotstore, read_conf, wait};
 
 const ORDERS_PER_PHASE: i64 = 150;
 const CUSTOMER_CHANGES_PER_PHASE: i64 = 60;
@@ -32,15 +36,10 @@ struct Env {
 impl Env {
     async fn start() -> Result<Env> {
         let dir = tempfile::tempdir()?;
-        let server = Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse()?,
-            data_dir: dir.path().join("hotstore"),
-            ..ServerConfig::default()
-        })
-        .await?;
+        let server = hotstore::start(&dir.path().join("hotstore")).await?;
         let bootstrap = server.local_addr().to_string();
         let connection = connect(&bootstrap).await?;
-        create_shop_tables(&connection).await?;
+        shop::create_tables(&connection).await?;
         Ok(Env {
             dir,
             _server: server,
@@ -140,7 +139,7 @@ impl Golden {
     async fn wait_for_output(self, env: &Env, phases: i64) -> Result<()> {
         let expected = self.expected(phases);
         assert!(expected.len() > 5, "the model predicts too little output");
-        wait_for_rows(self.file(), &expected, OUTPUT_TIMEOUT, || self.read(env)).await
+        wait::for_rows(self.file(), &expected, OUTPUT_TIMEOUT, || self.read(env)).await
     }
 }
 
@@ -441,7 +440,7 @@ async fn json_definition_fans_out_through_sql_into_delta() -> Result<()> {
             .collect(),
     );
     let lake = env.data_dir().join("lake/_jobs/orders-fanout/lake");
-    wait_for_rows("orders-fanout", &expected, OUTPUT_TIMEOUT, || {
+    wait::for_rows("orders-fanout", &expected, OUTPUT_TIMEOUT, || {
         delta_rows(&lake, "SELECT order_id, amount FROM lake")
     })
     .await?;

@@ -5,131 +5,54 @@
 //! tiering resumes; bad SQL, unknown tables and writes are refused.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::DataType;
 use fluss::client::FlussConnection;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 use silt_connectors::lake::LakeCatalogConfig;
-use silt_hotstore::{Server, ServerConfig};
+use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryError, QueryRequest, QueryResult, QueryService};
 
-mod jobs_support;
-use jobs_support::{tiering_service as tiering, wait_tiering_caught_up};
+use silt_testkit::hotstore;
+use silt_testkit::lake::{i64s, strings};
+use silt_testkit::tables::{self, Expected, UserChanges};
+use silt_testkit::tiering::{Driver, service as tiering, wait_caught_up};
 
 const DB: &str = "q";
 
+/// Events; every 2nd id upserts user `id % 300` (so keys are updated many times) and every
+/// 5th of those deletes it instead.
+const USER_CHANGES: UserChanges = UserChanges {
+    every: 2,
+    keys: 300,
+    delete_every: 5,
+};
+
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database(DB, None, false).await?;
-    let events = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let events = TableDescriptor::builder()
-        .schema(events)
-        .distributed_by(Some(3), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "events"), &events, false)
-        .await?;
-    let users = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let users = TableDescriptor::builder()
-        .schema(users)
-        .distributed_by(Some(3), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "300ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "users"), &users, false)
+    tables::events(DB).lake("300ms").create(connection).await?;
+    tables::users(DB)
+        .buckets(3)
+        .lake("300ms")
+        .create(connection)
         .await?;
     Ok(())
 }
 
-/// The changelog materialized: every event, and the latest user per id (deletes removed).
-#[derive(Default, Clone)]
-struct Expected {
-    events: Vec<(i64, String)>,
-    users: BTreeMap<i64, (String, i64)>,
+/// A hot store over `dir` (3 buckets a table) holding the empty `q.events` and `q.users`.
+async fn start(dir: &Path) -> Result<(Arc<ServerHandle>, String, FlussConnection)> {
+    let server = hotstore::start_for_tiering(dir, 3).await?;
+    let bootstrap = server.local_addr().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    create_tables(&connection).await?;
+    Ok((server, bootstrap, connection))
 }
 
-/// Events `from..to`; every 2nd id upserts user `id % 300` (so keys are updated many times)
-/// and every 5th of those deletes it instead.
 async fn write(connection: &FlussConnection, from: i64, to: i64, e: &mut Expected) -> Result<()> {
-    let events = connection.get_table(&TablePath::new(DB, "events")).await?;
-    let users = connection.get_table(&TablePath::new(DB, "users")).await?;
-    let appender = events.new_append()?.create_writer()?;
-    let upserter = users.new_upsert()?.create_writer()?;
-    for id in from..to {
-        let v = format!("event-{id}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, v.as_str());
-        appender.append(&row)?;
-        e.events.push((id, v));
-        if id % 2 == 0 {
-            let key = id % 300;
-            let name = format!("user-{key}-{id}");
-            let mut u = GenericRow::new(3);
-            u.set_field(0, key);
-            u.set_field(1, name.as_str());
-            u.set_field(2, id);
-            if id % 5 == 0 {
-                upserter.delete(&u)?;
-                e.users.remove(&key);
-            } else {
-                upserter.upsert(&u)?;
-                e.users.insert(key, (name, id));
-            }
-        }
-        if id % 500 == 499 {
-            appender.flush().await?;
-            upserter.flush().await?;
-        }
-    }
-    appender.flush().await?;
-    upserter.flush().await?;
-    Ok(())
-}
-
-fn i64s(result: &QueryResult, column: usize) -> Vec<i64> {
-    result
-        .batches
-        .iter()
-        .flat_map(|b| {
-            let a = arrow::compute::cast(b.column(column), &DataType::Int64).unwrap();
-            a.as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect()
-}
-
-fn strings(result: &QueryResult, column: usize) -> Vec<String> {
-    result
-        .batches
-        .iter()
-        .flat_map(|b: &RecordBatch| {
-            let a = arrow::compute::cast(b.column(column), &DataType::Utf8).unwrap();
-            let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-            (0..a.len())
-                .map(|i| a.value(i).to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    tables::write_events_and_users(connection, DB, from..to, USER_CHANGES, e).await
 }
 
 async fn sql(service: &QueryService, text: &str) -> Result<QueryResult, QueryError> {
@@ -140,7 +63,10 @@ async fn sql(service: &QueryService, text: &str) -> Result<QueryResult, QueryErr
 
 async fn events_of(service: &QueryService, table: &str) -> Result<Vec<(i64, String)>> {
     let r = sql(service, &format!("SELECT id, v FROM {table} ORDER BY id")).await?;
-    Ok(i64s(&r, 0).into_iter().zip(strings(&r, 1)).collect())
+    Ok(i64s(&r.batches, 0)
+        .into_iter()
+        .zip(strings(&r.batches, 1))
+        .collect())
 }
 
 async fn users_of(service: &QueryService, table: &str) -> Result<Vec<(i64, (String, i64))>> {
@@ -149,9 +75,9 @@ async fn users_of(service: &QueryService, table: &str) -> Result<Vec<(i64, (Stri
         &format!("SELECT id, name, score FROM {table} ORDER BY id"),
     )
     .await?;
-    Ok(i64s(&r, 0)
+    Ok(i64s(&r.batches, 0)
         .into_iter()
-        .zip(strings(&r, 1).into_iter().zip(i64s(&r, 2)))
+        .zip(strings(&r.batches, 1).into_iter().zip(i64s(&r.batches, 2)))
         .collect())
 }
 
@@ -176,18 +102,7 @@ async fn txn_offsets_at(uri: &str, table_id: i64, version: i64) -> Result<BTreeM
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.path().join("hotstore"),
-            default_bucket_count: 3,
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
-    let bootstrap = server.local_addr().to_string();
-    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    create_tables(&connection).await?;
+    let (server, bootstrap, connection) = start(dir.path()).await?;
     let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
         bootstrap.clone(),
         dir.path().join("lake").to_string_lossy().to_string(),
@@ -197,7 +112,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     let mut expected = Expected::default();
     write(&connection, 0, 2_000, &mut expected).await?;
     let first = tiering(dir.path(), &server);
-    wait_tiering_caught_up(&first, 2, Duration::from_secs(60)).await?;
+    wait_caught_up(&first, Driver::Wait, 2, Duration::from_secs(60)).await?;
     first.shutdown(Duration::from_secs(30)).await;
     let tiered = expected.clone();
 
@@ -214,7 +129,11 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         "users$lake differs from what was tiered"
     );
     let r = sql(&service, "SELECT __bucket, count(*), min(__offset), max(__offset) FROM q.events$lake GROUP BY __bucket ORDER BY __bucket").await?;
-    let (counts, mins, maxs) = (i64s(&r, 1), i64s(&r, 2), i64s(&r, 3));
+    let (counts, mins, maxs) = (
+        i64s(&r.batches, 1),
+        i64s(&r.batches, 2),
+        i64s(&r.batches, 3),
+    );
     assert_eq!(counts.iter().sum::<i64>(), 2_000);
     for b in 0..counts.len() {
         assert_eq!(
@@ -225,14 +144,17 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     }
     // Quoting works as well as the bare `$` name.
     let r = sql(&service, "SELECT count(*) FROM q.\"events$lake\"").await?;
-    assert_eq!(i64s(&r, 0), vec![2_000]);
+    assert_eq!(i64s(&r.batches, 0), vec![2_000]);
 
     // Phase 2: tiering is stopped, so the lake lags; the real-time view must not.
     write(&connection, 2_000, 3_500, &mut expected).await?;
     let mut all_events = expected.events.clone();
     all_events.sort();
     let r = sql(&service, "SELECT id, v FROM q.events ORDER BY id").await?;
-    let view: Vec<(i64, String)> = i64s(&r, 0).into_iter().zip(strings(&r, 1)).collect();
+    let view: Vec<(i64, String)> = i64s(&r.batches, 0)
+        .into_iter()
+        .zip(strings(&r.batches, 1))
+        .collect();
     assert_eq!(view.len(), all_events.len(), "log view: row count");
     assert!(view == all_events, "log view differs from the changelog");
     let read = &r.tables[0];
@@ -281,8 +203,8 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         .await?
         .get_table_id();
     let r = sql(&service, "SELECT version, bucket_offsets, committed_at, operation FROM q.events$lake$snapshots ORDER BY version").await?;
-    let versions = i64s(&r, 0);
-    let offsets = strings(&r, 1);
+    let versions = i64s(&r.batches, 0);
+    let offsets = strings(&r.batches, 1);
     let delta = deltalake::open_table(deltalake::ensure_table_uri(&uri)?).await?;
     let latest = delta.version().unwrap() as i64;
     assert_eq!(
@@ -303,7 +225,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         futures::TryStreamExt::try_collect(delta.history(None)).await?;
     let mut stamps: Vec<i64> = history.iter().filter_map(|c| c.timestamp).collect();
     stamps.reverse();
-    let listed_stamps: Vec<i64> = i64s(&r, 2);
+    let listed_stamps: Vec<i64> = i64s(&r.batches, 2);
     assert_eq!(listed_stamps, stamps, "commit times");
 
     // A wait that cannot be satisfied (tiering stopped) names the offsets.
@@ -428,7 +350,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     assert!(m.contains("q.events") || m.contains("db.events"), "{m}");
     // EXPLAIN is a query too: the PK view is an anti join of the lake with the tail's keys.
     let r = sql(&service, "EXPLAIN SELECT * FROM q.users").await?;
-    let plan = strings(&r, 1).join("\n");
+    let plan = strings(&r.batches, 1).join("\n");
     assert!(plan.contains("LeftAnti"), "{plan}");
     // The hot tail is bounded: past tail_bytes_max the view refuses and names the way out.
     let mut small = QueryConfig::new(LakeCatalogConfig::new(
@@ -473,7 +395,10 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     }
     writer.flush().await?;
     let r = sql(&service, "SELECT count(*), sum(id) FROM q.plain").await?;
-    assert_eq!((i64s(&r, 0), i64s(&r, 1)), (vec![100], vec![4950]));
+    assert_eq!(
+        (i64s(&r.batches, 0), i64s(&r.batches, 1)),
+        (vec![100], vec![4950])
+    );
     let m = user(sql(&service, "SELECT * FROM q.plain$lake").await);
     assert!(m.contains("q.plain has no lake tier"), "{m}");
 
@@ -487,7 +412,10 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     );
     wait.wait_for_tiering = true;
     let r = service.execute(wait).await?;
-    let lake_events: Vec<(i64, String)> = i64s(&r, 0).into_iter().zip(strings(&r, 1)).collect();
+    let lake_events: Vec<(i64, String)> = i64s(&r.batches, 0)
+        .into_iter()
+        .zip(strings(&r.batches, 1))
+        .collect();
     assert!(
         lake_events == all_events,
         "the waited-for lake holds every event"
@@ -504,9 +432,9 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
     );
     wait.wait_for_tiering = true;
     let r = service.execute(wait).await?;
-    let users: Vec<(i64, (String, i64))> = i64s(&r, 0)
+    let users: Vec<(i64, (String, i64))> = i64s(&r.batches, 0)
         .into_iter()
-        .zip(strings(&r, 1).into_iter().zip(i64s(&r, 2)))
+        .zip(strings(&r.batches, 1).into_iter().zip(i64s(&r.batches, 2)))
         .collect();
     assert!(users == all_users, "waited-for view of the pk table");
     second.shutdown(Duration::from_secs(30)).await;
@@ -519,52 +447,34 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dropped_tables_lake_is_not_read_for_a_new_table_of_its_name() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.path().join("hotstore"),
-            default_bucket_count: 3,
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
-    let bootstrap = server.local_addr().to_string();
-    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    create_tables(&connection).await?;
+    let (server, bootstrap, connection) = start(dir.path()).await?;
     write(&connection, 0, 600, &mut Expected::default()).await?;
     let tiering = tiering(dir.path(), &server);
-    wait_tiering_caught_up(&tiering, 2, Duration::from_secs(60)).await?;
+    wait_caught_up(&tiering, Driver::Wait, 2, Duration::from_secs(60)).await?;
     tiering.shutdown(Duration::from_secs(30)).await;
     let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
         bootstrap,
         dir.path().join("lake").to_string_lossy().to_string(),
     )));
     let r = sql(&service, "SELECT count(*) FROM q.events$lake").await?;
-    assert_eq!(i64s(&r, 0), vec![600]);
+    assert_eq!(i64s(&r.batches, 0), vec![600]);
 
     let admin = connection.get_admin()?;
     let path = TablePath::new(DB, "events");
     let descriptor = admin.get_table_info(&path).await?.to_table_descriptor()?;
     admin.drop_table(&path, false).await?;
     admin.create_table(&path, &descriptor, false).await?;
-    let writer = connection
-        .get_table(&path)
-        .await?
-        .new_append()?
-        .create_writer()?;
-    for id in 0..5i64 {
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, "again");
-        writer.append(&row)?;
-    }
-    writer.flush().await?;
+    tables::append_events(&connection, &path, 0..5, |_| "again".to_string()).await?;
 
     for (table, rows) in [("q.events$lake", 0), ("q.events", 5)] {
         let r = sql(&service, &format!("SELECT count(*) FROM {table}")).await?;
-        assert_eq!(i64s(&r, 0), vec![rows], "{table}");
+        assert_eq!(i64s(&r.batches, 0), vec![rows], "{table}");
     }
     let r = sql(&service, "SELECT count(*) FROM q.events$lake$snapshots").await?;
-    assert_eq!(i64s(&r, 0), vec![0], "no versions of another table's lake");
+    assert_eq!(
+        i64s(&r.batches, 0),
+        vec![0],
+        "no versions of another table's lake"
+    );
     Ok(())
 }

@@ -45,11 +45,11 @@ use fluss::record::ChangeType;
 use fluss::row::{DataGetters as _, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::lake::{LakeCatalog, LakeCatalogConfig, QueryProgress, TableName};
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryResult, QueryService};
 
-mod jobs_support;
-use jobs_support::{tiering_service, wait_tiering_caught_up};
+use silt_testkit::tiering::{self, Driver, wait_caught_up};
+use silt_testkit::{hotstore, wait};
 
 const DB: &str = "c";
 const BUCKETS: i32 = 3;
@@ -527,24 +527,22 @@ fn scratch_dir() -> Result<PathBuf> {
 async fn build_fixture() -> Result<(Fixture, Arc<ServerHandle>)> {
     let started = Instant::now();
     let dir = scratch_dir()?;
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse()?,
-            data_dir: dir.join("hotstore"),
-            default_bucket_count: BUCKETS,
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
+    let server = hotstore::start_for_tiering(&dir, BUCKETS).await?;
     let bootstrap = server.local_addr().to_string();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     create_tables(&connection).await?;
 
     // Rounds 1-3 tiered one after the other, so each is at least one commit of its own.
-    let tiering = tiering_service(&dir, &server);
+    let tiering = tiering::service(&dir, &server);
     for round in 1..=3 {
         write_round(&connection, round).await?;
-        wait_tiering_caught_up(&tiering, TABLES.len(), Duration::from_secs(120)).await?;
+        wait_caught_up(
+            &tiering,
+            Driver::Wait,
+            TABLES.len(),
+            Duration::from_secs(120),
+        )
+        .await?;
     }
     let status = tiering.status().await?;
     tiering.shutdown(Duration::from_secs(30)).await;
@@ -954,34 +952,6 @@ fn render(batches: &[RecordBatch]) -> Result<Vec<String>> {
     Ok(rows)
 }
 
-/// What differs between two multisets of rows, for a failure message.
-fn diff(expected: &[String], actual: &[String]) -> String {
-    let mut counts: BTreeMap<&String, i64> = BTreeMap::new();
-    for r in expected {
-        *counts.entry(r).or_default() += 1;
-    }
-    for r in actual {
-        *counts.entry(r).or_default() -= 1;
-    }
-    let missing: Vec<_> = counts
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(r, _)| r)
-        .collect();
-    let extra: Vec<_> = counts
-        .iter()
-        .filter(|(_, n)| **n < 0)
-        .map(|(r, _)| r)
-        .collect();
-    format!(
-        "{} rows expected, {} answered; missing {:?}; extra {:?}",
-        expected.len(),
-        actual.len(),
-        missing.iter().take(5).collect::<Vec<_>>(),
-        extra.iter().take(5).collect::<Vec<_>>()
-    )
-}
-
 /// Runs `sql` through silt and, unless it is an EXPLAIN, through the oracle; `Err` says how
 /// the answers differ.
 async fn check(
@@ -1030,12 +1000,16 @@ async fn check(
         width(&want)
     );
     match mode {
-        Mode::Ordered => ensure!(got == want, "in order: {}", diff(&want, &got)),
+        Mode::Ordered => ensure!(
+            got == want,
+            "in order: {}",
+            wait::describe_diff(&want, &got)
+        ),
         _ => {
             let (mut got, mut want) = (got, want);
             got.sort();
             want.sort();
-            ensure!(got == want, "{}", diff(&want, &got));
+            ensure!(got == want, "{}", wait::describe_diff(&want, &got));
         }
     }
     Ok(())
@@ -1278,7 +1252,7 @@ async fn spark_reads_the_primary_key_lake_with_deletion_vectors() -> Result<()> 
     ensure!(
         got == want,
         "spark's read of the users lake differs from the changelog: {}",
-        diff(&want, &got)
+        wait::describe_diff(&want, &got)
     );
     Ok(())
 }

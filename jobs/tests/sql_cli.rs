@@ -2,44 +2,24 @@
 //! IPC answer, status codes (400 user error, 504 deadline), CLI exit codes (0, 1, 2, 3), the
 //! bearer token, and the error when no server runs.
 
-mod common;
-
 use std::process::{Command, Output};
 
 use anyhow::Result;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::GenericRow;
+use silt_testkit::process::SiltProcess;
+use silt_testkit::{silt_bin, tables};
 
 const ROWS: i64 = 1_200;
 const HEAVY: &str = "SELECT count(*) FROM shop.orders$lake a, shop.orders$lake b, shop.orders$lake c WHERE a.id + b.id + c.id = -1";
 
+/// `shop.orders`: a lake-enabled log table of `ROWS` rows, `id` 0.. and `v` = `order-<id>`.
 async fn create_and_fill(bootstrap: &str) -> Result<()> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
-    let admin = connection.get_admin()?;
-    admin.create_database("shop", None, false).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "500ms")
-        .build()?;
-    let path = TablePath::new("shop", "orders");
-    admin.create_table(&path, &descriptor, false).await?;
-    let table = connection.get_table(&path).await?;
-    let writer = table.new_append()?.create_writer()?;
-    for id in 0..ROWS {
-        let v = format!("order-{id}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, v.as_str());
-        writer.append(&row)?;
-    }
-    writer.flush().await?;
-    Ok(())
+    let orders = tables::text_log("shop", "orders").buckets(2).lake("500ms");
+    orders.create(&connection).await?;
+    tables::append_events(&connection, &orders.path, 0..ROWS, |id| {
+        format!("order-{id}")
+    })
+    .await
 }
 
 fn silt_sql(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -58,7 +38,7 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = common::start_silt(dir.path())?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     create_and_fill(&silt.bootstrap).await?;
     let url = silt.rest.as_str();
 
@@ -262,7 +242,7 @@ async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
 
     // With rest.token set, the CLI sends the token from the config; without it, 401.
     let dir = tempfile::tempdir()?;
-    let silt = common::start_silt_with(dir.path(), &[], &[("SILT_REST__TOKEN", "s3cret")])?;
+    let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret")?;
     let url = silt.rest.as_str();
     let out = silt_sql(
         &["--url", url, "SELECT 41 + 1 AS x"],

@@ -11,50 +11,27 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use datafusion::prelude::SessionContext;
-use fluss::client::{EARLIEST_OFFSET, FlussConnection};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::client::FlussConnection;
+use fluss::metadata::TablePath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 
-mod common;
-use common::{start_silt, start_silt_with};
+use silt_testkit::changelog::{self, Change};
+use silt_testkit::process::SiltProcess;
+use silt_testkit::tables;
+use silt_testkit::wait::{self, Look};
+use silt_testkit::{hotstore, lake, silt_bin};
 
-async fn connect(bootstrap: &str) -> Result<FlussConnection> {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = bootstrap.to_string();
-    Ok(FlussConnection::new(config).await?)
-}
-
+/// `c.events` (log, 3 buckets) and `c.users` (`id, score` keyed by `id`, 2 buckets), both
+/// tiered at most 250 ms behind.
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database("c", None, true).await?;
-    let events = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let events = TableDescriptor::builder()
-        .schema(events)
-        .distributed_by(Some(3), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "250ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("c", "events"), &events, true)
+    tables::events("c")
+        .lake("250ms")
+        .create_if_missing(connection)
         .await?;
-    let users = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let users = TableDescriptor::builder()
-        .schema(users)
-        .distributed_by(Some(2), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "250ms")
-        .build()?;
-    admin
-        .create_table(&TablePath::new("c", "users"), &users, true)
+    tables::scores("c")
+        .lake("250ms")
+        .create_if_missing(connection)
         .await?;
     Ok(())
 }
@@ -62,7 +39,7 @@ async fn create_tables(connection: &FlussConnection) -> Result<()> {
 /// Writes batches until an error (the process died) and returns the acknowledged event ids.
 async fn write_until_killed(bootstrap: String, first_id: i64) -> BTreeSet<i64> {
     let mut acked = BTreeSet::new();
-    let Ok(connection) = connect(&bootstrap).await else {
+    let Ok(connection) = hotstore::connect_to(&bootstrap).await else {
         return acked;
     };
     let (Ok(events), Ok(users)) = (
@@ -113,60 +90,23 @@ async fn write_until_killed(bootstrap: String, first_id: i64) -> BTreeSet<i64> {
     }
 }
 
-/// Reads a table's whole changelog up to the current high watermarks through the client.
+/// A table's changelog up to the current high watermarks: each record's `id`, and for
+/// `users` its `score` too.
 async fn hot_changelog(
     connection: &FlussConnection,
     table: &str,
     buckets: i32,
-) -> Result<Vec<(i32, i64, u8, Vec<i64>, Option<String>)>> {
+) -> Result<Vec<Change<Vec<i64>>>> {
     let path = TablePath::new("c", table);
-    let admin = connection.get_admin()?;
-    let ids: Vec<i32> = (0..buckets).collect();
-    let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
-    let t = connection.get_table(&path).await?;
-    let scanner = t.new_scan().create_log_scanner()?;
-    let mut remaining: BTreeMap<i32, i64> = BTreeMap::new();
-    for b in &ids {
-        if hw[b] > 0 {
-            scanner.subscribe(*b, EARLIEST_OFFSET).await?;
-            remaining.insert(*b, hw[b]);
-        }
-    }
-    let mut rows = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !remaining.is_empty() {
-        if Instant::now() > deadline {
-            bail!(
-                "reading {table} up to its high watermarks timed out; still to read: {remaining:?}"
-            );
-        }
-        for (bucket, records) in scanner
-            .poll(Duration::from_millis(200))
-            .await?
-            .into_records_by_buckets()
-        {
-            let b = bucket.bucket_id();
-            for r in records {
-                let Some(end) = remaining.get(&b).copied() else {
-                    continue;
-                };
-                if r.offset() >= end {
-                    continue;
-                }
-                let row = r.row();
-                let (longs, text) = if table == "events" {
-                    (vec![row.get_long(0)?], Some(row.get_string(1)?.to_string()))
-                } else {
-                    (vec![row.get_long(0)?, row.get_long(1)?], None)
-                };
-                rows.push((b, r.offset(), r.change_type().to_byte_value(), longs, text));
-                if r.offset() + 1 >= end {
-                    remaining.remove(&b);
-                }
-            }
-        }
-    }
-    Ok(rows)
+    changelog::read(connection, &path, buckets, Duration::from_secs(60), |r| {
+        let row = r.row();
+        Ok(if table == "events" {
+            vec![row.get_long(0)?]
+        } else {
+            vec![row.get_long(0)?, row.get_long(1)?]
+        })
+    })
+    .await
 }
 
 async fn lake_batches(
@@ -174,68 +114,49 @@ async fn lake_batches(
     table: &str,
     sql: &str,
 ) -> Result<Vec<arrow::record_batch::RecordBatch>> {
-    let uri = data_dir.join("lake").join("c").join(table);
-    let delta = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
-    let ctx = SessionContext::new();
-    ctx.register_table("lake", delta.table_provider().await?)?;
-    Ok(ctx.sql(sql).await?.collect().await?)
-}
-
-fn column_i64(batches: &[arrow::record_batch::RecordBatch], i: usize) -> Vec<i64> {
-    use arrow::array::Array;
-    batches
-        .iter()
-        .flat_map(|b| {
-            let a = arrow::compute::cast(b.column(i), &arrow::datatypes::DataType::Int64).unwrap();
-            let a = a
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .unwrap()
-                .clone();
-            (0..a.len()).map(move |j| a.value(j)).collect::<Vec<_>>()
-        })
-        .collect()
+    lake::query(&data_dir.join("lake").join("c").join(table), sql).await
 }
 
 /// Waits until the lake's txn offsets reach every bucket's high watermark.
 async fn wait_for_lake(connection: &FlussConnection, data_dir: &Path) -> Result<()> {
     let admin = connection.get_admin()?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let mut behind = Vec::new();
-        for (table, buckets) in [("events", 3), ("users", 2)] {
-            let path = TablePath::new("c", table);
-            let info = admin.get_table_info(&path).await?;
-            let ids: Vec<i32> = (0..buckets).collect();
-            let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
-            let uri = data_dir.join("lake").join("c").join(table);
-            let lake = silt_connectors::delta::read_lake_offsets(
-                &uri.to_string_lossy(),
-                &Default::default(),
-                &info.get_table_id().to_string(),
-                buckets as u32,
-            )
-            .await?
-            .map(|l| l.bucket_offsets)
-            .unwrap_or_default();
-            for b in ids {
-                let (h, l) = (hw[&b], lake.get(&b).copied().unwrap_or(0));
-                if h != l {
-                    behind.push(format!("{table}[{b}] hot {h} lake {l}"));
+    let every = Duration::from_millis(250);
+    wait::until(
+        "tiering to catch up",
+        Duration::from_secs(120),
+        every,
+        || async {
+            let mut behind = Vec::new();
+            for (table, buckets) in [("events", 3), ("users", 2)] {
+                let path = TablePath::new("c", table);
+                let info = admin.get_table_info(&path).await?;
+                let ids: Vec<i32> = (0..buckets).collect();
+                let hw = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
+                let uri = data_dir.join("lake").join("c").join(table);
+                let lake = silt_connectors::delta::read_lake_offsets(
+                    &uri.to_string_lossy(),
+                    &Default::default(),
+                    &info.get_table_id().to_string(),
+                    buckets as u32,
+                )
+                .await?
+                .map(|l| l.bucket_offsets)
+                .unwrap_or_default();
+                for b in ids {
+                    let (h, l) = (hw[&b], lake.get(&b).copied().unwrap_or(0));
+                    if h != l {
+                        behind.push(format!("{table}[{b}] hot {h} lake {l}"));
+                    }
                 }
             }
-        }
-        if behind.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "tiering did not catch up within 120 s: {}",
-                behind.join(", ")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            Ok(if behind.is_empty() {
+                Look::Done(())
+            } else {
+                Look::NotYet(behind.join(", "))
+            })
+        },
+    )
+    .await
 }
 
 /// A tiny seeded generator (splitmix64), so trials replay exactly.
@@ -257,9 +178,9 @@ async fn trial(seed: u64) -> Result<()> {
     let mut next_id = 0i64;
     let kills = 2 + rng.next() % 2;
     for round in 0..kills {
-        let silt = start_silt(dir.path())?;
+        let silt = SiltProcess::start(silt_bin!(), dir.path())?;
         if round == 0 {
-            create_tables(&connect(&silt.bootstrap).await?).await?;
+            create_tables(&hotstore::connect_to(&silt.bootstrap).await?).await?;
         }
         let writer = tokio::spawn(write_until_killed(silt.bootstrap.clone(), next_id));
         tokio::time::sleep(Duration::from_millis(300 + rng.next() % 1500)).await;
@@ -269,7 +190,7 @@ async fn trial(seed: u64) -> Result<()> {
         acked.extend(ids);
     }
     // Final start: no more writes; tiering must catch up with everything the hot store holds.
-    let silt = start_silt(dir.path())?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, seed).await?;
     drop(silt);
     eprintln!(
@@ -287,12 +208,12 @@ async fn verify(
     acked: &BTreeSet<i64>,
     seed: u64,
 ) -> Result<(usize, usize)> {
-    let connection = connect(bootstrap).await?;
+    let connection = hotstore::connect_to(bootstrap).await?;
     wait_for_lake(&connection, dir).await?;
 
     // Log table: the lake holds every hot offset exactly once, with the same rows.
     let hot = hot_changelog(&connection, "events", 3).await?;
-    let hot_ids: BTreeSet<i64> = hot.iter().map(|r| r.3[0]).collect();
+    let hot_ids: BTreeSet<i64> = hot.iter().map(|r| r.row[0]).collect();
     let lost: Vec<_> = acked.difference(&hot_ids).take(5).collect();
     let dir = &dir;
     assert!(
@@ -305,14 +226,16 @@ async fn verify(
         "SELECT __bucket, __offset, id FROM lake ORDER BY __bucket, __offset",
     )
     .await?;
-    let lake_rows: Vec<(i64, i64, i64)> = column_i64(&lake, 0)
+    let lake_rows: Vec<(i64, i64, i64)> = lake::i64s(&lake, 0)
         .into_iter()
-        .zip(column_i64(&lake, 1))
-        .zip(column_i64(&lake, 2))
+        .zip(lake::i64s(&lake, 1))
+        .zip(lake::i64s(&lake, 2))
         .map(|((b, o), id)| (b, o, id))
         .collect();
-    let mut hot_rows: Vec<(i64, i64, i64)> =
-        hot.iter().map(|r| (r.0 as i64, r.1, r.3[0])).collect();
+    let mut hot_rows: Vec<(i64, i64, i64)> = hot
+        .iter()
+        .map(|r| (r.bucket as i64, r.offset, r.row[0]))
+        .collect();
     hot_rows.sort();
     assert_eq!(
         lake_rows.len(),
@@ -325,24 +248,11 @@ async fn verify(
     );
 
     // PK table: the lake holds the latest image per key from the changelog, deletes removed.
-    let mut latest: BTreeMap<i64, i64> = BTreeMap::new();
-    let mut changes = hot_changelog(&connection, "users", 2).await?;
-    changes.sort_by_key(|r| (r.0, r.1));
-    for (_, _, change, longs, _) in changes {
-        match change {
-            1 | 3 => {
-                latest.insert(longs[0], longs[1]);
-            }
-            4 => {
-                latest.remove(&longs[0]);
-            }
-            _ => {}
-        }
-    }
+    let latest = changelog::latest_by_key(hot_changelog(&connection, "users", 2).await?);
     let lake = lake_batches(dir, "users", "SELECT id, score FROM lake ORDER BY id").await?;
-    let lake_users: Vec<(i64, i64)> = column_i64(&lake, 0)
+    let lake_users: Vec<(i64, i64)> = lake::i64s(&lake, 0)
         .into_iter()
-        .zip(column_i64(&lake, 1))
+        .zip(lake::i64s(&lake, 1))
         .collect();
     let want: Vec<(i64, i64)> = latest.into_iter().collect();
     assert!(
@@ -380,8 +290,8 @@ async fn verify(
 /// Kills the process exactly at the committer's two dangerous points, then restarts it.
 async fn crash_at(point: &str) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut silt = start_silt_with(dir.path(), &["--crash-at", point], &[])?;
-    create_tables(&connect(&silt.bootstrap).await?).await?;
+    let mut silt = SiltProcess::start_with(silt_bin!(), dir.path(), &["--crash-at", point], &[])?;
+    create_tables(&hotstore::connect_to(&silt.bootstrap).await?).await?;
     let writer = tokio::spawn(write_until_killed(silt.bootstrap.clone(), 0));
     // The first commit (within a freshness interval of the first rows) aborts the process.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -408,7 +318,7 @@ async fn crash_at(point: &str) -> Result<()> {
         "the process died at the injected point {point}, not elsewhere"
     );
     let acked = writer.await?;
-    let silt = start_silt(dir.path())?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, 0).await?;
     eprintln!(
         "crash at {point}: {} acked writes, {events} events, {users} users",

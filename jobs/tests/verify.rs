@@ -11,49 +11,28 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TablePath};
 use fluss::row::GenericRow;
 use serde_json::Value;
 
-mod common;
-use common::start_silt;
+use silt_testkit::process::SiltProcess;
+use silt_testkit::tables::{self, Table};
+use silt_testkit::{hotstore, silt_bin};
 
-async fn connect(bootstrap: &str) -> Result<FlussConnection> {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = bootstrap.to_string();
-    Ok(FlussConnection::new(config).await?)
-}
-
+/// `v.events` (log, 3 buckets) and `v.users` (`id, score, name` keyed by `id`, 2 buckets),
+/// both tiered at most `freshness` behind.
 async fn create_tables(connection: &FlussConnection, freshness: &str) -> Result<()> {
-    let admin = connection.get_admin()?;
-    admin.create_database("v", None, true).await?;
-    let events = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let events = TableDescriptor::builder()
-        .schema(events)
-        .distributed_by(Some(3), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", freshness)
-        .build()?;
-    admin
-        .create_table(&TablePath::new("v", "events"), &events, true)
+    tables::events("v")
+        .lake(freshness)
+        .create_if_missing(connection)
         .await?;
-    let users = Schema::builder()
+    Table::primary_key("v", "users", &["id"])
         .column("id", DataTypes::bigint())
         .column("score", DataTypes::bigint())
         .column("name", DataTypes::string())
-        .primary_key(vec!["id"])?
-        .build()?;
-    let users = TableDescriptor::builder()
-        .schema(users)
-        .distributed_by(Some(2), vec!["id".to_string()])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", freshness)
-        .build()?;
-    admin
-        .create_table(&TablePath::new("v", "users"), &users, true)
+        .buckets(2)
+        .lake(freshness)
+        .create_if_missing(connection)
         .await?;
     Ok(())
 }
@@ -224,8 +203,8 @@ fn replace_first(batch: &RecordBatch, name: &str) -> Result<RecordBatch> {
 async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let data = dir.path();
-    let silt = start_silt(data)?;
-    let connection = connect(&silt.bootstrap).await?;
+    let silt = SiltProcess::start(silt_bin!(), data)?;
+    let connection = hotstore::connect_to(&silt.bootstrap).await?;
     create_tables(&connection, "250ms").await?;
     write_rounds(&connection, 3).await?;
 
@@ -360,8 +339,8 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let silt = start_silt(dir.path())?;
-    let connection = connect(&silt.bootstrap).await?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
+    let connection = hotstore::connect_to(&silt.bootstrap).await?;
     // Tiering checkpoints once an hour: nothing reaches the lake within the deadline.
     create_tables(&connection, "1h").await?;
     write_rounds(&connection, 1).await?;
@@ -389,21 +368,11 @@ async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> 
 
 /// Creates `v.<name>`: a lake-enabled log table of 2 buckets tiered every 250 ms.
 async fn create_log_table(connection: &FlussConnection, name: &str) -> Result<i64> {
-    let admin = connection.get_admin()?;
-    admin.create_database("v", None, true).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "250ms")
-        .build()?;
-    let path = TablePath::new("v", name);
-    admin.create_table(&path, &descriptor, false).await?;
-    Ok(admin.get_table_info(&path).await?.get_table_id())
+    tables::text_log("v", name)
+        .buckets(2)
+        .lake("250ms")
+        .create(connection)
+        .await
 }
 
 async fn append_rows(
@@ -411,17 +380,8 @@ async fn append_rows(
     name: &str,
     ids: std::ops::Range<i64>,
 ) -> Result<()> {
-    let table = connection.get_table(&TablePath::new("v", name)).await?;
-    let writer = table.new_append()?.create_writer()?;
-    for id in ids {
-        let text = format!("row-{id}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, text.as_str());
-        writer.append(&row)?;
-    }
-    writer.flush().await?;
-    Ok(())
+    let path = TablePath::new("v", name);
+    tables::append_events(connection, &path, ids, |id| format!("row-{id}")).await
 }
 
 /// `count(*)` of `sql_table` through the query service, as `silt sql` runs it.
@@ -460,8 +420,8 @@ async fn delta_rows(uri: &Path) -> Result<usize> {
 async fn a_table_created_again_does_not_see_the_dropped_tables_lake() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let data = dir.path();
-    let silt = start_silt(data)?;
-    let connection = connect(&silt.bootstrap).await?;
+    let silt = SiltProcess::start(silt_bin!(), data)?;
+    let connection = hotstore::connect_to(&silt.bootstrap).await?;
     let old_id = create_log_table(&connection, "again").await?;
     append_rows(&connection, "again", 0..1_000).await?;
     let run = silt_verify(data, &silt.bootstrap, &["v.again", "--deadline", "60s"])?;

@@ -14,6 +14,9 @@ use silt_hotstore::storage::durability::ABORT_AFTER_DURABLE_WRITE_ENV;
 /// What `silt up` writes to stderr when the fault hook aborts it (hotstore's `durability.rs`).
 const ABORT_MARKER: &str = "fault injection: aborting after durable write";
 
+/// What `silt up` prints when it stops on a storage failure (`up.rs`).
+const STORAGE_FAILED_MARKER: &str = "the hot store's storage failed";
+
 /// How many times a start is tried before the trial gives up: the fixed port may still be held
 /// for a moment by the process that was just killed.
 pub(super) const START_ATTEMPTS_MAX: u32 = 5;
@@ -34,6 +37,9 @@ pub(super) enum Exit {
     /// The `SILT_FAULT_ABORT_AFTER_DURABLE_WRITE` hook fired: the planned crash between a durable
     /// write and its acknowledgement.
     Aborted,
+    /// silt stopped itself because its storage failed in a way only a restart recovers (e.g. a
+    /// full disk poisoned the kv store): by design under a disk fault, a bug otherwise.
+    StorageFailed(String),
     /// Anything else: a crash silt should not have had. Carries the status and the log's tail.
     Unexpected(String),
 }
@@ -142,6 +148,8 @@ impl Silt {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         Some(if log.contains(ABORT_MARKER) {
             Exit::Aborted
+        } else if log.contains(STORAGE_FAILED_MARKER) {
+            Exit::StorageFailed(format!("{status}: {}", log_tail(&self.log, 1)))
         } else {
             Exit::Unexpected(format!("{status}: {}", log_tail(&self.log, 3)))
         })

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,9 +16,6 @@ use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_engine::checkpoint::{
-    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
-};
 use silt_engine::{
     Error, Operator, Output, RestoredState, Result, Source, SourcePoll, TaskContext,
 };
@@ -47,33 +44,7 @@ pub fn column(batch: &RecordBatch, i: usize) -> &Int64Array {
 }
 
 /// Failure points: (subtask, position). Each fires once, the first time the source reaches it.
-#[derive(Default)]
-pub struct Failures {
-    points: Mutex<Vec<(u32, u64, bool)>>,
-    pub fired: AtomicU64,
-}
-
-impl Failures {
-    pub fn new(points: Vec<(u32, u64)>) -> Arc<Self> {
-        Arc::new(Failures {
-            points: Mutex::new(points.into_iter().map(|(s, p)| (s, p, false)).collect()),
-            fired: AtomicU64::new(0),
-        })
-    }
-
-    /// True (once) if a failure point of `subtask` lies in `[from, to)`.
-    fn take(&self, subtask: u32, from: u64, to: u64) -> bool {
-        let mut points = self.points.lock().unwrap();
-        for p in points.iter_mut() {
-            if p.0 == subtask && !p.2 && (from..to).contains(&p.1) {
-                p.2 = true;
-                self.fired.fetch_add(1, Ordering::SeqCst);
-                return true;
-            }
-        }
-        false
-    }
-}
+pub type Failures = silt_testkit::faults::Failures<u32>;
 
 /// Emits `(key, value)` rows `value = 0..records`, with `key = subtask * keys + value % keys`,
 /// in batches of seeded random size. State: the next value (u64).
@@ -346,81 +317,7 @@ impl Operator for TxSink {
     }
 }
 
-/// Wraps checkpoint storage to slow down or fail the metadata write (the commit point), which
-/// widens the window between "every task snapshotted" and "the checkpoint is complete".
-#[derive(Debug)]
-pub struct FaultyStorage {
-    pub inner: Arc<dyn CheckpointStorage>,
-    pub metadata_delay: Duration,
-    /// Fail the metadata write of these checkpoint ids once each (a crash at the commit point).
-    pub fail_metadata_of: Mutex<Vec<u64>>,
-    pub metadata_writes_failed: AtomicU64,
-    /// Set while a checkpoint's states are written but its metadata is not.
-    pub in_flight: AtomicBool,
-}
-
-impl FaultyStorage {
-    pub fn new(inner: Arc<dyn CheckpointStorage>) -> Self {
-        FaultyStorage {
-            inner,
-            metadata_delay: Duration::ZERO,
-            fail_metadata_of: Mutex::new(Vec::new()),
-            metadata_writes_failed: AtomicU64::new(0),
-            in_flight: AtomicBool::new(false),
-        }
-    }
-}
-
-#[async_trait]
-impl CheckpointStorage for FaultyStorage {
-    async fn write_state(
-        &self,
-        id: u64,
-        vertex: &str,
-        subtask: u32,
-        parallelism: u32,
-        state: Bytes,
-    ) -> Result<StateHandle> {
-        self.in_flight.store(true, Ordering::SeqCst);
-        self.inner
-            .write_state(id, vertex, subtask, parallelism, state)
-            .await
-    }
-
-    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        tokio::time::sleep(self.metadata_delay).await;
-        let fail = {
-            let mut ids = self.fail_metadata_of.lock().unwrap();
-            let before = ids.len();
-            ids.retain(|&id| id != metadata.checkpoint_id);
-            ids.len() != before
-        };
-        if fail {
-            self.metadata_writes_failed.fetch_add(1, Ordering::SeqCst);
-            self.in_flight.store(false, Ordering::SeqCst);
-            return Err(Error::Storage(format!(
-                "injected crash before the metadata of checkpoint {}",
-                metadata.checkpoint_id
-            )));
-        }
-        let written = self.inner.write_metadata(metadata).await;
-        self.in_flight.store(false, Ordering::SeqCst);
-        written
-    }
-
-    async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
-        self.inner.complete_checkpoints().await
-    }
-    async fn all_checkpoints(&self) -> Result<Vec<u64>> {
-        self.inner.all_checkpoints().await
-    }
-    async fn load(&self, id: u64) -> Result<CompletedCheckpoint> {
-        self.inner.load(id).await
-    }
-    async fn discard(&self, id: u64) -> Result<()> {
-        self.inner.discard(id).await
-    }
-}
+pub use silt_testkit::faults::FaultyStorage;
 
 /// The output a failure-free run must make visible: every `(key, value, count)`.
 pub fn expected_rows(sources: u32, records: u64, keys: u64) -> Vec<Row> {

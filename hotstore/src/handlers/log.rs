@@ -132,7 +132,7 @@ async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, A
         .log
         .append(records, crate::catalog::now_ms())
         .await
-        .map_err(|e| storage_error(&format!("bucket {}", bucket.id), e))?;
+        .map_err(|e| bucket.storage_error(&format!("bucket {}", bucket.id), e))?;
     crate::storage::durability::after_durable_write();
     if info.batches.iter().any(|b| b.duplicate) {
         tracing::debug!(

@@ -140,7 +140,9 @@ struct State {
     writers: WriterTable,
     /// The active segment's mark journal (see `writers.rs`), opened at the first mark.
     marks: Option<MarkJournal>,
-    failed: bool,
+    /// Why the tablet refuses appends (a write it could not cut back, a failed fsync or roll),
+    /// until recovery runs at the next open.
+    failed: Option<String>,
 }
 
 /// The mark journal of the active segment and the marks it holds.
@@ -295,7 +297,7 @@ impl LogTablet {
             last_commit_timestamp_ms,
             writers,
             marks,
-            failed: false,
+            failed: None,
         };
         state.check_invariants();
         Ok(LogTablet {
@@ -377,11 +379,20 @@ impl LogTablet {
     /// What writer idempotence decides for batch `sequence` of `writer_id` as of now (for a
     /// write that must decide before it builds its batch, as a primary-key upsert does; the
     /// caller serializes its bucket's writes so the decision still holds when it appends).
+    /// A failed tablet answers nothing: a batch whose fsync failed is remembered as written,
+    /// and its retry must not be acknowledged as a duplicate of data of unknown durability.
     pub fn check_writer(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck> {
+        let state = self.lock();
+        if let Some(cause) = &state.failed {
+            return Err(Error::TabletFailed {
+                dir: self.dir.clone(),
+                cause: cause.clone(),
+            });
+        }
         if writer_id == NO_WRITER_ID {
             return Ok(WriterCheck::Append);
         }
-        match self.lock().writers.check(writer_id, sequence, &[]) {
+        match state.writers.check(writer_id, sequence, &[]) {
             SequenceCheck::Append => Ok(WriterCheck::Append),
             SequenceCheck::Duplicate(meta) => Ok(WriterCheck::Duplicate {
                 next_offset: meta.last_offset + 1,
@@ -399,9 +410,10 @@ impl LogTablet {
     /// even after a restart. Returns the log end offset to acknowledge. Blocking (one fsync).
     pub fn record_unchanged_write(&self, writer_id: i64, sequence: i32) -> Result<i64> {
         let mut state = self.lock();
-        if state.failed {
+        if let Some(cause) = &state.failed {
             return Err(Error::TabletFailed {
                 dir: self.dir.clone(),
+                cause: cause.clone(),
             });
         }
         if writer_id == NO_WRITER_ID {
@@ -445,9 +457,10 @@ impl LogTablet {
         commit_timestamp_ms: i64,
     ) -> Result<AppendInfo> {
         let mut state = self.lock();
-        if state.failed {
+        if let Some(cause) = &state.failed {
             return Err(Error::TabletFailed {
                 dir: self.dir.clone(),
+                cause: cause.clone(),
             });
         }
         // Decide every batch before writing any, so an out-of-order batch rejects the append
@@ -537,8 +550,11 @@ impl LogTablet {
             // Cut whatever part of the batch reached the file; if even that fails, the file
             // has an unknown tail and only recovery may touch it again.
             let path = active.path.clone();
-            if active.file.set_len(position).is_err() {
-                state.failed = true;
+            if let Err(cut) = active.file.set_len(position) {
+                state.failed = Some(format!(
+                    "a write to {} failed ({source}) and its partial bytes could not be cut ({cut})",
+                    path.display()
+                ));
             }
             return Err(Error::Io { path, source });
         }
@@ -560,8 +576,8 @@ impl LogTablet {
     /// fsync while holding the state lock; rolls are rare (once per `segment_bytes_max`).
     fn roll(&self, state: &mut State) -> Result<()> {
         let result = self.roll_inner(state);
-        if result.is_err() {
-            state.failed = true;
+        if let Err(e) = &result {
+            state.failed = Some(format!("a segment roll failed: {e}"));
         }
         result
     }
@@ -621,9 +637,10 @@ impl LogTablet {
         }
         let (end, file, path) = {
             let mut state = self.lock();
-            if state.failed {
+            if let Some(cause) = &state.failed {
                 return Err(Error::TabletFailed {
                     dir: self.dir.clone(),
+                    cause: cause.clone(),
                 });
             }
             let end = state.log_end_offset;
@@ -639,7 +656,7 @@ impl LogTablet {
         if let Err(source) = synced {
             // After a failed fsync the page cache may have dropped the data: the written tail
             // is of unknown durability, so stop appending until recovery runs.
-            self.lock().failed = true;
+            self.lock().failed = Some(format!("an fsync of {} failed: {source}", path.display()));
             return Err(Error::Io { path, source });
         }
         self.publish_high_watermark(end);
@@ -663,9 +680,10 @@ impl LogTablet {
     pub fn flush(&self) -> Result<()> {
         let (end, file, path) = {
             let mut state = self.lock();
-            if state.failed {
+            if let Some(cause) = &state.failed {
                 return Err(Error::TabletFailed {
                     dir: self.dir.clone(),
+                    cause: cause.clone(),
                 });
             }
             let end = state.log_end_offset;
@@ -676,7 +694,7 @@ impl LogTablet {
             (end, active.file.clone(), active.path.clone())
         };
         if let Err(source) = durability::sync_data(&file, &path) {
-            self.lock().failed = true;
+            self.lock().failed = Some(format!("an fsync of {} failed: {source}", path.display()));
             return Err(Error::Io { path, source });
         }
         self.fsync_count.fetch_add(1, Ordering::Relaxed);

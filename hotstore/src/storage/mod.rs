@@ -121,10 +121,10 @@ pub enum Error {
     },
 
     #[error(
-        "log tablet in {dir} refuses appends after a failed write or fsync; reopen it to run \
-         recovery"
+        "log tablet in {dir} refuses appends since {cause}; a restart runs recovery (free disk \
+         space or fix the disk first)"
     )]
-    TabletFailed { dir: PathBuf },
+    TabletFailed { dir: PathBuf, cause: String },
 
     #[error("invalid storage config: {0}")]
     InvalidConfig(String),

@@ -9,7 +9,7 @@
 //! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
 
 use super::rows::{DELETE, INSERT, RowCodec, SCHEMA_ID_BYTES, UPDATE_AFTER, UPDATE_BEFORE};
-use super::{Bucket, TableRuntime, storage_error};
+use super::{Bucket, TableRuntime};
 use crate::codec::build::{HeaderFields, build_batch};
 use crate::protocol::{ApiError, code};
 use crate::storage::WriterCheck;
@@ -62,7 +62,7 @@ pub(crate) async fn write(
     let check = bucket
         .log
         .check_writer(writer_id, sequence)
-        .map_err(|e| storage_error(&context, e))?;
+        .map_err(|e| bucket.storage_error(&context, e))?;
     if let WriterCheck::Duplicate { next_offset } = check {
         tracing::debug!(
             bucket = bucket.id,
@@ -72,12 +72,6 @@ pub(crate) async fn write(
         );
         return Ok(next_offset);
     }
-    let kv_error = |e: String| {
-        ApiError::new(
-            code::KV_STORAGE_EXCEPTION,
-            format!("bucket {}: {e}", bucket.id),
-        )
-    };
     // Changes of this request by key, so a key written twice in one batch sees its first write.
     let mut pending: HashMap<Bytes, Option<Vec<u8>>> = HashMap::new();
     let mut change_types = Vec::new();
@@ -87,7 +81,7 @@ pub(crate) async fn write(
             Some(staged) => staged.clone(),
             None => kv
                 .get(&key)
-                .map_err(|e| kv_error(e.to_string()))?
+                .map_err(|e| bucket.storage_error(&context, e))?
                 .map(|v| v.to_vec()),
         };
         let old_row = old
@@ -131,7 +125,7 @@ pub(crate) async fn write(
         return bucket
             .log
             .record_unchanged_write(writer_id, sequence)
-            .map_err(|e| storage_error(&context, e));
+            .map_err(|e| bucket.storage_error(&context, e));
     }
     let writer = (writer_id, sequence);
     let changelog = changelog_batch(table, &codec, writer, &change_types, &images)?;
@@ -146,7 +140,7 @@ pub(crate) async fn write(
         bucket
             .kv_behind
             .store(true, std::sync::atomic::Ordering::Release);
-        return Err(kv_error(e.to_string()));
+        return Err(bucket.storage_error(&context, e));
     }
     Ok(info.next_offset)
 }

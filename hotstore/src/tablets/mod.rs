@@ -19,6 +19,55 @@ use std::sync::{Arc, RwLock};
 
 pub use storage::{AppendInfo, KvTablet, LogTablet};
 
+/// Set once storage has failed in a way only a new process recovers from: a log tablet after a
+/// failed fsync or an unrepairable write (it refuses appends until recovery runs at open), or
+/// the kv store after fjall poisoned its database (a failed journal write, e.g. a full disk:
+/// every later kv write fails). Requests keep being answered with storage errors; the owner of
+/// the server ([`crate::ServerHandle::storage_failed`]) stops the process so that a restart
+/// runs recovery, which rebuilds the kv state from the changelog.
+#[derive(Clone)]
+pub struct StorageFailure(Arc<tokio::sync::watch::Sender<Option<String>>>);
+
+impl StorageFailure {
+    fn new() -> Self {
+        StorageFailure(Arc::new(tokio::sync::watch::Sender::new(None)))
+    }
+
+    /// Records the first failure; later ones are already covered by it.
+    fn raise(&self, reason: String) {
+        self.0.send_if_modified(|current| {
+            let first = current.is_none();
+            if first {
+                tracing::error!(%reason, "hot store storage failed; the process must restart to recover");
+                *current = Some(reason.clone());
+            }
+            first
+        });
+    }
+
+    /// Resolves with the reason once storage has failed.
+    pub async fn wait(&self) -> String {
+        let mut rx = self.0.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            // The sender lives as long as `self`: not reached.
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// Whether `error` leaves storage unable to continue in this process (see [`StorageFailure`]).
+fn is_fatal(error: &storage::Error) -> bool {
+    matches!(
+        error,
+        storage::Error::TabletFailed { .. }
+            | storage::Error::Kv {
+                source: fjall::Error::Poisoned,
+                ..
+            }
+    )
+}
+
 /// Maps a storage error to the Fluss error code a client acts on.
 pub fn storage_error(context: &str, error: storage::Error) -> ApiError {
     let code = match &error {
@@ -38,6 +87,7 @@ pub struct Tablets {
     root: PathBuf,
     log_config: LogConfig,
     kv_store: KvStore,
+    failure: StorageFailure,
     tables: RwLock<HashMap<i64, Arc<TableRuntime>>>,
 }
 
@@ -56,9 +106,19 @@ pub struct Bucket {
     /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
     /// the log, and the next write replays the log into it first (`kv::recover`).
     pub kv_behind: std::sync::atomic::AtomicBool,
+    /// The server's, shared by every bucket.
+    pub failure: StorageFailure,
 }
 
 impl Bucket {
+    /// [`storage_error`], and a storage failure the process cannot recover from is raised.
+    pub(crate) fn storage_error(&self, context: &str, error: storage::Error) -> ApiError {
+        if is_fatal(&error) {
+            self.failure.raise(format!("{context}: {error}"));
+        }
+        storage_error(context, error)
+    }
+
     /// Appends a primary-key changelog batch and returns once it is durable, whatever the fsync
     /// policy: the kv tablet applies it next, and the log is the kv's write-ahead log. The
     /// caller holds the bucket's write lock.
@@ -69,7 +129,7 @@ impl Bucket {
         self.log
             .append_synced(batches, crate::catalog::now_ms())
             .await
-            .map_err(|e| storage_error(&format!("changelog of bucket {}", self.id), e))
+            .map_err(|e| self.storage_error(&format!("changelog of bucket {}", self.id), e))
     }
 }
 
@@ -106,8 +166,14 @@ impl Tablets {
             root,
             log_config,
             kv_store,
+            failure: StorageFailure::new(),
             tables: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// See [`StorageFailure`].
+    pub fn failure(&self) -> &StorageFailure {
+        &self.failure
     }
 
     fn kv_tablet_name(table_id: i64, bucket_id: i32) -> String {
@@ -154,6 +220,7 @@ impl Tablets {
                 kv,
                 write_lock: tokio::sync::Mutex::new(()),
                 kv_behind: std::sync::atomic::AtomicBool::new(false),
+                failure: self.failure.clone(),
             }));
         }
         let runtime = Arc::new(TableRuntime {

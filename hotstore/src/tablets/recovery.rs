@@ -3,7 +3,7 @@
 //! after an apply that failed).
 
 use super::rows::{DELETE, INSERT, RowCodec, UPDATE_BEFORE};
-use super::{Bucket, TableRuntime, storage_error};
+use super::{Bucket, TableRuntime};
 use crate::codec::Batch;
 use crate::protocol::{ApiError, code};
 use std::sync::Arc;
@@ -44,7 +44,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
     let context = format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
     let mut applied = kv
         .applied_offset()
-        .map_err(|e| storage_error(&context, e))?;
+        .map_err(|e| bucket.storage_error(&context, e))?;
     let high_watermark = bucket.log.high_watermark();
     if applied >= high_watermark {
         return Ok(());
@@ -63,7 +63,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
         let data = bucket
             .log
             .read(applied, REPLAY_READ_BYTES)
-            .map_err(|e| storage_error(&context, e))?;
+            .map_err(|e| bucket.storage_error(&context, e))?;
         if data.is_empty() {
             break;
         }
@@ -102,7 +102,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 changes.push((key, value));
             }
             kv.apply(&changes, next)
-                .map_err(|e| storage_error(&context, e))?;
+                .map_err(|e| bucket.storage_error(&context, e))?;
             applied = next;
         }
     }

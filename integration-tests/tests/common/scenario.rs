@@ -16,6 +16,8 @@ use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::record::ScanRecord;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
+pub use silt_testkit::rows::UserRow;
+use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table};
 
 /// The database the scenario owns; it is dropped (cascade) before the scenario starts.
 pub const DATABASE: &str = "silt_scenario";
@@ -91,14 +93,6 @@ pub struct ChangelogEntry {
     pub row: UserRow,
 }
 
-/// A row of the PK table `(id INT PRIMARY KEY, name STRING, score BIGINT)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserRow {
-    pub id: i32,
-    pub name: Option<String>,
-    pub score: Option<i64>,
-}
-
 /// How a call ended: fine, with a Fluss API error code, or with a client-side error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -154,7 +148,7 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
     let log_path = TablePath::new(DATABASE, LOG_TABLE);
     let pk_path = TablePath::new(DATABASE, PK_TABLE);
     create_table_when_ready(&admin, &log_path, &log_table_descriptor()?).await?;
-    create_table_when_ready(&admin, &pk_path, &pk_table_descriptor()?).await?;
+    create_table_when_ready(&admin, &pk_path, &user_table()?).await?;
 
     let tables = record_tables(&admin, &log_path, &pk_path).await?;
     let log = run_log_table(&connection, &admin, &log_path).await?;
@@ -182,20 +176,6 @@ fn log_table_descriptor() -> Result<TableDescriptor> {
     Ok(TableDescriptor::builder()
         .schema(schema)
         .distributed_by(Some(LOG_BUCKETS), vec!["id".to_string()])
-        .build()?)
-}
-
-fn pk_table_descriptor() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .primary_key(vec!["id"])?
-        .build()?;
-    // One bucket keeps the changelog offsets of the upsert sequence contiguous.
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(1), vec![])
         .build()?)
 }
 
@@ -431,34 +411,6 @@ struct PkRecord {
     offsets: OffsetsRecord,
 }
 
-fn user(id: i32, name: Option<&str>, score: Option<i64>) -> GenericRow<'static> {
-    let mut row = GenericRow::new(3);
-    row.set_field(0, id);
-    if let Some(name) = name {
-        row.set_field(1, name.to_string());
-    }
-    if let Some(score) = score {
-        row.set_field(2, score);
-    }
-    row
-}
-
-fn user_row<R: DataGetters + ?Sized>(row: &R) -> Result<UserRow> {
-    Ok(UserRow {
-        id: row.get_int(0)?,
-        name: if row.is_null_at(1)? {
-            None
-        } else {
-            Some(row.get_string(1)?.to_string())
-        },
-        score: if row.is_null_at(2)? {
-            None
-        } else {
-            Some(row.get_long(2)?)
-        },
-    })
-}
-
 async fn run_pk_table(
     connection: &FlussConnection,
     admin: &FlussAdmin,
@@ -534,19 +486,6 @@ async fn run_pk_table(
     })
 }
 
-async fn lookup(lookuper: &mut fluss::client::Lookuper, id: i32) -> Result<Option<UserRow>> {
-    let mut key = GenericRow::new(1);
-    key.set_field(0, id);
-    let result = lookuper
-        .lookup(&key)
-        .await
-        .with_context(|| format!("lookup({id})"))?;
-    result
-        .get_single_row()?
-        .map(|row| user_row(&row))
-        .transpose()
-}
-
 async fn read_changelog(
     table: &FlussTable<'_>,
     from_offset: i64,
@@ -564,7 +503,7 @@ async fn read_changelog(
             Ok(ChangelogEntry {
                 offset: record.offset(),
                 change_type: record.change_type().short_string().to_string(),
-                row: user_row(record.row())?,
+                row: read_user(record.row())?,
             })
         })
         .collect()

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,8 +59,9 @@ impl Finished {
     }
 }
 
+/// `integration-tests/java-client/`: the harness, and its cache under `.cache/`.
 pub fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("java-client")
+    crate::repo_dir().join("integration-tests/java-client")
 }
 
 fn fetch_timeout() -> Duration {

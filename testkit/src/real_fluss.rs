@@ -1,6 +1,7 @@
 //! Starts and stops the real Apache Fluss cluster of `integration-tests/fluss-real/` through its
 //! scripts. The cluster runs in its own scratch directory and on its own ports; [`RealFluss`]
-//! stops it when dropped.
+//! stops it when dropped. Where java, mvn or the Fluss jars are missing, [`RealFluss::start`]
+//! answers [`Started::Skipped`] with the reason, which the test prints as `SKIPPED: ...`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,8 +32,9 @@ pub struct RealFluss {
     work_dir: PathBuf,
 }
 
+/// `integration-tests/fluss-real/`: the scripts, and the jar cache under `.cache/`.
 pub fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fluss-real")
+    crate::repo_dir().join("integration-tests/fluss-real")
 }
 
 fn script(name: &str, work_dir: &Path) -> Command {

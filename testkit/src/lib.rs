@@ -1,0 +1,41 @@
+//! silt's test kit: every fixture the test crates share, so that none is written twice.
+//!
+//! A test starts an in-process hot store ([`hotstore::start`]) or the real `silt` binary
+//! ([`process::SiltProcess`]) over its own scratch directory, creates tables through the
+//! official fluss-rs client ([`tables`]), tiers them ([`tiering::service`]), waits for a
+//! condition with a deadline ([`wait`]) and reads back what the lake holds ([`lake`]). Tests
+//! against what no one here wrote start a real Apache Fluss cluster ([`real_fluss`]) or the
+//! official Java client ([`java_client`]); both skip, saying why, where Java or Maven is missing.
+//!
+//! Bounds: every wait in this crate has a deadline and fails naming what it waited for; every
+//! child process it starts is killed when its guard is dropped.
+//!
+//! This crate is for tests only (`publish = false`). The unit tests inside `*/src` cannot use
+//! it: a crate's own unit tests would see two copies of its types.
+
+pub mod changelog;
+pub mod faults;
+pub mod hotstore;
+pub mod http;
+pub mod java_client;
+pub mod lake;
+pub mod process;
+pub mod real_fluss;
+pub mod rows;
+pub mod tables;
+pub mod tiering;
+pub mod wait;
+
+/// The root of the repository (the workspace).
+pub fn repo_dir() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit/ is a folder of the workspace")
+}
+
+/// The text of `conf/<relative>` in the repository (the example pipelines, configuration);
+/// panics naming the file if it cannot be read.
+pub fn read_conf(relative: &str) -> String {
+    let path = repo_dir().join("conf").join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

@@ -1,0 +1,192 @@
+//! Child processes of tests: [`SiltProcess`], the real `silt up` on ephemeral ports over a
+//! scratch data directory with its addresses read from its stdout (30 s to report them), and
+//! [`ChildGuard`], which kills any other child (a hot store re-run of the test binary, an S3
+//! server) when the test ends, however it ends.
+//!
+//! The `silt` binary is built only for the tests of its own package; they name it with
+//! [`silt_bin!`] (`env!("CARGO_BIN_EXE_silt")` at the call site).
+
+use std::io::{BufRead, BufReader};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+
+use crate::http;
+use crate::wait::{self, Look};
+
+/// The path of the `silt` binary, in a test of the package that builds it.
+#[macro_export]
+macro_rules! silt_bin {
+    () => {
+        env!("CARGO_BIN_EXE_silt")
+    };
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+pub struct ChildGuard(pub Child);
+
+impl Deref for ChildGuard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for ChildGuard {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port free at the time of asking.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A running `silt up`; killed (SIGKILL) when dropped.
+pub struct SiltProcess {
+    pub child: Child,
+    /// The hotstore's Fluss address.
+    pub bootstrap: String,
+    /// The REST API's `http://host:port`.
+    pub rest: String,
+    /// The Arrow Flight SQL endpoint's `grpc://host:port`, when it is on.
+    pub flight: Option<String>,
+}
+
+impl SiltProcess {
+    /// Starts `silt up` (the binary at `silt`) over `data_dir` on ephemeral ports and waits
+    /// until both listen lines came.
+    pub fn start(silt: &str, data_dir: &Path) -> Result<SiltProcess> {
+        SiltProcess::start_with(silt, data_dir, &[], &[])
+    }
+
+    /// As [`SiltProcess::start`], with `rest.token` set to `token`.
+    pub fn start_with_token(silt: &str, data_dir: &Path, token: &str) -> Result<SiltProcess> {
+        SiltProcess::start_with(silt, data_dir, &[], &[("SILT_REST__TOKEN", token)])
+    }
+
+    /// As [`SiltProcess::start`], with extra `up` arguments and extra environment variables.
+    pub fn start_with(
+        silt: &str,
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<SiltProcess> {
+        let mut child = Command::new(silt)
+            .args([
+                "--data-dir",
+                &data_dir.to_string_lossy(),
+                "--log",
+                "warn",
+                "up",
+                "--status-every-s",
+                "3600",
+            ])
+            .args(extra)
+            .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
+            .env("SILT_REST__LISTEN", "127.0.0.1:0")
+            .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting silt up")?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // `silt up` prints the Flight line before the REST line, so it is set when `rx` answers.
+        let flight = Arc::new(Mutex::new(None));
+        let flight_seen = flight.clone();
+        std::thread::spawn(move || {
+            let (mut bootstrap, mut rest) = (None, None);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
+                    bootstrap = tail.split_whitespace().next().map(str::to_string);
+                }
+                if let Some(tail) = line.strip_prefix("flight: Arrow Flight SQL on ") {
+                    *flight_seen.lock().unwrap() = Some(tail.trim().to_string());
+                }
+                if let Some(tail) = line.strip_prefix("rest: REST API on ") {
+                    rest = Some(tail.trim().to_string());
+                }
+                if let (Some(b), Some(r)) = (&bootstrap, &rest) {
+                    let _ = tx.send((b.clone(), r.clone()));
+                    bootstrap = None;
+                }
+            }
+        });
+        // On an error `child` is still ours: kill it rather than leave it running.
+        let (bootstrap, rest) = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addresses) => addresses,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(anyhow!("silt up did not report its addresses within 30 s"));
+            }
+        };
+        let flight = flight.lock().unwrap().clone();
+        Ok(SiltProcess {
+            child,
+            bootstrap,
+            rest,
+            flight,
+        })
+    }
+
+    /// Rows of `table` (`db.name`) in the lake, as the REST API's `GET /v1/tables` reports
+    /// them: the sum of its buckets' lake offsets, 0 if it is not listed.
+    pub fn lake_rows(&self, table: &str) -> Result<i64> {
+        let (status, body) = http::get(&self.rest, "/v1/tables", None)?;
+        ensure!(status == 200, "GET /v1/tables: {status} {body}");
+        let tables: serde_json::Value = serde_json::from_str(&body)?;
+        Ok(tables
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["table"] == table)
+            .flat_map(|t| t["buckets"].as_array().cloned().unwrap_or_default())
+            .map(|b| b["lake_offset"].as_i64().unwrap_or(0))
+            .sum())
+    }
+
+    /// Waits until [`SiltProcess::lake_rows`] of `table` is `rows`; fails after `timeout`
+    /// naming how many it last saw.
+    pub async fn wait_lake_rows(&self, table: &str, rows: i64, timeout: Duration) -> Result<()> {
+        let what = format!("the lake of {table} holding {rows} rows");
+        wait::until(&what, timeout, Duration::from_millis(250), || async {
+            let tiered = self.lake_rows(table)?;
+            Ok(if tiered == rows {
+                Look::Done(())
+            } else {
+                Look::NotYet(format!("{tiered} rows"))
+            })
+        })
+        .await
+    }
+
+    /// SIGKILL: no shutdown hook runs.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SiltProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,84 @@
+//! The user row of the hot store's primary-key tests, `(id INT PRIMARY KEY, name STRING, score
+//! BIGINT)`: its table, a builder of a (possibly partial) row, a reader of a row the client
+//! returned and a lookup by key.
+
+use anyhow::{Context, Result};
+use fluss::client::Lookuper;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor};
+use fluss::row::{DataGetters, GenericRow};
+
+/// A row of the user table; `None` is a null (or, in a partial update, an unset) column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    pub id: i32,
+    pub name: Option<String>,
+    pub score: Option<i64>,
+}
+
+/// The user table's schema.
+pub fn user_schema() -> Result<Schema> {
+    Ok(Schema::builder()
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .primary_key(vec!["id"])?
+        .build()?)
+}
+
+/// The user table, in one bucket so the changelog offsets of a sequence of upserts are
+/// contiguous.
+pub fn user_table() -> Result<TableDescriptor> {
+    user_table_of(1)
+}
+
+/// The user table in `buckets` buckets.
+pub fn user_table_of(buckets: i32) -> Result<TableDescriptor> {
+    Ok(TableDescriptor::builder()
+        .schema(user_schema()?)
+        .distributed_by(Some(buckets), vec![])
+        .build()?)
+}
+
+/// A user row to write; columns given as `None` are left unset.
+pub fn user(id: i32, name: Option<&str>, score: Option<i64>) -> GenericRow<'static> {
+    let mut row = GenericRow::new(3);
+    row.set_field(0, id);
+    if let Some(name) = name {
+        row.set_field(1, name.to_string());
+    }
+    if let Some(score) = score {
+        row.set_field(2, score);
+    }
+    row
+}
+
+/// The user row the client returned.
+pub fn read_user<R: DataGetters + ?Sized>(row: &R) -> Result<UserRow> {
+    Ok(UserRow {
+        id: row.get_int(0)?,
+        name: if row.is_null_at(1)? {
+            None
+        } else {
+            Some(row.get_string(1)?.to_string())
+        },
+        score: if row.is_null_at(2)? {
+            None
+        } else {
+            Some(row.get_long(2)?)
+        },
+    })
+}
+
+/// The user of key `id`, or `None` if there is none.
+pub async fn lookup_user(lookuper: &mut Lookuper, id: i32) -> Result<Option<UserRow>> {
+    let mut key = GenericRow::new(1);
+    key.set_field(0, id);
+    let result = lookuper
+        .lookup(&key)
+        .await
+        .with_context(|| format!("lookup({id})"))?;
+    result
+        .get_single_row()?
+        .map(|row| read_user(&row))
+        .transpose()
+}

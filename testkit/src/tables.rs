@@ -1,0 +1,224 @@
+//! Tables the tests create through the official fluss-rs client: a [`Table`] builder (log or
+//! primary key, buckets, lake tiering on or off), the two shapes most tests use
+//! ([`events`]: `id BIGINT, v STRING`; [`users`]: `id BIGINT, name STRING, score BIGINT` keyed
+//! by `id`), and writers for them.
+//!
+//! Databases are created if they do not exist; [`Table::create`] fails if the table exists,
+//! [`Table::create_if_missing`] leaves it as it is.
+
+pub mod shop;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use anyhow::Result;
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
+
+/// A table to create: its columns, primary key, bucket count and lake properties.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub path: TablePath,
+    columns: Vec<(String, DataType)>,
+    primary_key: Vec<String>,
+    buckets: i32,
+    lake_freshness: Option<String>,
+}
+
+impl Table {
+    /// A log table `database.name` of 3 buckets, not tiered, with no columns yet.
+    pub fn log(database: &str, name: &str) -> Table {
+        Table {
+            path: TablePath::new(database, name),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            buckets: 3,
+            lake_freshness: None,
+        }
+    }
+
+    /// A primary-key table keyed by `key` (distributed by it), otherwise as [`Table::log`].
+    pub fn primary_key(database: &str, name: &str, key: &[&str]) -> Table {
+        let mut table = Table::log(database, name);
+        table.primary_key = key.iter().map(|k| k.to_string()).collect();
+        table
+    }
+
+    pub fn column(mut self, name: &str, data_type: DataType) -> Table {
+        self.columns.push((name.to_string(), data_type));
+        self
+    }
+
+    pub fn buckets(mut self, buckets: i32) -> Table {
+        self.buckets = buckets;
+        self
+    }
+
+    /// Tiered into the lake (`table.datalake.enabled`) at most `freshness` behind (`"300ms"`).
+    pub fn lake(mut self, freshness: &str) -> Table {
+        self.lake_freshness = Some(freshness.to_string());
+        self
+    }
+
+    pub fn descriptor(&self) -> Result<TableDescriptor> {
+        let mut schema = Schema::builder();
+        for (name, data_type) in &self.columns {
+            schema = schema.column(name, data_type.clone());
+        }
+        if !self.primary_key.is_empty() {
+            schema = schema.primary_key(self.primary_key.clone())?;
+        }
+        let mut descriptor = TableDescriptor::builder()
+            .schema(schema.build()?)
+            .distributed_by(Some(self.buckets), self.primary_key.clone());
+        if let Some(freshness) = &self.lake_freshness {
+            descriptor = descriptor
+                .property("table.datalake.enabled", "true")
+                .property("table.datalake.freshness", freshness);
+        }
+        Ok(descriptor.build()?)
+    }
+
+    /// Creates the database if it does not exist, then the table (an error if it exists);
+    /// answers the table id.
+    pub async fn create(&self, connection: &FlussConnection) -> Result<i64> {
+        self.create_table(connection, false).await
+    }
+
+    /// As [`Table::create`], leaving a table that already exists as it is.
+    pub async fn create_if_missing(&self, connection: &FlussConnection) -> Result<i64> {
+        self.create_table(connection, true).await
+    }
+
+    async fn create_table(&self, connection: &FlussConnection, if_missing: bool) -> Result<i64> {
+        let admin = connection.get_admin()?;
+        admin
+            .create_database(self.path.database(), None, true)
+            .await?;
+        admin
+            .create_table(&self.path, &self.descriptor()?, if_missing)
+            .await?;
+        Ok(admin.get_table_info(&self.path).await?.get_table_id())
+    }
+}
+
+/// `database.name`: a log table `id BIGINT, v STRING` of 3 buckets, to write with
+/// [`append_events`].
+pub fn text_log(database: &str, name: &str) -> Table {
+    Table::log(database, name)
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+}
+
+/// `database.events`: [`text_log`] named `events`.
+pub fn events(database: &str) -> Table {
+    text_log(database, "events")
+}
+
+/// `database.users`: `id BIGINT, name STRING, score BIGINT` keyed by `id`, 2 buckets.
+pub fn users(database: &str) -> Table {
+    Table::primary_key(database, "users", &["id"])
+        .column("id", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .buckets(2)
+}
+
+/// `database.users` of the crash and tiering tests: `id BIGINT, score BIGINT` keyed by `id`,
+/// 2 buckets.
+pub fn scores(database: &str) -> Table {
+    Table::primary_key(database, "users", &["id"])
+        .column("id", DataTypes::bigint())
+        .column("score", DataTypes::bigint())
+        .buckets(2)
+}
+
+/// Appends `(id, v(id))` for every id of `ids` to the `id BIGINT, v STRING` log table at
+/// `path` and flushes once at the end.
+pub async fn append_events(
+    connection: &FlussConnection,
+    path: &TablePath,
+    ids: Range<i64>,
+    v: impl Fn(i64) -> String,
+) -> Result<()> {
+    let table = connection.get_table(path).await?;
+    let writer = table.new_append()?.create_writer()?;
+    for id in ids {
+        let text = v(id);
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, text.as_str());
+        writer.append(&row)?;
+    }
+    writer.flush().await?;
+    Ok(())
+}
+
+/// What [`events`] and [`users`] hold after [`write_events_and_users`]: every event, and the
+/// latest user per id (deletes removed).
+#[derive(Debug, Default, Clone)]
+pub struct Expected {
+    pub events: Vec<(i64, String)>,
+    pub users: BTreeMap<i64, (String, i64)>,
+}
+
+/// Which events of [`write_events_and_users`] also change a user: every `every`-th id upserts
+/// user `id % keys` (named `user-<key>-<id>`, score `id`), and every `delete_every`-th of those
+/// ids deletes it instead.
+#[derive(Debug, Clone, Copy)]
+pub struct UserChanges {
+    pub every: i64,
+    pub keys: i64,
+    pub delete_every: i64,
+}
+
+/// Writes event `(id, "event-<id>")` into `database.events` for every id of `ids`, changes
+/// `database.users` as `changes` says, flushes both every 500 ids, and records it in
+/// `expected`.
+pub async fn write_events_and_users(
+    connection: &FlussConnection,
+    database: &str,
+    ids: Range<i64>,
+    changes: UserChanges,
+    expected: &mut Expected,
+) -> Result<()> {
+    let events = connection
+        .get_table(&TablePath::new(database, "events"))
+        .await?;
+    let users = connection
+        .get_table(&TablePath::new(database, "users"))
+        .await?;
+    let appender = events.new_append()?.create_writer()?;
+    let upserter = users.new_upsert()?.create_writer()?;
+    for id in ids {
+        let v = format!("event-{id}");
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, v.as_str());
+        appender.append(&row)?;
+        expected.events.push((id, v));
+        if id % changes.every == 0 {
+            let key = id % changes.keys;
+            let name = format!("user-{key}-{id}");
+            let mut u = GenericRow::new(3);
+            u.set_field(0, key);
+            u.set_field(1, name.as_str());
+            u.set_field(2, id);
+            if id % changes.delete_every == 0 {
+                upserter.delete(&u)?;
+                expected.users.remove(&key);
+            } else {
+                upserter.upsert(&u)?;
+                expected.users.insert(key, (name, id));
+            }
+        }
+        if id % 500 == 499 {
+            appender.flush().await?;
+            upserter.flush().await?;
+        }
+    }
+    appender.flush().await?;
+    upserter.flush().await?;
+    Ok(())
+}
