@@ -499,7 +499,11 @@ impl Trial<'_> {
             Exit::StorageFailed(why) if self.disk_faulted => {
                 // The designed fail-stop: a full disk poisoned the kv store (or failed an
                 // fsync); the restart recovers from the changelog.
-                *self.outcome.faults.entry("stop-on-storage-failure").or_default() += 1;
+                *self
+                    .outcome
+                    .faults
+                    .entry("stop-on-storage-failure")
+                    .or_default() += 1;
                 self.outcome
                     .notes
                     .push(format!("silt up stopped on its storage failure: {why}"));

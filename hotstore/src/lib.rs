@@ -31,8 +31,6 @@ mod handlers;
 mod hostile_tests;
 #[cfg(test)]
 mod idempotence_tests;
-#[cfg(test)]
-mod storage_failure_tests;
 mod lake_registry;
 /// The wire protocol: framing and silt's message definitions. Public only with the
 /// `test-support` feature, for tests that speak raw Fluss to silt and to a real Fluss server.
@@ -43,6 +41,8 @@ pub mod protocol;
 mod server;
 mod service;
 pub mod storage;
+#[cfg(test)]
+mod storage_failure_tests;
 mod tablets;
 
 pub use auth::{SaslConfig, SaslUser};

@@ -32,12 +32,20 @@ async fn java_client_against_hotstore() -> Result<()> {
     outcome
 }
 
+/// Starts a real Apache Fluss cluster (three more JVMs), so it runs only when asked:
+/// `SILTTEST_JAVA_REAL_FLUSS=1`, or `SILT_FLUSS_REAL_BOOTSTRAP` naming a running cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "starts a real Apache Fluss cluster (three more JVMs); run with --ignored"]
 async fn java_client_against_real_fluss() -> Result<()> {
     const TEST: &str = "java_client_against_real_fluss";
+    let asked = std::env::var_os("SILTTEST_JAVA_REAL_FLUSS").is_some();
     let (bootstrap, _cluster) = match std::env::var("SILT_FLUSS_REAL_BOOTSTRAP") {
         Ok(bootstrap) => (bootstrap, None),
+        Err(_) if !asked => {
+            return skip(
+                TEST,
+                "it starts a real Apache Fluss cluster (three more JVMs); set SILTTEST_JAVA_REAL_FLUSS=1 to run it",
+            );
+        }
         Err(_) => match RealFluss::start("java-client")? {
             Started::Running(cluster) => (cluster.bootstrap.clone(), Some(cluster)),
             Started::Skipped(reason) => return skip(TEST, &reason),

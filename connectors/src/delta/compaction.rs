@@ -30,7 +30,11 @@ pub(super) struct TailFile {
 
 /// The run of `files` (one bucket's files, any order) to rewrite into one, oldest first, or
 /// nothing while the bucket's tail holds fewer than `files_min` small files.
-pub(super) fn pick_run(mut files: Vec<TailFile>, target_bytes: u64, files_min: usize) -> Vec<TailFile> {
+pub(super) fn pick_run(
+    mut files: Vec<TailFile>,
+    target_bytes: u64,
+    files_min: usize,
+) -> Vec<TailFile> {
     files.sort_by_key(|f| f.first_offset);
     let done = target_bytes / 2;
     let mut run = Vec::new();
@@ -39,7 +43,8 @@ pub(super) fn pick_run(mut files: Vec<TailFile>, target_bytes: u64, files_min: u
         if file.bytes >= done {
             break;
         }
-        let joins = run.is_empty() || (file.bytes <= run_bytes && run_bytes + file.bytes <= target_bytes);
+        let joins =
+            run.is_empty() || (file.bytes <= run_bytes && run_bytes + file.bytes <= target_bytes);
         if !joins {
             break;
         }
@@ -133,6 +138,10 @@ mod tests {
             amplification < 14.0,
             "each byte rewritten {amplification:.1} times"
         );
-        assert_eq!(sizes.iter().sum::<u64>(), written, "no byte lost or doubled");
+        assert_eq!(
+            sizes.iter().sum::<u64>(),
+            written,
+            "no byte lost or doubled"
+        );
     }
 }

@@ -951,7 +951,11 @@ impl LakeTable {
             };
             let path = f.path().to_string();
             removes.insert(path.clone(), f.remove_action(false));
-            let tail = TailFile { path, bytes, first_offset };
+            let tail = TailFile {
+                path,
+                bytes,
+                first_offset,
+            };
             tails.entry(bucket).or_default().push(tail);
         }
         let mut actions = Vec::new();
@@ -973,7 +977,9 @@ impl LakeTable {
             let none = RoaringTreemap::new();
             let mut rows = 0u64;
             for file in &run {
-                rows += self.copy_live_rows(&file.path, bucket, &none, &mut writer).await?;
+                rows += self
+                    .copy_live_rows(&file.path, bucket, &none, &mut writer)
+                    .await?;
                 let remove = removes.remove(&file.path).expect("listed above");
                 actions.push(Action::Remove(remove));
             }
