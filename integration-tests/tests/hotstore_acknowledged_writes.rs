@@ -125,7 +125,7 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
     // The client does not always have two produces in flight at once; rounds until the proxy
     // reordered two of them (each round on a new connection, so the proxy holds again).
     let mut rounds = 0;
-    while reordered.load(Ordering::SeqCst) < 2 && rounds < 12 {
+    while reordered.load(Ordering::SeqCst) < 2 && rounds < 40 {
         rounds += 1;
         let path = TablePath::new("ack", format!("reordered{rounds}"));
         admin
@@ -138,7 +138,13 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
                 false,
             )
             .await?;
-        let connection = connect(&bootstrap).await?;
+        // A linger longer than the round keeps the three batches in the accumulator until
+        // `flush()` makes them ready together, so the sender drains them back to back instead of
+        // racing the server's answer to the first one (on a fast machine it always lost the race).
+        let connection = connect_with(&bootstrap, |config| {
+            config.writer_batch_timeout_ms = 60_000;
+        })
+        .await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_append()?.create_writer()?;
         let arrow_schema =
@@ -163,6 +169,10 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
             "round {rounds}: three acknowledged batches of 2 rows, but the log holds {latest:?} offsets"
         );
     }
+    eprintln!(
+        "the proxy reordered {} pairs of produce requests in {rounds} rounds",
+        reordered.load(Ordering::SeqCst)
+    );
     ensure!(
         reordered.load(Ordering::SeqCst) > 0,
         "the proxy never had two produce requests to reorder in {rounds} rounds; the test \
@@ -173,8 +183,16 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
 }
 
 async fn connect(bootstrap: &str) -> Result<fluss::client::FlussConnection> {
+    connect_with(bootstrap, |_| {}).await
+}
+
+async fn connect_with(
+    bootstrap: &str,
+    configure: impl FnOnce(&mut fluss::config::Config),
+) -> Result<fluss::client::FlussConnection> {
     let mut config = fluss::config::Config::default();
     config.bootstrap_servers = bootstrap.to_string();
+    configure(&mut config);
     Ok(fluss::client::FlussConnection::new(config).await?)
 }
 
