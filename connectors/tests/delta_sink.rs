@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{ChangeType, stream_system_fields};
 use silt_connectors::delta::{
     BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeOwner, LakeTable,
-    OWNER_KEY, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
+    OWNER_KEY, Retention, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
 };
 use silt_engine::{
     JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy,
@@ -1677,4 +1677,157 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
         }
     }
     assert!(vectors_seen > 0, "no file ever carried a deletion vector");
+}
+
+/// Every file under `dir` (recursively) whose path relative to `dir` passes `keep`.
+fn relative_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                if keep(&rel) {
+                    found.push(rel);
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Issue 15 (lake maintenance): nothing deleted what a newer version no longer needed, so a
+/// table tiered every second kept every compacted file, every commit file and every orphan
+/// forever. Within the retention the committer's maintenance keeps them all; past it, the files
+/// on disk are the active ones, an attempt that never committed is gone, expired commit files
+/// are cleaned up, and the table still reads every offset exactly once.
+#[tokio::test]
+async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let open = |files: Duration| {
+        let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
+        config.small_files_max = 4;
+        config.target_file_bytes = 1 << 20;
+        config.retention = Retention {
+            files,
+            in_flight_max: files,
+            interval: Duration::ZERO,
+        };
+        LakeTable::open(Arc::new(config))
+    };
+    let data_files = |dir: &Path| {
+        relative_files(dir, &|p| {
+            p.starts_with("__bucket=") && p.ends_with(".parquet")
+        })
+    };
+    let commit_files = |dir: &Path| {
+        relative_files(dir, &|p| {
+            p.starts_with("_delta_log") && p.ends_with(".json")
+        })
+    };
+    let active = |lake: &LakeTable| -> Vec<String> {
+        let mut paths: Vec<String> = lake
+            .table()
+            .snapshot()
+            .unwrap()
+            .log_data()
+            .iter()
+            .map(|f| f.path().to_string())
+            .collect();
+        paths.sort();
+        paths
+    };
+
+    let mut lake = open(Duration::from_secs(3600)).await.unwrap();
+    // A tiering attempt that wrote its files and died before committing them.
+    let orphan = write_committable(&lake, 999, 0, 1_000_000, 3).await;
+    let orphan_path = orphan.adds[0].path.clone();
+    std::fs::create_dir_all(dir.path().join("_silt_staging")).unwrap();
+    std::fs::write(dir.path().join("_silt_staging/stale.parquet"), b"changes").unwrap();
+    let commits = 30i64;
+    for n in 0..commits {
+        let committables = vec![write_committable(&lake, n as u64 + 1, 0, n * 10, 10).await];
+        let plan = lake.plan(&committables).await.unwrap();
+        lake.apply(&plan).await.unwrap();
+    }
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    assert_eq!(
+        report.files_deleted + report.staged_deleted,
+        0,
+        "inside the retention: {report:?}"
+    );
+    let on_disk = data_files(dir.path());
+    assert!(
+        on_disk.len() > active(&lake).len() + 1,
+        "compaction removed files that the retention still keeps: {} on disk, {} active",
+        on_disk.len(),
+        active(&lake).len()
+    );
+    assert!(
+        commit_files(dir.path()).len() > commits as usize,
+        "every commit file is inside the retention"
+    );
+
+    // Past the retention: reopen under a 1 s retention (the properties follow), let it pass.
+    drop(lake);
+    let mut lake = open(Duration::from_secs(1)).await.unwrap();
+    let configuration = lake
+        .table()
+        .snapshot()
+        .unwrap()
+        .metadata()
+        .configuration()
+        .clone();
+    assert_eq!(
+        configuration
+            .get("delta.deletedFileRetentionDuration")
+            .map(String::as_str),
+        Some("interval 1 seconds")
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let committables =
+        vec![write_committable(&lake, commits as u64 + 1, 0, commits * 10, 10).await];
+    let plan = lake.plan(&committables).await.unwrap();
+    lake.apply(&plan).await.unwrap();
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    assert!(
+        report.files_deleted > 0 && report.bytes_reclaimed > 0,
+        "{report:?}"
+    );
+    assert_eq!(report.staged_deleted, 1, "{report:?}");
+    let on_disk = data_files(dir.path());
+    assert_eq!(
+        on_disk,
+        active(&lake),
+        "past the retention only active files stay"
+    );
+    assert!(
+        !dir.path().join(&orphan_path).exists(),
+        "the uncommitted attempt's file is gone"
+    );
+    assert!(!dir.path().join("_silt_staging/stale.parquet").exists());
+    // Commit files older than the retention and before the newest checkpoint are cleaned up by
+    // the post-commit hook; the table still loads and reads every offset once.
+    let kept = commit_files(dir.path());
+    assert!(kept.len() < 20, "commit files kept: {kept:?}");
+    let mut offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
+    offsets.sort();
+    assert_eq!(offsets, (0..(commits + 1) * 10).collect::<Vec<_>>());
+    let lake_offsets = read_lake_offsets(&uri, &HashMap::new(), "t7", 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        lake_offsets.bucket_offsets.get(&0),
+        Some(&((commits + 1) * 10))
+    );
 }

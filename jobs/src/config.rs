@@ -41,6 +41,7 @@ pub struct LakeSettings {
     /// Scalars of any kind; the object store gets them as strings.
     pub storage_options: std::collections::BTreeMap<String, Value>,
     pub deletion_vectors: bool,
+    pub file_retention_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -205,11 +206,27 @@ impl Config {
         let defaults: Value = serde_yaml_ng::from_str(DEFAULTS_YAML)
             .context("the built-in conf/silt.yaml is not valid YAML (a bug)")?;
         check_kinds(&defaults, &merged, "")?;
-        serde_yaml_ng::from_value(merged).map_err(|e| {
+        let config: Config = serde_yaml_ng::from_value(merged).map_err(|e| {
             anyhow::anyhow!(
                 "invalid configuration: {e} (see conf/silt.yaml for the keys and their types)"
             )
-        })
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Relations between keys that their types cannot say.
+    fn check(&self) -> Result<()> {
+        if self.lake.file_retention_ms < self.query.deadline_max_ms {
+            bail!(
+                "invalid configuration: lake.file_retention_ms ({}) is shorter than \
+                 query.deadline_max_ms ({}): a query could read a file that lake maintenance \
+                 already deleted; raise lake.file_retention_ms or lower query.deadline_max_ms",
+                self.lake.file_retention_ms,
+                self.query.deadline_max_ms
+            );
+        }
+        Ok(())
     }
 }
 
@@ -394,6 +411,26 @@ mod tests {
             e.contains("unknown key") && e.contains("storage_options"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_file_retention_shorter_than_the_longest_query_is_refused() {
+        let c = load(None, &[], &[]).unwrap();
+        assert_eq!(c.lake.file_retention_ms, 7 * 24 * 3600 * 1000);
+        let e = load(None, &[("SILT_LAKE__FILE_RETENTION_MS", "60000")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lake.file_retention_ms (60000)") && e.contains("query.deadline_max_ms"),
+            "{e}"
+        );
+        let c = load(
+            None,
+            &[("SILT_LAKE__FILE_RETENTION_MS", "60000")],
+            &[("query.deadline_max_ms", "60000")],
+        )
+        .unwrap();
+        assert_eq!(c.lake.file_retention_ms, 60_000);
     }
 
     #[test]

@@ -125,6 +125,17 @@ struct TableStatusBody {
     delta_version: Option<u64>,
     checkpoints: usize,
     restarts: u32,
+    /// Lake maintenance since the table's job started (see `lake.file_retention_ms`).
+    maintenance: MaintenanceBody,
+}
+
+#[derive(Serialize)]
+struct MaintenanceBody {
+    /// ms since the epoch; 0: not yet.
+    last_ms: i64,
+    runs: u64,
+    files_deleted: u64,
+    bytes_reclaimed: u64,
 }
 
 #[derive(Serialize)]
@@ -160,6 +171,12 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                 delta_version: t.delta_version,
                 checkpoints: t.checkpoints,
                 restarts: t.restarts,
+                maintenance: MaintenanceBody {
+                    last_ms: t.maintenance.last_ms,
+                    runs: t.maintenance.runs,
+                    files_deleted: t.maintenance.files_deleted,
+                    bytes_reclaimed: t.maintenance.bytes_reclaimed,
+                },
             })
             .collect(),
     ))

@@ -68,6 +68,8 @@ pub struct TieringConfig {
     pub credentials: Option<FlussCredentials>,
     /// Primary-key lake tables get deletion vectors (see `DeltaSinkConfig::deletion_vectors`).
     pub deletion_vectors: bool,
+    /// `lake.file_retention_ms`: what the lake keeps of removed files and old versions.
+    pub file_retention: Duration,
     /// Key indexes of primary-key tables go under `<key_index_root>/<db>.<table>-<id>` and
     /// survive restarts; `None`: temporary, rebuilt from the lake at every job start.
     pub key_index_root: Option<PathBuf>,
@@ -85,6 +87,7 @@ impl TieringConfig {
             storage_options: HashMap::new(),
             checkpoint_root: checkpoint_root.into(),
             deletion_vectors: true,
+            file_retention: silt_connectors::delta::Retention::FILES_DEFAULT,
             key_index_root: None,
             poll_interval: Duration::from_secs(2),
             freshness_default: Duration::from_secs(30),
@@ -159,6 +162,18 @@ pub struct TableTieringStatus {
     pub delta_version: Option<u64>,
     pub checkpoints: usize,
     pub restarts: u32,
+    pub maintenance: MaintenanceTotals,
+}
+
+/// What lake maintenance did for a table since its job started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MaintenanceTotals {
+    /// When it last ran (ms since the epoch; 0: not yet).
+    pub last_ms: i64,
+    pub runs: u64,
+    /// Data, deletion-vector and staged files deleted.
+    pub files_deleted: u64,
+    pub bytes_reclaimed: u64,
 }
 
 struct TableJob {
@@ -181,6 +196,7 @@ struct Progress {
     delta_version: Option<u64>,
     /// When the lake last changed (a commit), or when the job started.
     last_commit_ms: i64,
+    maintenance: MaintenanceTotals,
 }
 
 /// Discovers lake-enabled tables and keeps one tiering job running per table.
@@ -525,6 +541,7 @@ impl TieringService {
             lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
             last_commit_ms: now_ms(),
+            maintenance: MaintenanceTotals::default(),
         }));
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
             // Repairs a registry that missed the last commit (a crash between commit and update).
@@ -536,6 +553,12 @@ impl TieringService {
         let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
+        // A writer's file waits for its commit at most a checkpoint interval plus a timed-out
+        // checkpoint; twice that before maintenance may take it for an orphan.
+        sink.retention = silt_connectors::delta::Retention::new(
+            self.config.file_retention,
+            2 * (freshness + self.config.checkpoint_timeout),
+        );
         sink.deletion_vectors = self.config.deletion_vectors;
         sink.start_offsets = Some(start_offsets.clone());
         // A gap means this job's checkpoint is ahead of its lake (a lost committable, or the
@@ -576,6 +599,13 @@ impl TieringService {
                         .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
                     p.delta_version = Some(commit.delta_version);
                     p.last_commit_ms = now_ms();
+                    if let Some(report) = &commit.maintenance {
+                        let totals = &mut p.maintenance;
+                        totals.last_ms = report.at_ms;
+                        totals.runs += 1;
+                        totals.files_deleted += report.files_deleted + report.staged_deleted;
+                        totals.bytes_reclaimed += report.bytes_reclaimed;
+                    }
                     p.lake_offsets
                         .iter()
                         .map(|(b, o)| (*b, *o))
@@ -714,6 +744,7 @@ impl TieringService {
                 delta_version: p.delta_version,
                 checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
+                maintenance: p.maintenance.clone(),
             });
         }
         Ok(out)

@@ -106,6 +106,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
     );
     tiering.storage_options = config.lake_storage_options();
     tiering.deletion_vectors = config.lake.deletion_vectors;
+    tiering.file_retention = Duration::from_millis(config.lake.file_retention_ms);
     tiering.checkpoint_timeout = Duration::from_millis(config.engine.checkpoint_timeout_ms);
     tiering.checkpoints_retained_max = config.engine.checkpoints_retained_max;
     tiering.channel = silt_engine::ChannelConfig {

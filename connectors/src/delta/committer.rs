@@ -10,17 +10,19 @@
 //! gap) fails the commit and calls `on_offset_gap`: restoring the same checkpoint meets the same
 //! gap, so starting over is the job owner's decision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use bytes::Bytes;
 use silt_engine::{Operator, Output, RestoredState, TaskContext};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::committable::{Committable, decode_pending, encode_pending, from_batch};
 use super::error::{Error, Result};
+use super::maintenance::MaintenanceReport;
 use super::table::LakeTable;
 use super::{DeltaSinkConfig, HookFuture};
 
@@ -37,6 +39,9 @@ pub struct LakeCommit {
     pub rows: u64,
     /// True when the lake already had everything and nothing was committed.
     pub replayed: bool,
+    /// The lake maintenance that ran after this commit, when it was due (see
+    /// [`super::Retention::interval`]).
+    pub maintenance: Option<MaintenanceReport>,
 }
 
 /// Called after each successful commit, e.g. to update hotstore's lake-offset registry.
@@ -47,6 +52,9 @@ pub struct DeltaCommitter {
     lake: Option<LakeTable>,
     /// Committables not yet committed, in arrival order.
     pending: Vec<Committable>,
+    /// When maintenance last ran (`None`: not yet in this incarnation, so it runs after the
+    /// first commit).
+    maintained_at: Option<Instant>,
 }
 
 impl DeltaCommitter {
@@ -55,6 +63,7 @@ impl DeltaCommitter {
             config,
             lake: None,
             pending: Vec::new(),
+            maintained_at: None,
         }
     }
 
@@ -95,9 +104,37 @@ impl DeltaCommitter {
         if let Some(fault) = &self.config.fault_injection {
             fault(super::FaultPoint::BeforeCommit);
         }
-        let commit = lake.apply(&plan).await?;
+        let mut commit = lake.apply(&plan).await?;
         if let Some(fault) = &self.config.fault_injection {
             fault(super::FaultPoint::AfterCommit);
+        }
+        let due = self
+            .maintained_at
+            .is_none_or(|at| at.elapsed() >= self.config.retention.interval);
+        if due {
+            self.maintained_at = Some(Instant::now());
+            let pending_staged: BTreeSet<String> = self
+                .pending
+                .iter()
+                .flat_map(|c| c.staged.iter().cloned())
+                .collect();
+            // Maintenance failing costs space, not rows: tiering goes on, and it runs again
+            // at the next interval.
+            match lake.maintain(&pending_staged).await {
+                Ok(report) => {
+                    info!(
+                        table = %self.config.table_uri,
+                        files_deleted = report.files_deleted,
+                        staged_deleted = report.staged_deleted,
+                        bytes_reclaimed = report.bytes_reclaimed,
+                        "lake maintenance"
+                    );
+                    commit.maintenance = Some(report);
+                }
+                Err(e) => {
+                    warn!(table = %self.config.table_uri, error = %e, "lake maintenance failed")
+                }
+            }
         }
         info!(
             table = %self.config.table_uri,

@@ -54,7 +54,8 @@
 //! `row_group_rows_max` rows in memory and rolled at `target_file_bytes`; a primary-key writer
 //! buffers at most `change_buffer_bytes_max` of changes before staging them. Staged files of
 //! checkpoints that never completed stay under `_silt_staging/` (hidden from Delta readers)
-//! until removed by hand.
+//! until the committer's maintenance sweeps them (see `maintenance`), with the data files of
+//! attempts that never committed and the files no version inside the retention needs.
 
 mod committable;
 mod committer;
@@ -62,6 +63,7 @@ mod compaction;
 mod dv;
 mod error;
 mod key_index;
+mod maintenance;
 mod owner;
 mod schema;
 mod table;
@@ -77,6 +79,7 @@ use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 pub use committable::{BucketRange, Committable};
 pub use committer::{DeltaCommitter, LakeCommit, LakeCommitHook};
 pub use error::{Error, GapAfter, Result};
+pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub use schema::{lake_arrow_schema, lake_data_type};
@@ -155,6 +158,9 @@ pub struct DeltaSinkConfig {
     /// the same gap, so the owner of the job decides how to start over (the tiering service
     /// discards the job's checkpoints and starts it again from the lake's txn offsets).
     pub on_offset_gap: Option<OffsetGapHook>,
+    /// What the lake keeps of removed files and old versions, and how often the committer
+    /// deletes the rest (see [`Retention`]).
+    pub retention: Retention,
 }
 
 /// See [`DeltaSinkConfig::on_offset_gap`].
@@ -203,6 +209,7 @@ impl DeltaSinkConfig {
             fault_injection: None,
             start_offsets: None,
             on_offset_gap: None,
+            retention: Retention::default(),
         }
     }
 

@@ -33,6 +33,7 @@ use super::compaction::{TailFile, pick_run};
 use super::dv::{self, DvFileWriter};
 use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
+use super::maintenance::{self, MaintenanceReport};
 use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema;
 use super::writer::{last_change_per_key, writer_properties};
@@ -198,6 +199,13 @@ impl LakeTable {
                 .with_configuration_property(
                     TableProperty::CheckpointInterval,
                     Some(CHECKPOINT_INTERVAL_COMMITS),
+                )
+                .with_configuration(
+                    config
+                        .retention
+                        .table_properties()
+                        .into_iter()
+                        .map(|(k, v)| (k, Some(v))),
                 );
             if config.deletion_vectors && matches!(config.kind, TableKind::PrimaryKey { .. }) {
                 create = create.with_configuration_property(
@@ -222,7 +230,7 @@ impl LakeTable {
                 }
             }
         };
-        let lake = LakeTable {
+        let mut lake = LakeTable {
             config,
             table,
             lake_schema,
@@ -230,7 +238,40 @@ impl LakeTable {
         };
         lake.check_owner()?;
         lake.check_schema()?;
+        let owned = recorded_owner(
+            lake.table
+                .snapshot()
+                .map_err(Error::delta(lake.uri()))?
+                .metadata(),
+        );
+        if owned.is_some() {
+            // Only a table this sink owns gets silt's retention; a table someone else made
+            // keeps theirs.
+            lake.table = maintenance::apply_retention_properties(
+                lake.table.clone(),
+                &lake.config.retention,
+                &lake.config.table_uri,
+            )
+            .await?;
+        }
         Ok(lake)
+    }
+
+    /// Deletes what no version inside the retention needs and old staged files not in
+    /// `pending_staged` (see [`maintenance`]).
+    pub async fn maintain(
+        &mut self,
+        pending_staged: &BTreeSet<String>,
+    ) -> Result<MaintenanceReport> {
+        let (table, report) = maintenance::vacuum(
+            &self.table,
+            &self.config.retention,
+            pending_staged,
+            &self.config.table_uri,
+        )
+        .await?;
+        self.table = table;
+        Ok(report)
     }
 
     fn uri(&self) -> &str {
@@ -583,6 +624,7 @@ impl LakeTable {
             files_added: plan.adds.len(),
             rows: plan.rows.values().sum(),
             replayed,
+            maintenance: None,
         }
     }
 

@@ -37,7 +37,7 @@ use super::table::{LakeTable, add_rows, int_column};
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 
-const STAGING_DIR: &str = "_silt_staging";
+use super::maintenance::STAGING_DIR;
 
 pub struct DeltaWriter {
     config: Arc<DeltaSinkConfig>,
