@@ -358,6 +358,17 @@ impl Catalog {
                 "partitioned tables are not supported by silt's hotstore yet; create it without PARTITIONED BY".into(),
             ));
         }
+        if let Some(ttl) = descriptor.properties().get(crate::retention::LOG_TTL)
+            && let Err(reason) = crate::retention::parse_ttl(ttl)
+        {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "table {database}.{name}: {}: {reason}",
+                    crate::retention::LOG_TTL
+                ),
+            ));
+        }
         // silt writes changelogs and projects fetches as ARROW batches, Fluss's default format.
         if let Some(format) = descriptor.properties().get("table.log.format")
             && !format.eq_ignore_ascii_case("ARROW")

@@ -54,6 +54,12 @@ pub struct ServerConfig {
     /// Decode and validate every value of a produced Arrow batch, not only its metadata.
     /// Catches corrupt values behind a valid CRC at the cost of decompressing every batch.
     pub produce_decode_check: bool,
+    /// Time to live of a table's log when it sets no `table.log.ttl` (`None`: kept forever).
+    /// Lake-enabled tables keep what the lake has not covered whatever the TTL (see
+    /// `retention`).
+    pub log_ttl: Option<std::time::Duration>,
+    /// How often retention runs.
+    pub retention_check_interval_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +86,8 @@ impl Default for ServerConfig {
             authentication_timeout_ms: 10_000,
             frame_read_timeout_ms: 60_000,
             produce_decode_check: false,
+            log_ttl: Some(crate::retention::LOG_TTL_DEFAULT),
+            retention_check_interval_ms: 300_000,
         }
     }
 }

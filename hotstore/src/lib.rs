@@ -38,6 +38,7 @@ mod lake_registry;
 mod protocol;
 #[cfg(feature = "test-support")]
 pub mod protocol;
+mod retention;
 mod server;
 mod service;
 pub mod storage;
@@ -47,6 +48,7 @@ mod tablets;
 
 pub use auth::{SaslConfig, SaslUser};
 pub use lake_registry::LakeSnapshot;
+pub use retention::{BucketRetention, LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
 pub use server::{Server, ServerConfig, ServerHandle};
 
 use std::net::SocketAddr;

@@ -81,6 +81,11 @@ impl Server {
             let interval = Duration::from_millis(config.log_flush_interval_ms.max(1));
             tokio::spawn(flush_loop(service.clone(), interval, shutdown_rx.clone()));
         }
+        tokio::spawn(retention_loop(
+            service.clone(),
+            Duration::from_millis(config.retention_check_interval_ms.max(100)),
+            shutdown_rx.clone(),
+        ));
         tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         Ok(ServerHandle {
@@ -147,6 +152,21 @@ impl ServerHandle {
             .set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
     }
 
+    /// Per bucket of every table: log start offset, hot bytes and segments, and whether
+    /// retention is held back by tiering, as of the last retention run.
+    pub fn hot_retention(&self) -> Vec<crate::BucketRetention> {
+        self.service
+            .retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs retention now instead of at the next interval, and returns its report.
+    pub async fn apply_retention(&self) -> Vec<crate::BucketRetention> {
+        run_retention(&self.service).await
+    }
+
     /// The latest lake snapshot recorded for a table, if any: `(snapshot_id, [(bucket, offset)])`.
     pub fn lake_snapshot(
         &self,
@@ -161,6 +181,39 @@ impl Drop for ServerHandle {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
     }
+}
+
+/// Runs retention every `interval` (see `retention`).
+async fn retention_loop(
+    service: Arc<Service>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = tick.tick() => {
+                run_retention(&service).await;
+            }
+        }
+    }
+}
+
+async fn run_retention(service: &Arc<Service>) -> Vec<crate::BucketRetention> {
+    let worker = service.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let mut bounds = worker
+            .retention_lake_bounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        worker.apply_retention(crate::catalog::now_ms(), &mut bounds)
+    })
+    .await
+    .unwrap_or_default();
+    *service.retention.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
+    report
 }
 
 /// Under `fsync: never`: flushes every log each `interval`, publishing what became durable.

@@ -24,6 +24,11 @@ pub struct Service {
     advertised_host: String,
     port: u16,
     next_writer_id: AtomicI64,
+    /// What the last retention run left of each bucket (see `retention`).
+    pub(crate) retention: std::sync::Mutex<Vec<crate::BucketRetention>>,
+    /// Per table id, the lake's tiered offsets as retention's previous run saw them.
+    pub(crate) retention_lake_bounds:
+        std::sync::Mutex<std::collections::HashMap<i64, Vec<(i32, i64)>>>,
 }
 
 impl Service {
@@ -60,6 +65,8 @@ impl Service {
             advertised_host,
             port,
             next_writer_id,
+            retention: std::sync::Mutex::new(Vec::new()),
+            retention_lake_bounds: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 

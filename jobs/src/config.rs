@@ -58,6 +58,9 @@ pub struct HotstoreConfig {
     pub flush_interval_ms: u64,
     pub segment_bytes_max: u64,
     pub kv_memtable_bytes_max: u64,
+    /// Negative: no TTL.
+    pub log_ttl_ms: i64,
+    pub retention_check_interval_ms: u64,
     pub produce_decode_check: bool,
     pub sasl: SaslConfig,
 }

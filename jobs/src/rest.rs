@@ -27,6 +27,8 @@ pub struct RestState {
     pub bootstrap: String,
     pub tiering: TieringService,
     pub jobs: crate::job::service::JobService,
+    /// The embedded hot store, for its retention status (`None` in tests without one).
+    pub hotstore: Option<Arc<silt_hotstore::ServerHandle>>,
 }
 
 pub type SharedState = Arc<RestState>;
@@ -77,6 +79,7 @@ pub fn router(state: SharedState) -> Router {
     let token = state.config.rest.token.clone();
     Router::new()
         .route("/v1/tables", get(tables))
+        .route("/v1/hot", get(hot))
         .merge(crate::job::routes::routes())
         .merge(crate::query::rest::routes(&state))
         .with_state(state)
@@ -143,11 +146,70 @@ struct BucketStatusBody {
     bucket: i32,
     high_watermark: i64,
     lake_offset: i64,
+    /// The hot store's side, as of its last retention run (absent before the first).
+    #[serde(flatten)]
+    hot: Option<HotBucketBody>,
+}
+
+/// One bucket of the hot store after retention (see `table.log.ttl`).
+#[derive(Serialize)]
+struct HotBucketBody {
+    log_start_offset: i64,
+    hot_bytes: u64,
+    segments: usize,
+    /// The TTL would delete more, but the lake has not covered it yet.
+    retention_held_by_tiering: bool,
+}
+
+#[derive(Serialize)]
+struct HotTableBucketBody {
+    table: String,
+    table_id: i64,
+    bucket: i32,
+    high_watermark: i64,
+    #[serde(flatten)]
+    hot: HotBucketBody,
+}
+
+fn hot_body(b: &silt_hotstore::BucketRetention) -> HotBucketBody {
+    HotBucketBody {
+        log_start_offset: b.log_start_offset,
+        hot_bytes: b.hot_bytes,
+        segments: b.segments,
+        retention_held_by_tiering: b.held_by_tiering,
+    }
+}
+
+/// `GET /v1/hot`: every bucket of every table in the hot store: log start offset, bytes and
+/// segments on disk, and whether retention is held back by tiering.
+async fn hot(State(state): State<SharedState>) -> Json<Vec<HotTableBucketBody>> {
+    let buckets = state
+        .hotstore
+        .as_ref()
+        .map(|h| h.hot_retention())
+        .unwrap_or_default();
+    Json(
+        buckets
+            .iter()
+            .map(|b| HotTableBucketBody {
+                table: b.table.clone(),
+                table_id: b.table_id,
+                bucket: b.bucket,
+                high_watermark: b.high_watermark,
+                hot: hot_body(b),
+            })
+            .collect(),
+    )
 }
 
 /// `GET /v1/tables`: tiering status and lag per lake-enabled table.
 async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatusBody>>, ApiError> {
     let tables = state.tiering.status().await.map_err(ApiError::internal)?;
+    let hot = state
+        .hotstore
+        .as_ref()
+        .map(|h| h.hot_retention())
+        .unwrap_or_default();
     Ok(Json(
         tables
             .into_iter()
@@ -160,10 +222,14 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                 buckets: t
                     .buckets
                     .iter()
-                    .map(|(b, (hot, lake))| BucketStatusBody {
+                    .map(|(b, (high_watermark, lake))| BucketStatusBody {
                         bucket: *b,
-                        high_watermark: *hot,
+                        high_watermark: *high_watermark,
                         lake_offset: *lake,
+                        hot: hot
+                            .iter()
+                            .find(|h| h.table_id == t.table_id && h.bucket == *b)
+                            .map(hot_body),
                     })
                     .collect(),
                 lag_offsets: t.lag_offsets,

@@ -54,6 +54,10 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
     server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
+    server.log_ttl = u64::try_from(config.hotstore.log_ttl_ms)
+        .ok()
+        .map(Duration::from_millis);
+    server.retention_check_interval_ms = config.hotstore.retention_check_interval_ms;
     server.log.fsync = match config.hotstore.fsync.as_str() {
         "always" => silt_hotstore::storage::FsyncPolicy::Always,
         "group" => silt_hotstore::storage::FsyncPolicy::Group {
@@ -162,6 +166,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         bootstrap: bootstrap.clone(),
         tiering: tiering.clone(),
         jobs: jobs.clone(),
+        hotstore: Some(server.clone()),
     });
     let flight = crate::query::flight::serve(config, &bootstrap, stop_tx.subscribe()).await?;
     if let Some((flight_addr, _)) = &flight {

@@ -24,6 +24,7 @@ pub struct Table {
     primary_key: Vec<String>,
     buckets: i32,
     lake_freshness: Option<String>,
+    properties: Vec<(String, String)>,
 }
 
 impl Table {
@@ -35,6 +36,7 @@ impl Table {
             primary_key: Vec::new(),
             buckets: 3,
             lake_freshness: None,
+            properties: Vec::new(),
         }
     }
 
@@ -61,6 +63,12 @@ impl Table {
         self
     }
 
+    /// Any other table property, e.g. `table.log.ttl`.
+    pub fn property(mut self, key: &str, value: &str) -> Table {
+        self.properties.push((key.to_string(), value.to_string()));
+        self
+    }
+
     pub fn descriptor(&self) -> Result<TableDescriptor> {
         let mut schema = Schema::builder();
         for (name, data_type) in &self.columns {
@@ -76,6 +84,9 @@ impl Table {
             descriptor = descriptor
                 .property("table.datalake.enabled", "true")
                 .property("table.datalake.freshness", freshness);
+        }
+        for (key, value) in &self.properties {
+            descriptor = descriptor.property(key, value);
         }
         Ok(descriptor.build()?)
     }

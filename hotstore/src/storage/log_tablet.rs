@@ -852,6 +852,33 @@ impl LogTablet {
         Ok(found.map_or(high_watermark, |offset| offset.min(high_watermark)))
     }
 
+    /// Where time-based retention may cut: the base offset of the first segment holding a
+    /// batch committed at or after `expired_before_ms` (every earlier segment holds only older
+    /// batches). Never past the active segment, which is not deleted.
+    pub fn expired_end(&self, expired_before_ms: i64) -> i64 {
+        let state = self.lock();
+        let closed = &state.segments[..state.segments.len() - 1];
+        closed
+            .iter()
+            .find(|s| s.max_timestamp_ms.is_some_and(|ts| ts >= expired_before_ms))
+            .unwrap_or(
+                state
+                    .segments
+                    .last()
+                    .expect("a log tablet always has an active segment"),
+            )
+            .base_offset
+    }
+
+    /// Bytes and number of the segments on disk.
+    pub fn disk_usage(&self) -> (u64, usize) {
+        let state = self.lock();
+        (
+            state.segments.iter().map(|s| s.size_bytes).sum(),
+            state.segments.len(),
+        )
+    }
+
     /// Retention: deletes whole segments whose offsets all lie below `offset` (clamped to the
     /// high watermark); the active segment is never deleted. Returns the new log start offset.
     /// The caller decides what may go (e.g. never data that is not tiered to the lake yet).

@@ -280,6 +280,12 @@ impl Tablets {
         }
     }
 
+    /// fsyncs the kv store's journal: every apply so far is durable (before retention cuts a
+    /// changelog below the applied offsets).
+    pub fn persist_kv(&self) -> storage::Result<()> {
+        self.kv_store.persist()
+    }
+
     /// The highest writer id any log remembers.
     pub fn max_writer_id(&self) -> Option<i64> {
         let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());

@@ -562,6 +562,7 @@ mod router_tests {
             bootstrap: "127.0.0.1:1".into(),
             tiering,
             jobs,
+            hotstore: None,
         });
         let text = format!("{:?}", crate::rest::router(state));
         let start = text

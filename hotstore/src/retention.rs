@@ -1,0 +1,226 @@
+//! Hot retention: the hot store keeps recent data, the lake keeps history.
+//!
+//! Every `retention_check_interval` the server deletes, per bucket, the whole closed segments
+//! whose every batch is older than the table's `table.log.ttl` (Fluss's property and default,
+//! 7 days; `-1` keeps the log forever), with two bounds that win over the TTL:
+//! - **a lake-enabled table** (`table.datalake.enabled`) never loses a segment the lake has not
+//!   covered: the cut stops at the bucket's tiered offset in the lake-offset registry (0 when
+//!   tiering has committed nothing), and the bucket reports `held_by_tiering`. The offset used
+//!   is the one the registry held at the previous run, one interval ago: a `db.t` query pins a
+//!   lake version and reads the hot tail from its offsets, so those must stay readable while it
+//!   runs (queries shorter than the interval always find their tail);
+//! - **a primary-key table** never loses changelog its kv tablet has not durably applied (the
+//!   changelog is the kv's write-ahead log): the kv store is persisted first, and the cut stops
+//!   at the applied offset.
+//!
+//! The active segment is never deleted, so a bucket keeps at most TTL × ingest rate plus one
+//! segment. After a cut the log start offset moves: ListOffsets(earliest) answers it and a fetch
+//! below it gets LOG_OFFSET_OUT_OF_RANGE, as from Fluss. A primary-key table's current state
+//! stays in its kv tablet whatever the changelog keeps (lookups are unaffected); a reader of the
+//! changelog that needs what came before the log start reads it from the lake (`db.t`, which
+//! reads the lake up to its tiered offsets and only the hot tail after them).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::catalog::TableEntry;
+use crate::protocol::{ApiError, code};
+use crate::service::Service;
+
+/// Fluss's table property for the log's time to live.
+pub const LOG_TTL: &str = "table.log.ttl";
+/// Fluss's default `table.log.ttl`.
+pub const LOG_TTL_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+
+/// Parses a Fluss duration as Fluss's configuration does: a number with an optional unit (`ms`,
+/// `s`, `min`, `h`, `d` and their long forms), a bare number being milliseconds. A negative
+/// number means no TTL (`None`).
+pub fn parse_ttl(text: &str) -> Result<Option<Duration>, String> {
+    let t = text.trim().to_ascii_lowercase();
+    if t.starts_with('-') {
+        return Ok(None);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 7 d, 2 h, 30 min, -1 for none)"))?;
+    let unit_ms: u64 = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)"
+            ));
+        }
+    };
+    value
+        .checked_mul(unit_ms)
+        .map(|ms| Some(Duration::from_millis(ms)))
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// The TTL of a table: its `table.log.ttl`, else the server's default.
+pub(crate) fn table_ttl(
+    entry: &TableEntry,
+    default: Option<Duration>,
+) -> Result<Option<Duration>, ApiError> {
+    match entry.descriptor.properties().get(LOG_TTL) {
+        None => Ok(default),
+        Some(text) => parse_ttl(text).map_err(|reason| {
+            ApiError::new(
+                code::INVALID_CONFIG,
+                format!("{LOG_TTL} of {}: {reason}", entry.qualified_name()),
+            )
+        }),
+    }
+}
+
+fn lake_enabled(entry: &TableEntry) -> bool {
+    entry
+        .descriptor
+        .properties()
+        .get(DATALAKE_ENABLED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// What retention left of one bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketRetention {
+    pub table: String,
+    pub table_id: i64,
+    pub bucket: i32,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+    pub hot_bytes: u64,
+    pub segments: usize,
+    /// The TTL would delete more, but the lake has not covered it yet.
+    pub held_by_tiering: bool,
+    /// Segments and bytes this run deleted.
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+}
+
+impl Service {
+    /// Applies retention to every bucket of every table (blocking file I/O) and reports each.
+    /// `lake_bounds`: the registry's tiered offsets as of the previous run, replaced by today's.
+    pub(crate) fn apply_retention(
+        &self,
+        now_ms: i64,
+        lake_bounds: &mut HashMap<i64, Vec<(i32, i64)>>,
+    ) -> Vec<BucketRetention> {
+        let default_ttl = self.config.log_ttl;
+        let previous = std::mem::take(lake_bounds);
+        let mut report = Vec::new();
+        let mut kv_persisted = false;
+        for entry in self.catalog.tables() {
+            let Some(table) = self.tablets.get(entry.id) else {
+                continue;
+            };
+            let ttl = match table_ttl(&entry, default_ttl) {
+                Ok(ttl) => ttl,
+                Err(error) => {
+                    tracing::warn!(table = %entry.qualified_name(), error = %error.message, "retention skips the table");
+                    None
+                }
+            };
+            let lake = lake_enabled(&entry).then(|| previous.get(&entry.id));
+            if let Some(snapshot) = self.lake.get(entry.id) {
+                lake_bounds.insert(entry.id, snapshot.bucket_offsets);
+            }
+            for bucket in &table.buckets {
+                let log_start = bucket.log.log_start_offset();
+                let mut end = match ttl {
+                    Some(ttl) => bucket
+                        .log
+                        .expired_end(now_ms.saturating_sub(ttl.as_millis() as i64)),
+                    None => log_start,
+                };
+                let mut held_by_tiering = false;
+                if let Some(snapshot) = &lake {
+                    let tiered = snapshot
+                        .and_then(|offsets| offsets.iter().find(|(b, _)| *b == bucket.id))
+                        .map_or(0, |(_, offset)| *offset);
+                    if tiered < end {
+                        end = tiered;
+                        held_by_tiering = true;
+                    }
+                }
+                if let Some(kv) = &bucket.kv
+                    && end > log_start
+                {
+                    if !kv_persisted {
+                        if let Err(error) = self.tablets.persist_kv() {
+                            tracing::warn!(%error, "retention cannot persist the kv store; it keeps every changelog");
+                            return report;
+                        }
+                        kv_persisted = true;
+                    }
+                    match kv.applied_offset() {
+                        Ok(applied) => end = end.min(applied),
+                        Err(error) => {
+                            tracing::warn!(table = %entry.qualified_name(), bucket = bucket.id, %error, "retention keeps the changelog");
+                            end = log_start;
+                        }
+                    }
+                }
+                let (bytes_before, segments_before) = bucket.log.disk_usage();
+                if end > log_start
+                    && let Err(error) = bucket.log.truncate_before(end)
+                {
+                    tracing::warn!(table = %entry.qualified_name(), bucket = bucket.id, %error, "retention could not delete a segment");
+                }
+                let (hot_bytes, segments) = bucket.log.disk_usage();
+                let deleted = segments_before - segments;
+                if deleted > 0 {
+                    tracing::info!(table = %entry.qualified_name(), bucket = bucket.id,
+                        log_start_offset = bucket.log.log_start_offset(), segments_deleted = deleted,
+                        "hot retention");
+                }
+                report.push(BucketRetention {
+                    table: entry.qualified_name(),
+                    table_id: entry.id,
+                    bucket: bucket.id,
+                    log_start_offset: bucket.log.log_start_offset(),
+                    high_watermark: bucket.log.high_watermark(),
+                    hot_bytes,
+                    segments,
+                    held_by_tiering,
+                    segments_deleted: deleted,
+                    bytes_deleted: bytes_before.saturating_sub(hot_bytes),
+                });
+            }
+        }
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_parse_as_fluss_reads_them() {
+        for (text, ms) in [
+            ("7 d", 7 * 86_400_000),
+            ("2min", 120_000),
+            ("90 s", 90_000),
+            ("1h", 3_600_000),
+            ("1500", 1500),
+            ("250 ms", 250),
+        ] {
+            assert_eq!(
+                parse_ttl(text),
+                Ok(Some(Duration::from_millis(ms))),
+                "{text}"
+            );
+        }
+        assert_eq!(parse_ttl("-1"), Ok(None));
+        assert!(parse_ttl("soon").unwrap_err().contains("not a duration"));
+        assert!(parse_ttl("3 weeks").unwrap_err().contains("unknown unit"));
+    }
+}

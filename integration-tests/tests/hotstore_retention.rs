@@ -1,0 +1,265 @@
+//! Hot retention through the official fluss-rs client: a log past its `table.log.ttl` loses
+//! whole old segments, and answers as Fluss does (ListOffsets(earliest) moves, a fetch below
+//! the log start is out of range); a lake-enabled table keeps what the lake has not covered
+//! whatever its TTL; a primary-key table keeps its state (lookups, restarts) when its
+//! changelog expires.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use fluss::client::{EARLIEST_OFFSET, FlussConnection};
+use fluss::metadata::{DataTypes, TablePath};
+use fluss::row::DataGetters as _;
+use fluss::rpc::message::OffsetSpec;
+use silt_hotstore::{BucketRetention, ServerHandle};
+use silt_testkit::hotstore::{self, DEADLINE};
+use silt_testkit::rows;
+use silt_testkit::tables::{Table, append_events, text_log};
+
+/// A hot store with 1 KiB segments whose retention runs only when a test asks.
+async fn start(dir: &std::path::Path) -> Result<ServerHandle> {
+    hotstore::start_with(dir, |config| {
+        config.log.segment_bytes_max = 1024;
+        config.retention_check_interval_ms = 3_600_000;
+    })
+    .await
+}
+
+/// Ten flushed batches of ten events (ids `from..from + 100`), so the log rolls many segments.
+async fn append_batches(connection: &FlussConnection, path: &TablePath, from: i64) -> Result<()> {
+    for chunk in 0..10 {
+        let start = from + chunk * 10;
+        append_events(connection, path, start..start + 10, |id| {
+            format!("event number {id}")
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+fn bucket0(report: &[BucketRetention], table: &str) -> BucketRetention {
+    report
+        .iter()
+        .find(|b| b.table == table && b.bucket == 0)
+        .cloned()
+        .unwrap_or_else(|| panic!("no retention report of {table}: {report:?}"))
+}
+
+/// Every id a scanner reads from `offset` of bucket 0 until it reached `end` ids, or its error.
+async fn scan_ids(
+    connection: &FlussConnection,
+    path: &TablePath,
+    offset: i64,
+    count: usize,
+) -> Result<Vec<i64>> {
+    let table = connection.get_table(path).await?;
+    let scanner = table.new_scan().create_log_scanner()?;
+    scanner.subscribe(0, offset).await?;
+    let mut ids = Vec::new();
+    let started = Instant::now();
+    while ids.len() < count {
+        ensure!(
+            started.elapsed() < DEADLINE,
+            "read {} of {count} rows",
+            ids.len()
+        );
+        for record in scanner.poll(Duration::from_millis(300)).await? {
+            ids.push(record.row().get_long(0)?);
+        }
+    }
+    Ok(ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_past_its_ttl_loses_whole_old_segments_and_answers_as_fluss() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let table = text_log("ret", "old")
+        .buckets(1)
+        .property("table.log.ttl", "1 s");
+    table.create(&connection).await?;
+    let path = table.path.clone();
+    append_batches(&connection, &path, 0).await?;
+    let kept = bucket0(&server.apply_retention().await, "ret.old");
+    ensure!(
+        kept.log_start_offset == 0 && kept.segments > 3,
+        "inside the TTL nothing goes: {kept:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    append_batches(&connection, &path, 100).await?;
+    let cut = bucket0(&server.apply_retention().await, "ret.old");
+    ensure!(
+        cut.log_start_offset > 0 && cut.log_start_offset <= 100 && cut.segments_deleted > 0,
+        "the expired segments go, the young ones stay: {cut:?}"
+    );
+    ensure!(!cut.held_by_tiering, "{cut:?}");
+    let admin = connection.get_admin()?;
+    let earliest = admin
+        .list_offsets(&path, &[0], OffsetSpec::Earliest)
+        .await?;
+    ensure!(
+        earliest.get(&0) == Some(&cut.log_start_offset),
+        "earliest {earliest:?} after {cut:?}"
+    );
+    // From the earliest offset: exactly the rows still held, the young ones all there.
+    let ids = scan_ids(
+        &connection,
+        &path,
+        EARLIEST_OFFSET,
+        (200 - cut.log_start_offset) as usize,
+    )
+    .await?;
+    ensure!(
+        ids == (cut.log_start_offset..200).collect::<Vec<_>>(),
+        "{ids:?}"
+    );
+    // Below the log start: out of range, as Fluss answers it.
+    let below = scan_ids(&connection, &path, 0, 1).await;
+    let message = format!(
+        "{:#}",
+        below.expect_err("a fetch below the log start must fail")
+    );
+    ensure!(message.contains("out of range"), "{message}");
+    // And after a restart the log starts where retention left it.
+    server.shutdown().await?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let earliest = connection
+        .get_admin()?
+        .list_offsets(&path, &[0], OffsetSpec::Earliest)
+        .await?;
+    ensure!(
+        earliest.get(&0) == Some(&cut.log_start_offset),
+        "after a restart: {earliest:?}"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let table = text_log("ret", "tiered")
+        .buckets(1)
+        .lake("1h")
+        .property("table.log.ttl", "1 s");
+    table.create(&connection).await?;
+    let path = table.path.clone();
+    append_batches(&connection, &path, 0).await?;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    append_batches(&connection, &path, 100).await?;
+    let held = bucket0(&server.apply_retention().await, "ret.tiered");
+    ensure!(
+        held.log_start_offset == 0 && held.held_by_tiering && held.segments_deleted == 0,
+        "nothing tiered, nothing deleted, whatever the TTL: {held:?}"
+    );
+    // The lake covers the first 35 offsets: retention may cut up to there, not further, and
+    // only from its next run on (a query that pinned the previous lake version still reads
+    // its tail from the previous offsets).
+    server.set_lake_snapshot("ret", "tiered", 1, &[(0, 35)])?;
+    let first = bucket0(&server.apply_retention().await, "ret.tiered");
+    ensure!(
+        first.log_start_offset == 0,
+        "the new lake offset waits one run: {first:?}"
+    );
+    let cut = bucket0(&server.apply_retention().await, "ret.tiered");
+    ensure!(
+        cut.log_start_offset > 0 && cut.log_start_offset <= 35 && cut.held_by_tiering,
+        "cut up to the lake's offset and no further: {cut:?}"
+    );
+    let ids = scan_ids(
+        &connection,
+        &path,
+        EARLIEST_OFFSET,
+        (200 - cut.log_start_offset) as usize,
+    )
+    .await?;
+    ensure!(
+        ids == (cut.log_start_offset..200).collect::<Vec<_>>(),
+        "{ids:?}"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_key_table_keeps_its_state_when_its_changelog_expires() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let users = Table::primary_key("ret", "users", &["id"])
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .buckets(1)
+        .property("table.log.ttl", "1 s");
+    users.create(&connection).await?;
+    let path = users.path.clone();
+    let upsert_round = |round: i64| {
+        let connection = &connection;
+        let path = path.clone();
+        async move {
+            let table = connection.get_table(&path).await?;
+            let writer = table.new_upsert()?.create_writer()?;
+            for id in 0..20 {
+                let name = format!("user {id} of round {round}");
+                writer.upsert(&rows::user(id, Some(&name), Some(round)))?;
+            }
+            writer.flush().await?;
+            anyhow::Ok(())
+        }
+    };
+    for round in 0..8 {
+        upsert_round(round).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    upsert_round(8).await?;
+    let cut = bucket0(&server.apply_retention().await, "ret.users");
+    ensure!(
+        cut.log_start_offset > 0 && cut.segments_deleted > 0,
+        "{cut:?}"
+    );
+    let check_state = |connection: FlussConnection| {
+        let path = path.clone();
+        async move {
+            let table = connection.get_table(&path).await?;
+            let mut lookuper = table.new_lookup()?.create_lookuper()?;
+            for id in 0..20 {
+                let user = rows::lookup_user(&mut lookuper, id).await?;
+                ensure!(
+                    user.as_ref().and_then(|u| u.score) == Some(8),
+                    "user {id} after its changelog expired: {user:?}"
+                );
+            }
+            anyhow::Ok(())
+        }
+    };
+    check_state(connection).await?;
+    server.shutdown().await?;
+    let server = start(dir.path()).await?;
+    check_state(hotstore::connect(&server).await?).await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_fluss_cannot_read_is_refused_at_create() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let error = text_log("ret", "bad")
+        .property("table.log.ttl", "soon")
+        .create(&connection)
+        .await
+        .expect_err("an unreadable TTL must be refused");
+    let message = format!("{error:#}");
+    ensure!(
+        message.contains("table.log.ttl") && message.contains("not a duration"),
+        "{message}"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
