@@ -59,6 +59,11 @@ pub struct SoakOptions {
     /// `table.datalake.freshness` of both tables.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub freshness: Duration,
+    /// `table.log.ttl` of both tables (Fluss duration, e.g. `2 min`); unset: the server's
+    /// default. Pair it with a small `SILT_HOTSTORE__SEGMENT_BYTES_MAX` and
+    /// `SILT_HOTSTORE__RETENTION_CHECK_INTERVAL_MS` to see retention inside a short run.
+    #[arg(long)]
+    pub log_ttl: Option<String>,
     /// Keep `silt up`'s data directory here instead of a temporary one.
     #[arg(long = "soak-dir")]
     pub data_dir: Option<PathBuf>,
@@ -90,13 +95,16 @@ struct Sample {
     delta_log_entries: f64,
     key_index_mb: f64,
     lag_s: f64,
+    /// Sum over both tables' buckets of the hot log start offset, in thousands (retention
+    /// moves it).
+    hot_start_k: f64,
     lake_count_ms: f64,
     view_count_ms: f64,
     rows_written: f64,
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 11] {
+fn figures(s: &Sample) -> [(&'static str, f64); 12] {
     [
         ("rss_mb", s.rss_mb),
         ("hot_mb", s.hot_mb),
@@ -106,6 +114,7 @@ fn figures(s: &Sample) -> [(&'static str, f64); 11] {
         ("delta_log", s.delta_log_entries),
         ("keyidx_mb", s.key_index_mb),
         ("lag_s", s.lag_s),
+        ("hot_start_k", s.hot_start_k),
         ("lake_q_ms", s.lake_count_ms),
         ("view_q_ms", s.view_count_ms),
         ("rows", s.rows_written),
@@ -293,6 +302,11 @@ async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
     let admin = connection.get_admin()?;
     admin.create_database(DB, None, true).await?;
     let freshness = format!("{}ms", options.freshness.as_millis());
+    let ttl: std::collections::HashMap<String, String> = options
+        .log_ttl
+        .iter()
+        .map(|ttl| (silt_hotstore::LOG_TTL.to_string(), ttl.clone()))
+        .collect();
     let log = TableDescriptor::builder()
         .schema(
             Schema::builder()
@@ -304,6 +318,7 @@ async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
         .distributed_by(Some(options.buckets), vec![])
         .property(DATALAKE_ENABLED, "true")
         .property(DATALAKE_FRESHNESS, freshness.clone())
+        .properties(ttl.clone())
         .build()?;
     admin
         .create_table(&TablePath::new(DB, LOG_TABLE), &log, true)
@@ -320,6 +335,7 @@ async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
         .distributed_by(Some(options.buckets), vec!["id".to_string()])
         .property(DATALAKE_ENABLED, "true")
         .property(DATALAKE_FRESHNESS, freshness)
+        .properties(ttl)
         .build()?;
     admin
         .create_table(&TablePath::new(DB, PK_TABLE), &pk, true)
@@ -437,6 +453,7 @@ async fn take_sample(
         delta_log_entries: delta_log.0,
         key_index_mb: disk_usage(&data_dir.join("key-index"), |_| true).1 / 1e6,
         lag_s,
+        hot_start_k: hot_log_start(http, &silt.rest).await.unwrap_or(f64::NAN) / 1000.0,
         lake_count_ms,
         view_count_ms,
         rows_written: written.load(Ordering::Relaxed) as f64,
@@ -503,6 +520,24 @@ async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
         .flatten()
         .filter_map(|t| t.get("lag_seconds").and_then(|v| v.as_f64()))
         .fold(0.0, f64::max))
+}
+
+/// The sum of every bucket's hot log start offset (`GET /v1/hot`).
+async fn hot_log_start(http: &reqwest::Client, rest: &str) -> Result<f64> {
+    let body = http
+        .get(format!("http://{rest}/v1/hot"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await?
+        .bytes()
+        .await?;
+    let buckets: serde_json::Value = serde_json::from_slice(&body)?;
+    Ok(buckets
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.get("log_start_offset").and_then(|v| v.as_f64()))
+        .sum())
 }
 
 /// Milliseconds a query took through `POST /v1/query`, NaN when it failed.

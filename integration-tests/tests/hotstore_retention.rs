@@ -11,6 +11,8 @@ use fluss::client::{EARLIEST_OFFSET, FlussConnection};
 use fluss::metadata::{DataTypes, TablePath};
 use fluss::row::DataGetters as _;
 use fluss::rpc::message::OffsetSpec;
+use silt_connectors::fluss::{FlussSource, FlussSourceConfig};
+use silt_engine::{RestoredState, Source as _, TaskContext};
 use silt_hotstore::{BucketRetention, ServerHandle};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::rows;
@@ -180,6 +182,30 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
     ensure!(
         ids == (cut.log_start_offset..200).collect::<Vec<_>>(),
         "{ids:?}"
+    );
+    // A job reading the table from `earliest` would start at the log start and skip the rows
+    // only the lake holds: its source refuses, naming the way to read them.
+    let mut source = FlussSource::new(FlussSourceConfig::new(
+        server.local_addr().to_string(),
+        "ret",
+        "tiered",
+    ));
+    let ctx = TaskContext {
+        job_name: "earliest".into(),
+        vertex_name: "source".into(),
+        subtask_index: 0,
+        parallelism: 1,
+        attempt: 0,
+    };
+    let refused = source
+        .open(&ctx, RestoredState::default())
+        .await
+        .expect_err("start: earliest past the log start of a lake-enabled table must be refused")
+        .to_string();
+    ensure!(
+        refused.contains("start: earliest cannot read every row")
+            && refused.contains("start: lake"),
+        "{refused}"
     );
     server.shutdown().await?;
     Ok(())

@@ -15,8 +15,9 @@
 //! offsets still held (lake rows filtered by `__offset`). A primary-key table is compared on
 //! the keys the held changelog decides (their last change lies in the held range); lake keys
 //! whose last change was dropped by retention cannot be checked from the changelog and are
-//! counted as "unchecked" (silt's hotstore does not drop log data today, so this only happens
-//! against a Fluss cluster with retention).
+//! counted as "unchecked" (silt's hot retention never drops what the lake has not covered, so
+//! every such key is in the lake; comparing those with the kv state needs Fluss's kv snapshot
+//! RPCs, which silt does not serve yet).
 //!
 //! The lake reader is deliberately small and independent of the lake catalog: deltalake's
 //! table provider on DataFusion, at one pinned version.

@@ -345,6 +345,27 @@ impl Source for FlussSource {
                 .await
                 .map_err(fluss_error(&format!("list offsets of {name}")))?
         };
+        let lake_enabled = info
+            .get_properties()
+            .get("table.datalake.enabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let expired: Vec<String> = listed
+            .iter()
+            .filter(|(_, start)| **start > 0)
+            .map(|(bucket, start)| format!("bucket {bucket} starts at {start}"))
+            .collect();
+        if lake_enabled
+            && !restored.is_restored()
+            && matches!(self.config.start, StartPosition::Earliest)
+            && !expired.is_empty()
+        {
+            // Hot retention dropped the oldest changelog, which the lake holds: starting at
+            // the log start would skip those rows without a word.
+            return Err(Error::operator(format!(
+                "{name}: start: earliest cannot read every row: hot retention (table.log.ttl) moved the changelog's start ({}), and the rows before it are only in the lake; start with `start: lake` and read the history from {name}$lake, or give the table a longer table.log.ttl",
+                expired.join(", ")
+            )));
+        }
         for &bucket in &buckets {
             let listed = listed.get(&bucket).copied().unwrap_or(0);
             let start = if restored.is_restored() {
