@@ -3,7 +3,7 @@
 //! exactly the files of each commit, replay as a no-op, a racing committer rejected by Delta's
 //! conflict check, and unsupported types refused at open.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1830,4 +1830,108 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         lake_offsets.bucket_offsets.get(&0),
         Some(&((commits + 1) * 10))
     );
+}
+
+/// Deletion-vector files under `dir` (relative paths).
+fn vector_files(dir: &Path) -> BTreeSet<String> {
+    relative_files(dir, &|p| {
+        p.contains("deletion_vector_") && p.ends_with(".bin")
+    })
+    .into_iter()
+    .collect()
+}
+
+/// Rows of the lake at `version` (time travel), sorted.
+async fn read_lake_at(uri: &str, version: u64) -> Vec<(i64, String)> {
+    let table = deltalake::open_table_with_version(
+        deltalake::ensure_table_uri(uri).unwrap(),
+        version,
+    )
+    .await
+    .unwrap();
+    let ctx = SessionContext::new();
+    ctx.register_table("t", table.table_provider().await.unwrap())
+        .unwrap();
+    let batches = ctx
+        .sql("SELECT k, v FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for batch in batches {
+        let k = arrow::compute::cast(batch.column(0), &DataType::Int64).unwrap();
+        let v = arrow::compute::cast(batch.column(1), &DataType::Utf8).unwrap();
+        let k = k.as_any().downcast_ref::<Int64Array>().unwrap();
+        let v = v.as_any().downcast_ref::<StringArray>().unwrap();
+        rows.extend((0..batch.num_rows()).map(|i| (k.value(i), v.value(i).to_string())));
+    }
+    rows.sort();
+    rows
+}
+
+/// Issue 15 (lake maintenance): deltalake's full vacuum keeps the data files of recent
+/// tombstones but not their deletion vectors. A vector older than the retention that a commit
+/// has just superseded was deleted at once, so the previous version (a running query's, or time
+/// travel inside the retention) could no longer be read. Maintenance keeps it until the commit
+/// that superseded it is older than the retention, then deletes it.
+#[tokio::test]
+async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("lake");
+    let uri = table_dir.to_str().unwrap().to_string();
+    let age = Duration::from_secs(2);
+    let mut config = DeltaSinkConfig::new(
+        &uri,
+        "t9",
+        TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        },
+        user_schema(),
+    );
+    config.key_index_dir = Some(dir.path().join("index"));
+    config.retention = Retention {
+        files: age,
+        in_flight_max: age,
+        interval: Duration::ZERO,
+    };
+    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let mut model = PkModel::default();
+    let round = |from: i64, to: i64, tag: &str| -> Vec<(i64, Option<String>)> {
+        (from..to).map(|k| (k, Some(format!("{tag}{k}")))).collect()
+    };
+    commit_round(&mut lake, &table_dir, &mut model, 1, &round(0, 1000, "a")).await;
+    let second = commit_round(&mut lake, &table_dir, &mut model, 2, &round(0, 50, "b")).await;
+    let at_second = read_lake_at(&uri, second.delta_version).await;
+    let first_vectors = vector_files(&table_dir);
+    assert!(
+        !first_vectors.is_empty(),
+        "the second commit left deletion vectors"
+    );
+    // The vectors age past the retention; then a commit supersedes them (same files, more
+    // deleted rows).
+    tokio::time::sleep(age + Duration::from_millis(500)).await;
+    commit_round(&mut lake, &table_dir, &mut model, 3, &round(50, 60, "c")).await;
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    let on_disk = vector_files(&table_dir);
+    assert!(
+        first_vectors.is_subset(&on_disk),
+        "superseded just now, so kept: {first_vectors:?} on disk {on_disk:?} ({report:?})"
+    );
+    assert_eq!(
+        read_lake_at(&uri, second.delta_version).await,
+        at_second,
+        "the previous version still reads"
+    );
+    // Once the superseding commit is older than the retention, they go.
+    tokio::time::sleep(age + Duration::from_millis(500)).await;
+    commit_round(&mut lake, &table_dir, &mut model, 4, &round(60, 70, "d")).await;
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    let on_disk = vector_files(&table_dir);
+    assert!(
+        first_vectors.is_disjoint(&on_disk),
+        "expired: {first_vectors:?} on disk {on_disk:?} ({report:?})"
+    );
+    assert!(report.files_deleted > 0, "{report:?}");
 }

@@ -7,9 +7,9 @@
 //!   (it keeps every version younger than the retention readable, and the newest checkpoint at or
 //!   before the oldest of them). Without this a table tiered every second kept every commit file
 //!   and every tombstone for 30 and 7 days: every snapshot load listed and replayed more of them.
-//! - **Vacuum** ([`vacuum`], deltalake's full mode): data and deletion-vector files no version
-//!   inside the retention references, and orphans (files of a tiering attempt that never
-//!   committed), once older than [`Retention::vacuum_age`]. That age is at least
+//! - **Vacuum** ([`vacuum`]): data and deletion-vector files no version inside the retention
+//!   references, and orphans (files of a tiering attempt that never committed), once older than
+//!   [`Retention::vacuum_age`]. That age is at least
 //!   [`Retention::in_flight_max`], the longest a writer's file can wait for its commit, so a file
 //!   written for a checkpoint that has not completed yet is never taken for an orphan.
 //! - **Staging sweep**: change files of primary-key tables under `_silt_staging/` (hidden from
@@ -19,16 +19,16 @@
 //! reads was active at its version, so it is removed after the query began and deleted at least
 //! one retention later. The service refuses a retention shorter than the longest query deadline.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use deltalake::DeltaTable;
-use deltalake::operations::vacuum::VacuumMode;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt as _;
 use object_store::path::Path;
 use tracing::{info, warn};
 
+use super::dv;
 use super::error::{Error, Result};
 
 /// Where primary-key change files wait for their commit (hidden from Delta readers).
@@ -127,39 +127,85 @@ pub(crate) async fn apply_retention_properties(
 
 /// Deletes what no version inside the retention needs (see the module doc). `pending_staged`:
 /// staged files of commits not made yet, which must survive.
+///
+/// Deltalake's vacuum (full mode) is not used: it keeps the data files of recent tombstones but
+/// not their deletion vectors, so a vector older than the retention that a commit had just
+/// superseded was deleted while the previous version (a running query's, or time travel inside
+/// the retention) still needed it. Here a file goes only when all of these hold:
+/// - the current version does not reference it (as a data file or a deletion vector);
+/// - it is older than [`Retention::vacuum_age`] (so neither a file waiting for its commit nor
+///   one a young version references);
+/// - no remove action younger than the vacuum age names it, as a data file or as the deletion
+///   vector of the file it removed (read from the table's tombstones, and for vectors from the
+///   commit files younger than the age, which log cleanup keeps).
 pub(crate) async fn vacuum(
     table: &DeltaTable,
     retention: &Retention,
     pending_staged: &BTreeSet<String>,
     uri: &str,
-) -> Result<(DeltaTable, MaintenanceReport)> {
+) -> Result<MaintenanceReport> {
     let age = retention.vacuum_age();
-    let store = table.object_store();
-    let sizes: HashMap<Path, u64> = store
-        .list(None)
-        .map_ok(|meta| (meta.location, meta.size))
-        .try_collect()
-        .await
-        .map_err(|e| Error::Internal(format!("listing {uri}: {e}")))?;
-    let (table, metrics) = table
-        .clone()
-        .vacuum()
-        .with_mode(VacuumMode::Full)
-        .with_retention_period(chrono::Duration::from_std(age).unwrap_or(chrono::Duration::days(7)))
-        .with_enforce_retention_duration(false)
-        .await
-        .map_err(Error::delta(uri))?;
-    let mut report = MaintenanceReport::default();
-    for deleted in &metrics.files_deleted {
-        report.files_deleted += 1;
-        report.bytes_reclaimed += sizes
-            .get(&Path::from(deleted.as_str()))
-            .copied()
-            .unwrap_or(0);
-    }
     let cutoff = SystemTime::now()
         .checked_sub(age)
         .unwrap_or(SystemTime::UNIX_EPOCH);
+    let cutoff_ms = epoch_ms(cutoff);
+    let store = table.object_store();
+    let state = table.snapshot().map_err(Error::delta(uri))?;
+    let mut referenced: HashSet<String> = HashSet::new();
+    for file in state.log_data().iter() {
+        referenced.insert(file.path().to_string());
+        if let Some(vector) = file.deletion_vector_descriptor()
+            && let Some(path) = dv::relative_path(&vector)?
+        {
+            referenced.insert(path);
+        }
+    }
+    let listing_error = |e: object_store::Error| Error::Internal(format!("listing {uri}: {e}"));
+    let candidates: Vec<(Path, u64)> = store
+        .list(None)
+        .try_filter(|meta| {
+            let path = meta.location.as_ref();
+            let ours = is_data_file(path) || is_deletion_vector(path);
+            futures::future::ready(
+                ours && !referenced.contains(path) && SystemTime::from(meta.last_modified) < cutoff,
+            )
+        })
+        .map_ok(|meta| (meta.location, meta.size))
+        .try_collect()
+        .await
+        .map_err(listing_error)?;
+    let mut report = MaintenanceReport::default();
+    if !candidates.is_empty() {
+        let mut removed_recently: HashSet<String> = state
+            .all_tombstones(table.log_store().as_ref())
+            .try_filter(|t| {
+                futures::future::ready(t.deletion_timestamp().unwrap_or(0) >= cutoff_ms)
+            })
+            .map_ok(|t| t.path().to_string())
+            .try_collect()
+            .await
+            .map_err(Error::delta(uri))?;
+        if candidates
+            .iter()
+            .any(|(p, _)| is_deletion_vector(p.as_ref()))
+        {
+            removed_recently.extend(vectors_removed_since(store.as_ref(), cutoff, uri).await?);
+        }
+        for (path, size) in candidates {
+            if removed_recently.contains(path.as_ref()) {
+                continue;
+            }
+            match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                    report.files_deleted += 1;
+                    report.bytes_reclaimed += size;
+                }
+                Err(e) => {
+                    warn!(table = uri, %path, error = %e, "could not delete an unreferenced file")
+                }
+            }
+        }
+    }
     let staged: Vec<(Path, u64)> = store
         .list(Some(&Path::from(STAGING_DIR)))
         .try_filter(|meta| {
@@ -170,7 +216,7 @@ pub(crate) async fn vacuum(
         .map_ok(|meta| (meta.location, meta.size))
         .try_collect()
         .await
-        .map_err(|e| Error::Internal(format!("listing {uri}/{STAGING_DIR}: {e}")))?;
+        .map_err(listing_error)?;
     for (path, size) in staged {
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {
@@ -180,10 +226,81 @@ pub(crate) async fn vacuum(
             Err(e) => warn!(table = uri, %path, error = %e, "could not delete an old staged file"),
         }
     }
-    report.at_ms = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    Ok((table, report))
+    report.at_ms = epoch_ms(SystemTime::now());
+    Ok(report)
+}
+
+fn epoch_ms(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A data file of a table this sink writes (`__bucket=<n>/...parquet`).
+fn is_data_file(path: &str) -> bool {
+    path.starts_with("__bucket=") && path.ends_with(".parquet")
+}
+
+/// A deletion vector file, at the root or under a prefix directory.
+fn is_deletion_vector(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("deletion_vector_") && name.ends_with(".bin") && !path.starts_with('_')
+}
+
+/// Paths (data files and their deletion vectors) named by remove actions in the commit files
+/// written since `since`.
+async fn vectors_removed_since(
+    store: &dyn object_store::ObjectStore,
+    since: SystemTime,
+    uri: &str,
+) -> Result<HashSet<String>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        remove: Option<RemoveLine>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct RemoveLine {
+        path: String,
+        deletion_vector: Option<deltalake::kernel::DeletionVectorDescriptor>,
+    }
+    let commits: Vec<Path> = store
+        .list(Some(&Path::from("_delta_log")))
+        .try_filter(|meta| {
+            futures::future::ready(
+                meta.location.as_ref().ends_with(".json")
+                    && SystemTime::from(meta.last_modified) >= since,
+            )
+        })
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .map_err(|e| Error::Internal(format!("listing {uri}/_delta_log: {e}")))?;
+    let mut paths = HashSet::new();
+    for commit in commits {
+        let bytes = match store.get(&commit).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map_err(|e| Error::Internal(format!("reading {uri}/{commit}: {e}")))?,
+            // Cleaned up meanwhile: older than the retention, so not needed.
+            Err(object_store::Error::NotFound { .. }) => continue,
+            Err(e) => return Err(Error::Internal(format!("reading {uri}/{commit}: {e}"))),
+        };
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let parsed: Line = serde_json::from_slice(line).map_err(|e| {
+                Error::Internal(format!("{uri}/{commit} holds an unreadable action: {e}"))
+            })?;
+            if let Some(remove) = parsed.remove {
+                paths.insert(remove.path);
+                if let Some(vector) = &remove.deletion_vector
+                    && let Some(path) = dv::relative_path(vector)?
+                {
+                    paths.insert(path);
+                }
+            }
+        }
+    }
+    Ok(paths)
 }
 
 #[cfg(test)]

@@ -263,15 +263,13 @@ impl LakeTable {
         &mut self,
         pending_staged: &BTreeSet<String>,
     ) -> Result<MaintenanceReport> {
-        let (table, report) = maintenance::vacuum(
+        maintenance::vacuum(
             &self.table,
             &self.config.retention,
             pending_staged,
             &self.config.table_uri,
         )
-        .await?;
-        self.table = table;
-        Ok(report)
+        .await
     }
 
     fn uri(&self) -> &str {
