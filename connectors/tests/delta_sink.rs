@@ -1843,12 +1843,10 @@ fn vector_files(dir: &Path) -> BTreeSet<String> {
 
 /// Rows of the lake at `version` (time travel), sorted.
 async fn read_lake_at(uri: &str, version: u64) -> Vec<(i64, String)> {
-    let table = deltalake::open_table_with_version(
-        deltalake::ensure_table_uri(uri).unwrap(),
-        version,
-    )
-    .await
-    .unwrap();
+    let table =
+        deltalake::open_table_with_version(deltalake::ensure_table_uri(uri).unwrap(), version)
+            .await
+            .unwrap();
     let ctx = SessionContext::new();
     ctx.register_table("t", table.table_provider().await.unwrap())
         .unwrap();

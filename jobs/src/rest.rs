@@ -139,6 +139,8 @@ struct MaintenanceBody {
     runs: u64,
     files_deleted: u64,
     bytes_reclaimed: u64,
+    active_files: u64,
+    files_on_disk: u64,
 }
 
 #[derive(Serialize)]
@@ -242,6 +244,8 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                     runs: t.maintenance.runs,
                     files_deleted: t.maintenance.files_deleted,
                     bytes_reclaimed: t.maintenance.bytes_reclaimed,
+                    active_files: t.maintenance.active_files,
+                    files_on_disk: t.maintenance.files_on_disk,
                 },
             })
             .collect(),

@@ -174,6 +174,10 @@ pub struct MaintenanceTotals {
     /// Data, deletion-vector and staged files deleted.
     pub files_deleted: u64,
     pub bytes_reclaimed: u64,
+    /// As of the last run: data files the lake's current version references, and data and
+    /// deletion-vector files on storage.
+    pub active_files: u64,
+    pub files_on_disk: u64,
 }
 
 struct TableJob {
@@ -605,6 +609,8 @@ impl TieringService {
                         totals.runs += 1;
                         totals.files_deleted += report.files_deleted + report.staged_deleted;
                         totals.bytes_reclaimed += report.bytes_reclaimed;
+                        totals.active_files = report.active_files;
+                        totals.files_on_disk = report.files_on_disk;
                     }
                     p.lake_offsets
                         .iter()

@@ -93,6 +93,10 @@ pub struct MaintenanceReport {
     pub files_deleted: u64,
     pub bytes_reclaimed: u64,
     pub staged_deleted: u64,
+    /// Data files the current version references.
+    pub active_files: u64,
+    /// Data and deletion-vector files on storage after the run.
+    pub files_on_disk: u64,
     /// When it finished, in ms since the epoch.
     pub at_ms: i64,
 }
@@ -152,6 +156,10 @@ pub(crate) async fn vacuum(
     let store = table.object_store();
     let state = table.snapshot().map_err(Error::delta(uri))?;
     let mut referenced: HashSet<String> = HashSet::new();
+    let mut report = MaintenanceReport {
+        active_files: state.log_data().num_files() as u64,
+        ..MaintenanceReport::default()
+    };
     for file in state.log_data().iter() {
         referenced.insert(file.path().to_string());
         if let Some(vector) = file.deletion_vector_descriptor()
@@ -161,20 +169,24 @@ pub(crate) async fn vacuum(
         }
     }
     let listing_error = |e: object_store::Error| Error::Internal(format!("listing {uri}: {e}"));
-    let candidates: Vec<(Path, u64)> = store
+    let files: Vec<object_store::ObjectMeta> = store
         .list(None)
         .try_filter(|meta| {
             let path = meta.location.as_ref();
-            let ours = is_data_file(path) || is_deletion_vector(path);
-            futures::future::ready(
-                ours && !referenced.contains(path) && SystemTime::from(meta.last_modified) < cutoff,
-            )
+            futures::future::ready(is_data_file(path) || is_deletion_vector(path))
         })
-        .map_ok(|meta| (meta.location, meta.size))
         .try_collect()
         .await
         .map_err(listing_error)?;
-    let mut report = MaintenanceReport::default();
+    report.files_on_disk = files.len() as u64;
+    let candidates: Vec<(Path, u64)> = files
+        .into_iter()
+        .filter(|meta| {
+            !referenced.contains(meta.location.as_ref())
+                && SystemTime::from(meta.last_modified) < cutoff
+        })
+        .map(|meta| (meta.location, meta.size))
+        .collect();
     if !candidates.is_empty() {
         let mut removed_recently: HashSet<String> = state
             .all_tombstones(table.log_store().as_ref())
@@ -198,6 +210,7 @@ pub(crate) async fn vacuum(
             match store.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {
                     report.files_deleted += 1;
+                    report.files_on_disk -= 1;
                     report.bytes_reclaimed += size;
                 }
                 Err(e) => {
