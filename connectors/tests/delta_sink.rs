@@ -1810,6 +1810,11 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         active(&lake),
         "past the retention only active files stay"
     );
+    assert_eq!(
+        (report.files_on_disk, report.active_files),
+        (on_disk.len() as u64, on_disk.len() as u64),
+        "{report:?}"
+    );
     assert!(
         !dir.path().join(&orphan_path).exists(),
         "the uncommitted attempt's file is gone"
