@@ -87,6 +87,8 @@ fn parse_key_value(text: &str) -> Result<(String, String), String> {
 struct Sample {
     at_s: f64,
     rss_mb: f64,
+    /// What the heap holds live (jemalloc's `stats.allocated`, `GET /v1/memory`).
+    heap_mb: f64,
     hot_mb: f64,
     lake_files: f64,
     /// Files the current versions of both lake tables reference (what queries plan over).
@@ -104,9 +106,10 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 12] {
+fn figures(s: &Sample) -> [(&'static str, f64); 13] {
     [
         ("rss_mb", s.rss_mb),
+        ("heap_mb", s.heap_mb),
         ("hot_mb", s.hot_mb),
         ("lake_files", s.lake_files),
         ("lake_active", s.lake_active),
@@ -446,6 +449,7 @@ async fn take_sample(
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb: silt.rss_mb(),
+        heap_mb: heap_allocated(http, &silt.rest).await.unwrap_or(f64::NAN) / 1e6,
         hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
         lake_files: lake.0,
         lake_active: active_files(&data_dir.join("lake")).await,
@@ -483,7 +487,8 @@ async fn active_files(lake: &Path) -> f64 {
     files as f64
 }
 
-/// (files, bytes) under `dir` whose path `keep` accepts.
+/// (files, bytes allocated on disk) under `dir` whose path `keep` accepts. Allocated, not
+/// logical: fjall preallocates a 64 MiB journal that is mostly holes.
 fn disk_usage(dir: &Path, keep: impl Fn(&Path) -> bool) -> (f64, f64) {
     let (mut files, mut bytes) = (0u64, 0u64);
     let mut stack = vec![dir.to_path_buf()];
@@ -498,7 +503,7 @@ fn disk_usage(dir: &Path, keep: impl Fn(&Path) -> bool) -> (f64, f64) {
                 stack.push(path);
             } else if keep(&path) {
                 files += 1;
-                bytes += meta.len();
+                bytes += std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
             }
         }
     }
@@ -520,6 +525,22 @@ async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
         .flatten()
         .filter_map(|t| t.get("lag_seconds").and_then(|v| v.as_f64()))
         .fold(0.0, f64::max))
+}
+
+/// Bytes the heap holds live (`GET /v1/memory`).
+async fn heap_allocated(http: &reqwest::Client, rest: &str) -> Result<f64> {
+    let body = http
+        .get(format!("http://{rest}/v1/memory"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await?
+        .bytes()
+        .await?;
+    let stats: serde_json::Value = serde_json::from_slice(&body)?;
+    stats
+        .get("allocated_bytes")
+        .and_then(|v| v.as_f64())
+        .context("GET /v1/memory has no allocated_bytes")
 }
 
 /// The sum of every bucket's hot log start offset (`GET /v1/hot`).

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod job;
 #[cfg(feature = "fault-injection")]
 pub mod lake_faults;
+pub mod memory;
 pub mod paths;
 pub mod query;
 pub mod rest;

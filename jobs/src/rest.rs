@@ -80,6 +80,7 @@ pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/v1/tables", get(tables))
         .route("/v1/hot", get(hot))
+        .route("/v1/memory", get(memory))
         .merge(crate::job::routes::routes())
         .merge(crate::query::rest::routes(&state))
         .with_state(state)
@@ -180,6 +181,13 @@ fn hot_body(b: &silt_hotstore::BucketRetention) -> HotBucketBody {
         segments: b.segments,
         retention_held_by_tiering: b.held_by_tiering,
     }
+}
+
+/// `GET /v1/memory`: the allocator's figures (see [`crate::memory`]).
+async fn memory() -> Result<Json<crate::memory::AllocatorStats>, ApiError> {
+    crate::memory::allocator_stats()
+        .map(Json)
+        .ok_or_else(|| ApiError::internal("the allocator's statistics are not available"))
 }
 
 /// `GET /v1/hot`: every bucket of every table in the hot store: log start offset, bytes and
