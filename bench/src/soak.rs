@@ -511,15 +511,8 @@ fn disk_usage(dir: &Path, keep: impl Fn(&Path) -> bool) -> (f64, f64) {
 }
 
 async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
-    let body = http
-        .get(format!("http://{rest}/v1/tables"))
-        .timeout(Duration::from_secs(10))
-        .send()
+    Ok(get_json(http, rest, "/v1/tables")
         .await?
-        .bytes()
-        .await?;
-    let tables: serde_json::Value = serde_json::from_slice(&body)?;
-    Ok(tables
         .as_array()
         .into_iter()
         .flatten()
@@ -527,17 +520,22 @@ async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
         .fold(0.0, f64::max))
 }
 
-/// Bytes the heap holds live (`GET /v1/memory`).
-async fn heap_allocated(http: &reqwest::Client, rest: &str) -> Result<f64> {
+/// The JSON body of `GET http://<rest><path>`.
+async fn get_json(http: &reqwest::Client, rest: &str, path: &str) -> Result<serde_json::Value> {
     let body = http
-        .get(format!("http://{rest}/v1/memory"))
+        .get(format!("http://{rest}{path}"))
         .timeout(Duration::from_secs(10))
         .send()
         .await?
         .bytes()
         .await?;
-    let stats: serde_json::Value = serde_json::from_slice(&body)?;
-    stats
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Bytes the heap holds live (`GET /v1/memory`).
+async fn heap_allocated(http: &reqwest::Client, rest: &str) -> Result<f64> {
+    get_json(http, rest, "/v1/memory")
+        .await?
         .get("allocated_bytes")
         .and_then(|v| v.as_f64())
         .context("GET /v1/memory has no allocated_bytes")
@@ -545,15 +543,8 @@ async fn heap_allocated(http: &reqwest::Client, rest: &str) -> Result<f64> {
 
 /// The sum of every bucket's hot log start offset (`GET /v1/hot`).
 async fn hot_log_start(http: &reqwest::Client, rest: &str) -> Result<f64> {
-    let body = http
-        .get(format!("http://{rest}/v1/hot"))
-        .timeout(Duration::from_secs(10))
-        .send()
+    Ok(get_json(http, rest, "/v1/hot")
         .await?
-        .bytes()
-        .await?;
-    let buckets: serde_json::Value = serde_json::from_slice(&body)?;
-    Ok(buckets
         .as_array()
         .into_iter()
         .flatten()

@@ -268,6 +268,10 @@ async fn read_lake(uri: &str) -> Vec<LakeRow> {
     let table = deltalake::open_table(deltalake::ensure_table_uri(uri).unwrap())
         .await
         .unwrap();
+    read_lake_table(table).await
+}
+
+async fn read_lake_table(table: deltalake::DeltaTable) -> Vec<LakeRow> {
     let ctx = SessionContext::new();
     ctx.register_table("t", table.table_provider().await.unwrap())
         .unwrap();
@@ -1847,31 +1851,14 @@ fn vector_files(dir: &Path) -> BTreeSet<String> {
 }
 
 /// Rows of the lake at `version` (time travel), sorted.
-async fn read_lake_at(uri: &str, version: u64) -> Vec<(i64, String)> {
-    let table =
-        deltalake::open_table_with_version(deltalake::ensure_table_uri(uri).unwrap(), version)
+async fn read_lake_at(uri: &str, version: u64) -> Vec<LakeRow> {
+    let url = deltalake::ensure_table_uri(uri).unwrap();
+    read_lake_table(
+        deltalake::open_table_with_version(url, version)
             .await
-            .unwrap();
-    let ctx = SessionContext::new();
-    ctx.register_table("t", table.table_provider().await.unwrap())
-        .unwrap();
-    let batches = ctx
-        .sql("SELECT k, v FROM t")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let mut rows = Vec::new();
-    for batch in batches {
-        let k = arrow::compute::cast(batch.column(0), &DataType::Int64).unwrap();
-        let v = arrow::compute::cast(batch.column(1), &DataType::Utf8).unwrap();
-        let k = k.as_any().downcast_ref::<Int64Array>().unwrap();
-        let v = v.as_any().downcast_ref::<StringArray>().unwrap();
-        rows.extend((0..batch.num_rows()).map(|i| (k.value(i), v.value(i).to_string())));
-    }
-    rows.sort();
-    rows
+            .unwrap(),
+    )
+    .await
 }
 
 /// Issue 15 (lake maintenance): deltalake's full vacuum keeps the data files of recent

@@ -79,13 +79,30 @@ impl Server {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         if config.log.fsync == crate::storage::FsyncPolicy::Never {
             let interval = Duration::from_millis(config.log_flush_interval_ms.max(1));
-            tokio::spawn(flush_loop(service.clone(), interval, shutdown_rx.clone()));
+            // Under `fsync: never`: every log is flushed each interval, publishing what became
+            // durable.
+            let service = service.clone();
+            tokio::spawn(every(interval, shutdown_rx.clone(), move || {
+                let service = service.clone();
+                async move {
+                    let _ =
+                        tokio::task::spawn_blocking(move || service.tablets.flush_all_logs()).await;
+                }
+            }));
         }
-        tokio::spawn(retention_loop(
-            service.clone(),
-            Duration::from_millis(config.retention_check_interval_ms.max(100)),
-            shutdown_rx.clone(),
-        ));
+        {
+            let service = service.clone();
+            tokio::spawn(every(
+                Duration::from_millis(config.retention_check_interval_ms.max(100)),
+                shutdown_rx.clone(),
+                move || {
+                    let service = service.clone();
+                    async move {
+                        run_retention(&service).await;
+                    }
+                },
+            ));
+        }
         tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         Ok(ServerHandle {
@@ -183,24 +200,6 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Runs retention every `interval` (see `retention`).
-async fn retention_loop(
-    service: Arc<Service>,
-    interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            _ = tick.tick() => {
-                run_retention(&service).await;
-            }
-        }
-    }
-}
-
 async fn run_retention(service: &Arc<Service>) -> Vec<crate::BucketRetention> {
     let worker = service.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -216,21 +215,18 @@ async fn run_retention(service: &Arc<Service>) -> Vec<crate::BucketRetention> {
     report
 }
 
-/// Under `fsync: never`: flushes every log each `interval`, publishing what became durable.
-async fn flush_loop(
-    service: Arc<Service>,
-    interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Runs `task` every `interval` until shutdown (a run that overruns delays the next).
+async fn every<F, Fut>(interval: Duration, mut shutdown: watch::Receiver<bool>, mut task: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
-            _ = tick.tick() => {
-                let service = service.clone();
-                let _ = tokio::task::spawn_blocking(move || service.tablets.flush_all_logs()).await;
-            }
+            _ = tick.tick() => task().await,
         }
     }
 }

@@ -39,6 +39,18 @@ async fn append_batches(connection: &FlussConnection, path: &TablePath, from: i6
     Ok(())
 }
 
+/// Reading bucket 0 from the earliest offset gives exactly ids `from..to` (ids are offsets).
+async fn reads_exactly_from(
+    connection: &FlussConnection,
+    path: &TablePath,
+    from: i64,
+    to: i64,
+) -> Result<()> {
+    let ids = scan_ids(connection, path, EARLIEST_OFFSET, (to - from) as usize).await?;
+    ensure!(ids == (from..to).collect::<Vec<_>>(), "{ids:?}");
+    Ok(())
+}
+
 fn bucket0(report: &[BucketRetention], table: &str) -> BucketRetention {
     report
         .iter()
@@ -105,17 +117,7 @@ async fn a_log_past_its_ttl_loses_whole_old_segments_and_answers_as_fluss() -> R
         "earliest {earliest:?} after {cut:?}"
     );
     // From the earliest offset: exactly the rows still held, the young ones all there.
-    let ids = scan_ids(
-        &connection,
-        &path,
-        EARLIEST_OFFSET,
-        (200 - cut.log_start_offset) as usize,
-    )
-    .await?;
-    ensure!(
-        ids == (cut.log_start_offset..200).collect::<Vec<_>>(),
-        "{ids:?}"
-    );
+    reads_exactly_from(&connection, &path, cut.log_start_offset, 200).await?;
     // Below the log start: out of range, as Fluss answers it.
     let below = scan_ids(&connection, &path, 0, 1).await;
     let message = format!(
@@ -172,17 +174,7 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
         cut.log_start_offset > 0 && cut.log_start_offset <= 35 && cut.held_by_tiering,
         "cut up to the lake's offset and no further: {cut:?}"
     );
-    let ids = scan_ids(
-        &connection,
-        &path,
-        EARLIEST_OFFSET,
-        (200 - cut.log_start_offset) as usize,
-    )
-    .await?;
-    ensure!(
-        ids == (cut.log_start_offset..200).collect::<Vec<_>>(),
-        "{ids:?}"
-    );
+    reads_exactly_from(&connection, &path, cut.log_start_offset, 200).await?;
     // A job reading the table from `earliest` would start at the log start and skip the rows
     // only the lake holds: its source refuses, naming the way to read them.
     let mut source = FlussSource::new(FlussSourceConfig::new(
