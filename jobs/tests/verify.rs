@@ -546,5 +546,15 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         hot_log_start(&silt, "v.events")? > 0,
         "retention happened before verify ran"
     );
+    // The allocator's own account, which the soak samples beside the resident set.
+    let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/memory", None)?;
+    assert_eq!(status, 200, "{body}");
+    let memory: Value = serde_json::from_str(&body)?;
+    let allocated = memory["allocated_bytes"].as_u64().unwrap_or(0);
+    let resident = memory["resident_bytes"].as_u64().unwrap_or(0);
+    assert!(
+        allocated > 1_000_000 && resident >= allocated,
+        "jemalloc's figures of a running silt up: {body}"
+    );
     Ok(())
 }
