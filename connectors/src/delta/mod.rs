@@ -83,6 +83,7 @@ pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub use schema::{lake_arrow_schema, lake_data_type};
+pub(crate) use table::load_existing;
 pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
 pub use writer::DeltaWriter;
 pub(crate) use writer::last_change_per_key;

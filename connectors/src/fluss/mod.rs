@@ -16,9 +16,11 @@
 
 mod sink;
 mod source;
+mod union;
 
 pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
     EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect,
     connect_with, table_arrow_schema,
 };
+pub use union::LakeStart;

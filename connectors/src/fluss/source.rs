@@ -15,6 +15,7 @@ use fluss::record::ScanRecord;
 use fluss::rpc::message::OffsetSpec;
 use silt_engine::{Error, RestoredState, Result, Source, SourcePoll, TaskContext};
 
+use super::union::{self, LakePhase, LakeRows, LakeStart};
 use crate::changelog::{ChangeType, stream_system_fields};
 
 /// Where reading starts when there is no checkpoint to restore.
@@ -27,6 +28,10 @@ pub enum StartPosition {
     /// Explicit next offsets per bucket (the lake's txn offsets); buckets not named start at
     /// the earliest offset.
     Offsets(BTreeMap<i32, i64>),
+    /// Every row of a lake-enabled table: its lake at the version current when the source
+    /// first opens, then the changelog from that version's txn offsets (a union read, see
+    /// `union`). Without a lake yet, the same as `Earliest`.
+    LakeThenLog(LakeStart),
 }
 
 /// Where reading stops.
@@ -160,6 +165,9 @@ pub struct FlussSource {
     /// Next offset to queue into `ready`, per owned bucket (runs ahead of `next_offsets`).
     queued_next: BTreeMap<i32, i64>,
     output_schema: Option<SchemaRef>,
+    /// A union read's lake phase: where it is, and the rows still to emit.
+    lake_phase: Option<LakePhase>,
+    lake_rows: Option<LakeRows>,
 }
 
 impl FlussSource {
@@ -173,6 +181,8 @@ impl FlussSource {
             ready: VecDeque::new(),
             queued_next: BTreeMap::new(),
             output_schema: None,
+            lake_phase: None,
+            lake_rows: None,
         }
     }
 
@@ -328,15 +338,50 @@ impl Source for FlussSource {
             .collect();
 
         let mut restored_offsets = BTreeMap::new();
-        for state in restored.all() {
-            restored_offsets.extend(decode_offsets(state.clone())?);
+        let mut restored_phase = None;
+        for (index, state) in restored.subtask_states.iter().enumerate() {
+            let Some(state) = state else { continue };
+            match LakePhase::decode(state)? {
+                Some((phase, offsets)) => {
+                    if phase.parallelism != ctx.parallelism {
+                        return Err(Error::operator(format!(
+                            "{name}: the checkpoint was taken while the source read the lake with parallelism {}; restore it with that parallelism (now {})",
+                            phase.parallelism, ctx.parallelism
+                        )));
+                    }
+                    restored_offsets.extend(decode_offsets(offsets)?);
+                    if index == ctx.subtask_index as usize {
+                        restored_phase = Some(phase);
+                    }
+                }
+                None => restored_offsets.extend(decode_offsets(state.clone())?),
+            }
         }
         let spec = match &self.config.start {
             _ if restored.is_restored() => OffsetSpec::Earliest,
             StartPosition::Latest => OffsetSpec::Latest,
             StartPosition::Timestamp(ts) => OffsetSpec::Timestamp(*ts),
-            StartPosition::Earliest | StartPosition::Offsets(_) => OffsetSpec::Earliest,
+            StartPosition::Earliest | StartPosition::Offsets(_) | StartPosition::LakeThenLog(_) => {
+                OffsetSpec::Earliest
+            }
         };
+        // A union read pins the lake when it first starts; a restore continues the phase
+        // its checkpoint was in.
+        let mut lake_offsets = None;
+        if let StartPosition::LakeThenLog(lake) = &self.config.start {
+            if restored.is_restored() {
+                self.lake_phase = restored_phase;
+            } else if let Some((version, offsets)) =
+                union::pin(lake, info.get_num_buckets().max(1) as u32).await?
+            {
+                self.lake_phase = Some(LakePhase {
+                    version,
+                    emitted: 0,
+                    parallelism: ctx.parallelism,
+                });
+                lake_offsets = Some(offsets);
+            }
+        }
         let listed = if buckets.is_empty() {
             HashMap::new()
         } else {
@@ -371,6 +416,8 @@ impl Source for FlussSource {
             let start = if restored.is_restored() {
                 restored_offsets.get(&bucket).copied().unwrap_or(listed)
             } else if let StartPosition::Offsets(offsets) = &self.config.start {
+                offsets.get(&bucket).copied().unwrap_or(listed)
+            } else if let Some(offsets) = &lake_offsets {
                 offsets.get(&bucket).copied().unwrap_or(listed)
             } else {
                 listed
@@ -433,6 +480,42 @@ impl Source for FlussSource {
                 .map_err(fluss_error(&format!("subscribe to {name}")))?;
         }
         drop(table);
+        if let (Some(phase), StartPosition::LakeThenLog(lake)) =
+            (&self.lake_phase, &self.config.start)
+        {
+            let mut user = fluss::record::to_arrow_schema(info.get_row_type())
+                .map_err(fluss_error(&format!("schema of {name}")))?;
+            if let Some(columns) = &self.config.projection {
+                user = Arc::new(
+                    user.project(columns)
+                        .map_err(|e| Error::operator(format!("projection on {name}: {e}")))?,
+                );
+            }
+            let mut fields: Vec<_> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.extend(stream_system_fields());
+            let output = Arc::new(Schema::new(fields));
+            // Lake and changelog batches share one schema.
+            self.output_schema = Some(output.clone());
+            let change = if info.get_primary_keys().is_empty() {
+                ChangeType::AppendOnly
+            } else {
+                ChangeType::Insert
+            };
+            self.lake_rows = Some(
+                LakeRows::open(
+                    lake,
+                    phase.version,
+                    ctx.subtask_index,
+                    ctx.parallelism,
+                    &user,
+                    output,
+                    phase.emitted,
+                    change,
+                )
+                .await?,
+            );
+            tracing::info!(table = %name, subtask = ctx.subtask_index, version = phase.version, skip = phase.emitted, "fluss source reads the lake first (union read)");
+        }
         self.queued_next = self.next_offsets.clone();
         self.scanner = Some(scanner);
         self.connection = Some(connection);
@@ -441,6 +524,20 @@ impl Source for FlussSource {
     }
 
     async fn poll_next(&mut self) -> Result<SourcePoll> {
+        if let Some(rows) = &mut self.lake_rows {
+            match rows.next().await? {
+                Some(batch) => {
+                    if let Some(phase) = &mut self.lake_phase {
+                        phase.emitted += batch.num_rows() as u64;
+                    }
+                    return Ok(SourcePoll::Batch(batch));
+                }
+                None => {
+                    self.lake_rows = None;
+                    self.lake_phase = None;
+                }
+            }
+        }
         if let Some((bucket, base, batch)) = self.ready.pop_front() {
             let next = base + batch.num_rows() as i64;
             let entry = self.next_offsets.entry(bucket).or_insert(next);
@@ -474,7 +571,11 @@ impl Source for FlussSource {
     }
 
     async fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Bytes> {
-        Ok(encode_offsets(&self.next_offsets))
+        let offsets = encode_offsets(&self.next_offsets);
+        Ok(match &self.lake_phase {
+            Some(phase) => phase.encode(offsets),
+            None => offsets,
+        })
     }
 }
 

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use silt_connectors::changelog::{BUCKET_COLUMN, stream_system_fields};
 use silt_connectors::delta::{DeltaSinkConfig, TableKind, add_delta_sink, read_lake_offsets};
 use silt_connectors::fluss::{
-    FlussSink, FlussSinkConfig, FlussSinkMode, FlussSource, FlussSourceConfig, StartPosition,
+    FlussSink, FlussSinkConfig, FlussSinkMode, FlussSource, FlussSourceConfig, LakeStart,
+    StartPosition,
 };
 use silt_connectors::transform::{PrintSink, PrintSinkConfig, Transform, TransformOperator};
 use silt_engine::graph::PARALLELISM_MAX;
@@ -315,6 +316,8 @@ pub struct TableFacts {
     pub primary_key: Vec<String>,
     /// The user columns.
     pub schema: SchemaRef,
+    /// `table.datalake.enabled`: its history may be in the lake only (hot retention).
+    pub lake_enabled: bool,
 }
 
 /// Table lookups through the Fluss client, cached for one compilation.
@@ -409,6 +412,10 @@ impl Catalog {
             buckets: info.get_num_buckets().max(1) as u32,
             primary_key: info.get_primary_keys().clone(),
             schema,
+            lake_enabled: info
+                .get_properties()
+                .get(crate::tiering::DATALAKE_ENABLED)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
         })
     }
 }
@@ -896,6 +903,16 @@ async fn resolve(
                 .await
                 .map_err(|m| at(&base.at("table"), m))?;
             let start = match (c.start, c.timestamp_ms) {
+                // Every row of a lake-enabled table: hot retention may have left the oldest
+                // only in the lake, so the lake first, then the changelog after it.
+                (StartDef::Earliest, None) if facts.lake_enabled => {
+                    StartPosition::LakeThenLog(LakeStart {
+                        table_uri: lake_uri(ctx, &facts.database, &facts.table)
+                            .map_err(|e| at(&base.at("table"), e.to_string()))?,
+                        storage_options: ctx.lake_storage_options.clone(),
+                        table_id: facts.table_id.to_string(),
+                    })
+                }
                 (StartDef::Earliest, None) => StartPosition::Earliest,
                 (StartDef::Latest, None) => StartPosition::Latest,
                 (StartDef::Timestamp, Some(ms)) => StartPosition::Timestamp(ms),
@@ -1208,6 +1225,12 @@ fn build(
                     StartPosition::Latest => "latest".to_string(),
                     StartPosition::Timestamp(ms) => format!("timestamp {ms}"),
                     StartPosition::Offsets(o) => format!("lake offsets {o:?}"),
+                    StartPosition::LakeThenLog(lake) => {
+                        format!(
+                            "earliest: the lake at {}, then the changelog",
+                            lake.table_uri
+                        )
+                    }
                 };
                 let config = Arc::new(config);
                 vertex[i] = Some(graph.add_source(
