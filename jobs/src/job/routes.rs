@@ -32,7 +32,12 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 /// Routes of the API that other modules serve, documented here too.
-pub const OTHER_ROUTES: &[(&str, &str)] = &[("GET", "/v1/tables"), ("POST", "/v1/query")];
+pub const OTHER_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/tables"),
+    ("GET", "/v1/hot"),
+    ("GET", "/v1/memory"),
+    ("POST", "/v1/query"),
+];
 
 /// Request bodies larger than this are refused (a definition is a few KiB).
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
@@ -400,6 +405,20 @@ pub fn openapi() -> serde_json::Value {
                     "summary": "Tiering status and lag per lake-enabled table",
                     "operationId": "listTables",
                     "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
+                }
+            },
+            "/v1/hot": {
+                "get": {
+                    "summary": "Every bucket of the hot store after retention: log start offset, high watermark, bytes and segments on disk, whether tiering holds retention back",
+                    "operationId": "listHotBuckets",
+                    "responses": merge(ok("200", "Buckets", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401"]))
+                }
+            },
+            "/v1/memory": {
+                "get": {
+                    "summary": "The allocator's own figures: bytes allocated (the live heap), active, resident, mapped and retained",
+                    "operationId": "memory",
+                    "responses": merge(ok("200", "jemalloc statistics", json!({"type": "object"})), error_responses(&["401", "500"]))
                 }
             },
             "/v1/query": {
