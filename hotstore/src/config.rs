@@ -60,6 +60,10 @@ pub struct ServerConfig {
     pub log_ttl: Option<std::time::Duration>,
     /// How often retention runs.
     pub retention_check_interval_ms: u64,
+    /// Retention cuts a lake-enabled table only below the lake offsets it saw at least this
+    /// long ago, so a reader that pinned a lake version within it still finds its hot tail
+    /// (`silt up` sets the longest query deadline).
+    pub retention_lake_lag_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +92,7 @@ impl Default for ServerConfig {
             produce_decode_check: false,
             log_ttl: Some(crate::retention::LOG_TTL_DEFAULT),
             retention_check_interval_ms: 300_000,
+            retention_lake_lag_ms: 600_000,
         }
     }
 }

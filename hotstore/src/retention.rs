@@ -6,9 +6,9 @@
 //! - **a lake-enabled table** (`table.datalake.enabled`) never loses a segment the lake has not
 //!   covered: the cut stops at the bucket's tiered offset in the lake-offset registry (0 when
 //!   tiering has committed nothing), and the bucket reports `held_by_tiering`. The offset used
-//!   is the one the registry held at the previous run, one interval ago: a `db.t` query pins a
-//!   lake version and reads the hot tail from its offsets, so those must stay readable while it
-//!   runs (queries shorter than the interval always find their tail);
+//!   is the one the registry held at least `retention_lake_lag` ago (`silt up` sets the longest
+//!   query deadline): a `db.t` query pins a lake version and reads the hot tail from its
+//!   offsets, so those must stay readable while it runs;
 //! - **a primary-key table** never loses changelog its kv tablet has not durably applied (the
 //!   changelog is the kv's write-ahead log): the kv store is persisted first, and the cut stops
 //!   at the applied offset.
@@ -107,14 +107,20 @@ pub struct BucketRetention {
 
 impl Service {
     /// Applies retention to every bucket of every table (blocking file I/O) and reports each.
-    /// `lake_bounds`: the registry's tiered offsets as of the previous run, replaced by today's.
+    /// `lake_bounds`: the registry's tiered offsets as earlier runs saw them.
     pub(crate) fn apply_retention(
         &self,
         now_ms: i64,
-        lake_bounds: &mut HashMap<i64, Vec<(i32, i64)>>,
+        lake_bounds: &mut LakeBounds,
     ) -> Vec<BucketRetention> {
         let default_ttl = self.config.log_ttl;
-        let previous = std::mem::take(lake_bounds);
+        let lag_ms = i64::try_from(self.config.retention_lake_lag_ms).unwrap_or(i64::MAX);
+        let empty = HashMap::new();
+        let previous = lake_bounds
+            .as_of(now_ms.saturating_sub(lag_ms))
+            .unwrap_or(&empty)
+            .clone();
+        let mut current = HashMap::new();
         let mut report = Vec::new();
         let mut kv_persisted = false;
         for entry in self.catalog.tables() {
@@ -130,7 +136,7 @@ impl Service {
             };
             let lake = lake_enabled(&entry).then(|| previous.get(&entry.id));
             if let Some(snapshot) = self.lake.get(entry.id) {
-                lake_bounds.insert(entry.id, snapshot.bucket_offsets);
+                current.insert(entry.id, snapshot.bucket_offsets);
             }
             for bucket in &table.buckets {
                 let log_start = bucket.log.log_start_offset();
@@ -195,13 +201,48 @@ impl Service {
                 });
             }
         }
+        lake_bounds.record(now_ms, current);
         report
+    }
+}
+
+/// The lake's tiered offsets per table id as retention runs saw them, kept as long as a lag
+/// may ask for them.
+#[derive(Debug, Default)]
+pub(crate) struct LakeBounds {
+    seen: std::collections::VecDeque<(i64, HashMap<i64, Vec<(i32, i64)>>)>,
+}
+
+impl LakeBounds {
+    /// The newest offsets seen at or before `at_ms`; older ones are dropped.
+    fn as_of(&mut self, at_ms: i64) -> Option<&HashMap<i64, Vec<(i32, i64)>>> {
+        let usable = self.seen.iter().rposition(|(seen, _)| *seen <= at_ms)?;
+        self.seen.drain(..usable);
+        self.seen.front().map(|(_, bounds)| bounds)
+    }
+
+    fn record(&mut self, at_ms: i64, bounds: HashMap<i64, Vec<(i32, i64)>>) {
+        self.seen.push_back((at_ms, bounds));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lake_bounds_answer_what_was_seen_a_lag_ago_and_forget_older() {
+        let mut bounds = LakeBounds::default();
+        let at = |offset: i64| HashMap::from([(7, vec![(0, offset)])]);
+        assert_eq!(bounds.as_of(1_000), None);
+        for (t, offset) in [(0, 10), (100, 20), (200, 30), (300, 40)] {
+            bounds.record(t, at(offset));
+        }
+        assert_eq!(bounds.as_of(150), Some(&at(20)), "the newest seen by then");
+        assert_eq!(bounds.as_of(50), None, "older entries are gone once passed");
+        assert_eq!(bounds.as_of(10_000), Some(&at(40)));
+        assert_eq!(bounds.seen.len(), 1);
+    }
 
     #[test]
     fn ttls_parse_as_fluss_reads_them() {

@@ -27,8 +27,7 @@ pub struct Service {
     /// What the last retention run left of each bucket (see `retention`).
     pub(crate) retention: std::sync::Mutex<Vec<crate::BucketRetention>>,
     /// Per table id, the lake's tiered offsets as retention's previous run saw them.
-    pub(crate) retention_lake_bounds:
-        std::sync::Mutex<std::collections::HashMap<i64, Vec<(i32, i64)>>>,
+    pub(crate) retention_lake_bounds: std::sync::Mutex<crate::retention::LakeBounds>,
 }
 
 impl Service {
@@ -66,7 +65,7 @@ impl Service {
             port,
             next_writer_id,
             retention: std::sync::Mutex::new(Vec::new()),
-            retention_lake_bounds: std::sync::Mutex::new(std::collections::HashMap::new()),
+            retention_lake_bounds: std::sync::Mutex::new(Default::default()),
         })
     }
 

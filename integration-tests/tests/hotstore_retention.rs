@@ -23,6 +23,7 @@ async fn start(dir: &std::path::Path) -> Result<ServerHandle> {
     hotstore::start_with(dir, |config| {
         config.log.segment_bytes_max = 1024;
         config.retention_check_interval_ms = 3_600_000;
+        config.retention_lake_lag_ms = 0;
     })
     .await
 }
@@ -330,6 +331,7 @@ async fn a_union_read_restored_mid_lake_emits_every_row_once() -> Result<()> {
             config.log.segment_bytes_max = 1024;
             config.retention_check_interval_ms = 3_600_000;
             config.log_ttl = Some(Duration::from_millis(500));
+            config.retention_lake_lag_ms = 0;
         })
         .await?,
     );

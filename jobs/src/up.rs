@@ -58,6 +58,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         .ok()
         .map(Duration::from_millis);
     server.retention_check_interval_ms = config.hotstore.retention_check_interval_ms;
+    server.retention_lake_lag_ms = config.query.deadline_max_ms;
     server.log.fsync = match config.hotstore.fsync.as_str() {
         "always" => silt_hotstore::storage::FsyncPolicy::Always,
         "group" => silt_hotstore::storage::FsyncPolicy::Group {

@@ -57,6 +57,9 @@ pub const EXIT_DEADLINE: u8 = 3;
 
 const FILE_COLUMN: &str = "__silt_file";
 
+/// Reads of the changelog started again because hot retention moved a log start meanwhile.
+const RETENTION_RETRIES_MAX: usize = 5;
+
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
     /// The Fluss endpoint (a running `silt up`).
@@ -410,20 +413,42 @@ pub async fn verify_table(
     let user_schema = table_arrow_schema(connection, database, table).await?;
     let lake_schema = lake_arrow_schema(&user_schema)?;
     let user_fields = user_schema.fields().len();
-    let start: BTreeMap<i32, i64> = bucket_ids
-        .iter()
-        .map(|b| (*b, earliest.get(b).copied().unwrap_or(0)))
-        .collect();
-    let hot = read_changelog(
-        &options.bootstrap,
-        options.credentials.as_ref(),
-        database,
-        table,
-        start.clone(),
-        end_offsets.clone(),
-        options.read_stall_max,
-    )
-    .await?;
+    // Hot retention may move a log start while verify reads: then read again from the new
+    // starts (a few times; retention runs every few minutes in use).
+    let mut earliest = earliest;
+    let mut attempt = 0;
+    let (start, hot) = loop {
+        let start: BTreeMap<i32, i64> = bucket_ids
+            .iter()
+            .map(|b| (*b, earliest.get(b).copied().unwrap_or(0)))
+            .collect();
+        match read_changelog(
+            &options.bootstrap,
+            options.credentials.as_ref(),
+            database,
+            table,
+            start.clone(),
+            end_offsets.clone(),
+            options.read_stall_max,
+        )
+        .await
+        {
+            Ok(hot) => break (start, hot),
+            Err(e)
+                if attempt < RETENTION_RETRIES_MAX && format!("{e:#}").contains("out of range") =>
+            {
+                attempt += 1;
+                earliest = admin
+                    .list_offsets(&path, &bucket_ids, OffsetSpec::Earliest)
+                    .await
+                    .map_err(fluss(format!("list earliest offsets of {name}")))?;
+                for (b, entry) in report.buckets.iter_mut() {
+                    entry.0 = earliest.get(b).copied().unwrap_or(0);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let hot = Side::from_batches(&hot, &lake_schema, user_fields, &key_columns, Origin::Hot)?;
 
     // 4. The lake side, at the pinned version.

@@ -500,6 +500,9 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
             ("SILT_HOTSTORE__LOG_TTL_MS", "1000"),
             ("SILT_HOTSTORE__RETENTION_CHECK_INTERVAL_MS", "300"),
             ("SILT_HOTSTORE__SEGMENT_BYTES_MAX", "2048"),
+            // Retention waits this long before it trusts a new lake offset (a query's pinned
+            // version must find its tail).
+            ("SILT_QUERY__DEADLINE_MAX_MS", "1000"),
         ],
     )?;
     let connection = hotstore::connect_to(&silt.bootstrap).await?;
