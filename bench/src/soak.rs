@@ -11,7 +11,8 @@
 //! `GET /v1/tables`), and the latency of
 //! `SELECT count(*)` on `t$lake` and on `t` (through `POST /v1/query`). At the end it prints
 //! every sample and, per figure, the least-squares slope per hour over the samples after
-//! `warmup`, also as a percentage of the figure's mean (the target for RSS: at most 1% an hour).
+//! `warmup`, also as a percentage of the figure's mean (the target for RSS: at most 1% an hour),
+//! and the result of `silt verify --all` once the writers stopped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -296,7 +297,40 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
         }
     }
     print_slopes(&samples, options.warmup);
+    verify_all(&silt, &data_dir, &options.env)?;
     drop(silt);
+    Ok(())
+}
+
+/// `silt verify --all` once the writers stopped: the lake against the changelog still held,
+/// waiting up to two minutes for tiering to catch up. Prints its summary; a mismatch is
+/// printed, not hidden.
+fn verify_all(silt: &SiltChild, data_dir: &Path, env: &[(String, String)]) -> Result<()> {
+    let (exe, command) = crate::silt_program()?;
+    let out = Command::new(exe)
+        .arg(command)
+        .args(["--data-dir", &data_dir.to_string_lossy(), "--log", "error"])
+        .args([
+            "verify",
+            "--all",
+            "--deadline",
+            "120s",
+            "--bootstrap",
+            &silt.bootstrap,
+        ])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .context("running silt verify --all")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('[') && !l.trim().is_empty())
+        .collect();
+    println!(
+        "\nsilt verify --all at the end (exit {}):\n{}",
+        out.status.code().unwrap_or(-1),
+        summary.join("\n")
+    );
     Ok(())
 }
 
