@@ -31,3 +31,17 @@ pub fn silt_program() -> Result<(PathBuf, &'static str)> {
     let exe = std::env::current_exe().context("locating the silt-bench binary")?;
     Ok((exe, SILT_COMMAND))
 }
+
+/// An in-process hot store on an ephemeral loopback port over `<dir>/hotstore`, with the
+/// server's defaults, for benches that talk to it through the Fluss client.
+pub async fn in_process_hotstore(
+    dir: &std::path::Path,
+) -> Result<std::sync::Arc<silt_hotstore::ServerHandle>> {
+    let server = silt_hotstore::Server::start(silt_hotstore::ServerConfig {
+        bind_addr: "127.0.0.1:0".parse()?,
+        data_dir: dir.join("hotstore"),
+        ..silt_hotstore::ServerConfig::default()
+    })
+    .await?;
+    Ok(std::sync::Arc::new(server))
+}

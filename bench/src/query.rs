@@ -36,7 +36,6 @@ use parquet::file::properties::WriterProperties;
 use rand::{Rng as _, SeedableRng as _};
 use silt_connectors::delta::{BucketRange, Committable, DeltaSinkConfig, LakeTable, TableKind};
 use silt_connectors::lake::LakeCatalogConfig;
-use silt_hotstore::{Server, ServerConfig};
 
 use fluss::client::UpsertWriter;
 use silt_jobs::query::{QueryConfig, QueryError, QueryRequest, QueryService};
@@ -114,14 +113,7 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
         Some(d) => builder.tempdir_in(d)?,
         None => builder.tempdir()?,
     };
-    let server = Arc::new(
-        Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse()?,
-            data_dir: dir.path().join("hotstore"),
-            ..ServerConfig::default()
-        })
-        .await?,
-    );
+    let server = crate::in_process_hotstore(dir.path()).await?;
     let bootstrap = server.local_addr().to_string();
     let lake_root = dir.path().join("lake").to_string_lossy().to_string();
     let scan = write_scan_table(&bootstrap, &lake_root, options.lake_rows).await?;

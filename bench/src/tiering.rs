@@ -25,7 +25,6 @@ use fluss::rpc::message::OffsetSpec;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use silt_hotstore::{Server, ServerConfig};
 use silt_jobs::tiering::{TieringConfig, TieringService};
 
 use crate::data::{make_batch, wait_lake_covers};
@@ -211,14 +210,7 @@ impl Bench {
     /// An in-process hot store in a fresh directory with the four log tables of the phases.
     async fn start() -> Result<Bench> {
         let dir = tempfile::Builder::new().prefix("silt-bench-").tempdir()?;
-        let server = Arc::new(
-            Server::start(ServerConfig {
-                bind_addr: "127.0.0.1:0".parse()?,
-                data_dir: dir.path().join("hotstore"),
-                ..ServerConfig::default()
-            })
-            .await?,
-        );
+        let server = crate::in_process_hotstore(dir.path()).await?;
         let bootstrap = server.local_addr().to_string();
         let connection = silt_connectors::fluss::connect(&bootstrap).await?;
         let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;

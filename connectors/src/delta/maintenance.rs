@@ -169,15 +169,22 @@ pub(crate) async fn vacuum(
         }
     }
     let listing_error = |e: object_store::Error| Error::Internal(format!("listing {uri}: {e}"));
-    let files: Vec<object_store::ObjectMeta> = store
+    // One listing of the table serves both sweeps: its data and vector files, and the staged
+    // change files under `_silt_staging/`.
+    let listed: Vec<object_store::ObjectMeta> = store
         .list(None)
         .try_filter(|meta| {
             let path = meta.location.as_ref();
-            futures::future::ready(is_data_file(path) || is_deletion_vector(path))
+            futures::future::ready(
+                is_data_file(path) || is_deletion_vector(path) || is_staged(path),
+            )
         })
         .try_collect()
         .await
         .map_err(listing_error)?;
+    let (staged_files, files): (Vec<_>, Vec<_>) = listed
+        .into_iter()
+        .partition(|meta| is_staged(meta.location.as_ref()));
     report.files_on_disk = files.len() as u64;
     let candidates: Vec<(Path, u64)> = files
         .into_iter()
@@ -219,17 +226,14 @@ pub(crate) async fn vacuum(
             }
         }
     }
-    let staged: Vec<(Path, u64)> = store
-        .list(Some(&Path::from(STAGING_DIR)))
-        .try_filter(|meta| {
-            let expired = SystemTime::from(meta.last_modified) < cutoff
-                && !pending_staged.contains(meta.location.as_ref());
-            futures::future::ready(expired)
+    let staged: Vec<(Path, u64)> = staged_files
+        .into_iter()
+        .filter(|meta| {
+            SystemTime::from(meta.last_modified) < cutoff
+                && !pending_staged.contains(meta.location.as_ref())
         })
-        .map_ok(|meta| (meta.location, meta.size))
-        .try_collect()
-        .await
-        .map_err(listing_error)?;
+        .map(|meta| (meta.location, meta.size))
+        .collect();
     for (path, size) in staged {
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {
@@ -251,6 +255,12 @@ fn epoch_ms(at: SystemTime) -> i64 {
 /// A data file of a table this sink writes (`__bucket=<n>/...parquet`).
 fn is_data_file(path: &str) -> bool {
     path.starts_with("__bucket=") && path.ends_with(".parquet")
+}
+
+/// A change file waiting for its commit.
+fn is_staged(path: &str) -> bool {
+    path.strip_prefix(STAGING_DIR)
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// A deletion vector file, at the root or under a prefix directory.
