@@ -54,13 +54,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use arrow::array::{Array, Int8Array, Int64Array, RecordBatch};
+use arrow::array::{Array, BooleanArray, Int8Array, Int64Array, RecordBatch};
 use fluss::client::FlussConnection;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::ChangeType;
+use silt_connectors::changelog::{BUCKET_COLUMN, ChangeType, OFFSET_COLUMN};
+use silt_connectors::delta::read_lake_offsets;
 
 use self::check::{Change, LogFindings, PkFindings, Place};
 use self::process::{Exit, Silt, SiltSetup, SmallDisk};
@@ -68,7 +69,7 @@ use self::stored::StoredLog;
 use self::workload::{ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, first_line};
 use crate::report::Table;
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, TieringConfig, TieringService};
-use silt_jobs::verify::{Verdict, VerifyOptions, read_changelog, verify_table};
+use silt_jobs::verify::{Verdict, VerifyOptions, read_changelog, read_lake, verify_table};
 
 /// The error of a `silt` built without the hooks the trials need.
 pub const WITHOUT_FEATURE: &str = "this silt-bench binary was built without the \
@@ -156,6 +157,11 @@ struct Outcome {
     failures: BTreeMap<&'static str, u64>,
     /// Exits of `silt up` that no fault caused.
     unexpected_exits: u64,
+    /// Seeds run with hot retention, and of their tables' buckets, those whose log start had
+    /// moved by the check, with the rows checked there from the lake alone.
+    retention_seeds: u64,
+    buckets_cut: u64,
+    rows_below_log_start: u64,
     notes: Vec<String>,
 }
 
@@ -181,6 +187,9 @@ impl Outcome {
             *self.failures.entry(k).or_default() += v;
         }
         self.unexpected_exits += other.unexpected_exits;
+        self.retention_seeds += other.retention_seeds;
+        self.buckets_cut += other.buckets_cut;
+        self.rows_below_log_start += other.rows_below_log_start;
     }
 }
 
@@ -325,6 +334,13 @@ fn print_summary(
             totals.unexpected_exits.to_string(),
         ])
         .row([
+            "hot retention".to_string(),
+            format!(
+                "{} seeds; {} buckets had their log start moved, {} rows below it checked in the lake",
+                totals.retention_seeds, totals.buckets_cut, totals.rows_below_log_start
+            ),
+        ])
+        .row([
             "faults injected".to_string(),
             faults_line(&totals.faults, false),
         ]);
@@ -410,6 +426,50 @@ impl Durability {
     }
 }
 
+/// Hot retention during the trial (drawn from a stream of its own, so that the rest of a seed's
+/// plan is what it was before retention was drawn): a TTL far shorter than the trial, small
+/// segments and frequent checks, so whole tiered segments are deleted while clients write and
+/// faults strike. Every trial table is lake-enabled, so retention is held by what the lake
+/// covered; the check then finds rows below each bucket's log start in the lake.
+struct Retention {
+    log_ttl_ms: u64,
+    check_interval_ms: u64,
+    segment_bytes_max: u64,
+}
+
+impl Retention {
+    fn draw(seed: u64) -> Option<Retention> {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5EED_0F_7E7E);
+        rng.random_bool(0.5).then(|| Retention {
+            log_ttl_ms: [300, 1000, 3000][rng.random_range(0..3)],
+            check_interval_ms: [100, 500][rng.random_range(0..2)],
+            segment_bytes_max: [16 << 10, 64 << 10][rng.random_range(0..2)],
+        })
+    }
+
+    /// (The segment size goes into the durability's.) A lake offset counts for retention once it is
+    /// `query.deadline_max_ms` old (a pinned query keeps its tail), so that is short too; lake
+    /// files are kept at least that long.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("SILT_HOTSTORE__LOG_TTL_MS", self.log_ttl_ms.to_string()),
+            (
+                "SILT_HOTSTORE__RETENTION_CHECK_INTERVAL_MS",
+                self.check_interval_ms.to_string(),
+            ),
+            ("SILT_QUERY__DEADLINE_MAX_MS", "1000".to_string()),
+            ("SILT_LAKE__FILE_RETENTION_MS", "2000".to_string()),
+        ]
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "hot retention: ttl {} ms, checked every {} ms",
+            self.log_ttl_ms, self.check_interval_ms
+        )
+    }
+}
+
 /// One trial's moving parts: the running `silt up`, the seed's plan, and what was found.
 struct Trial<'a> {
     /// The seed's plan: faults, pauses and their parameters.
@@ -425,6 +485,7 @@ struct Trial<'a> {
     /// Past the faults: no more armed starts.
     settling: bool,
     durability: Durability,
+    retention: Option<Retention>,
     /// The disk is filled (a disk-full fault is on).
     disk_filled: bool,
     /// A disk-full fault struck in this trial: silt may stop on a storage failure.
@@ -599,6 +660,7 @@ async fn trial(
 ) -> Result<Outcome> {
     let epoch = Instant::now();
     let (mut trial, plan) = set_up(seed, dir, disk)?;
+    trial.outcome.retention_seeds = u64::from(trial.retention.is_some());
     let bootstrap = trial.setup.bootstrap();
     create_tables(&bootstrap, &plan.tables, &mut trial.rng).await?;
     let workload = Workload::start(
@@ -611,8 +673,13 @@ async fn trial(
     )
     .await?;
     let described: Vec<String> = plan.clients.iter().map(ClientPlan::describe).collect();
+    let retention = trial
+        .retention
+        .as_ref()
+        .map(|r| format!("; {}", r.describe()))
+        .unwrap_or_default();
     trial.note(format!(
-        "{}; clients: {}; {} keys per primary-key table",
+        "{}{retention}; clients: {}; {} keys per primary-key table",
         trial.durability.describe(),
         described.join("; "),
         plan.pk_keys
@@ -639,13 +706,19 @@ async fn trial(
 /// tables makes no durable write).
 fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Trial<'a>, Plan)> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let durability = Durability::draw(&mut rng);
+    let mut durability = Durability::draw(&mut rng);
+    let retention = Retention::draw(seed);
+    if let Some(retention) = &retention {
+        durability.segment_bytes_max = retention.segment_bytes_max;
+    }
+    let mut settings = durability.settings();
+    settings.extend(retention.iter().flat_map(Retention::settings));
     let setup = SiltSetup {
         data: dir.join("data"),
         dir: dir.to_path_buf(),
         control: dir.join("lake-faults"),
         listen: process::pick_port(&mut rng)?,
-        settings: durability.settings(),
+        settings,
     };
     std::fs::write(&setup.control, "ok")?;
     let tables = random_tables(&mut rng);
@@ -667,6 +740,7 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
         outcome: Outcome::default(),
         settling: false,
         durability,
+        retention,
         disk_filled: false,
         disk_faulted: false,
         down: false,
@@ -1137,12 +1211,24 @@ async fn judge_table(
 ) -> Result<()> {
     let bootstrap = trial.setup.bootstrap();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    let (batches, read_up_to) = hot_changelog(&connection, &bootstrap, spec).await?;
+    let (mut batches, read_up_to, log_start) = hot_changelog(&connection, &bootstrap, spec).await?;
     let table_id = connection
         .get_admin()?
         .get_table_info(&TablePath::new(DB, &spec.name))
         .await?
         .table_id;
+    // Below each log start, the rows are the lake's alone (hot retention deleted them there).
+    let below = lake_rows_below(&trial.setup.data, spec, table_id, &log_start).await?;
+    for problem in &below.problems {
+        trial.outcome.fail("hot retention passed the lake");
+        trial.note(format!("{}: {problem}", spec.name));
+    }
+    trial.outcome.buckets_cut += log_start.values().filter(|s| **s > 0).count() as u64;
+    trial.outcome.rows_below_log_start += below
+        .batches
+        .iter()
+        .map(|b| b.num_rows() as u64)
+        .sum::<u64>();
     let stored = StoredLog::read(&trial.setup.data, table_id, spec.buckets);
     for problem in stored.problems.iter().take(SHOW_MAX) {
         trial.note(format!(
@@ -1168,13 +1254,14 @@ async fn judge_table(
     }
     if spec.primary_key {
         let changes = pk_changes(&batches)?;
+        let initial = lake_images(&below.batches)?;
         let ops: Vec<PkWrite> = records
             .pk
             .iter()
             .filter(|w| w.table == t)
             .copied()
             .collect();
-        let findings = check::check_pk(&changes, &ops);
+        let findings = check::check_pk(&initial, &changes, &ops, &log_start);
         trial.count_lost(&spec.name, findings.wrong.len() as u64);
         trial.outcome.rows_duplicated += findings.extra_copies();
         if !findings.inconsistent.is_empty() {
@@ -1183,6 +1270,7 @@ async fn judge_table(
         let notes = report_pk(spec, &findings, &changes, &ops, &stored);
         trial.outcome.notes.extend(notes);
     } else {
+        batches.extend(below.batches);
         let rows = log_rows(&batches)?;
         let mut written: HashMap<i64, bool> = HashMap::new();
         let mut origins: HashMap<i64, (Origin, Option<u64>)> = HashMap::new();
@@ -1440,8 +1528,8 @@ fn report_pk(
 fn log_rows(batches: &[RecordBatch]) -> Result<Vec<(Place, i64)>> {
     let mut rows = Vec::new();
     for b in batches {
-        let buckets = i64_column(b, "__bucket")?;
-        let offsets = i64_column(b, "__offset")?;
+        let buckets = i64_column(b, BUCKET_COLUMN)?;
+        let offsets = i64_column(b, OFFSET_COLUMN)?;
         let ids = i64_column(b, "id")?;
         for i in 0..b.num_rows() {
             let at = Place {
@@ -1458,8 +1546,8 @@ fn log_rows(batches: &[RecordBatch]) -> Result<Vec<(Place, i64)>> {
 fn pk_changes(batches: &[RecordBatch]) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     for b in batches {
-        let buckets = i64_column(b, "__bucket")?;
-        let offsets = i64_column(b, "__offset")?;
+        let buckets = i64_column(b, BUCKET_COLUMN)?;
+        let offsets = i64_column(b, OFFSET_COLUMN)?;
         let ids = i64_column(b, "id")?;
         let vers = i64_column(b, "ver")?;
         let kinds = b
@@ -1481,32 +1569,136 @@ fn pk_changes(batches: &[RecordBatch]) -> Result<Vec<Change>> {
     Ok(changes)
 }
 
-/// The changelog of every bucket up to its high watermark, and those high watermarks.
+/// The changelog of every bucket from its log start up to its high watermark, those high
+/// watermarks and those log starts. Hot retention may move a log start while this reads (the
+/// read then fails out of range): it reads again from the new starts.
 async fn hot_changelog(
     connection: &FlussConnection,
     bootstrap: &str,
     spec: &TableSpec,
-) -> Result<(Vec<RecordBatch>, BTreeMap<i32, i64>)> {
+) -> Result<(Vec<RecordBatch>, BTreeMap<i32, i64>, BTreeMap<i32, i64>)> {
+    const READS_MAX: u32 = 20;
     let admin = connection.get_admin()?;
     let path = TablePath::new(DB, &spec.name);
     let ids: Vec<i32> = (0..spec.buckets).collect();
     let latest = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
-    let start: BTreeMap<i32, i64> = ids.iter().map(|b| (*b, 0)).collect();
     let end: BTreeMap<i32, i64> = ids
         .iter()
         .map(|b| (*b, latest.get(b).copied().unwrap_or(0)))
         .collect();
-    let batches = read_changelog(
-        bootstrap,
-        None,
-        DB,
-        &spec.name,
-        start,
-        end.clone(),
-        Duration::from_secs(30),
-    )
-    .await?;
-    Ok((batches, end))
+    let mut reads = 0;
+    loop {
+        reads += 1;
+        let earliest = admin
+            .list_offsets(&path, &ids, OffsetSpec::Earliest)
+            .await?;
+        let start: BTreeMap<i32, i64> = ids
+            .iter()
+            .map(|b| (*b, earliest.get(b).copied().unwrap_or(0)))
+            .collect();
+        match read_changelog(
+            bootstrap,
+            None,
+            DB,
+            &spec.name,
+            start.clone(),
+            end.clone(),
+            Duration::from_secs(30),
+        )
+        .await
+        {
+            Ok(batches) => return Ok((batches, end, start)),
+            Err(e) if reads < READS_MAX && format!("{e:#}").contains("out of range") => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A table's lake rows below each bucket's log start, and what is wrong about them.
+struct BelowLogStart {
+    batches: Vec<RecordBatch>,
+    /// Buckets whose log start lies beyond the lake's txn offset: retention deleted rows the
+    /// lake never got.
+    problems: Vec<String>,
+}
+
+/// Reads the lake's rows below each bucket's log start, with deltalake's table provider at the
+/// lake's newest version (whose txn offsets are past every log start: retention never cuts
+/// beyond what the lake covered).
+async fn lake_rows_below(
+    data: &Path,
+    spec: &TableSpec,
+    table_id: i64,
+    log_start: &BTreeMap<i32, i64>,
+) -> Result<BelowLogStart> {
+    let mut below = BelowLogStart {
+        batches: Vec::new(),
+        problems: Vec::new(),
+    };
+    if log_start.values().all(|s| *s <= 0) {
+        return Ok(below);
+    }
+    let uri = format!("{}/{DB}/{}", lake_root(data), spec.name);
+    let none = HashMap::new();
+    let lake = read_lake_offsets(&uri, &none, &table_id.to_string(), spec.buckets as u32)
+        .await
+        .with_context(|| format!("reading the lake offsets of {}", spec.name))?;
+    let Some(lake) = lake else {
+        below.problems.push(format!(
+            "log starts {log_start:?} moved, yet the table has no lake"
+        ));
+        return Ok(below);
+    };
+    for (bucket, start) in log_start {
+        let covered = lake.bucket_offsets.get(bucket).copied().unwrap_or(0);
+        if *start > covered {
+            below.problems.push(format!(
+                "bucket {bucket}: log start {start} lies beyond the lake's txn offset {covered} \
+                 (lake version {})",
+                lake.delta_version
+            ));
+        }
+    }
+    for batch in read_lake(&uri, &none, lake.delta_version).await? {
+        let buckets = i64_column(&batch, BUCKET_COLUMN)?;
+        let offsets = i64_column(&batch, OFFSET_COLUMN)?;
+        let keep: BooleanArray = (0..batch.num_rows())
+            .map(|i| {
+                let start = log_start.get(&(buckets.value(i) as i32)).copied();
+                Some(offsets.value(i) < start.unwrap_or(0))
+            })
+            .collect();
+        below
+            .batches
+            .push(arrow::compute::filter_record_batch(&batch, &keep)?);
+    }
+    Ok(below)
+}
+
+/// A primary-key lake's rows as the images they are (each at the offset of its key's last
+/// change).
+fn lake_images(batches: &[RecordBatch]) -> Result<Vec<Change>> {
+    let mut images = Vec::new();
+    for b in batches {
+        let buckets = i64_column(b, BUCKET_COLUMN)?;
+        let offsets = i64_column(b, OFFSET_COLUMN)?;
+        let ids = i64_column(b, "id")?;
+        let vers = i64_column(b, "ver")?;
+        for i in 0..b.num_rows() {
+            images.push(Change {
+                at: Place {
+                    bucket: buckets.value(i) as i32,
+                    offset: offsets.value(i),
+                },
+                key: ids.value(i),
+                change: ChangeType::Insert,
+                ver: (!vers.is_null(i)).then(|| vers.value(i)),
+            });
+        }
+    }
+    Ok(images)
 }
 
 fn i64_column(batch: &RecordBatch, name: &str) -> Result<Int64Array> {

@@ -536,7 +536,7 @@ pub async fn read_changelog(
 }
 
 /// The lake's rows at `version`, with the file each row came from.
-async fn read_lake(
+pub async fn read_lake(
     uri: &str,
     storage_options: &HashMap<String, String>,
     version: u64,

@@ -114,15 +114,41 @@ impl PkFindings {
     }
 }
 
-pub(super) fn check_pk(changes: &[Change], ops: &[PkWrite]) -> PkFindings {
+/// `initial`: under hot retention, the lake's images below each bucket's log start
+/// (`log_start`; all 0 without retention), where the changelog `changes` begins. A key changed
+/// between its bucket's log start and the lake's offset has no such image (the lake holds its
+/// newer one): its first change there is a `-U` or `-D` that carries the image it had at the log
+/// start, which is then taken as its state.
+pub(super) fn check_pk(
+    initial: &[Change],
+    changes: &[Change],
+    ops: &[PkWrite],
+    log_start: &BTreeMap<i32, i64>,
+) -> PkFindings {
     let mut findings = PkFindings::default();
     let mut changes: Vec<&Change> = changes.iter().collect();
     changes.sort_by_key(|c| c.at);
     // The final image per key: its `ver` (None for a null `ver`) and where it is stored.
     let mut state: HashMap<i64, Option<(Option<i64>, Place)>> = HashMap::new();
     let mut images: BTreeMap<i64, (i64, Vec<Place>)> = BTreeMap::new();
+    for image in initial {
+        state.insert(image.key, Some((image.ver, image.at)));
+        if let Some(ver) = image.ver {
+            images
+                .entry(ver)
+                .or_insert((image.key, Vec::new()))
+                .1
+                .push(image.at);
+        }
+    }
     for c in changes {
-        let current = state.get(&c.key).copied().flatten();
+        let cut = log_start.get(&c.at.bucket).is_some_and(|s| *s > 0);
+        let current = match state.get(&c.key) {
+            None if cut && matches!(c.change, ChangeType::UpdateBefore | ChangeType::Delete) => {
+                Some((c.ver, c.at))
+            }
+            known => known.copied().flatten(),
+        };
         match c.change {
             ChangeType::UpdateBefore | ChangeType::Delete => {
                 if current.map(|(ver, _)| ver) != Some(c.ver) {
@@ -287,7 +313,7 @@ mod tests {
                 ver: Some(ver),
             })
             .collect();
-        let findings = check_pk(&changes, &ops);
+        let findings = check_pk(&[], &changes, &ops, &BTreeMap::new());
         assert!(
             findings.inconsistent.is_empty(),
             "{:?}",
@@ -395,6 +421,7 @@ mod tests {
             ver: Some(ver),
         };
         let findings = check_pk(
+            &[],
             &[
                 change(0, I, 1),
                 change(1, UB, 1),
@@ -403,11 +430,62 @@ mod tests {
                 change(4, UA, 1),
             ],
             &[],
+            &BTreeMap::new(),
         );
         assert_eq!(findings.duplicated.keys().collect::<Vec<_>>(), vec![&1]);
         assert!(findings.inconsistent.is_empty());
-        let findings = check_pk(&[change(0, I, 1), change(1, UB, 3)], &[]);
+        let findings = check_pk(
+            &[],
+            &[change(0, I, 1), change(1, UB, 3)],
+            &[],
+            &BTreeMap::new(),
+        );
         assert_eq!(findings.inconsistent.len(), 1);
+    }
+
+    #[test]
+    fn under_hot_retention_the_lake_images_below_the_log_start_begin_the_changelog() {
+        let on = |key, offset, change, ver| Change {
+            at: Place { bucket: 0, offset },
+            key,
+            change,
+            ver: Some(ver),
+        };
+        let log_start = BTreeMap::from([(0, 10)]);
+        // Key 1's image is the lake's (changed at 3, before the start); key 2 was changed at 12,
+        // after the start, so the lake holds its newer image and the changelog its old one.
+        let initial = [on(1, 3, I, 7)];
+        let changes = [
+            on(2, 12, UB, 5),
+            on(2, 13, UA, 6),
+            on(1, 14, UB, 7),
+            on(1, 15, UA, 8),
+        ];
+        let findings = check_pk(&initial, &changes, &[], &log_start);
+        assert!(
+            findings.inconsistent.is_empty(),
+            "{:?}",
+            findings.inconsistent
+        );
+        // The same retraction of key 1 against a different lake image is inconsistent, and so is
+        // a retraction of a key with no image when nothing was cut.
+        let findings = check_pk(&[on(1, 3, I, 9)], &changes, &[], &log_start);
+        assert_eq!(
+            findings.inconsistent.len(),
+            1,
+            "{:?}",
+            findings.inconsistent
+        );
+        let findings = check_pk(&initial, &changes, &[], &BTreeMap::from([(0, 0)]));
+        assert_eq!(
+            findings.inconsistent.len(),
+            1,
+            "{:?}",
+            findings.inconsistent
+        );
+        // An image stored in the lake below the start and again in the changelog is duplicated.
+        let findings = check_pk(&initial, &[on(3, 16, I, 7)], &[], &log_start);
+        assert_eq!(findings.duplicated.keys().collect::<Vec<_>>(), vec![&7]);
     }
 
     #[test]
