@@ -103,11 +103,14 @@ struct Sample {
     hot_start_k: f64,
     lake_count_ms: f64,
     view_count_ms: f64,
+    /// The 99th percentile of each table's recent lake commits (`GET /v1/tables`).
+    log_commit_p99_ms: f64,
+    pk_commit_p99_ms: f64,
     rows_written: f64,
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 13] {
+fn figures(s: &Sample) -> [(&'static str, f64); 15] {
     [
         ("rss_mb", s.rss_mb),
         ("heap_mb", s.heap_mb),
@@ -121,6 +124,8 @@ fn figures(s: &Sample) -> [(&'static str, f64); 13] {
         ("hot_start_k", s.hot_start_k),
         ("lake_q_ms", s.lake_count_ms),
         ("view_q_ms", s.view_count_ms),
+        ("log_c99_ms", s.log_commit_p99_ms),
+        ("pk_c99_ms", s.pk_commit_p99_ms),
         ("rows", s.rows_written),
     ]
 }
@@ -467,7 +472,10 @@ async fn take_sample(
             .and_then(|d| d.file_name())
             .is_some_and(|n| n == "_delta_log")
     });
-    let lag_s = tiering_lag(http, &silt.rest).await.unwrap_or(f64::NAN);
+    let tables = get_json(http, &silt.rest, "/v1/tables").await.ok();
+    let tables = tables.as_ref();
+    let lag_s = tables.map_or(f64::NAN, tiering_lag);
+    let commit_p99 = |name: &str| tables.map_or(f64::NAN, |t| commit_p99_ms(t, name));
     let lake_count_ms = timed_query(
         http,
         &silt.rest,
@@ -494,6 +502,8 @@ async fn take_sample(
         hot_start_k: hot_log_start(http, &silt.rest).await.unwrap_or(f64::NAN) / 1000.0,
         lake_count_ms,
         view_count_ms,
+        log_commit_p99_ms: commit_p99(LOG_TABLE),
+        pk_commit_p99_ms: commit_p99(PK_TABLE),
         rows_written: written.load(Ordering::Relaxed) as f64,
     }
 }
@@ -544,14 +554,27 @@ fn disk_usage(dir: &Path, keep: impl Fn(&Path) -> bool) -> (f64, f64) {
     (files as f64, bytes as f64)
 }
 
-async fn tiering_lag(http: &reqwest::Client, rest: &str) -> Result<f64> {
-    Ok(get_json(http, rest, "/v1/tables")
-        .await?
+/// The largest tiering lag of the tables in a `GET /v1/tables` body.
+fn tiering_lag(tables: &serde_json::Value) -> f64 {
+    tables
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|t| t.get("lag_seconds").and_then(|v| v.as_f64()))
-        .fold(0.0, f64::max))
+        .fold(0.0, f64::max)
+}
+
+/// The recent commit p99 of `table` (of [`DB`]) in a `GET /v1/tables` body; NaN when absent.
+fn commit_p99_ms(tables: &serde_json::Value, table: &str) -> f64 {
+    let name = format!("{DB}.{table}");
+    tables
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t.get("table").and_then(|v| v.as_str()) == Some(name.as_str()))
+        .and_then(|t| t.pointer("/commits/recent_p99_ms"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(f64::NAN)
 }
 
 /// The JSON body of `GET http://<rest><path>`.
@@ -693,6 +716,8 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
             (|s: &Sample| s.lake_count_ms) as fn(&Sample) -> f64,
         ),
         ("view_q_ms", |s: &Sample| s.view_count_ms),
+        ("log_c99_ms", |s: &Sample| s.log_commit_p99_ms),
+        ("pk_c99_ms", |s: &Sample| s.pk_commit_p99_ms),
     ] {
         let first: f64 = after[..quarter].iter().map(|s| get(s)).sum::<f64>() / quarter as f64;
         let last: f64 = after[after.len() - quarter..]

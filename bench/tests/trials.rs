@@ -95,12 +95,20 @@ fn seeded_fault_trials_under_hot_retention_lose_and_duplicate_nothing() {
     assert_eq!(line("unexpected exits"), "0");
     let retention = line("hot retention");
     let number_before = |what: &str| -> u64 {
-        let head = &retention[..retention.find(what).unwrap_or_else(|| panic!("{retention}"))];
+        let head = &retention[..retention
+            .find(what)
+            .unwrap_or_else(|| panic!("{retention}"))];
         head.split_whitespace().last().unwrap().parse().unwrap()
     };
     assert_eq!(number_before(" seeds"), 1, "{retention}");
-    assert!(number_before(" buckets had") > 0, "retention cut: {retention}");
-    assert!(number_before(" rows below") > 0, "rows read from the lake: {retention}");
+    assert!(
+        number_before(" buckets had") > 0,
+        "retention cut: {retention}"
+    );
+    assert!(
+        number_before(" rows below") > 0,
+        "rows read from the lake: {retention}"
+    );
     assert_eq!(out.status.code(), Some(0), "silt bench trials passed");
 }
 

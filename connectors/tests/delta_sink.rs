@@ -903,6 +903,7 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
     let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
     let commits = 60i64;
     let mut first = Vec::new();
+    let mut reported = (0usize, 0u64);
     for n in 0..commits {
         let committables = vec![
             write_committable(&lake, n as u64 + 1, 0, n * 10, 10).await,
@@ -912,7 +913,11 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
             first = committables.clone();
         }
         let plan = lake.plan(&committables).await.unwrap();
-        lake.apply(&plan).await.unwrap();
+        let commit = lake.apply(&plan).await.unwrap();
+        if let Some(c) = commit.compaction {
+            reported.0 += c.files;
+            reported.1 += c.rows;
+        }
         for bucket in [0, 1] {
             let files = active_files(&lake, bucket);
             assert!(
@@ -941,6 +946,16 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
     assert!(
         rewrites > 0 && rewritten > rewrites,
         "{rewrites} rewrites of {rewritten} files"
+    );
+    let rewritten_rows: u64 = log
+        .iter()
+        .flat_map(|c| c.rewrites.iter())
+        .map(|r| r.1)
+        .sum();
+    assert_eq!(
+        reported,
+        (rewritten, rewritten_rows),
+        "each commit reports the files and rows it compacted"
     );
     let offsets: Vec<(i32, i64)> = read_lake(&uri).await.iter().map(|r| (r.3, r.4)).collect();
     let mut expected: Vec<(i32, i64)> = (0..commits * 10).map(|o| (0, o)).collect();
@@ -1660,7 +1675,7 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
                 })
                 .collect(),
         };
-        commit_round(&mut lake, &table_dir, &mut model, round + 1, &changes).await;
+        let commit = commit_round(&mut lake, &table_dir, &mut model, round + 1, &changes).await;
         let mut per_bucket: BTreeMap<String, usize> = BTreeMap::new();
         for f in lake.table().snapshot().unwrap().log_data().iter() {
             let bucket = f.path().split('/').next().unwrap().to_string();
@@ -1677,6 +1692,11 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
             assert!(
                 last.removes > 0 && last.new_rows > 0,
                 "round 7 rewrites the mostly deleted files: {last:?}"
+            );
+            let compaction = commit.compaction.expect("round 7 reports its compaction");
+            assert!(
+                compaction.files > 0 && compaction.rows > 0 && compaction.bytes > 0,
+                "{compaction:?}"
             );
         }
     }

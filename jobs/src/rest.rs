@@ -131,6 +131,21 @@ struct TableStatusBody {
     restarts: u32,
     /// Lake maintenance since the table's job started (see `lake.file_retention_ms`).
     maintenance: MaintenanceBody,
+    /// Lake commits since the table's job started: recent durations and compaction.
+    commits: CommitsBody,
+}
+
+#[derive(Serialize)]
+struct CommitsBody {
+    commits: u64,
+    recent_p50_ms: u64,
+    recent_p99_ms: u64,
+    /// ms since the epoch; 0: not yet.
+    last_compaction_ms: i64,
+    compactions: u64,
+    files_compacted: u64,
+    rows_compacted: u64,
+    bytes_compacted: u64,
 }
 
 #[derive(Serialize)]
@@ -254,6 +269,16 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                     bytes_reclaimed: t.maintenance.bytes_reclaimed,
                     active_files: t.maintenance.active_files,
                     files_on_disk: t.maintenance.files_on_disk,
+                },
+                commits: CommitsBody {
+                    commits: t.commits.commits,
+                    recent_p50_ms: t.commits.recent_p50_ms,
+                    recent_p99_ms: t.commits.recent_p99_ms,
+                    last_compaction_ms: t.commits.last_compaction_ms,
+                    compactions: t.commits.compactions,
+                    files_compacted: t.commits.files_compacted,
+                    rows_compacted: t.commits.rows_compacted,
+                    bytes_compacted: t.commits.bytes_compacted,
                 },
             })
             .collect(),

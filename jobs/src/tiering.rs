@@ -163,7 +163,29 @@ pub struct TableTieringStatus {
     pub checkpoints: usize,
     pub restarts: u32,
     pub maintenance: MaintenanceTotals,
+    pub commits: CommitTotals,
 }
+
+/// The table's lake commits since its job started: how many, how long the recent ones took,
+/// and what they compacted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitTotals {
+    pub commits: u64,
+    /// Over the last [`RECENT_COMMITS`] commits: the median and 99th percentile of the time to
+    /// plan and make a commit (compaction included), ms.
+    pub recent_p50_ms: u64,
+    pub recent_p99_ms: u64,
+    /// When a commit last compacted files (ms since the epoch; 0: not yet), how many commits
+    /// did, and the files, rows and bytes they rewrote.
+    pub last_compaction_ms: i64,
+    pub compactions: u64,
+    pub files_compacted: u64,
+    pub rows_compacted: u64,
+    pub bytes_compacted: u64,
+}
+
+/// How many recent commit durations a table's status keeps for its percentiles.
+pub const RECENT_COMMITS: usize = 256;
 
 /// What lake maintenance did for a table since its job started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -201,6 +223,49 @@ struct Progress {
     /// When the lake last changed (a commit), or when the job started.
     last_commit_ms: i64,
     maintenance: MaintenanceTotals,
+    commits: CommitTotals,
+    /// The last [`RECENT_COMMITS`] commit durations, ms.
+    recent_commit_ms: std::collections::VecDeque<u64>,
+}
+
+impl Progress {
+    fn on_commit(&mut self, commit: &LakeCommit) {
+        self.lake_offsets
+            .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
+        self.delta_version = Some(commit.delta_version);
+        self.last_commit_ms = now_ms();
+        if let Some(report) = &commit.maintenance {
+            let totals = &mut self.maintenance;
+            totals.last_ms = report.at_ms;
+            totals.runs += 1;
+            totals.files_deleted += report.files_deleted + report.staged_deleted;
+            totals.bytes_reclaimed += report.bytes_reclaimed;
+            totals.active_files = report.active_files;
+            totals.files_on_disk = report.files_on_disk;
+        }
+        if commit.replayed {
+            return;
+        }
+        let totals = &mut self.commits;
+        totals.commits += 1;
+        if self.recent_commit_ms.len() == RECENT_COMMITS {
+            self.recent_commit_ms.pop_front();
+        }
+        self.recent_commit_ms
+            .push_back(commit.duration.as_millis() as u64);
+        let mut sorted: Vec<u64> = self.recent_commit_ms.iter().copied().collect();
+        sorted.sort_unstable();
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+        totals.recent_p50_ms = at(0.5);
+        totals.recent_p99_ms = at(0.99);
+        if let Some(c) = &commit.compaction {
+            totals.last_compaction_ms = self.last_commit_ms;
+            totals.compactions += 1;
+            totals.files_compacted += c.files as u64;
+            totals.rows_compacted += c.rows;
+            totals.bytes_compacted += c.bytes;
+        }
+    }
 }
 
 /// Discovers lake-enabled tables and keeps one tiering job running per table.
@@ -545,7 +610,7 @@ impl TieringService {
             lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
             last_commit_ms: now_ms(),
-            maintenance: MaintenanceTotals::default(),
+            ..Progress::default()
         }));
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
             // Repairs a registry that missed the last commit (a crash between commit and update).
@@ -599,19 +664,7 @@ impl TieringService {
             async move {
                 let offsets = {
                     let mut p = progress.lock().unwrap();
-                    p.lake_offsets
-                        .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
-                    p.delta_version = Some(commit.delta_version);
-                    p.last_commit_ms = now_ms();
-                    if let Some(report) = &commit.maintenance {
-                        let totals = &mut p.maintenance;
-                        totals.last_ms = report.at_ms;
-                        totals.runs += 1;
-                        totals.files_deleted += report.files_deleted + report.staged_deleted;
-                        totals.bytes_reclaimed += report.bytes_reclaimed;
-                        totals.active_files = report.active_files;
-                        totals.files_on_disk = report.files_on_disk;
-                    }
+                    p.on_commit(&commit);
                     p.lake_offsets
                         .iter()
                         .map(|(b, o)| (*b, *o))
@@ -751,6 +804,7 @@ impl TieringService {
                 checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
                 maintenance: p.maintenance.clone(),
+                commits: p.commits.clone(),
             });
         }
         Ok(out)

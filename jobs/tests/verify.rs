@@ -609,6 +609,64 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         "every event once, the tiered ones from the lake"
     );
 
+    // Status and metrics per table: commits and their durations; the hot log start that
+    // retention moved, per bucket.
+    let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/tables", None)?;
+    assert_eq!(status, 200, "{body}");
+    let tables: Value = serde_json::from_str(&body)?;
+    let events = tables
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["table"] == "v.events"))
+        .unwrap_or_else(|| panic!("v.events in {body}"));
+    let commits = &events["commits"];
+    assert!(commits["commits"].as_u64() >= Some(2), "{commits}");
+    assert!(
+        commits["recent_p99_ms"].as_u64() >= commits["recent_p50_ms"].as_u64(),
+        "{commits}"
+    );
+    let (status, metrics) = silt_testkit::http::get(&silt.rest, "/metrics", None)?;
+    assert_eq!(status, 200, "{metrics}");
+    let sample = |name: &str, labels: &str| -> Option<f64> {
+        let prefix = format!("{name}{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.parse().ok())
+    };
+    let starts: f64 = (0..3)
+        .filter_map(|b| {
+            sample(
+                "silt_hot_log_start_offset",
+                &format!("table=\"v.events\",bucket=\"{b}\""),
+            )
+        })
+        .sum();
+    // Retention may move a start between the two reads, never back.
+    let later = hot_log_start(&silt, "v.events")?;
+    assert!(
+        starts > 0.0 && starts as i64 <= later,
+        "the metric ({starts}) and /v1/hot ({later}) agree: {metrics}"
+    );
+    assert!(
+        sample("silt_tiering_commits_total", "table=\"v.events\"") >= Some(2.0),
+        "{metrics}"
+    );
+    for family in [
+        "silt_tiering_commit_p99_seconds",
+        "silt_lake_active_files",
+        "silt_lake_files_on_disk",
+        "silt_lake_files_compacted_total",
+        "silt_lake_bytes_reclaimed_total",
+        "silt_hot_bytes",
+        "silt_hot_segments",
+        "silt_hot_retention_held_by_tiering",
+    ] {
+        assert!(
+            metrics.contains(&format!("# TYPE {family} ")),
+            "{family} in {metrics}"
+        );
+    }
+
     // The allocator's own account, which the soak samples beside the resident set.
     let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/memory", None)?;
     assert_eq!(status, 200, "{body}");

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
@@ -42,6 +42,27 @@ pub struct LakeCommit {
     /// The lake maintenance that ran after this commit, when it was due (see
     /// [`super::Retention::interval`]).
     pub maintenance: Option<MaintenanceReport>,
+    /// What the commit compacted (small files of a log table's buckets, small or mostly
+    /// deleted files of a primary-key table), when it compacted anything.
+    pub compaction: Option<CompactionReport>,
+    /// How long planning and making the commit took (compaction included; maintenance not).
+    pub duration: Duration,
+}
+
+/// Files one commit rewrote into fewer (`dataChange: false` for a log table's runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub files: usize,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+impl CompactionReport {
+    pub(super) fn add(&mut self, files: usize, rows: u64, bytes: u64) {
+        self.files += files;
+        self.rows += rows;
+        self.bytes += bytes;
+    }
 }
 
 /// Called after each successful commit, e.g. to update hotstore's lake-offset registry.
@@ -92,6 +113,7 @@ impl DeltaCommitter {
             .lake
             .as_mut()
             .ok_or_else(|| Error::Internal("the delta committer was used before open".into()))?;
+        let started = Instant::now();
         let plan = match lake.plan(committables).await {
             Err(gap @ Error::OffsetGap { .. }) => {
                 if let Some(hook) = &self.config.on_offset_gap {
@@ -105,6 +127,7 @@ impl DeltaCommitter {
             fault(super::FaultPoint::BeforeCommit);
         }
         let mut commit = lake.apply(&plan).await?;
+        commit.duration = started.elapsed();
         if let Some(fault) = &self.config.fault_injection {
             fault(super::FaultPoint::AfterCommit);
         }

@@ -77,7 +77,7 @@ use futures::future::BoxFuture;
 use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
 pub use committable::{BucketRange, Committable};
-pub use committer::{DeltaCommitter, LakeCommit, LakeCommitHook};
+pub use committer::{CompactionReport, DeltaCommitter, LakeCommit, LakeCommitHook};
 pub use error::{Error, GapAfter, Result};
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;

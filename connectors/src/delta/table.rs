@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Not as _;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int8Array, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
@@ -28,7 +28,7 @@ use tracing::{info, warn};
 use url::Url;
 
 use super::committable::{BucketRange, Committable};
-use super::committer::LakeCommit;
+use super::committer::{CompactionReport, LakeCommit};
 use super::compaction::{TailFile, pick_run};
 use super::dv::{self, DvFileWriter};
 use super::error::{Error, GapAfter, Result};
@@ -161,6 +161,8 @@ pub struct LakeTable {
     lake_schema: SchemaRef,
     /// Primary-key tables with deletion vectors: key -> (file, row), opened at first use.
     key_index: Option<KeyIndex>,
+    /// What the commit being made compacted.
+    compacted: CompactionReport,
 }
 
 impl LakeTable {
@@ -235,6 +237,7 @@ impl LakeTable {
             table,
             lake_schema,
             key_index: None,
+            compacted: CompactionReport::default(),
         };
         lake.check_owner()?;
         lake.check_schema()?;
@@ -550,6 +553,7 @@ impl LakeTable {
     /// key) and one txn action per advanced bucket. A no-op plan commits nothing. A concurrent
     /// commit of the same app ids since `plan` makes Delta's conflict check fail this one.
     pub async fn apply(&mut self, plan: &CommitPlan) -> Result<LakeCommit> {
+        self.compacted = CompactionReport::default();
         let read_version = self.version().unwrap_or(0);
         if plan.is_noop() {
             return Ok(self.lake_commit(plan, read_version, true));
@@ -623,6 +627,8 @@ impl LakeTable {
             rows: plan.rows.values().sum(),
             replayed,
             maintenance: None,
+            compaction: (self.compacted.files > 0).then_some(self.compacted),
+            duration: Duration::ZERO,
         }
     }
 
@@ -893,6 +899,12 @@ impl LakeTable {
                 rows = compacted_rows,
                 "compacted small or mostly deleted files into the commit"
             );
+            let bytes = compact
+                .iter()
+                .filter_map(|path| files.get(path))
+                .map(|f| u64::try_from(f.add.size).unwrap_or(0))
+                .sum();
+            self.compacted.add(compact.len(), compacted_rows, bytes);
         }
         if actions.is_empty() && new_files.is_empty() {
             return Ok(None);
@@ -966,7 +978,7 @@ impl LakeTable {
     /// The actions that rewrite, in the buckets a log commit appends to, the run of small files
     /// `compaction::pick_run` chooses (removes and one add, all `dataChange: false`), within
     /// `target_file_bytes` read per commit. Empty when no bucket's tail needs it.
-    async fn compact_log_tails(&self, buckets: &BTreeSet<i32>) -> Result<Vec<Action>> {
+    async fn compact_log_tails(&mut self, buckets: &BTreeSet<i32>) -> Result<Vec<Action>> {
         let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
         let target = self.config.target_file_bytes;
         let mut tails: BTreeMap<i32, Vec<TailFile>> = BTreeMap::new();
@@ -1034,6 +1046,7 @@ impl LakeTable {
                 rows,
                 "compacted a run of small files into the commit"
             );
+            self.compacted.add(run.len(), rows, run_bytes);
             actions.extend(merged.into_iter().map(|mut add| {
                 add.data_change = false;
                 Action::Add(add)

@@ -269,6 +269,7 @@ async fn metrics(State(state): State<SharedState>) -> Response {
         }
         family(name, kind, help, samples);
     }
+    let mut tiering_unavailable = None;
     match state.tiering.status().await {
         Ok(tables) => {
             let table_label = |t: &crate::tiering::TableTieringStatus| {
@@ -292,11 +293,107 @@ async fn metrics(State(state): State<SharedState>) -> Response {
                     .map(|t| (table_label(t), format!("{:.3}", t.lag_seconds)))
                     .collect(),
             );
+            type Pick = fn(&crate::tiering::TableTieringStatus) -> String;
+            let lake_families: [(&str, &str, &str, Pick); 8] = [
+                (
+                    "silt_tiering_commit_p99_seconds",
+                    "gauge",
+                    "99th percentile of the recent lake commits' durations, per table.",
+                    |t| format!("{:.3}", t.commits.recent_p99_ms as f64 / 1000.0),
+                ),
+                (
+                    "silt_tiering_commits_total",
+                    "counter",
+                    "Lake commits since the table's tiering job started.",
+                    |t| t.commits.commits.to_string(),
+                ),
+                (
+                    "silt_lake_files_compacted_total",
+                    "counter",
+                    "Files lake commits compacted since the table's tiering job started.",
+                    |t| t.commits.files_compacted.to_string(),
+                ),
+                (
+                    "silt_lake_last_compaction_timestamp_seconds",
+                    "gauge",
+                    "When a lake commit last compacted files (0: not yet).",
+                    |t| (t.commits.last_compaction_ms / 1000).to_string(),
+                ),
+                (
+                    "silt_lake_active_files",
+                    "gauge",
+                    "Data files the lake's current version references, as of the last maintenance.",
+                    |t| t.maintenance.active_files.to_string(),
+                ),
+                (
+                    "silt_lake_files_on_disk",
+                    "gauge",
+                    "Data and deletion-vector files on storage, as of the last maintenance.",
+                    |t| t.maintenance.files_on_disk.to_string(),
+                ),
+                (
+                    "silt_lake_bytes_reclaimed_total",
+                    "counter",
+                    "Bytes lake maintenance deleted since the table's tiering job started.",
+                    |t| t.maintenance.bytes_reclaimed.to_string(),
+                ),
+                (
+                    "silt_lake_last_maintenance_timestamp_seconds",
+                    "gauge",
+                    "When lake maintenance last ran (0: not yet).",
+                    |t| (t.maintenance.last_ms / 1000).to_string(),
+                ),
+            ];
+            for (name, kind, help, pick) in lake_families {
+                family(
+                    name,
+                    kind,
+                    help,
+                    tables.iter().map(|t| (table_label(t), pick(t))).collect(),
+                );
+            }
         }
-        Err(e) => out.push_str(&format!(
-            "# tiering status unavailable: {}\n",
-            label(&format!("{e:#}"))
-        )),
+        Err(e) => tiering_unavailable = Some(format!("{e:#}")),
+    }
+    if let Some(hot) = &state.hotstore {
+        let buckets = hot.hot_retention();
+        let bucket_label = |b: &silt_hotstore::BucketRetention| {
+            format!("table=\"{}\",bucket=\"{}\"", label(&b.table), b.bucket)
+        };
+        type Pick = fn(&silt_hotstore::BucketRetention) -> String;
+        let hot_families: [(&str, &str, Pick); 4] = [
+            (
+                "silt_hot_bytes",
+                "Bytes of the bucket's log on disk, as of the last retention check.",
+                |b| b.hot_bytes.to_string(),
+            ),
+            (
+                "silt_hot_segments",
+                "Log segments of the bucket, as of the last retention check.",
+                |b| b.segments.to_string(),
+            ),
+            (
+                "silt_hot_log_start_offset",
+                "The bucket's log start offset (hot retention moves it).",
+                |b| b.log_start_offset.to_string(),
+            ),
+            (
+                "silt_hot_retention_held_by_tiering",
+                "1 when the TTL would delete more of the bucket but the lake has not covered it.",
+                |b| u8::from(b.held_by_tiering).to_string(),
+            ),
+        ];
+        for (name, help, pick) in hot_families {
+            family(
+                name,
+                "gauge",
+                help,
+                buckets.iter().map(|b| (bucket_label(b), pick(b))).collect(),
+            );
+        }
+    }
+    if let Some(e) = tiering_unavailable {
+        out.push_str(&format!("# tiering status unavailable: {}\n", label(&e)));
     }
     (
         [(
