@@ -146,6 +146,7 @@ pub(crate) async fn vacuum(
     table: &DeltaTable,
     retention: &Retention,
     pending_staged: &BTreeSet<String>,
+    removes_seen: &mut RemovesSeen,
     uri: &str,
 ) -> Result<MaintenanceReport> {
     let age = retention.vacuum_age();
@@ -208,7 +209,8 @@ pub(crate) async fn vacuum(
             .iter()
             .any(|(p, _)| is_deletion_vector(p.as_ref()))
         {
-            removed_recently.extend(vectors_removed_since(store.as_ref(), cutoff, uri).await?);
+            removes_seen.read_since(store.as_ref(), cutoff, uri).await?;
+            removed_recently.extend(removes_seen.paths());
         }
         for (path, size) in candidates {
             if removed_recently.contains(path.as_ref()) {
@@ -269,13 +271,70 @@ fn is_deletion_vector(path: &str) -> bool {
     name.starts_with("deletion_vector_") && name.ends_with(".bin") && !path.starts_with('_')
 }
 
-/// Paths (data files and their deletion vectors) named by remove actions in the commit files
-/// written since `since`.
-async fn vectors_removed_since(
-    store: &dyn object_store::ObjectStore,
-    since: SystemTime,
-    uri: &str,
-) -> Result<HashSet<String>> {
+/// The paths (data files and their deletion vectors) that remove actions name, per commit file
+/// read, so that a maintenance run reads only the commit files written since the previous one.
+#[derive(Debug, Default)]
+pub(crate) struct RemovesSeen {
+    by_commit: HashMap<String, Vec<String>>,
+}
+
+impl RemovesSeen {
+    /// Brings the set up to the commit files written since `since`: reads those not read
+    /// before, forgets those older (or cleaned up).
+    async fn read_since(
+        &mut self,
+        store: &dyn object_store::ObjectStore,
+        since: SystemTime,
+        uri: &str,
+    ) -> Result<()> {
+        let commits: Vec<Path> = store
+            .list(Some(&Path::from("_delta_log")))
+            .try_filter(|meta| {
+                futures::future::ready(
+                    meta.location.as_ref().ends_with(".json")
+                        && SystemTime::from(meta.last_modified) >= since,
+                )
+            })
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|e| Error::Internal(format!("listing {uri}/_delta_log: {e}")))?;
+        let listed: HashSet<&str> = commits.iter().map(|c| c.as_ref()).collect();
+        self.by_commit
+            .retain(|commit, _| listed.contains(commit.as_str()));
+        for commit in &commits {
+            if self.by_commit.contains_key(commit.as_ref()) {
+                continue;
+            }
+            let bytes = match store.get(commit).await {
+                Ok(got) => got
+                    .bytes()
+                    .await
+                    .map_err(|e| Error::Internal(format!("reading {uri}/{commit}: {e}")))?,
+                // Cleaned up meanwhile: older than the retention, so not needed.
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(Error::Internal(format!("reading {uri}/{commit}: {e}"))),
+            };
+            let removed = removed_paths(&bytes, &format!("{uri}/{commit}"))?;
+            self.by_commit.insert(commit.to_string(), removed);
+        }
+        Ok(())
+    }
+
+    fn paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.by_commit.values().flatten().cloned()
+    }
+
+    /// Commit files read so far and still kept.
+    #[cfg(test)]
+    fn commits(&self) -> usize {
+        self.by_commit.len()
+    }
+}
+
+/// The paths that the remove actions of one commit file name: data files and their deletion
+/// vectors.
+fn removed_paths(commit: &[u8], name: &str) -> Result<Vec<String>> {
     #[derive(serde::Deserialize)]
     struct Line {
         remove: Option<RemoveLine>,
@@ -286,41 +345,17 @@ async fn vectors_removed_since(
         path: String,
         deletion_vector: Option<deltalake::kernel::DeletionVectorDescriptor>,
     }
-    let commits: Vec<Path> = store
-        .list(Some(&Path::from("_delta_log")))
-        .try_filter(|meta| {
-            futures::future::ready(
-                meta.location.as_ref().ends_with(".json")
-                    && SystemTime::from(meta.last_modified) >= since,
-            )
-        })
-        .map_ok(|meta| meta.location)
-        .try_collect()
-        .await
-        .map_err(|e| Error::Internal(format!("listing {uri}/_delta_log: {e}")))?;
-    let mut paths = HashSet::new();
-    for commit in commits {
-        let bytes = match store.get(&commit).await {
-            Ok(got) => got
-                .bytes()
-                .await
-                .map_err(|e| Error::Internal(format!("reading {uri}/{commit}: {e}")))?,
-            // Cleaned up meanwhile: older than the retention, so not needed.
-            Err(object_store::Error::NotFound { .. }) => continue,
-            Err(e) => return Err(Error::Internal(format!("reading {uri}/{commit}: {e}"))),
-        };
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let parsed: Line = serde_json::from_slice(line).map_err(|e| {
-                Error::Internal(format!("{uri}/{commit} holds an unreadable action: {e}"))
-            })?;
-            if let Some(remove) = parsed.remove {
-                paths.insert(remove.path);
-                if let Some(vector) = &remove.deletion_vector
-                    && let Some(path) = dv::relative_path(vector)?
-                {
-                    paths.insert(path);
-                }
+    let mut paths = Vec::new();
+    for line in commit.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let parsed: Line = serde_json::from_slice(line)
+            .map_err(|e| Error::Internal(format!("{name} holds an unreadable action: {e}")))?;
+        if let Some(remove) = parsed.remove {
+            if let Some(vector) = &remove.deletion_vector
+                && let Some(path) = dv::relative_path(vector)?
+            {
+                paths.push(path);
             }
+            paths.push(remove.path);
         }
     }
     Ok(paths)
@@ -329,6 +364,59 @@ async fn vectors_removed_since(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each maintenance run used to read every commit file younger than the vacuum age (at a
+    /// 7-day retention and 1 s freshness, hundreds of thousands). It now reads each once.
+    #[tokio::test]
+    async fn removes_are_read_once_per_commit_file_and_forgotten_with_it() {
+        use object_store::PutPayload;
+        let store = object_store::memory::InMemory::new();
+        let commit = |n: u64| Path::from(format!("_delta_log/{n:020}.json"));
+        let remove = |path: &str| {
+            format!(
+                "{{\"remove\":{{\"path\":\"{path}\",\"dataChange\":true,\"deletionTimestamp\":1}}}}\n"
+            )
+        };
+        let put = |n: u64, body: String| {
+            let store = &store;
+            async move {
+                store
+                    .put(&commit(n), PutPayload::from(body.into_bytes()))
+                    .await
+                    .unwrap();
+            }
+        };
+        put(0, "{\"commitInfo\":{}}\n".to_string()).await;
+        put(1, remove("a.parquet")).await;
+        let mut seen = RemovesSeen::default();
+        let since = SystemTime::UNIX_EPOCH;
+        seen.read_since(&store, since, "t").await.unwrap();
+        let mut paths: Vec<String> = seen.paths().collect();
+        paths.sort();
+        assert_eq!(paths, vec!["a.parquet".to_string()]);
+        assert_eq!(seen.commits(), 2);
+
+        // A commit file already read is not read again (rewriting one in place, which Delta
+        // never does, shows it); a new one is.
+        put(1, remove("changed.parquet")).await;
+        put(2, remove("b.parquet")).await;
+        seen.read_since(&store, since, "t").await.unwrap();
+        let mut paths: Vec<String> = seen.paths().collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            vec!["a.parquet".to_string(), "b.parquet".to_string()]
+        );
+
+        // Log cleanup deleted commit 1: its removes are forgotten.
+        store.delete(&commit(1)).await.unwrap();
+        seen.read_since(&store, since, "t").await.unwrap();
+        assert_eq!(
+            seen.paths().collect::<Vec<_>>(),
+            vec!["b.parquet".to_string()]
+        );
+        assert_eq!(seen.commits(), 2);
+    }
 
     #[test]
     fn vacuum_never_outruns_a_file_waiting_for_its_commit() {

@@ -163,6 +163,8 @@ pub struct LakeTable {
     key_index: Option<KeyIndex>,
     /// What the commit being made compacted.
     compacted: CompactionReport,
+    /// The removes of the commit files maintenance has read (it reads only newer ones).
+    removes_seen: maintenance::RemovesSeen,
 }
 
 impl LakeTable {
@@ -238,6 +240,7 @@ impl LakeTable {
             lake_schema,
             key_index: None,
             compacted: CompactionReport::default(),
+            removes_seen: maintenance::RemovesSeen::default(),
         };
         lake.check_owner()?;
         lake.check_schema()?;
@@ -270,6 +273,7 @@ impl LakeTable {
             &self.table,
             &self.config.retention,
             pending_staged,
+            &mut self.removes_seen,
             &self.config.table_uri,
         )
         .await
