@@ -90,6 +90,10 @@ struct Sample {
     rss_mb: f64,
     /// What the heap holds live (jemalloc's `stats.allocated`, `GET /v1/memory`).
     heap_mb: f64,
+    /// Of it, the block caches of the hot kv store and of the key indexes (each filling up to
+    /// its capacity) and their memtables (`GET /v1/memory`).
+    cache_mb: f64,
+    memtable_mb: f64,
     hot_mb: f64,
     lake_files: f64,
     /// Files the current versions of both lake tables reference (what queries plan over).
@@ -110,10 +114,13 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 15] {
+fn figures(s: &Sample) -> [(&'static str, f64); 18] {
     [
         ("rss_mb", s.rss_mb),
         ("heap_mb", s.heap_mb),
+        ("cache_mb", s.cache_mb),
+        ("memtbl_mb", s.memtable_mb),
+        ("heap_rest", s.heap_mb - s.cache_mb - s.memtable_mb),
         ("hot_mb", s.hot_mb),
         ("lake_files", s.lake_files),
         ("lake_active", s.lake_active),
@@ -472,6 +479,7 @@ async fn take_sample(
             .and_then(|d| d.file_name())
             .is_some_and(|n| n == "_delta_log")
     });
+    let memory = get_json(http, &silt.rest, "/v1/memory").await.ok();
     let tables = get_json(http, &silt.rest, "/v1/tables").await.ok();
     let tables = tables.as_ref();
     let lag_s = tables.map_or(f64::NAN, tiering_lag);
@@ -491,7 +499,19 @@ async fn take_sample(
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb: silt.rss_mb(),
-        heap_mb: heap_allocated(http, &silt.rest).await.unwrap_or(f64::NAN) / 1e6,
+        heap_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/allocated_bytes"]))
+            / 1e6,
+        cache_mb: memory.as_ref().map_or(f64::NAN, |m| {
+            figure(m, &["/hot_kv/cache_bytes", "/key_indexes/cache_bytes"])
+        }) / 1e6,
+        memtable_mb: memory.as_ref().map_or(f64::NAN, |m| {
+            figure(
+                m,
+                &["/hot_kv/memtable_bytes", "/key_indexes/memtable_bytes"],
+            )
+        }) / 1e6,
         hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
         lake_files: lake.0,
         lake_active: active_files(&data_dir.join("lake")).await,
@@ -589,13 +609,12 @@ async fn get_json(http: &reqwest::Client, rest: &str, path: &str) -> Result<serd
     Ok(serde_json::from_slice(&body)?)
 }
 
-/// Bytes the heap holds live (`GET /v1/memory`).
-async fn heap_allocated(http: &reqwest::Client, rest: &str) -> Result<f64> {
-    get_json(http, rest, "/v1/memory")
-        .await?
-        .get("allocated_bytes")
-        .and_then(|v| v.as_f64())
-        .context("GET /v1/memory has no allocated_bytes")
+/// The sum of the numbers at `pointers` in a JSON body (a missing one counts 0).
+fn figure(body: &serde_json::Value, pointers: &[&str]) -> f64 {
+    pointers
+        .iter()
+        .filter_map(|p| body.pointer(p).and_then(|v| v.as_f64()))
+        .sum()
 }
 
 /// The sum of every bucket's hot log start offset (`GET /v1/hot`).

@@ -169,6 +169,11 @@ impl ServerHandle {
             .set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
     }
 
+    /// The primary-key tables' kv store in memory: block cache and memtables.
+    pub fn kv_memory(&self) -> crate::KvMemory {
+        self.service.tablets.kv_memory()
+    }
+
     /// Per bucket of every table: log start offset, hot bytes and segments, and whether
     /// retention is held back by tiering, as of the last retention run.
     pub fn hot_retention(&self) -> Vec<crate::BucketRetention> {

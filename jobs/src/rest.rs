@@ -198,11 +198,46 @@ fn hot_body(b: &silt_hotstore::BucketRetention) -> HotBucketBody {
     }
 }
 
-/// `GET /v1/memory`: the allocator's figures (see [`crate::memory`]).
-async fn memory() -> Result<Json<crate::memory::AllocatorStats>, ApiError> {
-    crate::memory::allocator_stats()
-        .map(Json)
-        .ok_or_else(|| ApiError::internal("the allocator's statistics are not available"))
+/// `GET /v1/memory`: the allocator's figures (see [`crate::memory`]), and what the bounded
+/// in-memory structures of the storage engines hold now.
+async fn memory(State(state): State<SharedState>) -> Result<Json<MemoryBody>, ApiError> {
+    let allocator = crate::memory::allocator_stats()
+        .ok_or_else(|| ApiError::internal("the allocator's statistics are not available"))?;
+    let kv = state.hotstore.as_ref().map(|h| h.kv_memory());
+    let index = silt_connectors::delta::open_indexes_memory();
+    Ok(Json(MemoryBody {
+        allocator,
+        hot_kv: kv.map(|kv| StoreMemoryBody {
+            cache_bytes: kv.cache_bytes,
+            cache_capacity_bytes: kv.cache_capacity_bytes,
+            memtable_bytes: kv.write_buffer_bytes,
+        }),
+        key_indexes: StoreMemoryBody {
+            cache_bytes: index.cache_bytes,
+            cache_capacity_bytes: index.cache_capacity_bytes,
+            memtable_bytes: index.write_buffer_bytes,
+        },
+    }))
+}
+
+#[derive(Serialize)]
+struct MemoryBody {
+    #[serde(flatten)]
+    allocator: crate::memory::AllocatorStats,
+    /// The hot store's kv store (primary-key tables); absent without an embedded hot store.
+    hot_kv: Option<StoreMemoryBody>,
+    /// The tiering jobs' key indexes (primary-key lakes with deletion vectors), summed.
+    key_indexes: StoreMemoryBody,
+}
+
+/// A fjall store in memory: its block cache fills up to its capacity (reads keep admitting
+/// blocks, also of tables compaction has replaced, until they are evicted); its memtables are
+/// flushed at their size limit.
+#[derive(Serialize)]
+struct StoreMemoryBody {
+    cache_bytes: u64,
+    cache_capacity_bytes: u64,
+    memtable_bytes: u64,
 }
 
 /// `GET /v1/hot`: every bucket of every table in the hot store: log start offset, bytes and

@@ -677,5 +677,17 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         allocated > 1_000_000 && resident >= allocated,
         "jemalloc's figures of a running silt up: {body}"
     );
+    // The storage engines' caches, bounded by their capacity: the hot kv store's, and the key
+    // index of v.users' lake (a primary-key lake with deletion vectors).
+    for store in ["hot_kv", "key_indexes"] {
+        let cache = memory[store]["cache_bytes"].as_u64();
+        let capacity = memory[store]["cache_capacity_bytes"].as_u64();
+        assert!(
+            capacity >= Some(1 << 20)
+                && cache <= capacity
+                && memory[store]["memtable_bytes"].is_u64(),
+            "{store}: {body}"
+        );
+    }
     Ok(())
 }

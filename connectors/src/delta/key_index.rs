@@ -55,6 +55,28 @@ pub struct KeyIndex {
 /// committer reopens the index its predecessor, still being dropped, holds.
 static OPEN: Mutex<Vec<(PathBuf, Weak<Database>)>> = Mutex::new(Vec::new());
 
+/// The key indexes open in this process, in memory now: their block caches (each bounded by
+/// [`CACHE_BYTES`]) and memtables.
+pub fn open_indexes_memory() -> KeyIndexMemory {
+    let open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let mut memory = KeyIndexMemory::default();
+    for db in open.iter().filter_map(|(_, db)| db.upgrade()) {
+        memory.indexes += 1;
+        memory.cache_bytes += db.cache_size();
+        memory.cache_capacity_bytes += db.cache_capacity();
+        memory.write_buffer_bytes += db.write_buffer_size();
+    }
+    memory
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KeyIndexMemory {
+    pub indexes: u64,
+    pub cache_bytes: u64,
+    pub cache_capacity_bytes: u64,
+    pub write_buffer_bytes: u64,
+}
+
 fn database(dir: &Path) -> Result<Arc<Database>> {
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     open.retain(|(_, db)| db.strong_count() > 0);

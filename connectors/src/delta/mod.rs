@@ -79,6 +79,7 @@ use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 pub use committable::{BucketRange, Committable};
 pub use committer::{CompactionReport, DeltaCommitter, LakeCommit, LakeCommitHook};
 pub use error::{Error, GapAfter, Result};
+pub use key_index::{KeyIndexMemory, open_indexes_memory};
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};

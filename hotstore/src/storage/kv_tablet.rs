@@ -171,6 +171,25 @@ impl KvStore {
             .persist(PersistMode::SyncAll)
             .map_err(self.kv_error())
     }
+
+    /// What the store holds in memory now: its block cache (bounded by
+    /// [`KvConfig::cache_bytes`]) and its memtables.
+    pub fn memory(&self) -> KvMemory {
+        KvMemory {
+            cache_bytes: self.db.cache_size(),
+            cache_capacity_bytes: self.db.cache_capacity(),
+            write_buffer_bytes: self.db.write_buffer_size(),
+        }
+    }
+}
+
+/// A fjall database's memory: block cache (filled up to its capacity by reads, including
+/// blocks of tables that compaction has since replaced, until they are evicted) and memtables.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KvMemory {
+    pub cache_bytes: u64,
+    pub cache_capacity_bytes: u64,
+    pub write_buffer_bytes: u64,
 }
 
 fn validate_name(name: &str) -> Result<()> {

@@ -91,6 +91,12 @@ pub struct Tablets {
     tables: RwLock<HashMap<i64, Arc<TableRuntime>>>,
 }
 
+impl Tablets {
+    pub(crate) fn kv_memory(&self) -> crate::KvMemory {
+        self.kv_store.memory()
+    }
+}
+
 pub struct TableRuntime {
     pub entry: Arc<TableEntry>,
     /// Arrow schema of the table's rows, as the client reads log batches.
