@@ -42,6 +42,7 @@ pub struct LakeSettings {
     pub storage_options: std::collections::BTreeMap<String, Value>,
     pub deletion_vectors: bool,
     pub file_retention_ms: u64,
+    pub key_index_cache_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -58,6 +59,7 @@ pub struct HotstoreConfig {
     pub flush_interval_ms: u64,
     pub segment_bytes_max: u64,
     pub kv_memtable_bytes_max: u64,
+    pub kv_cache_bytes: u64,
     /// Negative: no TTL.
     pub log_ttl_ms: i64,
     pub retention_check_interval_ms: u64,

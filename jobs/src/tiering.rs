@@ -73,6 +73,8 @@ pub struct TieringConfig {
     /// Key indexes of primary-key tables go under `<key_index_root>/<db>.<table>-<id>` and
     /// survive restarts; `None`: temporary, rebuilt from the lake at every job start.
     pub key_index_root: Option<PathBuf>,
+    /// `lake.key_index_cache_bytes`: each key index's block cache.
+    pub key_index_cache_bytes: u64,
 }
 
 impl TieringConfig {
@@ -89,6 +91,7 @@ impl TieringConfig {
             deletion_vectors: true,
             file_retention: silt_connectors::delta::Retention::FILES_DEFAULT,
             key_index_root: None,
+            key_index_cache_bytes: silt_connectors::delta::KEY_INDEX_CACHE_BYTES_DEFAULT,
             poll_interval: Duration::from_secs(2),
             freshness_default: Duration::from_secs(30),
             source_parallelism_max: 2,
@@ -642,6 +645,7 @@ impl TieringService {
         sink.on_offset_gap = Some(Arc::new(move || {
             flag.store(true, std::sync::atomic::Ordering::SeqCst)
         }));
+        sink.key_index_cache_bytes = self.config.key_index_cache_bytes;
         sink.key_index_dir = match &self.config.key_index_root {
             Some(root) => Some(crate::paths::tiering_checkpoint_dir(
                 root, database, table, table_id,

@@ -54,6 +54,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
     server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
+    server.kv.cache_bytes = config.hotstore.kv_cache_bytes;
     server.log_ttl = u64::try_from(config.hotstore.log_ttl_ms)
         .ok()
         .map(Duration::from_millis);
@@ -120,6 +121,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
     };
     tiering.credentials = config.fluss_credentials();
     tiering.key_index_root = Some(config.data_dir.join("key-index").join("tiering"));
+    tiering.key_index_cache_bytes = config.lake.key_index_cache_bytes;
     tiering
 }
 

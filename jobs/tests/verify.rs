@@ -503,6 +503,8 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
             // Retention waits this long before it trusts a new lake offset (a query's pinned
             // version must find its tail).
             ("SILT_QUERY__DEADLINE_MAX_MS", "1000"),
+            ("SILT_HOTSTORE__KV_CACHE_BYTES", "8388608"),
+            ("SILT_LAKE__KEY_INDEX_CACHE_BYTES", "4194304"),
         ],
     )?;
     let connection = hotstore::connect_to(&silt.bootstrap).await?;
@@ -677,13 +679,13 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         allocated > 1_000_000 && resident >= allocated,
         "jemalloc's figures of a running silt up: {body}"
     );
-    // The storage engines' caches, bounded by their capacity: the hot kv store's, and the key
-    // index of v.users' lake (a primary-key lake with deletion vectors).
-    for store in ["hot_kv", "key_indexes"] {
+    // The storage engines' caches, bounded by the capacity configured: the hot kv store's,
+    // and the key index of v.users' lake (a primary-key lake with deletion vectors).
+    for (store, configured) in [("hot_kv", 8u64 << 20), ("key_indexes", 4 << 20)] {
         let cache = memory[store]["cache_bytes"].as_u64();
         let capacity = memory[store]["cache_capacity_bytes"].as_u64();
         assert!(
-            capacity >= Some(1 << 20)
+            capacity == Some(configured)
                 && cache <= capacity
                 && memory[store]["memtable_bytes"].is_u64(),
             "{store}: {body}"

@@ -56,7 +56,7 @@ pub struct KeyIndex {
 static OPEN: Mutex<Vec<(PathBuf, Weak<Database>)>> = Mutex::new(Vec::new());
 
 /// The key indexes open in this process, in memory now: their block caches (each bounded by
-/// [`CACHE_BYTES`]) and memtables.
+/// their capacity) and memtables.
 pub fn open_indexes_memory() -> KeyIndexMemory {
     let open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     let mut memory = KeyIndexMemory::default();
@@ -77,7 +77,7 @@ pub struct KeyIndexMemory {
     pub write_buffer_bytes: u64,
 }
 
-fn database(dir: &Path) -> Result<Arc<Database>> {
+fn database(dir: &Path, cache_bytes: u64) -> Result<Arc<Database>> {
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     open.retain(|(_, db)| db.strong_count() > 0);
     if let Some(db) = open
@@ -87,14 +87,14 @@ fn database(dir: &Path) -> Result<Arc<Database>> {
     {
         return Ok(db);
     }
-    let db = match open_database(dir) {
+    let db = match open_database(dir, cache_bytes) {
         Err(e) if is_damage(&e) => {
             // The index is a cache of the lake: a damaged one (e.g. its version file written
             // on a full disk) is dropped and rebuilt from the table, not a reason to fail
             // every restart of the job.
             tracing::warn!(dir = %dir.display(), error = %e, "key index damaged; removing it to rebuild it from the table");
             std::fs::remove_dir_all(dir).map_err(|e| io_error(dir, e))?;
-            open_database(dir)
+            open_database(dir, cache_bytes)
         }
         other => other,
     }
@@ -104,10 +104,10 @@ fn database(dir: &Path) -> Result<Arc<Database>> {
     Ok(db)
 }
 
-fn open_database(dir: &Path) -> fjall::Result<Database> {
+fn open_database(dir: &Path, cache_bytes: u64) -> fjall::Result<Database> {
     std::fs::create_dir_all(dir)?;
     Database::builder(dir)
-        .cache_size(CACHE_BYTES)
+        .cache_size(cache_bytes)
         .worker_threads(1)
         .max_journaling_size(JOURNAL_BYTES_MAX)
         .open()
@@ -127,9 +127,10 @@ fn is_damage(e: &fjall::Error) -> bool {
     )
 }
 
-/// Block cache of one table's index (measured: 64 MiB keeps lookups of a 10M-row lake within
-/// 2x of a 1M-row one).
-const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// Block cache of one table's index by default (measured: 64 MiB keeps lookups of a 10M-row
+/// lake within 2x of a 1M-row one). It fills up to this over time, whatever the table's size:
+/// reads keep admitting blocks, also of tables compaction has replaced, until they are evicted.
+pub const CACHE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// fjall's minimum. Its default (512 MiB) kept most of a steady load's index in the journal
 /// and in memtables: 239 MB on disk for 100k keys after 15 minutes, and growing memory.
 const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
@@ -165,7 +166,9 @@ impl Drop for TempDir {
 impl KeyIndex {
     /// Opens the index in `dir` (a fresh temporary directory when `None`) for keys of
     /// `key_types`.
-    pub fn open(dir: Option<&Path>, key_types: &[DataType]) -> Result<KeyIndex> {
+    /// `cache_bytes`: the block cache's capacity, when this opens the directory's database
+    /// (a database already open in the process keeps its own).
+    pub fn open(dir: Option<&Path>, key_types: &[DataType], cache_bytes: u64) -> Result<KeyIndex> {
         let (dir, temporary) = match dir {
             Some(d) => (d.to_path_buf(), None),
             None => {
@@ -174,7 +177,7 @@ impl KeyIndex {
                 (d.clone(), Some(TempDir(d)))
             }
         };
-        let db = database(&dir)?;
+        let db = database(&dir, cache_bytes)?;
         let keys = db.keyspace(KEYS, keys_options).map_err(kv_error(&dir))?;
         let meta = db
             .keyspace(META, KeyspaceCreateOptions::default)
@@ -428,9 +431,9 @@ mod damage_tests {
         let dir = tempfile::tempdir().unwrap();
         let index_dir = dir.path().join("index");
         let types = [DataType::Int64];
-        drop(KeyIndex::open(Some(&index_dir), &types).unwrap());
+        drop(KeyIndex::open(Some(&index_dir), &types, CACHE_BYTES_DEFAULT).unwrap());
         std::fs::write(index_dir.join("version"), b"").unwrap();
-        let reopened = KeyIndex::open(Some(&index_dir), &types);
+        let reopened = KeyIndex::open(Some(&index_dir), &types, CACHE_BYTES_DEFAULT);
         assert!(reopened.is_ok(), "{:?}", reopened.err());
     }
 }

@@ -79,7 +79,9 @@ use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 pub use committable::{BucketRange, Committable};
 pub use committer::{CompactionReport, DeltaCommitter, LakeCommit, LakeCommitHook};
 pub use error::{Error, GapAfter, Result};
-pub use key_index::{KeyIndexMemory, open_indexes_memory};
+pub use key_index::{
+    CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
+};
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
@@ -136,6 +138,8 @@ pub struct DeltaSinkConfig {
     /// directory, kept across restarts). `None`: a temporary directory, rebuilt from the table
     /// at every start.
     pub key_index_dir: Option<std::path::PathBuf>,
+    /// The key index's block cache (`lake.key_index_cache_bytes`).
+    pub key_index_cache_bytes: u64,
     /// Primary-key tables with deletion vectors: a commit that changes a bucket holding more
     /// than this many small files (under `target_file_bytes / 8`) rewrites them into one. Files
     /// at least half deleted are rewritten whatever this says.
@@ -205,6 +209,7 @@ impl DeltaSinkConfig {
             change_buffer_bytes_max: Self::CHANGE_BUFFER_BYTES_DEFAULT,
             deletion_vectors: true,
             key_index_dir: None,
+            key_index_cache_bytes: key_index::CACHE_BYTES_DEFAULT,
             small_files_max: Self::SMALL_FILES_MAX_DEFAULT,
             commit_retries_max: Self::COMMIT_RETRIES_DEFAULT,
             on_commit: None,

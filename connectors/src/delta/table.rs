@@ -1104,6 +1104,7 @@ impl LakeTable {
             self.key_index = Some(KeyIndex::open(
                 self.config.key_index_dir.as_deref(),
                 &types,
+                self.config.key_index_cache_bytes,
             )?);
         }
         let index = self.key_index.as_mut().expect("opened above");
