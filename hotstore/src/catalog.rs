@@ -4,7 +4,15 @@
 //! crash leaves either the old or the new catalog. Table JSON is stored complete, the way the
 //! Fluss client reads it back: the bucket count is always present (the configured default when
 //! the client sent none) and a primary-key table's bucket keys default to its primary key
-//! without partition keys. Properties are kept exactly as the client sent them.
+//! without partition keys. Properties are kept as the client sent them, except that a table
+//! with a merge engine and no `table.delete.behavior` gets `IGNORE`, as Fluss stores it. The
+//! merge-engine properties are checked as Fluss checks them ([`MergeRules`]).
+
+mod merge_engine;
+
+pub(crate) use merge_engine::{
+    DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules, Version, VersionColumn,
+};
 
 use crate::protocol::{ApiError, code};
 use fluss::metadata::{JsonSerde, TableDescriptor};
@@ -380,9 +388,27 @@ impl Catalog {
                 ),
             ));
         }
+        let rules = MergeRules::of(&descriptor).map_err(|reason| {
+            ApiError::new(
+                code::INVALID_CONFIG,
+                format!("table {database}.{name}: {reason}"),
+            )
+        })?;
         let object = value
             .as_object_mut()
             .ok_or_else(|| invalid("table json is not an object".into()))?;
+        if rules.engine != MergeEngine::LastWrite
+            && !descriptor.properties().contains_key(DELETE_BEHAVIOR)
+        {
+            // Fluss writes the merge engine's default into the table, so clients that read the
+            // table's properties (a sink deciding whether it may delete) see it.
+            let properties = object
+                .entry("properties")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .ok_or_else(|| invalid("table properties are not an object".into()))?;
+            properties.insert(DELETE_BEHAVIOR.into(), json!("IGNORE"));
+        }
         let bucket_count = match object.get("bucket_count").and_then(Value::as_i64) {
             Some(count) => count,
             None => i64::from(self.default_bucket_count),
@@ -658,6 +684,205 @@ mod tests {
             .create_table("fluss", "v", &serde_json::to_vec(&indexed).unwrap(), false)
             .unwrap_err();
         assert_eq!(err.code, code::INVALID_CONFIG);
+    }
+
+    /// The user table `(id INT PRIMARY KEY, name STRING, ver <ver_type>)`, without its
+    /// primary key when `primary_key` is false, with `properties`.
+    fn merge_table_json(
+        primary_key: bool,
+        ver_type: fluss::metadata::DataType,
+        properties: &[(&str, &str)],
+    ) -> Vec<u8> {
+        use fluss::metadata::{DataTypes, Schema};
+        let mut schema = Schema::builder()
+            .column("id", DataTypes::int())
+            .column("name", DataTypes::string())
+            .column("ver", ver_type);
+        if primary_key {
+            schema = schema.primary_key(vec!["id"]).unwrap();
+        }
+        let mut descriptor = TableDescriptor::builder()
+            .schema(schema.build().unwrap())
+            .distributed_by(Some(1), vec![]);
+        for (key, value) in properties {
+            descriptor = descriptor.property(*key, *value);
+        }
+        serde_json::to_vec(&descriptor.build().unwrap().serialize_json().unwrap()).unwrap()
+    }
+
+    /// Creates the table and returns `ok` or its error code and message.
+    fn create_merge_table(
+        primary_key: bool,
+        ver_type: fluss::metadata::DataType,
+        properties: &[(&str, &str)],
+    ) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 1, 64).unwrap();
+        let json = merge_table_json(primary_key, ver_type, properties);
+        match catalog.create_table("fluss", "t", &json, false) {
+            Ok(_) => "ok".to_string(),
+            Err(error) => format!("{}: {}", error.code, error.message),
+        }
+    }
+
+    #[test]
+    fn merge_engine_properties_are_validated_as_fluss_does() {
+        use fluss::metadata::DataTypes;
+        const ENGINE: &str = "table.merge-engine";
+        const VER: &str = "table.merge-engine.versioned.ver-column";
+        const DELETES: &str = "table.delete.behavior";
+        let bigint = DataTypes::bigint;
+        // (primary key, type of `ver`, properties, the answer starts with, and contains)
+        let cases: &[(bool, fluss::metadata::DataType, &[(&str, &str)], &str, &str)] = &[
+            (true, bigint(), &[(ENGINE, "first_row")], "ok", ""),
+            (true, bigint(), &[(ENGINE, "FIRST_ROW")], "ok", ""),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "versioned"), (VER, "ver")],
+                "ok",
+                "",
+            ),
+            (
+                true,
+                DataTypes::int(),
+                &[(ENGINE, "versioned"), (VER, "ver")],
+                "ok",
+                "",
+            ),
+            (
+                true,
+                DataTypes::timestamp(),
+                &[(ENGINE, "Versioned"), (VER, "ver")],
+                "ok",
+                "",
+            ),
+            (
+                true,
+                DataTypes::timestamp_ltz(),
+                &[(ENGINE, "versioned"), (VER, "ver")],
+                "ok",
+                "",
+            ),
+            (true, bigint(), &[(DELETES, "ignore")], "ok", ""),
+            (true, bigint(), &[(DELETES, "DISABLE")], "ok", ""),
+            (true, bigint(), &[(DELETES, "allow")], "ok", ""),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "first_row"), (DELETES, "disable")],
+                "ok",
+                "",
+            ),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "versioned"), (VER, "ver"), (DELETES, "ignore")],
+                "ok",
+                "",
+            ),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "aggregation")],
+                "39: ",
+                "silt implements first_row and versioned",
+            ),
+            (true, bigint(), &[(ENGINE, "aggregation")], "39: ", ENGINE),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "last_row")],
+                "39: ",
+                "'last_row'",
+            ),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "last_row")],
+                "39: ",
+                "silt implements first_row and versioned",
+            ),
+            (
+                false,
+                bigint(),
+                &[(ENGINE, "first_row")],
+                "39: ",
+                "primary-key table",
+            ),
+            (true, bigint(), &[(ENGINE, "versioned")], "39: ", VER),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "versioned"), (VER, "version")],
+                "39: ",
+                "'version'",
+            ),
+            (
+                true,
+                DataTypes::string(),
+                &[(ENGINE, "versioned"), (VER, "ver")],
+                "39: ",
+                "INT, BIGINT, TIMESTAMP or TIMESTAMP_LTZ",
+            ),
+            (
+                true,
+                DataTypes::double(),
+                &[(ENGINE, "versioned"), (VER, "ver")],
+                "39: ",
+                "'ver'",
+            ),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "first_row"), (DELETES, "allow")],
+                "39: ",
+                "ignore",
+            ),
+            (
+                true,
+                bigint(),
+                &[(ENGINE, "versioned"), (VER, "ver"), (DELETES, "ALLOW")],
+                "39: ",
+                DELETES,
+            ),
+            (true, bigint(), &[(DELETES, "drop")], "39: ", "'drop'"),
+            (
+                false,
+                bigint(),
+                &[(DELETES, "ignore")],
+                "39: ",
+                "primary-key table",
+            ),
+        ];
+        for (primary_key, ver_type, properties, starts_with, contains) in cases {
+            let answer = create_merge_table(*primary_key, ver_type.clone(), properties);
+            assert!(
+                answer.starts_with(starts_with) && answer.contains(contains),
+                "{properties:?} (primary key: {primary_key}, ver {ver_type}): {answer}"
+            );
+        }
+
+        // As in Fluss, a merge table gets the engine's default delete behavior written in.
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 1, 64).unwrap();
+        for (name, properties, stored) in [
+            ("a", &[(ENGINE, "first_row")][..], json!("IGNORE")),
+            (
+                "b",
+                &[(ENGINE, "first_row"), (DELETES, "disable")][..],
+                json!("disable"),
+            ),
+            ("c", &[][..], Value::Null),
+        ] {
+            let json = merge_table_json(true, bigint(), properties);
+            let entry = catalog
+                .create_table("fluss", name, &json, false)
+                .unwrap()
+                .unwrap();
+            let value: Value = serde_json::from_slice(&entry.json).unwrap();
+            assert_eq!(value["properties"][DELETES], stored, "{properties:?}");
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The client scenario of `common::scenario` against a real single-node Apache Fluss cluster
 //! (Maven Central's `fluss-server`), started by `fluss-real/start.sh`. Skips, saying so, where
 //! Java, Maven or the jars are unavailable. Set `SILT_FLUSS_REAL_BOOTSTRAP=host:port` to run the
-//! scenario against a cluster that is already running instead.
+//! scenario against a cluster that is already running instead. The merge-engine scenario of
+//! `merge_engines/` (issue 16) runs against both servers after the main one.
 
 mod common;
+mod merge_engines;
 
 use std::io::Write;
 
@@ -62,6 +64,8 @@ async fn scenario_against_real_fluss() -> Result<()> {
     std::io::stderr().write_all(report.as_bytes())?;
     assert_eq!(unexplained, 0, "{report}");
 
+    compare_merge_engines(&bootstrap).await?;
+
     // Writer idempotence around a restart, with raw batches no client sends on purpose.
     let Some(cluster) = _cluster else {
         eprintln!("writer scenario: skipped, it needs a cluster this test started (to restart it)");
@@ -77,6 +81,33 @@ async fn scenario_against_real_fluss() -> Result<()> {
     eprintln!("silt, writer scenario: {silt_writers:#?}");
     check_writer_record(&fluss_writers);
     check_writer_record(&silt_writers);
+    Ok(())
+}
+
+/// The merge-engine scenario (issue 16) against the real cluster and against silt: both must
+/// keep what Fluss's merge engines keep, and every difference not explained in
+/// fluss-real/OBSERVED.md fails the test.
+async fn compare_merge_engines(bootstrap: &str) -> Result<()> {
+    let fluss = merge_engines::run(bootstrap).await?;
+    eprintln!("real Fluss, merge engines: {fluss:#?}");
+    merge_engines::check(&fluss);
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start(dir.path()).await?;
+    let silt = merge_engines::run(&server.local_addr().to_string()).await;
+    server.shutdown().await?;
+    let silt = silt?;
+    merge_engines::check(&silt);
+    let differences = merge_engines::differences(&silt, &fluss);
+    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
+    let mut report = format!(
+        "silt vs real Fluss, merge engines: {} difference(s), {unexplained} unexplained\n",
+        differences.len()
+    );
+    for difference in &differences {
+        report.push_str(&format!("  {difference}\n"));
+    }
+    std::io::stderr().write_all(report.as_bytes())?;
+    assert_eq!(unexplained, 0, "{report}");
     Ok(())
 }
 

@@ -6,7 +6,9 @@
 //! key, `-U` (old) then `+U` (new) for an update, `-D` (old) for a delete, nothing when the row
 //! did not change. Only once that batch is durable are the changes applied to the kv tablet,
 //! which records the log offset it applied: the log is the write-ahead log. A partial update
-//! (`target_columns`) merges the written columns into the old row.
+//! (`target_columns`) merges the written columns into the old row. The table's merge engine
+//! and delete behavior (Fluss's `table.merge-engine`, `table.delete.behavior`) decide what a
+//! write does to the old row, unless the request's `agg_mode` asks to overwrite.
 //!
 //! The kv tablet stores each row as the Fluss lookup value: the schema id (`i16`, little
 //! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
@@ -15,7 +17,7 @@ use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use crate::tablets::TableRuntime;
-use crate::tablets::changelog::{self, KvWrite};
+use crate::tablets::changelog::{self, KvWrite, MergeMode};
 use bytes::Bytes;
 use fluss::record::kv::{KV_RECORD_LENGTH_LENGTH, KvRecord, KvRecordBatch, RECORDS_OFFSET};
 use futures::future::join_all;
@@ -34,6 +36,7 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
         ));
     }
     let targets = target_columns(&table, &request.target_columns)?;
+    let mode = merge_mode(&table, request.agg_mode)?;
     let writes = request.buckets_req.into_iter().map(|bucket_request| {
         let table = table.clone();
         let targets = targets.clone();
@@ -50,6 +53,7 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
                                 writer_id,
                                 sequence,
                                 targets: targets.as_deref().map(Vec::as_slice),
+                                mode,
                             },
                         )
                         .await
@@ -79,6 +83,24 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
     Ok(PutKvResponse {
         buckets_resp: join_all(writes).await,
     })
+}
+
+/// The request's `agg_mode` (Fluss's `MergeMode`): 0 (the default) merges through the table's
+/// merge engine, and so does 2, which Fluss reserves for aggregation in the client and treats
+/// as 0; 1 overwrites (Fluss's undo path for a sink's failover). Any other value is refused
+/// rather than guessed at (Fluss would treat it as 0).
+fn merge_mode(table: &TableRuntime, agg_mode: Option<i32>) -> Result<MergeMode, ApiError> {
+    match agg_mode.unwrap_or(0) {
+        0 | 2 => Ok(MergeMode::Merge),
+        1 => Ok(MergeMode::Overwrite),
+        other => Err(ApiError::new(
+            code::INVALID_CONFIG,
+            format!(
+                "PutKv agg_mode {other} for {} is unknown to silt (0 merges through the table's merge engine, 1 overwrites, 2 is aggregation in the client); send 0 or 1",
+                table.entry.qualified_name()
+            ),
+        )),
+    }
 }
 
 /// The written columns of a partial update, or `None` for a full-row write. They must include

@@ -100,6 +100,7 @@ pub mod code {
     pub const INVALID_CONFIG: i32 = 39;
     pub const AUTHENTICATE_EXCEPTION: i32 = 46;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
+    pub const DELETION_DISABLED: i32 = 57;
 }
 
 /// An error answered to the client: a Fluss error code and a message for a human.

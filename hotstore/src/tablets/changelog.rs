@@ -5,11 +5,20 @@
 //! batch is durable are the changes applied to the kv tablet, which records the log offset it
 //! applied. A partial update (`target_columns`) merges the written columns into the old row.
 //!
+//! The table's merge rules ([`MergeRules`]: Fluss's `table.merge-engine` and
+//! `table.delete.behavior`) decide what a write does to the old row: a `first_row` table keeps
+//! it, a `versioned` table keeps it over a lower version, an ignored delete leaves it. A write
+//! that the rules turn into no change appends nothing, and its sequence still counts through
+//! the log tablet's durable mark, so a retry is acknowledged as a duplicate. A refused write
+//! (a disabled delete, a partial update of a merge table) fails the whole bucket's batch before
+//! anything is appended, as in Fluss.
+//!
 //! The kv tablet stores each row as the Fluss lookup value: the schema id (`i16`, little
 //! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
 
 use super::rows::{DELETE, INSERT, RowCodec, SCHEMA_ID_BYTES, UPDATE_AFTER, UPDATE_BEFORE};
 use super::{Bucket, TableRuntime};
+use crate::catalog::{DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules};
 use crate::codec::build::{HeaderFields, build_batch};
 use crate::protocol::{ApiError, code};
 use crate::storage::WriterCheck;
@@ -26,6 +35,17 @@ pub(crate) struct KvWrite<'a> {
     pub sequence: i32,
     /// The written columns of a partial update (`None`: whole rows).
     pub targets: Option<&'a [usize]>,
+    pub mode: MergeMode,
+}
+
+/// How a PutKv combines with the rows it finds (its `agg_mode`, Fluss's `MergeMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MergeMode {
+    /// Through the table's merge rules.
+    Merge,
+    /// Rows replaced and deleted as they come, whatever the table's rules
+    /// ([`MergeRules::OVERWRITE`]).
+    Overwrite,
 }
 
 /// Writes one bucket's upserts and deletes of a PutKv: reads each key's old row, appends the
@@ -41,7 +61,18 @@ pub(crate) async fn write(
         writer_id,
         sequence,
         targets,
+        mode,
     } = write;
+    let rules = merge_rules(table, mode)?;
+    if let (Some(_), Some(engine)) = (targets, rules.engine.name()) {
+        return Err(ApiError::new(
+            code::INVALID_TARGET_COLUMN,
+            format!(
+                "partial update of {} is not supported by its {engine} merge engine: write whole rows",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
     let codec = RowCodec::new(table)?;
     let kv = bucket
         .kv
@@ -77,6 +108,21 @@ pub(crate) async fn write(
     let mut change_types = Vec::new();
     let mut images: Vec<Vec<u8>> = Vec::new();
     for (key, value) in writes {
+        if value.is_none() {
+            match rules.deletes {
+                DeleteBehavior::Allow => {}
+                DeleteBehavior::Ignore => continue,
+                DeleteBehavior::Disable => {
+                    return Err(ApiError::new(
+                        code::DELETION_DISABLED,
+                        format!(
+                            "deletes from {} are disabled ({DELETE_BEHAVIOR} is disable): write rows, or create the table with allow or ignore",
+                            table.entry.qualified_name(),
+                        ),
+                    ));
+                }
+            }
+        }
         let old = match pending.get(&key) {
             Some(staged) => staged.clone(),
             None => kv
@@ -88,6 +134,7 @@ pub(crate) async fn write(
             .as_deref()
             .map(|stored| &stored[SCHEMA_ID_BYTES.min(stored.len())..]);
         let new = match (&value, targets) {
+            (Some(row), None) if keeps_old_row(rules.engine, &codec, old_row, row)? => continue,
             (Some(row), None) => Some(codec.stored(row)),
             (Some(row), Some(targets)) => {
                 Some(codec.stored(&codec.merge(old_row, row, targets, false)?))
@@ -145,6 +192,42 @@ pub(crate) async fn write(
     Ok(info.next_offset)
 }
 
+/// The rules a write goes by: the table's, or none under [`MergeMode::Overwrite`]. A table
+/// whose properties silt refuses can exist only if an older silt created it; it is not written
+/// rather than written as last-write-wins.
+fn merge_rules(table: &TableRuntime, mode: MergeMode) -> Result<MergeRules, ApiError> {
+    match mode {
+        MergeMode::Overwrite => Ok(MergeRules::OVERWRITE),
+        MergeMode::Merge => MergeRules::of(&table.entry.descriptor).map_err(|reason| {
+            ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "table {} cannot be written: {reason} (an older silt created it without checking; recreate it)",
+                    table.entry.qualified_name()
+                ),
+            )
+        }),
+    }
+}
+
+/// Whether the merge engine keeps the key's row `old` over an upsert of `new` (both without
+/// schema id): `first_row` always, `versioned` when `new`'s version is lower.
+fn keeps_old_row(
+    engine: MergeEngine,
+    codec: &RowCodec,
+    old: Option<&[u8]>,
+    new: &[u8],
+) -> Result<bool, ApiError> {
+    let Some(old) = old else { return Ok(false) };
+    match engine {
+        MergeEngine::LastWrite => Ok(false),
+        MergeEngine::FirstRow => Ok(true),
+        MergeEngine::Versioned(column) => {
+            Ok(codec.version(old, column)? > codec.version(new, column)?)
+        }
+    }
+}
+
 fn covers_all_non_key(table: &TableRuntime, targets: &[usize]) -> bool {
     let schema = table.entry.descriptor.schema();
     let keys = schema.primary_key_indexes();
@@ -189,3 +272,6 @@ fn changelog_batch(
         &message,
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,7 @@
 //! and [`RowCodec`] (the table's kv row format, with its schema id in front).
 
 use super::TableRuntime;
+use crate::catalog::{Version, VersionColumn};
 use crate::protocol::{ApiError, code};
 use fluss::metadata::KvFormat;
 use fluss::row::encode::{RowEncoder, RowEncoderFactory};
@@ -77,6 +78,32 @@ impl RowCodec {
                 .map_err(internal)?;
         }
         Ok(encoder.finish_row().map_err(internal)?.to_vec())
+    }
+
+    /// The version of `row` (without schema id) in the versioned merge engine's column, as
+    /// Fluss compares versions: a null is the smallest value of the column's type.
+    pub(crate) fn version(&self, row: &[u8], column: VersionColumn) -> Result<Version, ApiError> {
+        let internal = |reason: String| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("version column: {reason}"),
+            )
+        };
+        let decoded = self.decoder.decode(row);
+        let datum = self.getters[column.position]
+            .get_field(&decoded)
+            .map_err(|e| internal(e.to_string()))?;
+        match datum {
+            Datum::Null => Ok(column.null),
+            Datum::Int32(version) => Ok((i64::from(version), 0)),
+            Datum::Int64(version) => Ok((version, 0)),
+            Datum::TimestampNtz(ts) => Ok((ts.get_millisecond(), ts.get_nano_of_millisecond())),
+            Datum::TimestampLtz(ts) => {
+                Ok((ts.get_epoch_millisecond(), ts.get_nano_of_millisecond()))
+            }
+            // CreateTable admits only the types above.
+            other => Err(internal(format!("{other} is not a version"))),
+        }
     }
 
     /// Merges the target columns of `new` into `old` (both rows without schema id); with no
