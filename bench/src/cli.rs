@@ -104,7 +104,7 @@ mod tests {
             "off",
         ])
         .unwrap();
-        assert_eq!(cli.global.log, "off");
+        assert_eq!(cli.global.log.as_deref(), Some("off"));
         let Command::Trials(options) = cli.command else {
             panic!("not trials: {:?}", cli.command);
         };

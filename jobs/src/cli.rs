@@ -39,15 +39,20 @@ pub struct GlobalArgs {
     /// Where silt keeps everything (overrides data_dir).
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
-    /// Log filter, e.g. info or silt=debug.
-    #[arg(
-        long,
-        global = true,
-        default_value = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info",
-        env = "SILT_LOG"
-    )]
-    pub log: String,
+    /// Log filter, e.g. info or silt=debug (default: silt's own crates at info for `up`,
+    /// `demo` and `bench`; warnings only for `sql`, `job` and `verify`).
+    #[arg(long, global = true, env = "SILT_LOG")]
+    pub log: Option<String>,
 }
+
+/// The default log filter of the services (`silt up`, `silt demo`, the benches): what silt's
+/// own crates do, at info.
+pub const LOG_FILTER_SERVICE: &str = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info";
+
+/// The default log filter of the one-shot commands (`silt sql`, `silt job`, `silt verify`):
+/// warnings only, so their results and progress lines are not interleaved with the info lines
+/// of the Fluss sources they open.
+pub const LOG_FILTER_COMMAND: &str = "warn,buoyant_kernel=off,deltalake_core=error";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -78,6 +83,16 @@ enum Command {
     Verify(VerifyArgs),
     /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
     Demo(DemoArgs),
+}
+
+impl Command {
+    /// A command that does one thing and ends, printing its result.
+    fn is_one_shot(&self) -> bool {
+        matches!(
+            self,
+            Command::Sql(_) | Command::Job { .. } | Command::Verify(_)
+        )
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -216,11 +231,17 @@ pub fn run_from(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> 
         Ok(cli) => cli,
         Err(e) => return Ok(usage(&e)),
     };
+    let mut global = cli.global;
     let command = match cli.command {
-        Command::Bench { args } => return bench_shim(&cli.global, &args),
+        Command::Bench { args } => return bench_shim(&global, &args),
         command => command,
     };
-    let (config, runtime) = start(&cli.global)?;
+    if command.is_one_shot() {
+        global
+            .log
+            .get_or_insert_with(|| LOG_FILTER_COMMAND.to_string());
+    }
+    let (config, runtime) = start(&global)?;
     runtime.block_on(dispatch(command, &config))
 }
 
@@ -247,7 +268,10 @@ pub fn failure(e: &anyhow::Error) -> ExitCode {
 pub fn start(global: &GlobalArgs) -> Result<(Config, tokio::runtime::Runtime)> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&global.log).unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_new(
+                global.log.as_deref().unwrap_or(LOG_FILTER_SERVICE),
+            )
+            .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -302,7 +326,9 @@ fn bench_shim(global: &GlobalArgs, args: &[OsString]) -> Result<ExitCode> {
         );
     }
     let mut command = std::process::Command::new(&bench);
-    command.arg("--log").arg(&global.log);
+    if let Some(log) = &global.log {
+        command.arg("--log").arg(log);
+    }
     if let Some(config) = &global.config {
         command.arg("--config").arg(config);
     }
@@ -353,11 +379,28 @@ mod tests {
     fn silt_bench_gets_everything_after_bench() {
         let cli = Cli::try_parse_from(["silt", "--log", "off", "bench", "trials", "--seeds", "2"])
             .unwrap();
-        assert_eq!(cli.global.log, "off");
+        assert_eq!(cli.global.log.as_deref(), Some("off"));
         let Command::Bench { args } = cli.command else {
             panic!("not bench: {:?}", cli.command);
         };
         assert_eq!(args, ["trials", "--seeds", "2"]);
+    }
+
+    /// Regression (issue 14): `silt verify --all` printed the Fluss source's info lines into
+    /// its progress line; the one-shot commands now log only warnings unless told otherwise.
+    #[test]
+    fn one_shot_commands_log_only_warnings_by_default() {
+        for (args, one_shot) in [
+            (&["sql", "SELECT 1"][..], true),
+            (&["job", "list"], true),
+            (&["verify", "--all"], true),
+            (&["up", "--demo"], false),
+            (&["demo"], false),
+        ] {
+            let cli =
+                Cli::try_parse_from(std::iter::once("silt").chain(args.iter().copied())).unwrap();
+            assert_eq!(cli.command.is_one_shot(), one_shot, "silt {args:?}");
+        }
     }
 
     #[test]

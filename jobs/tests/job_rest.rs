@@ -15,7 +15,7 @@ use silt_connectors::fluss::connect;
 use silt_jobs::job::client::Client;
 use silt_testkit::lake::{delta_rows, sorted};
 use silt_testkit::process::SiltProcess;
-use silt_testkit::tables::shop::{self, expected_big_orders, write_orders, write_orders_to};
+use silt_testkit::tables::demo::{self, expected_big_orders, write_orders, write_orders_to};
 use silt_testkit::wait::{self, Look};
 use silt_testkit::{read_conf, silt_bin};
 
@@ -52,7 +52,7 @@ fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     (output.status.code().unwrap_or(-1), text)
 }
 
-/// `silt up` over `data_dir` with the shop tables, orders `0..orders` written, a connection
+/// `silt up` over `data_dir` with the demo tables, orders `0..orders` written, a connection
 /// and a REST client.
 async fn silt_with_orders(
     data_dir: &Path,
@@ -60,7 +60,7 @@ async fn silt_with_orders(
 ) -> Result<(SiltProcess, FlussConnection, Client)> {
     let silt = SiltProcess::start(silt_bin!(), data_dir)?;
     let connection = connect(&silt.bootstrap).await?;
-    shop::create_tables(&connection).await?;
+    demo::create_tables(&connection).await?;
     write_orders(&connection, 0..orders).await?;
     let client = Client::new(&silt.rest, None)?;
     Ok((silt, connection, client))
@@ -186,7 +186,7 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
         ("application/json", r#"{"name": "x", "operators": [{"name": "a", "typ": "filter"}]}"#.into(), "operators[0].typ"),
         ("application/json", r#"{"name": "#.into(), "name"),
         ("application/yaml", yaml.replace("filter:", "filtr:"), "transform[0].filtr"),
-        ("application/yaml", yaml.replace("shop.orders", "shop.orderz"), "source.table"),
+        ("application/yaml", yaml.replace("demo.orders", "demo.orderz"), "source.table"),
         ("application/yaml", "source: [unclosed".into(), ""),
     ];
     for (content_type, body, path) in mistakes {
@@ -202,12 +202,12 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
         .post(
             "/v1/jobs",
             "application/yaml",
-            yaml.replace("shop.orders", "shop.orderz").as_bytes(),
+            yaml.replace("demo.orders", "demo.orderz").as_bytes(),
         )
         .await?;
     assert!(
         r.body.contains(
-            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)"
+            "unknown table demo.orderz (known: demo.customers, demo.customers_clean, demo.orders)"
         ),
         "{}",
         r.body
@@ -262,18 +262,18 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
     let (code, out) = silt_cli(&["job", "--rest", rest, "validate", &file], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("fluss-sink shop.customers_clean") && out.contains("valid"),
+        out.contains("fluss-sink demo.customers_clean") && out.contains("valid"),
         "{out}"
     );
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, yaml.replace("shop.orders", "shop.orderz"))?;
+    std::fs::write(&bad, yaml.replace("demo.orders", "demo.orderz"))?;
     let (code, out) = silt_cli(
         &["job", "--rest", rest, "validate", &bad.to_string_lossy()],
         &[],
     );
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("source.table: unknown table shop.orderz"),
+        out.contains("source.table: unknown table demo.orderz"),
         "{out}"
     );
     let (code, out) = silt_cli(&["job", "--rest", rest, "submit", &file], &[]);
@@ -360,20 +360,20 @@ async fn a_source_started_at_the_lake_reads_only_the_hot_tail() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let silt = SiltProcess::start(silt_bin!(), dir.path())?;
     let connection = connect(&silt.bootstrap).await?;
-    shop::orders("events")
+    demo::orders("events")
         .buckets(2)
         .lake("500ms")
         .create_if_missing(&connection)
         .await?;
     write_orders_to(&connection, "events", 0..100).await?;
-    silt.wait_lake_rows("shop.events", 100, Duration::from_secs(40))
+    silt.wait_lake_rows("demo.events", 100, Duration::from_secs(40))
         .await?;
     let client = Client::new(&silt.rest, None)?;
     let definition = r#"{
         "name": "events-tail",
         "checkpoint": {"interval_ms": 500},
         "operators": [
-            {"name": "events", "type": "fluss-source", "config": {"table": "shop.events", "start": "lake"}},
+            {"name": "events", "type": "fluss-source", "config": {"table": "demo.events", "start": "lake"}},
             {"name": "tail", "type": "delta-sink", "config": {"mode": "append"}}
         ]
     }"#;

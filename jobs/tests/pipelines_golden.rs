@@ -16,7 +16,7 @@ use silt_hotstore::ServerHandle;
 use silt_jobs::job::service::{Desired, JobService, JobServiceConfig};
 use silt_jobs::job::{Format, parse_submission};
 use silt_testkit::lake::{delta_rows, silt_table_rows, sorted};
-use silt_testkit::tables::shop::{
+use silt_testkit::tables::demo::{
     self, expected_big_orders, expected_customers_clean, expected_customers_delta, order,
     write_customers, write_orders,
 };
@@ -39,7 +39,7 @@ impl Env {
         let server = hotstore::start(&dir.path().join("hotstore")).await?;
         let bootstrap = server.local_addr().to_string();
         let connection = connect(&bootstrap).await?;
-        shop::create_tables(&connection).await?;
+        demo::create_tables(&connection).await?;
         Ok(Env {
             dir,
             _server: server,
@@ -131,7 +131,7 @@ impl Golden {
                 .await
             }
             Golden::CustomersToSilt => {
-                silt_table_rows(&env.bootstrap, "shop", "customers_clean").await
+                silt_table_rows(&env.bootstrap, "demo", "customers_clean").await
             }
         }
     }
@@ -260,10 +260,10 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
     // (body, format, path, part of the message)
     let cases: Vec<(String, Format, &str, &str)> = vec![
         (
-            big_orders.replace("shop.orders", "shop.orderz"),
+            big_orders.replace("demo.orders", "demo.orderz"),
             Format::Yaml,
             "source.table",
-            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)",
+            "unknown table demo.orderz (known: demo.customers, demo.customers_clean, demo.orders)",
         ),
         (
             big_orders.replace("amount > 10", "amount > 10 AND colour = 'red'"),
@@ -281,13 +281,13 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             big_orders.replace("mode: append", "mode: upsert"),
             Format::Yaml,
             "sink.keys",
-            "shop.orders has no primary key",
+            "demo.orders has no primary key",
         ),
         (
             to_silt.replace("upper(name) AS name, ", ""),
             Format::Yaml,
             "sink.table",
-            "column name of shop.customers_clean is missing from the input",
+            "column name of demo.customers_clean is missing from the input",
         ),
         (
             to_silt.replace(
@@ -296,7 +296,7 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             ),
             Format::Yaml,
             "sink.table",
-            "column balance_cents is Float64 in the input but Int64 in shop.customers_clean",
+            "column balance_cents is Float64 in the input but Int64 in demo.customers_clean",
         ),
         (
             big_orders.replace("interval: 1s", "interval: soon"),
@@ -305,10 +305,10 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             "not a duration",
         ),
         (
-            fanout.replace("shop.orders", "shop.orderz"),
+            fanout.replace("demo.orders", "demo.orderz"),
             Format::Json,
             "operators[0].config.table",
-            "unknown table shop.orderz (known: shop.customers, shop.customers_clean, shop.orders)",
+            "unknown table demo.orderz (known: demo.customers, demo.customers_clean, demo.orders)",
         ),
         (
             fanout.replace("SELECT order_id, amount FROM input", "SELECT count(*) FROM input"),
@@ -348,7 +348,7 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             "is outside the lake",
         ),
         (
-            format!("{}/shop/orders", lake.display()),
+            format!("{}/demo/orders", lake.display()),
             "is outside the lake",
         ),
         (format!("{}/_jobs/../../escape", lake.display()), "\"..\""),

@@ -6,7 +6,7 @@
 //! Databases are created if they do not exist; [`Table::create`] fails if the table exists,
 //! [`Table::create_if_missing`] leaves it as it is.
 
-pub mod shop;
+pub mod demo;
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -1,7 +1,9 @@
-//! The `shop` tables of the example pipelines in `conf/pipelines/`: `shop.orders` (log),
-//! `shop.customers` and `shop.customers_clean` (primary key); seeded writers for them; and the
-//! rows each example pipeline must produce, computed from what was written by a model that
-//! shares no code with the pipelines.
+//! The `demo` tables of the example pipelines in `conf/pipelines/` and `conf/jobs/`:
+//! `demo.orders` (log) and `demo.customers` (primary key), shaped as `silt up --demo` creates
+//! them so the examples run against the demo as the README's quickstart shows, and
+//! `demo.customers_clean` (primary key), the target of `customers-to-silt.yaml`; seeded writers
+//! for them; and the rows each example pipeline must produce, computed from what was written by
+//! a model that shares no code with the pipelines.
 
 use std::collections::BTreeMap;
 
@@ -12,21 +14,25 @@ use fluss::row::GenericRow;
 
 use super::Table;
 
+/// The database of the example tables, as `silt up --demo` names it.
+pub const DATABASE: &str = "demo";
+
 /// Customer keys are `0..CUSTOMER_KEYS`.
 pub const CUSTOMER_KEYS: i64 = 40;
 
-/// `shop.orders` (log, 3 buckets), `shop.customers` (primary key, 2 buckets) and
-/// `shop.customers_clean` (primary key, 3 buckets); tables that exist are left as they are.
+/// `demo.orders` (log, 3 buckets), `demo.customers` (primary key, 2 buckets) and
+/// `demo.customers_clean` (primary key, 3 buckets), not tiered; tables that exist are left as
+/// they are.
 pub async fn create_tables(connection: &FlussConnection) -> Result<()> {
     orders("orders").create_if_missing(connection).await?;
-    Table::primary_key("shop", "customers", &["customer_id"])
+    Table::primary_key(DATABASE, "customers", &["customer_id"])
         .column("customer_id", DataTypes::bigint())
         .column("name", DataTypes::string())
         .column("balance", DataTypes::double())
         .buckets(2)
         .create_if_missing(connection)
         .await?;
-    Table::primary_key("shop", "customers_clean", &["customer_id"])
+    Table::primary_key(DATABASE, "customers_clean", &["customer_id"])
         .column("customer_id", DataTypes::bigint())
         .column("name", DataTypes::string())
         .column("balance_cents", DataTypes::bigint())
@@ -35,10 +41,10 @@ pub async fn create_tables(connection: &FlussConnection) -> Result<()> {
     Ok(())
 }
 
-/// `shop.<name>`: a log table of 3 buckets with the columns of `shop.orders` (`order_id`,
+/// `demo.<name>`: a log table of 3 buckets with the columns of `demo.orders` (`order_id`,
 /// `customer_id`, `amount`, `status`), to write [`order`] rows into.
 pub fn orders(name: &str) -> Table {
-    Table::log("shop", name)
+    Table::log(DATABASE, name)
         .column("order_id", DataTypes::bigint())
         .column("customer_id", DataTypes::bigint())
         .column("amount", DataTypes::double())
@@ -69,13 +75,15 @@ pub async fn write_orders(connection: &FlussConnection, ids: std::ops::Range<i64
     write_orders_to(connection, "orders", ids).await
 }
 
-/// Writes [`order`] rows into `shop.<table>` (a table with the columns of `shop.orders`).
+/// Writes [`order`] rows into `demo.<table>` (a table with the columns of `demo.orders`).
 pub async fn write_orders_to(
     connection: &FlussConnection,
     table: &str,
     ids: std::ops::Range<i64>,
 ) -> Result<()> {
-    let table = connection.get_table(&TablePath::new("shop", table)).await?;
+    let table = connection
+        .get_table(&TablePath::new(DATABASE, table))
+        .await?;
     let writer = table.new_append()?.create_writer()?;
     for id in ids {
         let (customer, amount, status) = order(id);
@@ -95,7 +103,7 @@ pub async fn write_customers(
     changes: std::ops::Range<i64>,
 ) -> Result<()> {
     let table = connection
-        .get_table(&TablePath::new("shop", "customers"))
+        .get_table(&TablePath::new(DATABASE, "customers"))
         .await?;
     let writer = table.new_upsert()?.create_writer()?;
     for k in changes {
