@@ -5,7 +5,7 @@
 //! then the sink. Problems are reported at the pipeline's own paths (`transform[1].filter`).
 //!
 //! ```yaml
-//! source:   { type: fluss, table: shop.orders, start: earliest }
+//! source:   { type: fluss, table: demo.orders, start: earliest }
 //! transform:
 //!   - projection: id, upper(status) AS status, amount * 2 AS doubled
 //!     filter: amount > 10
