@@ -323,14 +323,26 @@ pub async fn verify_table(
     );
     let deadline = Instant::now() + options.deadline;
     let lake = loop {
-        let lake = read_lake_offsets(
+        let read = read_lake_offsets(
             &lake_uri,
             &options.storage_options,
             &table_id,
             bucket_count as u32,
         )
         .await
-        .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
+        .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"));
+        let lake = match read {
+            Ok(lake) => lake,
+            // Tiering may be creating the table's lake, or moving a dropped table's lake aside,
+            // right now (a `_delta_log` without its first commit yet): read again until the
+            // deadline.
+            Err(e) if options.wait_for_lake && Instant::now() < deadline => {
+                tracing::debug!(error = %format!("{e:#}"), "lake not readable yet; reading again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let offsets = lake
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
