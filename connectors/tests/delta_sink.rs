@@ -1371,15 +1371,6 @@ async fn a_lake_moves_aside_whole() {
 /// a message) where the Python package is not installed.
 #[tokio::test]
 async fn python_deltalake_reads_the_tiered_table() {
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import deltalake"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!(
-            "SKIPPED python_deltalake_reads_the_tiered_table: `python3 -c 'import deltalake'` fails (pip install deltalake)"
-        );
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let mut lake = LakeTable::open(log_config(dir.path())).await.unwrap();
     let committables = vec![
@@ -1388,23 +1379,14 @@ async fn python_deltalake_reads_the_tiered_table() {
     ];
     let plan = lake.plan(&committables).await.unwrap();
     lake.apply(&plan).await.unwrap();
-    let script = "import sys, deltalake\n\
-                  t = deltalake.DeltaTable(sys.argv[1])\n\
-                  a = t.to_pyarrow_table()\n\
-                  print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version(), flush=True)\n\
-                  import os; os._exit(0)";
-    // os._exit: python deltalake 1.6.6 sometimes aborts in interpreter teardown ("terminate
-    // called without an active exception") after the read succeeded; skip the teardown.
-    let out = std::process::Command::new("python3")
-        .args(["-c", script, dir.path().to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42 [0, 3] 1");
+    if let Some(stdout) = python_deltalake(
+        "python_deltalake_reads_the_tiered_table",
+        "a = t.to_pyarrow_table()\n\
+         print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version())",
+        dir.path().to_str().unwrap(),
+    ) {
+        assert_eq!(stdout, "42 [0, 3] 1");
+    }
 }
 
 /// Stages primary-key changes `(key, Some(value) | None for a delete)` of `bucket` at offsets
@@ -1601,34 +1583,20 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
         .unwrap();
     assert_eq!(offsets.bucket_offsets, model.next);
 
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import deltalake"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!(
-            "SKIPPED (python part of pk_commits_mark_superseded_rows_in_deletion_vectors): `python3 -c 'import deltalake'` fails (pip install deltalake)"
-        );
+    let Some(stdout) = python_deltalake(
+        "pk_commits_mark_superseded_rows_in_deletion_vectors",
+        "import pyarrow as pa\n\
+         a = pa.RecordBatchReader.from_stream(t.scan(columns=['k', 'v'])).read_all()\n\
+         rows = sorted(zip(a.column('k').to_pylist(), a.column('v').to_pylist()))\n\
+         print(len(rows), sum(k for k, _ in rows), rows[0], rows[-1])",
+        table_dir.to_str().unwrap(),
+    ) else {
         return;
-    }
-    let script = "import sys, deltalake, pyarrow as pa\n\
-                  t = deltalake.DeltaTable(sys.argv[1])\n\
-                  a = pa.RecordBatchReader.from_stream(t.scan(columns=['k', 'v'])).read_all()\n\
-                  rows = sorted(zip(a.column('k').to_pylist(), a.column('v').to_pylist()))\n\
-                  print(len(rows), sum(k for k, _ in rows), rows[0], rows[-1], flush=True)\n\
-                  import os; os._exit(0)";
-    let out = std::process::Command::new("python3")
-        .args(["-c", script, table_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    };
     let rows = &model.rows;
     let (first, last) = (rows.iter().next().unwrap(), rows.iter().last().unwrap());
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
+        stdout,
         format!(
             "{} {} ({}, '{}') ({}, '{}')",
             rows.len(),
