@@ -14,6 +14,7 @@
 //! it: a crate's own unit tests would see two copies of its types.
 
 pub mod changelog;
+pub mod differential;
 pub mod faults;
 pub mod hotstore;
 pub mod http;

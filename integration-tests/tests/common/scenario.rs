@@ -615,48 +615,14 @@ pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// One part of two records that differs; `known` is the reason when [`KNOWN_DIFFERENCES`]
-/// lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub field: String,
-    pub ours: String,
-    pub reference: String,
-    pub known: Option<&'static str>,
-}
-
-impl std::fmt::Display for Difference {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: ours {} vs reference {}",
-            self.field, self.ours, self.reference
-        )?;
-        match self.known {
-            Some(reason) => write!(f, " (known: {reason})"),
-            None => write!(f, " (UNEXPLAINED)"),
-        }
-    }
-}
+pub use silt_testkit::differential::Difference;
 
 /// Every part of the two records that differs, known or not; empty when the servers agree.
 /// Error outcomes are compared one call at a time, so a report names the exact call.
 pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Difference> {
-    let mut out = Vec::new();
+    let mut differences = silt_testkit::differential::Differences::new(KNOWN_DIFFERENCES);
     let mut compare = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-        let (a, b) = (format!("{a:?}"), format!("{b:?}"));
-        if a != b {
-            let known = KNOWN_DIFFERENCES
-                .iter()
-                .find(|(name, _)| *name == field)
-                .map(|(_, why)| *why);
-            out.push(Difference {
-                field: field.to_string(),
-                ours: a,
-                reference: b,
-                known,
-            });
-        }
+        differences.compare(field, a, b)
     };
     compare("tables", &ours.tables, &reference.tables);
     compare("log", &ours.log, &reference.log);
@@ -682,5 +648,6 @@ pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Dif
             &reference.errors.get(name),
         );
     }
-    out
+    drop(compare);
+    differences.found
 }

@@ -471,47 +471,13 @@ pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// One field of two records that differs; `known` is the reason when [`KNOWN_DIFFERENCES`]
-/// lists it.
-#[derive(Debug, Clone)]
-pub struct Difference {
-    pub field: String,
-    pub ours: String,
-    pub reference: String,
-    pub known: Option<&'static str>,
-}
-
-impl std::fmt::Display for Difference {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: ours {} vs reference {}",
-            self.field, self.ours, self.reference
-        )?;
-        match self.known {
-            Some(reason) => write!(f, " (known: {reason})"),
-            None => write!(f, " (UNEXPLAINED)"),
-        }
-    }
-}
+pub use silt_testkit::differential::Difference;
 
 /// Every field of the two records that differs, case by case.
 pub fn differences(ours: &MergeRecord, reference: &MergeRecord) -> Vec<Difference> {
-    let mut out = Vec::new();
+    let mut differences = silt_testkit::differential::Differences::new(KNOWN_DIFFERENCES);
     let mut compare = |field: String, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-        let (a, b) = (format!("{a:?}"), format!("{b:?}"));
-        if a != b {
-            let known = KNOWN_DIFFERENCES
-                .iter()
-                .find(|(name, _)| *name == field)
-                .map(|(_, why)| *why);
-            out.push(Difference {
-                field,
-                ours: a,
-                reference: b,
-                known,
-            });
-        }
+        differences.compare(&field, a, b)
     };
     for case in CASES {
         let (a, b) = (ours.cases.get(case.name), reference.cases.get(case.name));
@@ -551,5 +517,6 @@ pub fn differences(ours: &MergeRecord, reference: &MergeRecord) -> Vec<Differenc
             &reference.creates.get(name),
         );
     }
-    out
+    drop(compare);
+    differences.found
 }
