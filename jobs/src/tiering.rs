@@ -232,6 +232,22 @@ struct Progress {
 }
 
 impl Progress {
+    /// The totals with the recent commits' percentiles, computed when status is read rather
+    /// than at every commit.
+    fn commits_with_percentiles(&self) -> CommitTotals {
+        let mut sorted: Vec<u64> = self.recent_commit_ms.iter().copied().collect();
+        sorted.sort_unstable();
+        let at = |q: f64| match sorted.len() {
+            0 => 0,
+            n => sorted[((n - 1) as f64 * q).round() as usize],
+        };
+        CommitTotals {
+            recent_p50_ms: at(0.5),
+            recent_p99_ms: at(0.99),
+            ..self.commits.clone()
+        }
+    }
+
     fn on_commit(&mut self, commit: &LakeCommit) {
         self.lake_offsets
             .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
@@ -256,11 +272,6 @@ impl Progress {
         }
         self.recent_commit_ms
             .push_back(commit.duration.as_millis() as u64);
-        let mut sorted: Vec<u64> = self.recent_commit_ms.iter().copied().collect();
-        sorted.sort_unstable();
-        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
-        totals.recent_p50_ms = at(0.5);
-        totals.recent_p99_ms = at(0.99);
         if let Some(c) = &commit.compaction {
             totals.last_compaction_ms = self.last_commit_ms;
             totals.compactions += 1;
@@ -808,7 +819,7 @@ impl TieringService {
                 checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
                 maintenance: p.maintenance.clone(),
-                commits: p.commits.clone(),
+                commits: p.commits_with_percentiles(),
             });
         }
         Ok(out)
