@@ -94,6 +94,13 @@ struct Sample {
     /// its capacity) and their memtables (`GET /v1/memory`).
     cache_mb: f64,
     memtable_mb: f64,
+    /// What jemalloc holds resident (`stats.resident`): the live heap, its fragmentation and
+    /// the freed pages it has not returned yet. The resident set beyond it is memory jemalloc
+    /// does not manage (C libraries' malloc, thread stacks, the binary).
+    allocator_resident_mb: f64,
+    /// The C library's malloc: in use and kept free in its arenas (glibc only).
+    c_malloc_mb: f64,
+    c_malloc_free_mb: f64,
     hot_mb: f64,
     lake_files: f64,
     /// Files the current versions of both lake tables reference (what queries plan over).
@@ -114,13 +121,17 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 18] {
+fn figures(s: &Sample) -> [(&'static str, f64); 22] {
     [
         ("rss_mb", s.rss_mb),
         ("heap_mb", s.heap_mb),
         ("cache_mb", s.cache_mb),
         ("memtbl_mb", s.memtable_mb),
         ("heap_rest", s.heap_mb - s.cache_mb - s.memtable_mb),
+        ("je_kept_mb", s.allocator_resident_mb - s.heap_mb),
+        ("non_je_mb", s.rss_mb - s.allocator_resident_mb),
+        ("cmalloc_mb", s.c_malloc_mb),
+        ("cfree_mb", s.c_malloc_free_mb),
         ("hot_mb", s.hot_mb),
         ("lake_files", s.lake_files),
         ("lake_active", s.lake_active),
@@ -512,6 +523,18 @@ async fn take_sample(
                 &["/hot_kv/memtable_bytes", "/key_indexes/memtable_bytes"],
             )
         }) / 1e6,
+        allocator_resident_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/resident_bytes"]))
+            / 1e6,
+        c_malloc_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/c_malloc_in_use_bytes"]))
+            / 1e6,
+        c_malloc_free_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/c_malloc_free_bytes"]))
+            / 1e6,
         hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
         lake_files: lake.0,
         lake_active: active_files(&data_dir.join("lake")).await,

@@ -16,6 +16,28 @@ pub struct AllocatorStats {
     pub resident_bytes: u64,
     pub mapped_bytes: u64,
     pub retained_bytes: u64,
+    /// The C library's malloc (used by C dependencies such as zstd, not by Rust code): bytes
+    /// in use, and bytes it keeps free inside its arenas. Absent off glibc.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c_malloc_in_use_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c_malloc_free_bytes: Option<u64>,
+}
+
+/// glibc's malloc statistics: (in use, free inside its arenas).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn c_malloc_stats() -> (Option<u64>, Option<u64>) {
+    // SAFETY: mallinfo2 takes no arguments and returns a plain struct of counters.
+    let info = unsafe { libc::mallinfo2() };
+    (
+        Some((info.uordblks + info.hblkhd) as u64),
+        Some(info.fordblks as u64),
+    )
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn c_malloc_stats() -> (Option<u64>, Option<u64>) {
+    (None, None)
 }
 
 /// jemalloc's statistics, refreshed now; `None` where jemalloc is not linked.
@@ -55,12 +77,15 @@ pub fn allocator_stats() -> Option<AllocatorStats> {
     if rc != 0 {
         return None;
     }
+    let (c_malloc_in_use_bytes, c_malloc_free_bytes) = c_malloc_stats();
     Some(AllocatorStats {
         allocated_bytes: read(c"stats.allocated")?,
         active_bytes: read(c"stats.active")?,
         resident_bytes: read(c"stats.resident")?,
         mapped_bytes: read(c"stats.mapped")?,
         retained_bytes: read(c"stats.retained")?,
+        c_malloc_in_use_bytes,
+        c_malloc_free_bytes,
     })
 }
 

@@ -484,6 +484,25 @@ fn hot_log_start(silt: &SiltProcess, table: &str) -> Result<i64> {
         .sum())
 }
 
+/// `(hot bytes, segments)` of each of a table's buckets, as of the last retention run.
+fn hot_buckets(silt: &SiltProcess, table: &str) -> Result<Vec<(u64, u64)>> {
+    let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/hot", None)?;
+    anyhow::ensure!(status == 200, "GET /v1/hot: {status} {body}");
+    let buckets: Value = serde_json::from_str(&body)?;
+    Ok(buckets
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["table"] == table)
+        .map(|b| {
+            (
+                b["hot_bytes"].as_u64().unwrap_or(0),
+                b["segments"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect())
+}
+
 /// Issue 15 (hot retention): with a 1 s `table.log.ttl` default and small segments, the hot
 /// store drops what the lake has covered while tiering runs; the promise still holds end to
 /// end: `silt verify --all` matches, and `db.t` (lake + tail) counts every row once, equal to
@@ -499,7 +518,12 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         &[
             ("SILT_HOTSTORE__LOG_TTL_MS", "1000"),
             ("SILT_HOTSTORE__RETENTION_CHECK_INTERVAL_MS", "300"),
-            ("SILT_HOTSTORE__SEGMENT_BYTES_MAX", "2048"),
+            // The smallest segment: a round's batch of 100 events is about 1,000 bytes, so
+            // any bucket that receives two batches closes a segment retention can drop. Six
+            // batches over three buckets always give one bucket two, however the client
+            // spreads them (with 2 KiB a bucket needed three, and an even spread of two per
+            // bucket closed none: the test then waited for a retention that could not happen).
+            ("SILT_HOTSTORE__SEGMENT_BYTES_MAX", "1024"),
             // Retention waits this long before it trusts a new lake offset (a query's pinned
             // version must find its tail).
             ("SILT_QUERY__DEADLINE_MAX_MS", "1000"),
@@ -524,7 +548,10 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
             Ok(if starts.0 > 0 && starts.1 > 0 {
                 silt_testkit::wait::Look::Done(())
             } else {
-                silt_testkit::wait::Look::NotYet(format!("log starts {starts:?}"))
+                silt_testkit::wait::Look::NotYet(format!(
+                    "log starts {starts:?}; v.events buckets (hot bytes, segments): {:?}",
+                    hot_buckets(&silt, "v.events")?
+                ))
             })
         },
     )
