@@ -29,6 +29,9 @@ pub struct RestState {
     pub jobs: crate::job::service::JobService,
     /// The embedded hot store, for its retention status (`None` in tests without one).
     pub hotstore: Option<Arc<silt_hotstore::ServerHandle>>,
+    /// The one query service of the process, shared with Arrow Flight SQL (one catalog, one
+    /// client connection).
+    pub query: crate::query::QueryService,
 }
 
 pub type SharedState = Arc<RestState>;

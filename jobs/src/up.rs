@@ -164,14 +164,18 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     );
     let resumed = jobs.resume_persisted().await?;
     println!("jobs: {resumed} submitted jobs resumed");
+    // One query service for REST and Flight SQL.
+    let query =
+        crate::query::QueryService::new(crate::query::QueryConfig::from_config(config, &bootstrap));
     let rest_state = Arc::new(crate::rest::RestState {
         config: config.clone(),
         bootstrap: bootstrap.clone(),
         tiering: tiering.clone(),
         jobs: jobs.clone(),
         hotstore: Some(server.clone()),
+        query: query.clone(),
     });
-    let flight = crate::query::flight::serve(config, &bootstrap, stop_tx.subscribe()).await?;
+    let flight = crate::query::flight::serve(config, query, stop_tx.subscribe()).await?;
     if let Some((flight_addr, _)) = &flight {
         println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
     }

@@ -673,12 +673,17 @@ mod router_tests {
         let jobs = super::super::service::JobService::new(
             super::super::service::JobServiceConfig::from_config(&config, "127.0.0.1:1"),
         );
+        let query = crate::query::QueryService::new(crate::query::QueryConfig::from_config(
+            &config,
+            "127.0.0.1:1",
+        ));
         let state = std::sync::Arc::new(crate::rest::RestState {
             config,
             bootstrap: "127.0.0.1:1".into(),
             tiering,
             jobs,
             hotstore: None,
+            query,
         });
         let text = format!("{:?}", crate::rest::router(state));
         let start = text

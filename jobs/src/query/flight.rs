@@ -58,7 +58,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
-use super::{QueryConfig, QueryError, QueryRequest, QueryResult, QueryService};
+use super::{QueryError, QueryRequest, QueryResult, QueryService};
 use crate::config::Config;
 
 /// Metadata key of a per-call deadline in milliseconds.
@@ -100,7 +100,7 @@ impl FlightConfig {
 /// endpoint is turned off (an empty address).
 pub async fn serve(
     config: &Config,
-    bootstrap: &str,
+    query: QueryService,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>> {
     let flight = FlightConfig::from_config(config);
@@ -120,10 +120,7 @@ pub async fn serve(
     if !local.ip().is_loopback() {
         warn!(%local, "Arrow Flight SQL listens beyond loopback: set rest.token to require a bearer token");
     }
-    let service = FlightSqlEndpoint::new(
-        QueryService::new(QueryConfig::from_config(config, bootstrap)),
-        &flight,
-    );
+    let service = FlightSqlEndpoint::new(query, &flight);
     let router = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(flight.calls_per_connection_max)
         .add_service(service.into_server(flight.token.clone()));

@@ -17,15 +17,15 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::{QueryConfig, QueryError, QueryRequest, QueryResult, QueryService, TableRead};
+use super::{QueryError, QueryRequest, QueryResult, QueryService, TableRead};
 use crate::rest::{RestState, SharedState};
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
 
-/// The query routes, with a query service built from the REST state's config.
+/// The query routes over the process's query service.
 pub fn routes(state: &RestState) -> Router<SharedState> {
-    let service = QueryService::new(QueryConfig::from_config(&state.config, &state.bootstrap));
+    let service = state.query.clone();
     let deadline_default = Duration::from_millis(state.config.query.deadline_default_ms.max(1));
     Router::new()
         .route("/v1/query", post(query))
