@@ -143,25 +143,25 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
 /// Creates the lake-enabled log table `bench.scan` and writes its lake tier.
 async fn write_scan_table(bootstrap: &str, lake_root: &str, lake_rows: u64) -> Result<ScanTable> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
-    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    let admin = connection.get_admin().map_err(anyhow::Error::from)?;
     admin
         .create_database(DB, None, true)
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let descriptor = TableDescriptor::builder()
         .schema(crate::data::schema_12())
         .distributed_by(Some(BUCKETS), vec![])
         .property(silt_jobs::tiering::DATALAKE_ENABLED, "true")
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     admin
         .create_table(&TablePath::new(DB, "scan"), &descriptor, false)
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let table_id = admin
         .get_table_info(&TablePath::new(DB, "scan"))
         .await
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(anyhow::Error::from)?
         .get_table_id();
     let user_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, "scan").await?;
     println!(
@@ -495,7 +495,7 @@ async fn realtime_view(
     service: &QueryService,
 ) -> Result<ViewFigures> {
     let connection = silt_connectors::fluss::connect(setup.bootstrap).await?;
-    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    let admin = connection.get_admin().map_err(anyhow::Error::from)?;
     let mut users = UsersTable::create(&connection, &admin, options.pk_keys).await?;
     println!(
         "writing {} keys to {DB}.users and tiering them ...",
@@ -563,29 +563,29 @@ impl UsersTable {
             .column("name", DataTypes::string())
             .column("score", DataTypes::bigint())
             .primary_key(vec!["id"])
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(anyhow::Error::from)?
             .build()
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         let descriptor = TableDescriptor::builder()
             .schema(schema)
             .distributed_by(Some(BUCKETS), vec!["id".to_string()])
             .property(silt_jobs::tiering::DATALAKE_ENABLED, "true")
             .property(silt_jobs::tiering::DATALAKE_FRESHNESS, "1s")
             .build()
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         let path = TablePath::new(DB, "users");
         admin
             .create_table(&path, &descriptor, false)
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         let upserter = connection
             .get_table(&path)
             .await
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(anyhow::Error::from)?
             .new_upsert()
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(anyhow::Error::from)?
             .create_writer()
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         Ok(UsersTable {
             upserter,
             expected: HashMap::new(),
@@ -681,7 +681,7 @@ async fn wait_users_tiered(
     let hw = admin
         .list_offsets(&TablePath::new(DB, "users"), &ids, OffsetSpec::Latest)
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
     crate::data::wait_lake_covers(
         tiering,
@@ -713,7 +713,7 @@ async fn time_view_queries(service: &QueryService, users: &UsersTable) -> Result
         let result = service
             .execute(QueryRequest::new(sql, deadline))
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         Ok::<_, anyhow::Error>((started.elapsed().as_secs_f64() * 1e3, result.batches))
     };
     let (mut view_ms, mut point_ms, mut lake_ms) = (Vec::new(), Vec::new(), Vec::new());

@@ -115,12 +115,12 @@ async fn prefill(
     let table = connection
         .get_table(&TablePath::new(DB, table))
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let appender = table
         .new_append()
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(anyhow::Error::from)?
         .create_writer()
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let mut written = 0u64;
     while written < rows {
         let n = batch_rows.min((rows - written) as usize);
@@ -153,7 +153,7 @@ async fn tier_measuring_rss(
     let hw = admin
         .list_offsets(&TablePath::new(DB, table), &ids, OffsetSpec::Latest)
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(anyhow::Error::from)?;
     let targets: Vec<(i32, i64)> = ids.iter().map(|b| (*b, hw[b])).collect();
     let before_kb = proc_status_kb("VmRSS").unwrap_or(0);
     let hwm_reset = reset_peak_rss();
@@ -213,21 +213,21 @@ impl Bench {
         let server = crate::in_process_hotstore(dir.path()).await?;
         let bootstrap = server.local_addr().to_string();
         let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-        let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+        let admin = connection.get_admin().map_err(anyhow::Error::from)?;
         admin
             .create_database(DB, None, true)
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         for table in ["throughput", "freshness", "rss_small", "rss_large"] {
             let descriptor = TableDescriptor::builder()
                 .schema(crate::data::schema_12())
                 .distributed_by(Some(BUCKETS), vec![])
                 .build()
-                .map_err(|e| anyhow!("{e}"))?;
+                .map_err(anyhow::Error::from)?;
             admin
                 .create_table(&TablePath::new(DB, table), &descriptor, false)
                 .await
-                .map_err(|e| anyhow!("{e}"))?;
+                .map_err(anyhow::Error::from)?;
         }
         let arrow_schema =
             silt_connectors::fluss::table_arrow_schema(&connection, DB, "throughput").await?;
@@ -248,7 +248,7 @@ impl Bench {
             .admin
             .list_offsets(&TablePath::new(DB, table), &ids, OffsetSpec::Latest)
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(anyhow::Error::from)?;
         Ok(ids.iter().map(|b| (*b, hw[b])).collect())
     }
 
@@ -256,11 +256,11 @@ impl Bench {
         self.connection
             .get_table(&TablePath::new(DB, table))
             .await
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(anyhow::Error::from)?
             .new_append()
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(anyhow::Error::from)?
             .create_writer()
-            .map_err(|e| anyhow!("{e}"))
+            .map_err(anyhow::Error::from)
     }
 
     async fn shutdown(self) -> Result<()> {

@@ -121,7 +121,23 @@ pub enum JobState {
     Restarting,
     Finished,
     Cancelled,
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why a job failed: the error's text, with its causes, and who can fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub message: String,
+    pub cause: crate::Cause,
+}
+
+impl Failure {
+    fn of(error: &Error) -> Self {
+        Failure {
+            message: error.to_string(),
+            cause: error.cause(),
+        }
+    }
 }
 
 impl JobState {
@@ -344,7 +360,10 @@ async fn run_job(
                 restored
             }
             Err(e) => {
-                let _ = state.send(JobState::Failed(format!("cannot read checkpoints: {e}")));
+                let _ = state.send(JobState::Failed(Failure {
+                    message: format!("cannot read checkpoints: {e}"),
+                    cause: e.cause(),
+                }));
                 return;
             }
         };
@@ -380,7 +399,7 @@ async fn run_job(
                         attempts: attempt,
                         last: Box::new(error),
                     };
-                    let _ = state.send(JobState::Failed(failed.to_string()));
+                    let _ = state.send(JobState::Failed(Failure::of(&failed)));
                     return;
                 };
                 warn!(job = %config.name, %error, attempt, ?delay, "job failed; restarting");

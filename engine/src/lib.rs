@@ -26,10 +26,10 @@ pub use checkpoint::{
     CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, LocalDirStorage,
     ObjectStoreStorage, storage_for,
 };
-pub use error::{Error, Result};
+pub use error::{BoxError, Cause, Error, Result};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex, VertexId};
 pub use job::{
-    CHECKPOINT_HISTORY_MAX, CheckpointConfig, JobConfig, JobHandle, JobManager, JobState,
+    CHECKPOINT_HISTORY_MAX, CheckpointConfig, Failure, JobConfig, JobHandle, JobManager, JobState,
     RestartStrategy,
 };
 pub use metrics::{CheckpointStats, JobMetrics, OperatorMetrics};

@@ -66,19 +66,22 @@ fn coordinator_gone() -> Error {
     Error::Internal("the checkpoint coordinator is gone while a task still runs".into())
 }
 
-/// Attaches the task's identity to an error raised by user code.
+/// Attaches the task's identity to an error raised by an operator's code; an engine error
+/// becomes the source, keeping its cause.
 fn in_task(ctx: &TaskContext) -> impl Fn(Error) -> Error + use<> {
     let ctx = ctx.clone();
     move |e| match e {
-        Error::Operator { message, .. } => Error::Operator {
+        Error::Operator { cause, source, .. } => Error::Operator {
             vertex: ctx.vertex_name.clone(),
             subtask: ctx.subtask_index,
-            message,
+            cause,
+            source,
         },
         other => Error::Operator {
             vertex: ctx.vertex_name.clone(),
             subtask: ctx.subtask_index,
-            message: other.to_string(),
+            cause: other.cause(),
+            source: Box::new(other),
         },
     }
 }

@@ -558,13 +558,16 @@ async fn restarts_are_bounded() {
     let state = tokio::time::timeout(Duration::from_secs(30), job.wait())
         .await
         .unwrap();
-    let JobState::Failed(reason) = state else {
+    let JobState::Failed(failure) = state else {
         panic!("expected failed, got {state:?}")
     };
+    let reason = &failure.message;
     assert!(
         reason.contains("after 3 attempts") && reason.contains("injected failure"),
         "{reason}"
     );
+    // The operator raised it as its user's to fix (Error::operator), and the job says so.
+    assert_eq!(failure.cause, silt_engine::Cause::User);
     assert_eq!(job.metrics().restarts, 2);
 }
 

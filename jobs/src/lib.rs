@@ -9,6 +9,9 @@
 //! ([`lake_faults`], `silt up --crash-at`, the hot store's) exist only with the
 //! `fault-injection` feature, which test builds turn on and the product build leaves off.
 
+// The OpenAPI document (`job::routes`) is one `json!` literal, deeper than the default 128.
+#![recursion_limit = "256"]
+
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -288,7 +288,9 @@ async fn create_demo_tables(
     credentials: Option<&silt_connectors::fluss::FlussCredentials>,
 ) -> Result<()> {
     let connection = silt_connectors::fluss::connect_with(bootstrap, credentials).await?;
-    let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+    let admin = connection
+        .get_admin()
+        .context("the demo's Fluss admin client")?;
     admin
         .create_database(DEMO_DATABASE, None, true)
         .await
@@ -299,14 +301,14 @@ async fn create_demo_tables(
         .column("amount", DataTypes::double())
         .column("status", DataTypes::string())
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo.orders schema")?;
     let orders = TableDescriptor::builder()
         .schema(orders)
         .distributed_by(Some(3), vec![])
         .property(DATALAKE_ENABLED, "true")
         .property(DATALAKE_FRESHNESS, "5s")
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo.orders descriptor")?;
     admin
         .create_table(&TablePath::new(DEMO_DATABASE, "orders"), &orders, true)
         .await
@@ -316,16 +318,16 @@ async fn create_demo_tables(
         .column("name", DataTypes::string())
         .column("balance", DataTypes::double())
         .primary_key(vec!["customer_id"])
-        .map_err(|e| anyhow!("{e}"))?
+        .context("the demo.customers primary key")?
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo.customers schema")?;
     let customers = TableDescriptor::builder()
         .schema(customers)
         .distributed_by(Some(2), vec!["customer_id".to_string()])
         .property(DATALAKE_ENABLED, "true")
         .property(DATALAKE_FRESHNESS, "5s")
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo.customers descriptor")?;
     admin
         .create_table(
             &TablePath::new(DEMO_DATABASE, "customers"),
@@ -352,21 +354,21 @@ async fn demo_workload(
     let orders = connection
         .get_table(&TablePath::new(DEMO_DATABASE, "orders"))
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("opening demo.orders")?;
     let customers = connection
         .get_table(&TablePath::new(DEMO_DATABASE, "customers"))
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("opening demo.customers")?;
     let appender = orders
         .new_append()
-        .map_err(|e| anyhow!("{e}"))?
+        .context("the demo's appender on demo.orders")?
         .create_writer()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo's appender on demo.orders")?;
     let upserter = customers
         .new_upsert()
-        .map_err(|e| anyhow!("{e}"))?
+        .context("the demo's upserter on demo.customers")?
         .create_writer()
-        .map_err(|e| anyhow!("{e}"))?;
+        .context("the demo's upserter on demo.customers")?;
     let per_tick = (rate_per_s / 10).max(1);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let (mut order_id, mut written) = (0i64, 0u64);

@@ -113,8 +113,71 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Who can fix it: the user (the table, the configuration, another writer, the store or
+    /// the disk) or silt (a broken invariant, a batch or committable silt built wrong).
+    pub fn cause(&self) -> silt_engine::Cause {
+        use silt_engine::Cause::{Silt, User};
+        match self {
+            Error::UnsupportedType { .. }
+            | Error::Config(_)
+            | Error::Delta { .. }
+            | Error::Conflict { .. }
+            | Error::TableMismatch { .. }
+            | Error::Storage { .. }
+            | Error::Io { .. } => User,
+            Error::Batch(_)
+            | Error::Committable(_)
+            | Error::OffsetGap { .. }
+            | Error::Hook(_)
+            | Error::Arrow(_)
+            | Error::Parquet(_)
+            | Error::DataFusion(_)
+            | Error::Internal(_) => Silt,
+        }
+    }
+}
+
+/// Kept whole: a job's failure keeps the Delta error as its source, and says whose it is.
 impl From<Error> for silt_engine::Error {
     fn from(e: Error) -> Self {
-        silt_engine::Error::operator(e.to_string())
+        silt_engine::Error::external(e.cause(), e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job's failure keeps the Delta error itself (a caller can downcast it) and says whose
+    /// it is: another writer is the user's to stop, a hole in the offsets is silt's bug.
+    #[test]
+    fn the_engine_error_keeps_the_delta_error_and_its_cause() {
+        let conflict: silt_engine::Error = Error::Conflict {
+            uri: "file:///lake/db/t".into(),
+            message: "txn app id taken".into(),
+        }
+        .into();
+        assert_eq!(conflict.cause(), silt_engine::Cause::User);
+        let source = std::error::Error::source(&conflict).expect("the delta error as source");
+        assert!(
+            matches!(source.downcast_ref::<Error>(), Some(Error::Conflict { .. })),
+            "{source:?}"
+        );
+        assert!(
+            conflict.to_string().contains("stop the other one"),
+            "{conflict}"
+        );
+
+        let gap: silt_engine::Error = Error::OffsetGap {
+            uri: "file:///lake/db/t".into(),
+            table_id: "7".into(),
+            bucket: 0,
+            follows: 20,
+            expected: 10,
+            after: GapAfter::LakeTxn,
+        }
+        .into();
+        assert_eq!(gap.cause(), silt_engine::Cause::Silt);
     }
 }

@@ -87,7 +87,7 @@ pub struct FlussSink {
 }
 
 fn fluss_error(context: String) -> impl Fn(fluss::error::Error) -> Error {
-    move |e| Error::operator(format!("{context}: {e}"))
+    move |e| Error::with_context(silt_engine::Cause::User, context.clone(), e)
 }
 
 impl FlussSink {

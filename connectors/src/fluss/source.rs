@@ -101,7 +101,7 @@ impl FlussSourceConfig {
 }
 
 fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
-    move |e| Error::operator(format!("{context}: {e}"))
+    move |e| Error::with_context(silt_engine::Cause::User, context, e)
 }
 
 /// Rows one scanner poll may return. fluss-rs's default (500) cuts the client's Arrow batches
@@ -208,7 +208,7 @@ impl FlussSource {
         while start < records.len() {
             let first = &records[start];
             let Some(source) = first.row().get_record_batch() else {
-                return Err(Error::operator(
+                return Err(Error::operator_bug(
                     "the fluss client returned a row without its batch",
                 ));
             };
@@ -291,8 +291,13 @@ impl FlussSource {
                 .iter()
                 .all(|r| ChangeType::from_i8(r.change_type().to_byte_value() as i8).is_some())
         );
-        RecordBatch::try_new(schema, columns)
-            .map_err(|e| Error::operator(format!("changelog batch of bucket {bucket}: {e}")))
+        RecordBatch::try_new(schema, columns).map_err(|e| {
+            Error::with_context(
+                silt_engine::Cause::Silt,
+                format!("changelog batch of bucket {bucket}"),
+                e,
+            )
+        })
     }
 }
 
@@ -307,7 +312,7 @@ fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> Bytes {
 }
 
 fn decode_offsets(mut b: Bytes) -> Result<BTreeMap<i32, i64>> {
-    let corrupt = || Error::operator("fluss source state is damaged (expected bucket offsets)");
+    let corrupt = || Error::operator_bug("fluss source state is damaged (expected bucket offsets)");
     if b.remaining() < 4 {
         return Err(corrupt());
     }

@@ -67,7 +67,7 @@ impl LakePhase {
         }
         let mut b = state.slice(LAKE_PHASE_TAG.len()..);
         if b.remaining() < 20 {
-            return Err(Error::operator(
+            return Err(Error::operator_bug(
                 "fluss source state is damaged (a truncated lake phase)",
             ));
         }

@@ -57,9 +57,10 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The SQL and the data it meets are the user's: kept whole, as the user's to fix.
 impl From<Error> for silt_engine::Error {
     fn from(e: Error) -> Self {
-        silt_engine::Error::operator(e.to_string())
+        silt_engine::Error::external(silt_engine::Cause::User, e)
     }
 }
 

@@ -165,6 +165,10 @@ pub struct JobStatus {
     pub desired: Desired,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Who can fix the failure: `user` (the definition, the input, the configuration, another
+    /// writer, the machine; the failure says how) or `silt` (a bug to report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_cause: Option<String>,
     pub submitted_at_ms: i64,
     pub checkpoint_interval_ms: u64,
     /// Per operator (engine vertex): its parallelism.
@@ -492,6 +496,11 @@ fn status_of(entry: &Entry) -> JobStatus {
         },
         desired: p.desired,
         failure: entry.start_error.clone(),
+        // A job that could not start: its definition or tables (the message names which).
+        failure_cause: entry
+            .start_error
+            .as_ref()
+            .map(|_| silt_engine::Cause::User.as_str().to_string()),
         submitted_at_ms: p.submitted_at_ms,
         checkpoint_interval_ms: entry.checkpoint_interval.as_millis() as u64,
         parallelism: BTreeMap::new(),
@@ -506,8 +515,9 @@ fn status_of(entry: &Entry) -> JobStatus {
     let Some(handle) = &entry.handle else {
         return status;
     };
-    if let JobState::Failed(reason) = handle.state() {
-        status.failure = Some(reason);
+    if let JobState::Failed(failure) = handle.state() {
+        status.failure = Some(failure.message);
+        status.failure_cause = Some(failure.cause.as_str().to_string());
     }
     let m = handle.metrics();
     status.checkpoints_completed = m.checkpoints_completed as usize;
