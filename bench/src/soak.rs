@@ -88,6 +88,8 @@ fn parse_key_value(text: &str) -> Result<(String, String), String> {
 struct Sample {
     at_s: f64,
     rss_mb: f64,
+    /// Of the resident set, pages of mapped files (the binary).
+    rss_file_mb: f64,
     /// What the heap holds live (jemalloc's `stats.allocated`, `GET /v1/memory`).
     heap_mb: f64,
     /// Of it, the block caches of the hot kv store and of the key indexes (each filling up to
@@ -95,9 +97,13 @@ struct Sample {
     cache_mb: f64,
     memtable_mb: f64,
     /// What jemalloc holds resident (`stats.resident`): the live heap, its fragmentation and
-    /// the freed pages it has not returned yet. The resident set beyond it is memory jemalloc
-    /// does not manage (C libraries' malloc, thread stacks, the binary).
+    /// the freed pages it has not returned yet. Anonymous memory beyond it is what jemalloc
+    /// does not manage (C libraries' malloc, thread stacks).
     allocator_resident_mb: f64,
+    /// Of it, pages holding objects (`stats.active`), and freed objects the threads' caches
+    /// keep (`tcache_bytes`).
+    allocator_active_mb: f64,
+    thread_cache_mb: f64,
     /// The C library's malloc: in use and kept free in its arenas (glibc only).
     c_malloc_mb: f64,
     c_malloc_free_mb: f64,
@@ -121,7 +127,7 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 22] {
+fn figures(s: &Sample) -> [(&'static str, f64); 25] {
     [
         ("rss_mb", s.rss_mb),
         ("heap_mb", s.heap_mb),
@@ -129,7 +135,16 @@ fn figures(s: &Sample) -> [(&'static str, f64); 22] {
         ("memtbl_mb", s.memtable_mb),
         ("heap_rest", s.heap_mb - s.cache_mb - s.memtable_mb),
         ("je_kept_mb", s.allocator_resident_mb - s.heap_mb),
-        ("non_je_mb", s.rss_mb - s.allocator_resident_mb),
+        (
+            "je_frag_mb",
+            s.allocator_active_mb - s.heap_mb - s.thread_cache_mb,
+        ),
+        ("tcache_mb", s.thread_cache_mb),
+        ("rss_file", s.rss_file_mb),
+        (
+            "anon_other",
+            s.rss_mb - s.rss_file_mb - s.allocator_resident_mb,
+        ),
         ("cmalloc_mb", s.c_malloc_mb),
         ("cfree_mb", s.c_malloc_free_mb),
         ("hot_mb", s.hot_mb),
@@ -227,14 +242,20 @@ impl SiltChild {
         })
     }
 
-    fn rss_mb(&self) -> f64 {
+    /// The resident set and, of it, the pages of mapped files (the binary's code: a debug
+    /// build's grows as more of its 200+ MB is run, up to its size), in MB (10^6 bytes, as
+    /// the heap figures).
+    fn rss_mb(&self) -> (f64, f64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .map_or(0.0, |kib| kib * 1024.0 / 1e6)
+        };
+        (field("VmRSS:"), field("RssFile:"))
     }
 }
 
@@ -507,9 +528,11 @@ async fn take_sample(
         &format!("SELECT count(*) FROM {DB}.{PK_TABLE}"),
     )
     .await;
+    let (rss_mb, rss_file_mb) = silt.rss_mb();
     Sample {
         at_s: started.elapsed().as_secs_f64(),
-        rss_mb: silt.rss_mb(),
+        rss_mb,
+        rss_file_mb,
         heap_mb: memory
             .as_ref()
             .map_or(f64::NAN, |m| figure(m, &["/allocated_bytes"]))
@@ -526,6 +549,14 @@ async fn take_sample(
         allocator_resident_mb: memory
             .as_ref()
             .map_or(f64::NAN, |m| figure(m, &["/resident_bytes"]))
+            / 1e6,
+        allocator_active_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/active_bytes"]))
+            / 1e6,
+        thread_cache_mb: memory
+            .as_ref()
+            .map_or(f64::NAN, |m| figure(m, &["/thread_cache_bytes"]))
             / 1e6,
         c_malloc_mb: memory
             .as_ref()

@@ -16,6 +16,12 @@ pub struct AllocatorStats {
     pub resident_bytes: u64,
     pub mapped_bytes: u64,
     pub retained_bytes: u64,
+    /// The allocator's own bookkeeping.
+    pub metadata_bytes: u64,
+    /// Freed objects the threads' caches hold for reuse (counted in `active`, not in
+    /// `allocated`): with many threads, a large part of what `active` holds beyond
+    /// `allocated`.
+    pub thread_cache_bytes: u64,
     /// The C library's malloc (used by C dependencies such as zstd, not by Rust code): bytes
     /// in use, and bytes it keeps free inside its arenas. Absent off glibc.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -84,6 +90,9 @@ pub fn allocator_stats() -> Option<AllocatorStats> {
         resident_bytes: read(c"stats.resident")?,
         mapped_bytes: read(c"stats.mapped")?,
         retained_bytes: read(c"stats.retained")?,
+        metadata_bytes: read(c"stats.metadata")?,
+        // 4096 is MALLCTL_ARENAS_ALL: summed over every arena.
+        thread_cache_bytes: read(c"stats.arenas.4096.tcache_bytes").unwrap_or(0),
         c_malloc_in_use_bytes,
         c_malloc_free_bytes,
     })
