@@ -1,0 +1,745 @@
+//! Comparing the hot changelog with the lake: rows in Arrow's row format (exact equality for
+//! every type), as multisets for log tables and by key for primary-key tables, and the diff
+//! printed with offsets as ranges and the lake file an extra row came from.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+#[cfg(test)]
+use super::read::held_lake_rows;
+use super::read::{column, int32, int64};
+use super::{FILE_COLUMN, TableReport};
+use anyhow::{Result, anyhow};
+use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use silt_connectors::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    Hot,
+    Lake,
+}
+
+/// One side of the comparison: every row's user columns in Arrow's row format (so equality is
+/// exact for every type), its key's bytes, and where it came from, for the diff.
+pub(super) struct Side {
+    rows: Vec<Entry>,
+    /// Display strings are made only for rows that are reported.
+    batches: Vec<RecordBatch>,
+    names: Vec<String>,
+    key_names: Vec<String>,
+}
+
+struct Entry {
+    row: Vec<u8>,
+    key: Vec<u8>,
+    bucket: i32,
+    offset: i64,
+    change: ChangeType,
+    /// (batch, row) for display.
+    at: (usize, usize),
+    file: Option<Arc<str>>,
+}
+
+impl Side {
+    pub(super) fn empty(
+        lake_schema: &SchemaRef,
+        user_fields: usize,
+        key_columns: &[String],
+    ) -> Result<Self> {
+        Self::from_batches(&[], lake_schema, user_fields, key_columns, Origin::Lake)
+    }
+
+    pub(super) fn from_batches(
+        batches: &[RecordBatch],
+        lake_schema: &SchemaRef,
+        user_fields: usize,
+        key_columns: &[String],
+        origin: Origin,
+    ) -> Result<Self> {
+        let fields = &lake_schema.fields()[..user_fields];
+        let names: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
+        let key_index: Vec<usize> = key_columns
+            .iter()
+            .map(|k| {
+                names
+                    .iter()
+                    .position(|n| n == k)
+                    .ok_or_else(|| anyhow!("key column {k} is not a column of the table"))
+            })
+            .collect::<Result<_>>()?;
+        let converter = RowConverter::new(
+            fields
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        let key_converter = RowConverter::new(
+            key_index
+                .iter()
+                .map(|i| SortField::new(fields[*i].data_type().clone()))
+                .collect(),
+        )?;
+        let mut rows = Vec::new();
+        let mut kept = Vec::with_capacity(batches.len());
+        for batch in batches {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            // Both sides in the lake's types: the tiering writer casts the same way, and the
+            // lake reader may hand back view or dictionary types.
+            let columns: Vec<ArrayRef> = fields
+                .iter()
+                .map(|f| {
+                    let c = column(batch, f.name())?;
+                    Ok(cast(c, f.data_type())?)
+                })
+                .collect::<Result<_>>()?;
+            let converted = converter.convert_columns(&columns)?;
+            let keys = if key_index.is_empty() {
+                None
+            } else {
+                let key_columns: Vec<ArrayRef> =
+                    key_index.iter().map(|i| columns[*i].clone()).collect();
+                Some(key_converter.convert_columns(&key_columns)?)
+            };
+            let buckets = int32(batch, BUCKET_COLUMN)?;
+            let offsets = int64(batch, OFFSET_COLUMN)?;
+            let changes = match origin {
+                Origin::Hot => Some(
+                    column(batch, CHANGE_TYPE_COLUMN)?
+                        .as_any()
+                        .downcast_ref::<Int8Array>()
+                        .ok_or_else(|| anyhow!("{CHANGE_TYPE_COLUMN} is not Int8"))?
+                        .clone(),
+                ),
+                Origin::Lake => None,
+            };
+            let files = match origin {
+                Origin::Lake => batch
+                    .column_by_name(FILE_COLUMN)
+                    .map(|c| cast(c, &arrow::datatypes::DataType::Utf8))
+                    .transpose()?,
+                Origin::Hot => None,
+            };
+            let files = files
+                .as_ref()
+                .and_then(|f| f.as_any().downcast_ref::<StringArray>());
+            let mut last_file: Option<Arc<str>> = None;
+            let index = kept.len();
+            for i in 0..batch.num_rows() {
+                let change = match &changes {
+                    Some(c) => ChangeType::from_i8(c.value(i))
+                        .ok_or_else(|| anyhow!("unknown change type {}", c.value(i)))?,
+                    None => ChangeType::AppendOnly,
+                };
+                let file = files.filter(|f| !f.is_null(i)).map(|f| {
+                    let name = f.value(i);
+                    match &last_file {
+                        Some(l) if l.as_ref() == name => l.clone(),
+                        _ => {
+                            let l: Arc<str> = Arc::from(name);
+                            last_file = Some(l.clone());
+                            l
+                        }
+                    }
+                });
+                rows.push(Entry {
+                    row: converted.row(i).as_ref().to_vec(),
+                    key: keys
+                        .as_ref()
+                        .map(|k| k.row(i).as_ref().to_vec())
+                        .unwrap_or_default(),
+                    bucket: buckets.value(i),
+                    offset: offsets.value(i),
+                    change,
+                    at: (index, i),
+                    file,
+                });
+            }
+            kept.push(
+                batch.project(
+                    &fields
+                        .iter()
+                        .map(|f| batch.schema().index_of(f.name()))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )?,
+            );
+        }
+        Ok(Side {
+            rows,
+            batches: kept,
+            names,
+            key_names: key_columns.to_vec(),
+        })
+    }
+
+    /// `col=value, ...` of one row's user columns.
+    fn show(&self, e: &Entry) -> String {
+        let batch = &self.batches[e.at.0];
+        let options = FormatOptions::default().with_null("null");
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let value = ArrayFormatter::try_new(batch.column(i).as_ref(), &options)
+                    .map(|f| f.value(e.at.1).to_string())
+                    .unwrap_or_else(|_| "?".into());
+                format!("{n}={value}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn show_key(&self, e: &Entry) -> String {
+        let batch = &self.batches[e.at.0];
+        let options = FormatOptions::default().with_null("null");
+        self.key_names
+            .iter()
+            .filter_map(|k| {
+                let i = self.names.iter().position(|n| n == k)?;
+                let value = ArrayFormatter::try_new(batch.column(i).as_ref(), &options)
+                    .map(|f| f.value(e.at.1).to_string())
+                    .unwrap_or_else(|_| "?".into());
+                Some(format!("{k}={value}"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn short_file(file: &Option<Arc<str>>) -> String {
+    match file {
+        None => "an unknown file".into(),
+        Some(f) => {
+            // `__bucket=1/part-...parquet` is enough to find it under the table.
+            let parts: Vec<&str> = f.rsplitn(3, '/').collect();
+            match parts.as_slice() {
+                [name, dir, _] if dir.starts_with(BUCKET_COLUMN) => format!("{dir}/{name}"),
+                [name, ..] => name.to_string(),
+                [] => f.to_string(),
+            }
+        }
+    }
+}
+
+/// Log tables: every hot row once in the lake, nothing else. Rows are matched as a multiset of
+/// user columns; a missing and an extra row at the same `(bucket, offset)` are reported as one
+/// differing row.
+pub(super) fn compare_multisets(
+    hot: &Side,
+    lake: &Side,
+    show_max: usize,
+    report: &mut TableReport,
+) -> Result<()> {
+    report.hot_rows = hot.rows.len();
+    report.lake_rows = lake.rows.len();
+    let mut counts: HashMap<&[u8], i64> = HashMap::with_capacity(hot.rows.len());
+    for e in &hot.rows {
+        *counts.entry(&e.row).or_default() += 1;
+    }
+    for e in &lake.rows {
+        *counts.entry(&e.row).or_default() -= 1;
+    }
+    // Walk each side once, taking as many occurrences as the surplus says.
+    let mut surplus = counts.clone();
+    let mut missing: Vec<&Entry> = Vec::new();
+    for e in &hot.rows {
+        let s = surplus.get_mut(e.row.as_slice()).expect("counted");
+        if *s > 0 {
+            *s -= 1;
+            missing.push(e);
+        }
+    }
+    let mut surplus = counts;
+    let mut extra: Vec<&Entry> = Vec::new();
+    for e in &lake.rows {
+        let s = surplus.get_mut(e.row.as_slice()).expect("counted");
+        if *s < 0 {
+            *s += 1;
+            extra.push(e);
+        }
+    }
+    let extra_at: HashMap<(i32, i64), usize> = extra
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((e.bucket, e.offset), i))
+        .collect();
+    let mut paired = vec![false; extra.len()];
+    let mut differing = Vec::new();
+    let mut only_missing = Vec::new();
+    for m in missing {
+        match extra_at.get(&(m.bucket, m.offset)) {
+            Some(&i) if !paired[i] => {
+                paired[i] = true;
+                differing.push((m, extra[i]));
+            }
+            _ => only_missing.push(m),
+        }
+    }
+    let only_extra: Vec<&Entry> = extra
+        .iter()
+        .zip(&paired)
+        .filter(|(_, p)| !**p)
+        .map(|(e, _)| *e)
+        .collect();
+    report.missing = only_missing.len();
+    report.extra = only_extra.len();
+    report.differing = differing.len();
+    if !only_missing.is_empty() {
+        report.details.push(format!(
+            "missing from the lake ({}, first {}):",
+            only_missing.len(),
+            show_max.min(only_missing.len())
+        ));
+        for m in only_missing.iter().take(show_max) {
+            report.details.push(format!(
+                "  - bucket {} offset {}: {}",
+                m.bucket,
+                m.offset,
+                hot.show(m)
+            ));
+        }
+        report.details.push(format!(
+            "  missing offsets by bucket: {}",
+            ranges(&only_missing)
+        ));
+    }
+    if !only_extra.is_empty() {
+        report.details.push(format!(
+            "extra in the lake ({}, first {}):",
+            only_extra.len(),
+            show_max.min(only_extra.len())
+        ));
+        // Which copy of a duplicated row is the extra one is arbitrary: name every file that
+        // holds a row at the same (bucket, offset).
+        let wanted: std::collections::HashSet<(i32, i64)> =
+            only_extra.iter().map(|e| (e.bucket, e.offset)).collect();
+        let mut holders: HashMap<(i32, i64), Vec<&Entry>> = HashMap::new();
+        for e in &lake.rows {
+            if wanted.contains(&(e.bucket, e.offset)) {
+                holders.entry((e.bucket, e.offset)).or_default().push(e);
+            }
+        }
+        for e in only_extra.iter().take(show_max) {
+            let others: Vec<String> = holders
+                .get(&(e.bucket, e.offset))
+                .map(|hs| {
+                    hs.iter()
+                        .filter(|h| h.file != e.file)
+                        .map(|h| short_file(&h.file))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!(" (also in {})", others.join(", "))
+            };
+            report.details.push(format!(
+                "  + bucket {} offset {} in {}{also}: {}",
+                e.bucket,
+                e.offset,
+                short_file(&e.file),
+                lake.show(e)
+            ));
+        }
+        let involved: Vec<&Entry> = holders.values().flatten().copied().collect();
+        report.details.push(format!(
+            "  lake files holding the extra rows or other copies of them: {}",
+            by_file(&involved)
+        ));
+    }
+    if !differing.is_empty() {
+        report.details.push(format!(
+            "differing ({}, first {}):",
+            differing.len(),
+            show_max.min(differing.len())
+        ));
+        for (h, l) in differing.iter().take(show_max) {
+            report.details.push(format!(
+                "  ~ bucket {} offset {} in {}: hot {{{}}} lake {{{}}}",
+                h.bucket,
+                h.offset,
+                short_file(&l.file),
+                hot.show(h),
+                lake.show(l)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `bucket 0: [3, 5), 9; bucket 2: ...`: offsets compressed into ranges.
+fn ranges(entries: &[&Entry]) -> String {
+    let mut by_bucket: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for e in entries {
+        by_bucket.entry(e.bucket).or_default().push(e.offset);
+    }
+    by_bucket
+        .into_iter()
+        .map(|(b, mut offsets)| {
+            offsets.sort_unstable();
+            offsets.dedup();
+            let mut parts = Vec::new();
+            let mut i = 0;
+            while i < offsets.len() {
+                let mut j = i;
+                while j + 1 < offsets.len() && offsets[j + 1] == offsets[j] + 1 {
+                    j += 1;
+                }
+                parts.push(if i == j {
+                    offsets[i].to_string()
+                } else {
+                    format!("[{}, {})", offsets[i], offsets[j] + 1)
+                });
+                i = j + 1;
+            }
+            let shown = parts.len().min(8);
+            let more = if parts.len() > shown {
+                format!(" and {} more ranges", parts.len() - shown)
+            } else {
+                String::new()
+            };
+            format!("bucket {b}: {}{more}", parts[..shown].join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn by_file(entries: &[&Entry]) -> String {
+    let mut files: BTreeMap<String, usize> = BTreeMap::new();
+    for e in entries {
+        *files.entry(short_file(&e.file)).or_default() += 1;
+    }
+    files
+        .into_iter()
+        .map(|(f, n)| format!("{f} ({n})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Primary-key tables: the hot side is reduced to the last change per key (deletes remove the
+/// key); the lake must hold exactly one row per live key, equal to that image.
+pub(super) fn compare_by_key(
+    hot: &Side,
+    lake: &Side,
+    start: &BTreeMap<i32, i64>,
+    show_max: usize,
+    report: &mut TableReport,
+) -> Result<()> {
+    let retention = start.values().any(|s| *s > 0);
+    // The last change per key, in offset order per bucket (a key lives in one bucket).
+    let mut order: Vec<&Entry> = hot.rows.iter().collect();
+    order.sort_by_key(|e| (e.bucket, e.offset));
+    let mut last: HashMap<&[u8], &Entry> = HashMap::new();
+    for e in order {
+        match e.change {
+            // `-U` is the old image; its `+U` follows and decides.
+            ChangeType::UpdateBefore => {}
+            _ => {
+                last.insert(&e.key, e);
+            }
+        }
+    }
+    let live: HashMap<&[u8], &Entry> = last
+        .iter()
+        .filter(|(_, e)| e.change != ChangeType::Delete)
+        .map(|(k, e)| (*k, *e))
+        .collect();
+    let mut lake_by_key: HashMap<&[u8], Vec<&Entry>> = HashMap::new();
+    for e in &lake.rows {
+        lake_by_key.entry(&e.key).or_default().push(e);
+    }
+    report.hot_rows = live.len();
+    report.lake_rows = lake.rows.len();
+    let mut missing: Vec<&Entry> = Vec::new();
+    let mut differing: Vec<(&Entry, &Entry)> = Vec::new();
+    for (key, h) in &live {
+        match lake_by_key.get(key) {
+            None => missing.push(h),
+            Some(ls) => {
+                if let Some(l) = ls.iter().find(|l| l.row != h.row) {
+                    differing.push((h, l));
+                }
+            }
+        }
+    }
+    let mut extra: Vec<(&Entry, &'static str)> = Vec::new();
+    for (key, ls) in &lake_by_key {
+        let reason = match last.get(key) {
+            Some(h) if h.change == ChangeType::Delete => Some("deleted in the hot store"),
+            Some(_) => None,
+            None if retention => {
+                report.unchecked += ls.len();
+                continue;
+            }
+            None => Some("never written"),
+        };
+        if let Some(reason) = reason {
+            extra.extend(ls.iter().map(|l| (*l, reason)));
+        } else if ls.len() > 1 {
+            // One image is right (or differing, counted above); the others are duplicates.
+            extra.extend(ls.iter().skip(1).map(|l| (*l, "duplicate key")));
+        }
+    }
+    missing.sort_by_key(|e| (e.bucket, e.offset));
+    differing.sort_by_key(|(h, _)| (h.bucket, h.offset));
+    extra.sort_by_key(|(e, _)| (e.bucket, e.offset));
+    report.missing = missing.len();
+    report.extra = extra.len();
+    report.differing = differing.len();
+    if !missing.is_empty() {
+        report.details.push(format!(
+            "keys missing from the lake ({}, first {}):",
+            missing.len(),
+            show_max.min(missing.len())
+        ));
+        for m in missing.iter().take(show_max) {
+            report.details.push(format!(
+                "  - key {{{}}} (bucket {} offset {}): {}",
+                hot.show_key(m),
+                m.bucket,
+                m.offset,
+                hot.show(m)
+            ));
+        }
+    }
+    if !extra.is_empty() {
+        report.details.push(format!(
+            "extra keys in the lake ({}, first {}):",
+            extra.len(),
+            show_max.min(extra.len())
+        ));
+        for (e, reason) in extra.iter().take(show_max) {
+            report.details.push(format!(
+                "  + key {{{}}} ({reason}; bucket {} offset {} in {}): {}",
+                lake.show_key(e),
+                e.bucket,
+                e.offset,
+                short_file(&e.file),
+                lake.show(e)
+            ));
+        }
+    }
+    if !differing.is_empty() {
+        report.details.push(format!(
+            "differing keys ({}, first {}):",
+            differing.len(),
+            show_max.min(differing.len())
+        ));
+        for (h, l) in differing.iter().take(show_max) {
+            report.details.push(format!(
+                "  ~ key {{{}}} (bucket {} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
+                hot.show_key(h),
+                h.bucket,
+                h.offset,
+                short_file(&l.file),
+                hot.show(h),
+                lake.show(l)
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array};
+
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    /// One changelog or lake row: (id, v, bucket, offset, change type).
+    type Row = (i64, &'static str, i32, i64, i8);
+
+    fn lake_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+            Field::new(BUCKET_COLUMN, DataType::Int32, false),
+            Field::new(OFFSET_COLUMN, DataType::Int64, false),
+            Field::new(
+                "__timestamp",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+                false,
+            ),
+        ]))
+    }
+
+    fn batch(rows: &[Row], origin: Origin) -> RecordBatch {
+        let mut fields = vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+            Field::new(BUCKET_COLUMN, DataType::Int32, false),
+            Field::new(OFFSET_COLUMN, DataType::Int64, false),
+        ];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ];
+        match origin {
+            Origin::Hot => {
+                fields.push(Field::new(CHANGE_TYPE_COLUMN, DataType::Int8, false));
+                columns.push(Arc::new(Int8Array::from_iter_values(
+                    rows.iter().map(|r| r.4),
+                )));
+            }
+            Origin::Lake => {
+                fields.push(Field::new(FILE_COLUMN, DataType::Utf8, false));
+                columns.push(Arc::new(StringArray::from_iter_values(
+                    rows.iter()
+                        .map(|r| format!("__bucket={}/f{}.parquet", r.2, r.4)),
+                )));
+            }
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// Compares hot rows with lake rows (lake rows' last field names their file) and returns
+    /// (missing, extra, differing, unchecked).
+    fn diff(
+        hot: &[Row],
+        lake: &[Row],
+        keys: &[&str],
+        earliest: i64,
+    ) -> (usize, usize, usize, usize) {
+        let schema = lake_schema();
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let start: BTreeMap<i32, i64> = [(0, earliest), (1, earliest)].into_iter().collect();
+        let hot =
+            Side::from_batches(&[batch(hot, Origin::Hot)], &schema, 2, &keys, Origin::Hot).unwrap();
+        let lake_batches =
+            held_lake_rows(vec![batch(lake, Origin::Lake)], &start, !keys.is_empty()).unwrap();
+        let lake = Side::from_batches(&lake_batches, &schema, 2, &keys, Origin::Lake).unwrap();
+        let mut report = TableReport::new("t.t", !keys.is_empty());
+        if keys.is_empty() {
+            compare_multisets(&hot, &lake, 10, &mut report).unwrap();
+        } else {
+            compare_by_key(&hot, &lake, &start, 10, &mut report).unwrap();
+        }
+        (
+            report.missing,
+            report.extra,
+            report.differing,
+            report.unchecked,
+        )
+    }
+
+    const A: i8 = 0; // append-only
+    const I: i8 = 1;
+    const UB: i8 = 2;
+    const UA: i8 = 3;
+    const D: i8 = 4;
+
+    #[test]
+    fn log_tables_compare_as_multisets() {
+        let hot = [(1, "a", 0, 0, A), (2, "b", 0, 1, A), (2, "b", 1, 0, A)];
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                0
+            ),
+            (0, 0, 0, 0)
+        );
+        // A lost row, a duplicated row, a changed row (same bucket and offset, other values).
+        assert_eq!(
+            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0)], &[], 0),
+            (1, 0, 0, 0)
+        );
+        assert_eq!(
+            diff(
+                &hot,
+                &[
+                    (1, "a", 0, 0, 0),
+                    (1, "a", 0, 0, 1),
+                    (2, "b", 0, 1, 0),
+                    (2, "b", 1, 0, 0)
+                ],
+                &[],
+                0
+            ),
+            (0, 1, 0, 0)
+        );
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a", 0, 0, 0), (2, "x", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                0
+            ),
+            (0, 0, 1, 0)
+        );
+        // Retention dropped offset 0 of each bucket: lake rows below it are not compared.
+        let held = [(2, "b", 0, 1, A)];
+        assert_eq!(
+            diff(
+                &held,
+                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
+                &[],
+                1
+            ),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn primary_key_tables_compare_the_last_image_per_key() {
+        // id 1: inserted then updated; id 2: inserted then deleted; id 3: inserted.
+        let hot = [
+            (1, "a", 0, 0, I),
+            (2, "b", 1, 0, I),
+            (1, "a", 0, 1, UB),
+            (1, "a2", 0, 2, UA),
+            (2, "b", 1, 1, D),
+            (3, "c", 1, 2, I),
+        ];
+        let good = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0)];
+        assert_eq!(diff(&hot, &good, &["id"], 0), (0, 0, 0, 0));
+        // The old image of 1, the deleted 2 resurrected, 3 missing.
+        assert_eq!(
+            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 1, 0, 0)], &["id"], 0),
+            (1, 1, 1, 0)
+        );
+        // A key held twice.
+        assert_eq!(
+            diff(
+                &hot,
+                &[(1, "a2", 0, 2, 0), (1, "a2", 0, 2, 1), (3, "c", 1, 2, 0)],
+                &["id"],
+                0
+            ),
+            (0, 1, 0, 0)
+        );
+        // Retention dropped offsets < 2: only 1 and 3 are decided by the held changelog; a lake
+        // key the held range never mentions is unchecked, not extra.
+        let held = [(1, "a2", 0, 2, UA), (3, "c", 1, 2, I)];
+        let lake = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0), (9, "z", 0, 0, 0)];
+        assert_eq!(diff(&held, &lake, &["id"], 2), (0, 0, 0, 1));
+        let wrong = [(1, "a", 0, 0, 0), (3, "c", 1, 2, 0)];
+        assert_eq!(diff(&held, &wrong, &["id"], 2), (0, 0, 1, 0));
+    }
+
+    #[test]
+    fn offsets_are_shown_as_ranges() {
+        let entry = |bucket, offset| Entry {
+            row: vec![],
+            key: vec![],
+            bucket,
+            offset,
+            change: ChangeType::AppendOnly,
+            at: (0, 0),
+            file: None,
+        };
+        let es = [entry(0, 3), entry(0, 4), entry(0, 9), entry(2, 0)];
+        let refs: Vec<&Entry> = es.iter().collect();
+        assert_eq!(ranges(&refs), "bucket 0: [3, 5), 9; bucket 2: 0");
+    }
+}

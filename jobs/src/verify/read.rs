@@ -1,0 +1,151 @@
+//! The two sides `silt verify` compares, read independently: the changelog through the Fluss
+//! source (the reader tiering uses), and the lake at one pinned version through deltalake's
+//! table provider on DataFusion (not the lake catalog).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use super::FILE_COLUMN;
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::compute::cast;
+use silt_connectors::changelog::{BUCKET_COLUMN, OFFSET_COLUMN};
+use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
+use silt_engine::{RestoredState, Source, SourcePoll, TaskContext};
+
+/// Reads `[start, end)` of every bucket through the Fluss source (the same reader tiering
+/// uses), as changelog batches with system columns (`__bucket`, `__offset`, `__change_type`...).
+pub async fn read_changelog(
+    bootstrap: &str,
+    credentials: Option<&silt_connectors::fluss::FlussCredentials>,
+    database: &str,
+    table: &str,
+    start: BTreeMap<i32, i64>,
+    end: BTreeMap<i32, i64>,
+    stall_max: Duration,
+) -> Result<Vec<RecordBatch>> {
+    let mut config = FlussSourceConfig::new(bootstrap, database, table);
+    config.credentials = credentials.cloned();
+    config.start = StartPosition::Offsets(start);
+    config.end = EndPosition::Offsets(end.clone());
+    let mut source = FlussSource::new(config);
+    let ctx = TaskContext {
+        job_name: "verify".into(),
+        vertex_name: "changelog".into(),
+        subtask_index: 0,
+        parallelism: 1,
+        attempt: 0,
+    };
+    source
+        .open(&ctx, RestoredState::default())
+        .await
+        .map_err(|e| anyhow!("reading the changelog of {database}.{table}: {e}"))?;
+    let mut batches = Vec::new();
+    let mut last_progress = Instant::now();
+    loop {
+        match source
+            .poll_next()
+            .await
+            .map_err(|e| anyhow!("reading the changelog of {database}.{table}: {e}"))?
+        {
+            SourcePoll::Batch(b) => {
+                last_progress = Instant::now();
+                batches.push(b);
+            }
+            SourcePoll::End => return Ok(batches),
+            SourcePoll::Idle(wait) => {
+                if last_progress.elapsed() > stall_max {
+                    bail!(
+                        "reading the changelog of {database}.{table} up to {end:?} made no progress for {stall_max:?}"
+                    );
+                }
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+}
+
+/// The lake's rows at `version`, with the file each row came from.
+pub async fn read_lake(
+    uri: &str,
+    storage_options: &HashMap<String, String>,
+    version: u64,
+) -> Result<Vec<RecordBatch>> {
+    let url = deltalake::ensure_table_uri(uri).with_context(|| format!("lake table {uri}"))?;
+    let table = deltalake::DeltaTableBuilder::from_url(url)?
+        .with_storage_options(storage_options.clone())
+        .with_version(version)
+        .load()
+        .await
+        .with_context(|| format!("opening lake table {uri} at version {version}"))?;
+    let ctx = datafusion::prelude::SessionContext::new();
+    table.update_datafusion_session(&ctx.state())?;
+    let provider = table
+        .table_provider()
+        .with_file_column(FILE_COLUMN)
+        .await
+        .with_context(|| format!("reading lake table {uri}"))?;
+    let batches = ctx
+        .read_table(provider)?
+        .collect()
+        .await
+        .with_context(|| format!("reading lake table {uri} at version {version}"))?;
+    Ok(batches)
+}
+
+/// The lake rows to compare under hot retention. A log table's rows below a bucket's earliest
+/// held offset are gone from the hot side, so they are dropped; a primary-key table's lake row
+/// keeps the offset of its key's last change, which may be that old and still be the key's
+/// state, so all are kept (`compare_by_key` counts the ones it cannot decide as unchecked).
+pub(super) fn held_lake_rows(
+    batches: Vec<RecordBatch>,
+    start: &BTreeMap<i32, i64>,
+    primary_key: bool,
+) -> Result<Vec<RecordBatch>> {
+    if primary_key {
+        Ok(batches)
+    } else {
+        keep_held(&batches, start)
+    }
+}
+
+/// Drops lake rows below a bucket's earliest held offset (hot retention removed them).
+fn keep_held(batches: &[RecordBatch], start: &BTreeMap<i32, i64>) -> Result<Vec<RecordBatch>> {
+    if start.values().all(|s| *s <= 0) {
+        return Ok(batches.to_vec());
+    }
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let buckets = int32(batch, BUCKET_COLUMN)?;
+        let offsets = int64(batch, OFFSET_COLUMN)?;
+        let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+            .map(|i| Some(offsets.value(i) >= start.get(&buckets.value(i)).copied().unwrap_or(0)))
+            .collect();
+        out.push(arrow::compute::filter_record_batch(batch, &keep)?);
+    }
+    Ok(out)
+}
+
+pub(super) fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| anyhow!("column {name} is missing"))
+}
+
+pub(super) fn int32(batch: &RecordBatch, name: &str) -> Result<Int32Array> {
+    let c = cast(column(batch, name)?, &arrow::datatypes::DataType::Int32)?;
+    Ok(c.as_any()
+        .downcast_ref::<Int32Array>()
+        .ok_or_else(|| anyhow!("{name} is not an integer"))?
+        .clone())
+}
+
+pub(super) fn int64(batch: &RecordBatch, name: &str) -> Result<Int64Array> {
+    let c = cast(column(batch, name)?, &arrow::datatypes::DataType::Int64)?;
+    Ok(c.as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| anyhow!("{name} is not an integer"))?
+        .clone())
+}
