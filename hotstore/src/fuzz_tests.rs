@@ -564,6 +564,76 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
             };
             (api::LIST_OFFSETS, request.encode_to_vec())
         });
+    let limit_scan = (
+        table_id(),
+        proptest::option::weighted(0.1, interesting_i64()),
+        bucket_id(),
+        interesting_i32(),
+    )
+        .prop_map(|(table_id, partition_id, bucket_id, limit)| {
+            let request = LimitScanRequest {
+                table_id,
+                partition_id,
+                bucket_id,
+                limit,
+            };
+            (api::LIMIT_SCAN, request.encode_to_vec())
+        });
+    let kv_snapshots = (
+        table_path(),
+        table_id(),
+        bucket_id(),
+        interesting_i64(),
+        proptest::option::weighted(0.2, "[a-z0-9=]{0,6}"),
+        0..4usize,
+    )
+        .prop_map(
+            |(table_path, table_id, bucket_id, number, partition_name, kind)| {
+                let body = match kind {
+                    0 => GetLatestKvSnapshotsRequest {
+                        table_path,
+                        partition_name,
+                    }
+                    .encode_to_vec(),
+                    1 => GetKvSnapshotMetadataRequest {
+                        table_id,
+                        partition_id: None,
+                        bucket_id,
+                        snapshot_id: number,
+                    }
+                    .encode_to_vec(),
+                    2 => AcquireKvSnapshotLeaseRequest {
+                        lease_id: partition_name.unwrap_or_default(),
+                        lease_duration_ms: number,
+                        snapshots_to_lease: vec![PbKvSnapshotLeaseForTable {
+                            table_id,
+                            bucket_snapshots: vec![PbKvSnapshotLeaseForBucket {
+                                partition_id: None,
+                                bucket_id,
+                                snapshot_id: number,
+                            }],
+                        }],
+                    }
+                    .encode_to_vec(),
+                    _ => ReleaseKvSnapshotLeaseRequest {
+                        lease_id: partition_name.unwrap_or_default(),
+                        buckets_to_release: vec![PbTableBucket {
+                            table_id,
+                            partition_id: None,
+                            bucket_id,
+                        }],
+                    }
+                    .encode_to_vec(),
+                };
+                let key = [
+                    api::GET_LATEST_KV_SNAPSHOTS,
+                    api::GET_KV_SNAPSHOT_METADATA,
+                    api::ACQUIRE_KV_SNAPSHOT_LEASE,
+                    api::RELEASE_KV_SNAPSHOT_LEASE,
+                ][kind];
+                (key, body)
+            },
+        );
     let create_table = (table_path(), mutation(), any::<bool>(), 0..10i32).prop_map(
         |(table_path, mutation, ignore_if_exists, buckets)| {
             let json = if buckets == 0 {
@@ -684,6 +754,8 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
         4 => fetch,
         2 => lookup,
         2 => list_offsets,
+        2 => limit_scan,
+        2 => kv_snapshots,
         2 => create_table,
         1 => drop_table,
         1 => databases,

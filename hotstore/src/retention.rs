@@ -80,7 +80,7 @@ pub(crate) fn table_ttl(
     }
 }
 
-fn lake_enabled(entry: &TableEntry) -> bool {
+pub(crate) fn lake_enabled(entry: &TableEntry) -> bool {
     entry
         .descriptor
         .properties()

@@ -40,6 +40,7 @@ async fn scenario_against_real_fluss() -> Result<()> {
     let record = scenario::run_scenario(&bootstrap).await?;
     println!("{record:#?}");
     check_record(&record);
+    scenario::check_limit_scans_and_kv_snapshots(&record)?;
     assert!(
         scenario::differences(&record, &record).is_empty(),
         "a record agrees with itself"

@@ -2,7 +2,8 @@
 //! whole old segments, and answers as Fluss does (ListOffsets(earliest) moves, a fetch below
 //! the log start is out of range); a lake-enabled table keeps what the lake has not covered
 //! whatever its TTL; a primary-key table keeps its state (lookups, restarts) when its
-//! changelog expires.
+//! changelog expires, and a full read of it (no kv snapshot, changelog from the earliest
+//! offset) is refused once the changelog no longer starts at 0.
 
 use std::time::{Duration, Instant};
 
@@ -260,6 +261,63 @@ async fn a_primary_key_table_keeps_its_state_when_its_changelog_expires() -> Res
     server.shutdown().await?;
     let server = start(dir.path()).await?;
     check_state(hotstore::connect(&server).await?).await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Flink's default primary-key source asks for the latest kv snapshots and, for a bucket
+/// without one, reads the changelog from the earliest offset. silt keeps no snapshots, so once
+/// retention cut a primary-key table's changelog that read would silently miss rows: the
+/// answer refuses it, naming the table, the bucket, its log start and the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_read_of_a_primary_key_table_whose_changelog_expired_is_refused() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path()).await?;
+    let connection = hotstore::connect(&server).await?;
+    let users = Table::primary_key("ret", "profiles", &["id"])
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .buckets(1)
+        .property("table.log.ttl", "1 s");
+    users.create(&connection).await?;
+    let path = users.path.clone();
+    let table = connection.get_table(&path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    let admin = connection.get_admin()?;
+    for round in 0..8 {
+        for id in 0..20 {
+            let name = format!("user {id} of round {round}");
+            writer.upsert(&rows::user(id, Some(&name), Some(round)))?;
+        }
+        writer.flush().await?;
+    }
+    let whole = admin.get_latest_kv_snapshots(&path, None).await?;
+    ensure!(
+        whole
+            .latest_snapshots
+            .iter()
+            .all(|s| s.snapshot_id.is_none()),
+        "before the cut: no snapshot, read the changelog from 0: {whole:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    writer.upsert(&rows::user(0, Some("after"), Some(9)))?;
+    writer.flush().await?;
+    let cut = bucket0(&server.apply_retention().await, "ret.profiles");
+    ensure!(cut.log_start_offset > 0, "{cut:?}");
+    let refused = admin
+        .get_latest_kv_snapshots(&path, None)
+        .await
+        .expect_err("a full read past the cut must be refused");
+    let message = refused.to_string();
+    ensure!(
+        hotstore::api_code(&refused) == Some(41)
+            && message.contains("ret.profiles")
+            && message.contains("bucket 0")
+            && message.contains(&format!("offset {}", cut.log_start_offset))
+            && message.contains("'table.log.ttl' = '-1'"),
+        "{message}"
+    );
     server.shutdown().await?;
     Ok(())
 }

@@ -45,6 +45,7 @@ async fn scenario_against_hotstore() -> Result<()> {
         assert_eq!(record.log.offsets.latest[bucket], scanned.len() as i64);
     }
     assert_eq!(record.log.projected_columns, ["id", "amount"]);
+    scenario::check_limit_scans_and_kv_snapshots(&record)?;
     server.shutdown().await?;
     Ok(())
 }

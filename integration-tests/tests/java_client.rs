@@ -1,8 +1,10 @@
 //! The official Apache Fluss Java client against silt's hotstore: the harness of
 //! `integration-tests/java-client/`, built against fluss-client 1.0.0 and 0.9.1-incubating from
 //! Maven Central, runs its scenarios against a hotstore started in-process on an ephemeral port:
-//! `sanity` (DDL, log append and scan, upsert/delete/lookup, the PK changelog) and
-//! `three-batches` (issue 12: acknowledged batches of one writer must all be stored). Each
+//! `sanity` (DDL, log append and scan, upsert/delete/lookup, the PK changelog),
+//! `three-batches` (issue 12: acknowledged batches of one writer must all be stored),
+//! `limit-scan` (`Scan.limit(n).createBatchScanner` on a log and a PK table) and `kv-snapshots`
+//! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer). Each
 //! client version that cannot run here (no java, javac or mvn, or the jars cannot be fetched)
 //! is reported as `SKIPPED: java_client: ...`.
 //!
@@ -18,7 +20,7 @@ use silt_testkit::java_client::{self, CLIENT_VERSIONS, Ran};
 use silt_testkit::real_fluss::{RealFluss, Started};
 
 /// What each run executes, in one JVM per client version.
-const SCENARIOS: [&str; 2] = ["sanity", "three-batches"];
+const SCENARIOS: [&str; 4] = ["sanity", "three-batches", "limit-scan", "kv-snapshots"];
 
 /// Lines of a failed run's stderr (stack traces, the client's warnings) kept in the message.
 const STDERR_LINES_MAX: usize = 60;

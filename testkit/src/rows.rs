@@ -1,6 +1,6 @@
 //! The user row of the hot store's primary-key tests, `(id INT PRIMARY KEY, name STRING, score
 //! BIGINT)`: its table, a builder of a (possibly partial) row, a reader of a row the client
-//! returned and a lookup by key.
+//! returned (or of an Arrow batch of them, as a limit scan gives) and a lookup by key.
 
 use anyhow::{Context, Result};
 use fluss::client::Lookuper;
@@ -67,6 +67,27 @@ pub fn read_user<R: DataGetters + ?Sized>(row: &R) -> Result<UserRow> {
             Some(row.get_long(2)?)
         },
     })
+}
+
+/// The user rows of an Arrow batch of the user table (a limit scan's answer).
+pub fn users_in(batch: &arrow::array::RecordBatch) -> Result<Vec<UserRow>> {
+    use arrow::array::{Array, Int32Array, Int64Array, StringArray};
+    let ids = batch.column(0).as_any().downcast_ref::<Int32Array>();
+    let names = batch.column(1).as_any().downcast_ref::<StringArray>();
+    let scores = batch.column(2).as_any().downcast_ref::<Int64Array>();
+    let (Some(ids), Some(names), Some(scores)) = (ids, names, scores) else {
+        anyhow::bail!(
+            "a user batch is (INT, STRING, BIGINT): {:?}",
+            batch.schema()
+        );
+    };
+    Ok((0..batch.num_rows())
+        .map(|i| UserRow {
+            id: ids.value(i),
+            name: (!names.is_null(i)).then(|| names.value(i).to_string()),
+            score: (!scores.is_null(i)).then(|| scores.value(i)),
+        })
+        .collect())
 }
 
 /// The user of key `id`, or `None` if there is none.

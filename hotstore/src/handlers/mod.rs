@@ -1,11 +1,14 @@
 //! Request handlers: decode a request, call the tablets or the catalog, encode the answer.
 //! [`handle`] dispatches by API key; [`ddl`] answers the catalog-level requests (ApiVersions,
 //! Metadata, DDL, writer ids, lake snapshots), [`log`] produce, fetch and offsets, [`kv`] the
-//! primary-key writes and lookups. Handlers read [`Service`], the server's state; nothing below
-//! imports them.
+//! primary-key writes and lookups, [`limit_scan`] the bounded peek at a bucket's rows,
+//! [`kv_snapshots`] the kv snapshot and snapshot-lease requests. Handlers read [`Service`], the
+//! server's state; nothing below imports them.
 
 pub(crate) mod ddl;
 pub(crate) mod kv;
+pub(crate) mod kv_snapshots;
+pub(crate) mod limit_scan;
 pub(crate) mod log;
 
 use crate::protocol::messages::*;
@@ -67,6 +70,20 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::LIST_OFFSETS => reply(id, log::list_offsets(service, body).await),
         api::PUT_KV => reply(id, kv::put(service, body).await),
         api::LOOKUP => reply(id, kv::lookup(service, body).await),
+        api::LIMIT_SCAN => reply(id, limit_scan::limit_scan(service, body)),
+        api::GET_LATEST_KV_SNAPSHOTS => {
+            reply(id, kv_snapshots::get_latest_kv_snapshots(service, body))
+        }
+        api::GET_KV_SNAPSHOT_METADATA => {
+            reply(id, kv_snapshots::get_kv_snapshot_metadata(service, body))
+        }
+        api::ACQUIRE_KV_SNAPSHOT_LEASE => {
+            reply(id, kv_snapshots::acquire_kv_snapshot_lease(service, body))
+        }
+        api::RELEASE_KV_SNAPSHOT_LEASE => {
+            reply(id, kv_snapshots::release_kv_snapshot_lease(service, body))
+        }
+        api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
         // The connection answers Authenticate itself (it owns the per-connection state).
         api::AUTHENTICATE => protocol::encode_error(
             id,

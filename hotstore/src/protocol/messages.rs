@@ -591,3 +591,148 @@ pub struct AuthenticateResponse {
     #[prost(bytes = "vec", optional, tag = "1")]
     pub challenge: Option<Vec<u8>>,
 }
+
+// ---- limit scan ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LimitScanRequest {
+    #[prost(int64, required, tag = "2")]
+    pub table_id: i64,
+    #[prost(int64, optional, tag = "3")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "4")]
+    pub bucket_id: i32,
+    #[prost(int32, required, tag = "5")]
+    pub limit: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LimitScanResponse {
+    #[prost(int32, optional, tag = "1")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "2")]
+    pub error_message: Option<String>,
+    #[prost(bool, optional, tag = "3")]
+    pub is_log_table: Option<bool>,
+    /// Log batches for a log table; one value record batch for a primary-key table.
+    #[prost(bytes = "bytes", optional, tag = "4")]
+    pub records: Option<Bytes>,
+}
+
+// ---- kv snapshots and their leases ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetLatestKvSnapshotsRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(string, optional, tag = "2")]
+    pub partition_name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetLatestKvSnapshotsResponse {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(int64, optional, tag = "2")]
+    pub partition_id: Option<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub latest_snapshots: Vec<PbKvSnapshot>,
+}
+
+/// A bucket's latest kv snapshot; both options are absent when the bucket has none, which
+/// tells a reader to read the changelog from the earliest offset.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbKvSnapshot {
+    #[prost(int32, required, tag = "1")]
+    pub bucket_id: i32,
+    #[prost(int64, optional, tag = "2")]
+    pub snapshot_id: Option<i64>,
+    #[prost(int64, optional, tag = "3")]
+    pub log_offset: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetKvSnapshotMetadataRequest {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(int64, optional, tag = "2")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "3")]
+    pub bucket_id: i32,
+    #[prost(int64, required, tag = "4")]
+    pub snapshot_id: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetKvSnapshotMetadataResponse {
+    #[prost(int64, required, tag = "1")]
+    pub log_offset: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub snapshot_files: Vec<PbRemotePathAndLocalFile>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbRemotePathAndLocalFile {
+    #[prost(string, required, tag = "1")]
+    pub remote_path: String,
+    #[prost(string, required, tag = "2")]
+    pub local_file_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AcquireKvSnapshotLeaseRequest {
+    #[prost(string, required, tag = "1")]
+    pub lease_id: String,
+    #[prost(int64, required, tag = "2")]
+    pub lease_duration_ms: i64,
+    #[prost(message, repeated, tag = "3")]
+    pub snapshots_to_lease: Vec<PbKvSnapshotLeaseForTable>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AcquireKvSnapshotLeaseResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub unavailable_snapshots: Vec<PbKvSnapshotLeaseForTable>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbKvSnapshotLeaseForTable {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub bucket_snapshots: Vec<PbKvSnapshotLeaseForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbKvSnapshotLeaseForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int64, required, tag = "3")]
+    pub snapshot_id: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReleaseKvSnapshotLeaseRequest {
+    #[prost(string, required, tag = "1")]
+    pub lease_id: String,
+    #[prost(message, repeated, tag = "2")]
+    pub buckets_to_release: Vec<PbTableBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbTableBucket {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(int64, optional, tag = "2")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "3")]
+    pub bucket_id: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DropKvSnapshotLeaseRequest {
+    #[prost(string, required, tag = "1")]
+    pub lease_id: String,
+}

@@ -36,11 +36,17 @@ pub mod api {
     pub const PUT_KV: i16 = 1016;
     pub const LOOKUP: i16 = 1017;
     pub const LIST_OFFSETS: i16 = 1021;
+    pub const GET_LATEST_KV_SNAPSHOTS: i16 = 1023;
+    pub const GET_KV_SNAPSHOT_METADATA: i16 = 1024;
     pub const GET_FILE_SYSTEM_SECURITY_TOKEN: i16 = 1025;
     pub const INIT_WRITER: i16 = 1026;
     pub const GET_LAKE_SNAPSHOT: i16 = 1032;
+    pub const LIMIT_SCAN: i16 = 1033;
     pub const GET_DATABASE_INFO: i16 = 1035;
     pub const AUTHENTICATE: i16 = 1038;
+    pub const ACQUIRE_KV_SNAPSHOT_LEASE: i16 = 1056;
+    pub const RELEASE_KV_SNAPSHOT_LEASE: i16 = 1057;
+    pub const DROP_KV_SNAPSHOT_LEASE: i16 = 1058;
 
     /// Every API silt serves with the (min, max) version it accepts. ApiVersions answers with
     /// exactly this list, so a client never negotiates a version silt does not implement.
@@ -63,11 +69,17 @@ pub mod api {
         (PUT_KV, 0, 0),
         (LOOKUP, 0, 0),
         (LIST_OFFSETS, 0, 0),
+        (GET_LATEST_KV_SNAPSHOTS, 0, 0),
+        (GET_KV_SNAPSHOT_METADATA, 0, 0),
         (GET_FILE_SYSTEM_SECURITY_TOKEN, 0, 0),
         (INIT_WRITER, 0, 0),
         (GET_LAKE_SNAPSHOT, 0, 0),
+        (LIMIT_SCAN, 0, 0),
         (GET_DATABASE_INFO, 0, 0),
         (AUTHENTICATE, 0, 0),
+        (ACQUIRE_KV_SNAPSHOT_LEASE, 0, 0),
+        (RELEASE_KV_SNAPSHOT_LEASE, 0, 0),
+        (DROP_KV_SNAPSHOT_LEASE, 0, 0),
     ];
 }
 
@@ -98,6 +110,7 @@ pub mod code {
     pub const TABLE_NOT_PARTITIONED: i32 = 37;
     pub const INVALID_TIMESTAMP: i32 = 38;
     pub const INVALID_CONFIG: i32 = 39;
+    pub const KV_SNAPSHOT_NOT_EXIST: i32 = 41;
     pub const AUTHENTICATE_EXCEPTION: i32 = 46;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
     pub const DELETION_DISABLED: i32 = 57;

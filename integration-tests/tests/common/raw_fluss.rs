@@ -107,7 +107,7 @@ async fn produce_once(leader: &str, table_id: i64, batch: &[u8]) -> Result<Produ
 }
 
 /// One request on a new connection: (success, response body).
-async fn call(addr: &str, api_key: i16, body: &[u8]) -> Result<(bool, Bytes)> {
+pub async fn call(addr: &str, api_key: i16, body: &[u8]) -> Result<(bool, Bytes)> {
     let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
         .await
         .with_context(|| format!("connect to {addr}"))??;

@@ -17,7 +17,7 @@ use fluss::record::ScanRecord;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 pub use silt_testkit::rows::UserRow;
-use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table};
+use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table, users_in};
 
 /// The database the scenario owns; it is dropped (cascade) before the scenario starts.
 pub const DATABASE: &str = "silt_scenario";
@@ -44,6 +44,10 @@ pub struct ScenarioRecord {
     /// Lookup results by key after the sequence, then after the partial update.
     pub lookups: BTreeMap<String, Option<UserRow>>,
     pub pk_offsets: OffsetsRecord,
+    /// The PK table's limit scan of 10 after the partial update: its one live key.
+    pub pk_limit_scan: Vec<UserRow>,
+    /// The PK table's latest kv snapshots: (bucket, snapshot id, log offset) per bucket.
+    pub kv_snapshots: Vec<(i32, Option<i64>, Option<i64>)>,
     /// Outcome of each deliberate mistake, by a short name of the call.
     pub errors: BTreeMap<String, Outcome>,
 }
@@ -78,7 +82,12 @@ pub struct LogRecord {
     pub offsets_at_second_batch: BTreeMap<i32, i64>,
     /// List offsets by timestamp 0.
     pub offsets_at_epoch: BTreeMap<i32, i64>,
+    /// Per bucket, a limit scan of [`LOG_LIMIT`]: (base offset, ids), the bucket's last rows.
+    pub limit_scans: BTreeMap<i32, (i64, Vec<i32>)>,
 }
+
+/// The limit of the log table's limit scans.
+pub const LOG_LIMIT: i32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OffsetsRecord {
@@ -153,7 +162,7 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
     let tables = record_tables(&admin, &log_path, &pk_path).await?;
     let log = run_log_table(&connection, &admin, &log_path).await?;
     let pk = run_pk_table(&connection, &admin, &pk_path).await?;
-    let errors = record_errors(&connection, &admin, &log_path).await;
+    let errors = record_errors(&connection, &admin, &log_path, &pk_path).await;
 
     Ok(ScenarioRecord {
         tables,
@@ -163,6 +172,8 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
         partial_update_changelog: pk.partial_update_changelog,
         lookups: pk.lookups,
         pk_offsets: pk.offsets,
+        pk_limit_scan: pk.limit_scan,
+        kv_snapshots: pk.kv_snapshots,
         errors,
     })
 }
@@ -328,6 +339,19 @@ async fn run_log_table(
     change_types.dedup();
 
     let projected_columns = projected_column_names(&table)?;
+    let mut limit_scans = BTreeMap::new();
+    for bucket in &buckets {
+        let scanned = limit_scan(&table, *bucket, LOG_LIMIT).await?;
+        let ids = scanned
+            .batch()
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int32Array>()
+            .context("id is an INT column")?
+            .values()
+            .to_vec();
+        limit_scans.insert(*bucket, (scanned.base_offset(), ids));
+    }
     Ok(LogRecord {
         scanned,
         projected_columns,
@@ -341,7 +365,26 @@ async fn run_log_table(
         )
         .await?,
         offsets_at_epoch: offsets(admin, path, &buckets, OffsetSpec::Timestamp(0)).await?,
+        limit_scans,
     })
+}
+
+/// One bucket's limit scan through the client's batch scanner.
+async fn limit_scan(
+    table: &FlussTable<'_>,
+    bucket: i32,
+    limit: i32,
+) -> Result<fluss::record::ScanBatch> {
+    let table_id = table.get_table_info().get_table_id();
+    let mut scanner = table
+        .new_scan()
+        .limit(limit)?
+        .create_bucket_batch_scanner(fluss::metadata::TableBucket::new(table_id, bucket))?;
+    scanner
+        .next_batch()
+        .await
+        .with_context(|| format!("limit scan of bucket {bucket}"))?
+        .context("a limit scan yields one batch")
 }
 
 /// The Arrow schema a projected record-batch scanner reports for columns [0, 2].
@@ -409,6 +452,8 @@ struct PkRecord {
     partial_update_changelog: Vec<ChangelogEntry>,
     lookups: BTreeMap<String, Option<UserRow>>,
     offsets: OffsetsRecord,
+    limit_scan: Vec<UserRow>,
+    kv_snapshots: Vec<(i32, Option<i64>, Option<i64>)>,
 }
 
 async fn run_pk_table(
@@ -476,6 +521,16 @@ async fn run_pk_table(
     for entry in &mut partial_update_changelog {
         entry.offset -= next_offset;
     }
+    let scanned = limit_scan(&table, 0, 10).await?;
+    let limit_scan = users_in(scanned.batch())?;
+    let kv_snapshots = admin
+        .get_latest_kv_snapshots(path, None)
+        .await
+        .context("latest kv snapshots")?
+        .latest_snapshots
+        .iter()
+        .map(|s| (s.bucket_id, s.snapshot_id, s.log_offset))
+        .collect();
 
     Ok(PkRecord {
         changelog,
@@ -483,6 +538,8 @@ async fn run_pk_table(
         partial_update_changelog,
         lookups,
         offsets: offsets_after_sequence,
+        limit_scan,
+        kv_snapshots,
     })
 }
 
@@ -514,6 +571,7 @@ async fn record_errors(
     connection: &FlussConnection,
     admin: &FlussAdmin,
     log_path: &TablePath,
+    pk_path: &TablePath,
 ) -> BTreeMap<String, Outcome> {
     let unknown_db = "silt_scenario_no_such_db";
     let unknown_table = TablePath::new(DATABASE, "no_such_table");
@@ -595,7 +653,63 @@ async fn record_errors(
                 .await,
         ),
     );
+    note(
+        "get_latest_kv_snapshots/log_table",
+        Outcome::of(admin.get_latest_kv_snapshots(log_path, None).await),
+    );
+    note(
+        "get_latest_kv_snapshots/unknown_table",
+        Outcome::of(admin.get_latest_kv_snapshots(&unknown_table, None).await),
+    );
+    let pk_table_id = match admin.get_table_info(pk_path).await {
+        Ok(info) => info.get_table_id(),
+        Err(error) => {
+            note("get_table_info/pk_table", Outcome::of::<()>(Err(error)));
+            return errors;
+        }
+    };
+    note(
+        "get_kv_snapshot_metadata/no_snapshot",
+        Outcome::of(
+            admin
+                .get_kv_snapshot_metadata(pk_table_id, None, 0, 1)
+                .await,
+        ),
+    );
     errors
+}
+
+/// What Fluss 0.9.1 answers to the scenario's limit scans and kv snapshot request (its
+/// `Replica.limitLogScan`, `limitKvScan` and `getLatestKvSnapshots`), which both servers must
+/// pass: a log bucket's last [`LOG_LIMIT`] rows, the PK table's one live key, no snapshot yet
+/// (Fluss takes its first after `kv.snapshot.interval`, 10 minutes).
+pub fn check_limit_scans_and_kv_snapshots(record: &ScenarioRecord) -> Result<()> {
+    for (bucket, scanned) in &record.log.scanned {
+        let last = scanned.len().saturating_sub(LOG_LIMIT as usize);
+        let expected: Vec<i32> = scanned[last..].iter().map(|(_, id)| *id).collect();
+        let base = scanned.get(last).map_or(0, |(offset, _)| *offset);
+        ensure!(
+            record.log.limit_scans.get(bucket) == Some(&(base, expected.clone())),
+            "bucket {bucket}: limit scan {:?}, its last rows are {expected:?} from {base}",
+            record.log.limit_scans.get(bucket)
+        );
+    }
+    let alice2 = UserRow {
+        id: 1,
+        name: Some("alice2".into()),
+        score: Some(99),
+    };
+    ensure!(
+        record.pk_limit_scan == [alice2],
+        "{:?}",
+        record.pk_limit_scan
+    );
+    ensure!(
+        record.kv_snapshots == [(0, None, None)],
+        "{:?}",
+        record.kv_snapshots
+    );
+    Ok(())
 }
 
 /// Where silt's record may differ from Apache Fluss 0.9.1's, and why (fluss-real/OBSERVED.md
@@ -639,6 +753,12 @@ pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Dif
     );
     compare("lookups", &ours.lookups, &reference.lookups);
     compare("pk_offsets", &ours.pk_offsets, &reference.pk_offsets);
+    compare(
+        "pk_limit_scan",
+        &ours.pk_limit_scan,
+        &reference.pk_limit_scan,
+    );
+    compare("kv_snapshots", &ours.kv_snapshots, &reference.kv_snapshots);
     let calls: std::collections::BTreeSet<&String> =
         ours.errors.keys().chain(reference.errors.keys()).collect();
     for name in calls {

@@ -22,7 +22,8 @@ import java.util.concurrent.TimeoutException;
  */
 public final class Main {
     /** Every scenario, by name, in the order {@code all} runs them. */
-    static final List<Scenario> SCENARIOS = List.of(new Sanity(), new ThreeBatches());
+    static final List<Scenario> SCENARIOS =
+            List.of(new Sanity(), new ThreeBatches(), new LimitScan(), new KvSnapshotsScenario());
 
     /**
      * Bound on one scenario. A scenario that fails every check still ends well within it:

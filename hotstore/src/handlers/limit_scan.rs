@@ -1,0 +1,183 @@
+//! LimitScan: up to `limit` rows of one bucket, in one response, as Fluss 0.9.1 answers it
+//! (`Replica.limitLogScan` / `limitKvScan`).
+//!
+//! - A log table answers its **last** rows: the whole batches from the one holding offset
+//!   `max(log start, high watermark - limit)` up to the high watermark (`is_log_table` true).
+//!   Batches are not cut, so the first may hold older rows; the clients keep the last `limit`.
+//! - A primary-key table answers the current value of its **first** `limit` keys in key order,
+//!   read from the kv tablet (as lookups are), as one value record batch (`is_log_table`
+//!   false): `i32` length, `u8` magic 0, `i32` record count, then per record an `i32` length
+//!   and the stored value (schema id and row), all little endian. An empty table answers the
+//!   batch with no records, as Fluss does (the Java client cannot read zero bytes there).
+//!
+//! Bounds: `limit` is at most `limit_scan_rows_max` and the records at most
+//! `fetch_response_bytes_max` bytes (more only when a single batch is larger, as a fetch
+//! answers it). A scan that does not fit is refused, never answered with fewer rows. A negative
+//! limit is refused (INVALID_CONFIG; Fluss answers a log table LOG_OFFSET_OUT_OF_RANGE and a
+//! primary-key table no rows).
+//!
+//! Errors are error responses, where Fluss puts them in the response's `error_code` (seen:
+//! UNKNOWN_TABLE_OR_BUCKET for an unknown table, bucket or partition): the Java client (0.9.1
+//! and 1.0) never reads that field and would show an error as an empty result, while every
+//! client raises an error response.
+
+use crate::codec::Batch;
+use crate::protocol::messages::*;
+use crate::protocol::{self, ApiError, code};
+use crate::service::Service;
+use crate::tablets::{Bucket, TableRuntime};
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// The value record batch header: length, magic, record count.
+const VALUE_BATCH_HEADER_BYTES: usize = 4 + 1 + 4;
+const VALUE_BATCH_MAGIC: u8 = 0;
+
+pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResponse, ApiError> {
+    let request: LimitScanRequest = protocol::decode(body, "LimitScan")?;
+    let table = service.table_runtime(request.table_id)?;
+    let name = table.entry.qualified_name();
+    if let Some(partition_id) = request.partition_id {
+        return Err(ApiError::new(
+            code::UNKNOWN_TABLE_OR_BUCKET,
+            format!("table {name} has no partition id {partition_id}: it is not partitioned"),
+        ));
+    }
+    let bucket = table.bucket(request.bucket_id)?;
+    let rows_max = service.config.limit_scan_rows_max;
+    // A limit of 0 is answered with no rows, as Fluss answers it; clients never send one.
+    let limit = match usize::try_from(request.limit) {
+        Ok(limit) if limit <= rows_max => limit,
+        Ok(limit) => {
+            return Err(ApiError::new(
+                code::RECORD_TOO_LARGE,
+                format!(
+                    "limit scan of {limit} rows of {name} exceeds limit_scan_rows_max {rows_max}: \
+                     ask for fewer rows, or read the table with a log scanner"
+                ),
+            ));
+        }
+        _ => {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "limit scan of {name} with limit {}: the limit must not be negative",
+                    request.limit
+                ),
+            ));
+        }
+    };
+    let bytes_max = service.config.fetch_response_bytes_max;
+    let is_log_table = !table.entry.has_primary_key();
+    let records = if is_log_table {
+        log_tail(&table, bucket, limit, bytes_max)?
+    } else {
+        kv_head(&table, bucket, limit, bytes_max)?
+    };
+    Ok(LimitScanResponse {
+        error_code: None,
+        error_message: None,
+        is_log_table: Some(is_log_table),
+        records: Some(records),
+    })
+}
+
+/// The whole batches holding the bucket's last `limit` rows below the high watermark.
+fn log_tail(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    limit: usize,
+    bytes_max: usize,
+) -> Result<Bytes, ApiError> {
+    let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
+    let high_watermark = bucket.log.high_watermark();
+    let rows = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut offset = bucket
+        .log
+        .log_start_offset()
+        .max(high_watermark.saturating_sub(rows));
+    let mut records = BytesMut::new();
+    // One read covers at most one segment: read on until the high watermark.
+    while offset < high_watermark {
+        let budget = bytes_max.saturating_sub(records.len()).max(1);
+        let data = bucket
+            .log
+            .read_bounded(offset, budget, high_watermark)
+            .map_err(|e| bucket.storage_error(&context(), e))?;
+        let batches = Batch::split(data.clone(), false).map_err(|e| {
+            ApiError::new(
+                code::LOG_STORAGE_EXCEPTION,
+                format!("stored batches of {}: {e}", context()),
+            )
+        })?;
+        let Some(next_offset) = batches.last().map(Batch::next_offset) else {
+            break;
+        };
+        if !records.is_empty() && records.len() + data.len() > bytes_max {
+            return Err(too_large(table, bucket, limit, bytes_max));
+        }
+        debug_assert!(next_offset > offset, "a read moves forward");
+        if next_offset <= offset {
+            break;
+        }
+        records.extend_from_slice(&data);
+        offset = next_offset;
+    }
+    Ok(records.freeze())
+}
+
+/// The current values of the bucket's first `limit` keys, as a value record batch.
+fn kv_head(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    limit: usize,
+    bytes_max: usize,
+) -> Result<Bytes, ApiError> {
+    let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
+    let kv = bucket.kv.as_ref().ok_or_else(|| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("{} has a primary key but no kv tablet", context()),
+        )
+    })?;
+    let mut batch = BytesMut::with_capacity(VALUE_BATCH_HEADER_BYTES);
+    batch.put_bytes(0, VALUE_BATCH_HEADER_BYTES);
+    let mut record_count: i32 = 0;
+    for entry in kv.iter().take(limit) {
+        let (_, value) = entry.map_err(|e| bucket.storage_error(&context(), e))?;
+        let value_len = i32::try_from(value.len()).map_err(|_| {
+            ApiError::new(
+                code::KV_STORAGE_EXCEPTION,
+                format!("a value of {} has {} bytes", context(), value.len()),
+            )
+        })?;
+        if record_count > 0 && batch.len() + 4 + value.len() > bytes_max {
+            return Err(too_large(table, bucket, limit, bytes_max));
+        }
+        batch.put_i32_le(value_len);
+        batch.put_slice(&value);
+        record_count += 1;
+    }
+    let length = i32::try_from(batch.len() - 4).map_err(|_| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("the limit scan of {} exceeds 2 GiB", context()),
+        )
+    })?;
+    batch[0..4].copy_from_slice(&length.to_le_bytes());
+    batch[4] = VALUE_BATCH_MAGIC;
+    batch[5..9].copy_from_slice(&record_count.to_le_bytes());
+    Ok(batch.freeze())
+}
+
+fn too_large(table: &TableRuntime, bucket: &Bucket, limit: usize, bytes_max: usize) -> ApiError {
+    ApiError::new(
+        code::RECORD_TOO_LARGE,
+        format!(
+            "the {limit} rows a limit scan of {} bucket {} asks for take more than the \
+             hot store's {bytes_max}-byte response bound (fetch_response_bytes_max): ask for \
+             fewer rows",
+            table.entry.qualified_name(),
+            bucket.id
+        ),
+    )
+}

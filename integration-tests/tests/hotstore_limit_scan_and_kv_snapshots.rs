@@ -1,0 +1,460 @@
+//! LimitScan and the kv snapshot requests through the official fluss-rs client (its
+//! `create_bucket_batch_scanner`, `get_latest_kv_snapshots`, `get_kv_snapshot_metadata` and
+//! lease calls), as Apache Fluss 0.9.1 answers them: a log table's limit scan gives its last
+//! rows, a primary-key table's the current values of its first keys; every bucket has no kv
+//! snapshot, so a full read replays the changelog from offset 0 and sees every row once; the
+//! errors (bad limits, unknown tables and buckets, scans past the response bound) at the wire.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use common::raw_fluss;
+use fluss::client::{FlussConnection, FlussTable};
+use fluss::metadata::{KvSnapshotLeaseForBucket, KvSnapshotLeaseForTable, TableBucket, TablePath};
+use fluss::rpc::message::OffsetSpec;
+use prost::Message;
+use silt_hotstore::ServerHandle;
+use silt_hotstore::protocol::messages::{ErrorResponse, LimitScanRequest, LimitScanResponse};
+use silt_hotstore::protocol::{api, code};
+use silt_testkit::hotstore::{self, DEADLINE, api_code};
+use silt_testkit::rows::{self, UserRow, read_user, user, users_in};
+use silt_testkit::tables::{Table, append_events, text_log};
+
+/// Small segments, so a log's last rows span several of them, and small limits, so the tests
+/// can reach them.
+async fn start(dir: &std::path::Path, response_bytes_max: usize) -> Result<ServerHandle> {
+    hotstore::start_with(dir, |config| {
+        config.log.segment_bytes_max = 1024;
+        config.limit_scan_rows_max = 1000;
+        config.fetch_response_bytes_max = response_bytes_max;
+    })
+    .await
+}
+
+/// The rows of one bucket's limit scan, through fluss-rs.
+async fn limit_scan(
+    table: &FlussTable<'_>,
+    bucket: i32,
+    limit: i32,
+    projection: Option<&[usize]>,
+) -> fluss::error::Result<fluss::record::ScanBatch> {
+    let table_id = table.get_table_info().get_table_id();
+    let mut scan = table.new_scan().limit(limit)?;
+    if let Some(columns) = projection {
+        scan = scan.project(columns)?;
+    }
+    let mut scanner = scan.create_bucket_batch_scanner(TableBucket::new(table_id, bucket))?;
+    let batches = scanner.collect_all_batches().await?;
+    Ok(batches
+        .into_iter()
+        .next()
+        .expect("a limit scan yields one batch"))
+}
+
+fn longs(batch: &RecordBatch, column: usize) -> Vec<i64> {
+    let values = batch
+        .column(column)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("a BIGINT column");
+    values.values().to_vec()
+}
+
+/// Eight flushed batches of five events (ids 0..40), so the log rolls several 1 KiB segments.
+async fn append_eight_batches(connection: &FlussConnection, path: &TablePath) -> Result<()> {
+    for from in (0..40).step_by(5) {
+        append_events(connection, path, from..from + 5, |id| format!("event {id}")).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_tables_limit_scan_answers_its_last_rows() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 1 << 20).await?;
+    let connection = hotstore::connect(&server).await?;
+    let events = text_log("scan", "events").buckets(1);
+    events.create(&connection).await?;
+    let table = connection.get_table(&events.path).await?;
+    let empty = limit_scan(&table, 0, 10, None).await?;
+    ensure!(empty.batch().num_rows() == 0, "an empty table: {empty:?}");
+
+    append_eight_batches(&connection, &events.path).await?;
+    for (limit, expected) in [(1, 39..40), (12, 28..40), (40, 0..40), (1000, 0..40)] {
+        let scanned = limit_scan(&table, 0, limit, None).await?;
+        ensure!(
+            longs(scanned.batch(), 0) == expected.clone().collect::<Vec<_>>(),
+            "limit {limit}: {:?}",
+            longs(scanned.batch(), 0)
+        );
+        ensure!(
+            scanned.base_offset() == expected.start,
+            "limit {limit} starts at offset {} (ids are offsets)",
+            scanned.base_offset()
+        );
+    }
+    let projected = limit_scan(&table, 0, 2, Some(&[1])).await?;
+    let texts = projected
+        .batch()
+        .column(0)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .map(|texts| {
+            texts
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        });
+    ensure!(
+        texts == Some(vec!["event 38".to_string(), "event 39".to_string()]),
+        "projected to v: {texts:?}"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_key_tables_limit_scan_answers_the_current_values_of_its_first_keys() -> Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 1 << 20).await?;
+    let connection = hotstore::connect(&server).await?;
+    let admin = connection.get_admin()?;
+    let path = TablePath::new("fluss", "users");
+    admin
+        .create_table(&path, &rows::user_table()?, false)
+        .await?;
+    let table = connection.get_table(&path).await?;
+    let empty = limit_scan(&table, 0, 10, None).await?;
+    ensure!(empty.batch().num_rows() == 0, "an empty table: {empty:?}");
+
+    let writer = table.new_upsert()?.create_writer()?;
+    for id in 1..=5 {
+        writer.upsert(&user(id, Some(&format!("user {id}")), Some(i64::from(id))))?;
+    }
+    writer.upsert(&user(2, Some("user 2 again"), Some(20)))?;
+    writer.delete(&user(4, None, None))?;
+    writer.flush().await?;
+    let current = |id: i32, name: &str, score: i64| UserRow {
+        id,
+        name: Some(name.to_string()),
+        score: Some(score),
+    };
+    let all = [
+        current(1, "user 1", 1),
+        current(2, "user 2 again", 20),
+        current(3, "user 3", 3),
+        current(5, "user 5", 5),
+    ];
+    // Keys 1..5 encode as one byte each, so key order is id order.
+    for (limit, expected) in [(3, &all[..3]), (4, &all[..]), (1000, &all[..])] {
+        let scanned = limit_scan(&table, 0, limit, None).await?;
+        ensure!(
+            users_in(scanned.batch())? == expected,
+            "limit {limit}: {:?}",
+            users_in(scanned.batch())?
+        );
+    }
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// What Flink's default primary-key source (`scan.startup.mode=full`) does: ask for the latest
+/// kv snapshots, and for a bucket without one read the changelog from the earliest offset.
+/// Folded by key, that changelog is the table: every row once, nothing missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_row_once()
+-> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 1 << 20).await?;
+    let connection = hotstore::connect(&server).await?;
+    let admin = connection.get_admin()?;
+    let path = TablePath::new("fluss", "users");
+    admin
+        .create_table(&path, &rows::user_table_of(2)?, false)
+        .await?;
+    let table_id = admin.get_table_info(&path).await?.get_table_id();
+    let table = connection.get_table(&path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    for round in 0..3i64 {
+        for id in 0..30 {
+            writer.upsert(&user(id, Some(&format!("round {round}")), Some(round)))?;
+        }
+    }
+    for id in (0..30).step_by(7) {
+        writer.delete(&user(id, None, None))?;
+    }
+    writer.flush().await?;
+
+    let snapshots = admin.get_latest_kv_snapshots(&path, None).await?;
+    ensure!(
+        snapshots.table_id == table_id && snapshots.partition_id.is_none(),
+        "{snapshots:?}"
+    );
+    let buckets: Vec<_> = snapshots
+        .latest_snapshots
+        .iter()
+        .map(|s| (s.bucket_id, s.snapshot_id, s.log_offset))
+        .collect();
+    ensure!(
+        buckets == vec![(0, None, None), (1, None, None)],
+        "every bucket, none with a snapshot: {buckets:?}"
+    );
+    let earliest = admin
+        .list_offsets(&path, &[0, 1], OffsetSpec::Earliest)
+        .await?;
+    let latest = admin
+        .list_offsets(&path, &[0, 1], OffsetSpec::Latest)
+        .await?;
+    let scanner = table.new_scan().create_log_scanner()?;
+    for bucket in [0, 1] {
+        scanner.subscribe(bucket, earliest[&bucket]).await?;
+    }
+    let mut state: BTreeMap<i32, UserRow> = BTreeMap::new();
+    let mut read: i64 = 0;
+    let started = Instant::now();
+    while read < latest.values().sum::<i64>() {
+        ensure!(started.elapsed() < DEADLINE, "read {read} changes");
+        for record in scanner.poll(Duration::from_millis(200)).await? {
+            read += 1;
+            let row = read_user(record.row())?;
+            match record.change_type().short_string() {
+                "+I" | "+U" => state.insert(row.id, row),
+                _ => state.remove(&row.id),
+            };
+        }
+    }
+    let expected: BTreeMap<i32, UserRow> = (0..30)
+        .filter(|id| id % 7 != 0)
+        .map(|id| (id, read_user(&user(id, Some("round 2"), Some(2))).unwrap()))
+        .collect();
+    ensure!(
+        state == expected,
+        "the changelog folds into the table: {state:?}"
+    );
+
+    // There is no snapshot to describe or lease.
+    let metadata = admin.get_kv_snapshot_metadata(table_id, None, 0, 1).await;
+    ensure!(
+        metadata.as_ref().err().and_then(api_code) == Some(code::KV_SNAPSHOT_NOT_EXIST),
+        "{metadata:?}"
+    );
+    let wanted = vec![KvSnapshotLeaseForTable {
+        table_id,
+        bucket_snapshots: vec![KvSnapshotLeaseForBucket {
+            partition_id: None,
+            bucket_id: 0,
+            snapshot_id: 1,
+        }],
+    }];
+    let leased = admin
+        .create_kv_snapshot_lease("silt-test-lease", 60_000, wanted.clone())
+        .await?;
+    ensure!(
+        leased.unavailable_snapshots == wanted,
+        "a snapshot that does not exist is unavailable: {leased:?}"
+    );
+    admin
+        .release_kv_snapshot_lease("silt-test-lease", vec![TableBucket::new(table_id, 0)])
+        .await?;
+    admin.drop_kv_snapshot_lease("silt-test-lease").await?;
+    admin
+        .drop_kv_snapshot_lease("a lease never acquired")
+        .await?;
+
+    // The errors Fluss answers.
+    text_log("fluss", "events").create(&connection).await?;
+    let log_path = TablePath::new("fluss", "events");
+    let log_id = admin.get_table_info(&log_path).await?.get_table_id();
+    for (what, outcome, expected) in [
+        (
+            "snapshots of a log table",
+            admin.get_latest_kv_snapshots(&log_path, None).await.err(),
+            code::NON_PRIMARY_KEY_TABLE,
+        ),
+        (
+            "snapshots of a partition of an unpartitioned table",
+            admin
+                .get_latest_kv_snapshots(&path, Some("p=1"))
+                .await
+                .err(),
+            code::TABLE_NOT_PARTITIONED,
+        ),
+        (
+            "snapshots of an unknown table",
+            admin
+                .get_latest_kv_snapshots(&TablePath::new("fluss", "nope"), None)
+                .await
+                .err(),
+            code::TABLE_NOT_EXIST,
+        ),
+        (
+            "releasing a log table's snapshots",
+            admin
+                .release_kv_snapshot_lease("l", vec![TableBucket::new(log_id, 0)])
+                .await
+                .err(),
+            code::NON_PRIMARY_KEY_TABLE,
+        ),
+        (
+            "leasing an unknown table's snapshots",
+            admin
+                .create_kv_snapshot_lease(
+                    "l",
+                    1_000,
+                    vec![KvSnapshotLeaseForTable {
+                        table_id: 987_654,
+                        bucket_snapshots: vec![],
+                    }],
+                )
+                .await
+                .err(),
+            code::UNKNOWN_TABLE_OR_BUCKET,
+        ),
+    ] {
+        ensure!(
+            outcome.as_ref().and_then(api_code) == Some(expected),
+            "{what}: expected code {expected}, got {outcome:?}"
+        );
+    }
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// The error code of a raw LimitScan, or `None` when it succeeded.
+async fn limit_scan_code(server: &ServerHandle, request: LimitScanRequest) -> Result<Option<i32>> {
+    let addr = server.local_addr().to_string();
+    let (success, body) = raw_fluss::call(&addr, api::LIMIT_SCAN, &request.encode_to_vec()).await?;
+    if success {
+        let response = LimitScanResponse::decode(body)?;
+        ensure!(response.error_code.is_none(), "{response:?}");
+        return Ok(None);
+    }
+    Ok(Some(ErrorResponse::decode(body)?.error_code))
+}
+
+fn scan_of(table_id: i64, bucket_id: i32, limit: i32) -> LimitScanRequest {
+    LimitScanRequest {
+        table_id,
+        partition_id: None,
+        bucket_id,
+        limit,
+    }
+}
+
+/// Bad limit scans are error responses (Fluss puts the error in the response body, which the
+/// Java client never reads, so it would show an empty result), a scan past the response bound
+/// is refused rather than answered with fewer rows, and limit 0 is no rows, as in Fluss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_limit_scans_are_refused_by_name() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), 2048).await?;
+    let connection = hotstore::connect(&server).await?;
+    let events = text_log("scan", "events").buckets(1);
+    let log_id = events.create(&connection).await?;
+    append_eight_batches(&connection, &events.path).await?;
+    // One batch larger than the bound on its own: answered, as a fetch answers it.
+    append_events(&connection, &events.path, 40..45, |_| "x".repeat(1000)).await?;
+    let users = Table::primary_key("scan", "users", &["id"])
+        .column("id", fluss::metadata::DataTypes::int())
+        .column("name", fluss::metadata::DataTypes::string())
+        .buckets(1);
+    let users_id = users.create(&connection).await?;
+    let table = connection.get_table(&users.path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    for id in 0..40 {
+        let mut row = fluss::row::GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, "y".repeat(100));
+        writer.upsert(&row)?;
+    }
+    writer.flush().await?;
+
+    for (what, request, expected) in [
+        ("the big last batch", scan_of(log_id, 0, 5), None),
+        ("a few keys", scan_of(users_id, 0, 5), None),
+        (
+            "limit 0: no rows, as Fluss answers it",
+            scan_of(log_id, 0, 0),
+            None,
+        ),
+        ("limit 0 of a PK table", scan_of(users_id, 0, 0), None),
+        (
+            "a negative limit of a log table",
+            scan_of(log_id, 0, -1),
+            Some(code::INVALID_CONFIG),
+        ),
+        (
+            "a negative limit",
+            scan_of(users_id, 0, -3),
+            Some(code::INVALID_CONFIG),
+        ),
+        (
+            "past limit_scan_rows_max",
+            scan_of(log_id, 0, 1001),
+            Some(code::RECORD_TOO_LARGE),
+        ),
+        (
+            "log rows past the response bound",
+            scan_of(log_id, 0, 30),
+            Some(code::RECORD_TOO_LARGE),
+        ),
+        (
+            "keys past the response bound",
+            scan_of(users_id, 0, 40),
+            Some(code::RECORD_TOO_LARGE),
+        ),
+        (
+            "an unknown table",
+            scan_of(987_654, 0, 5),
+            Some(code::UNKNOWN_TABLE_OR_BUCKET),
+        ),
+        (
+            "an unknown bucket",
+            scan_of(log_id, 7, 5),
+            Some(code::UNKNOWN_TABLE_OR_BUCKET),
+        ),
+        (
+            "a partition of an unpartitioned table",
+            LimitScanRequest {
+                partition_id: Some(3),
+                ..scan_of(log_id, 0, 5)
+            },
+            Some(code::UNKNOWN_TABLE_OR_BUCKET),
+        ),
+    ] {
+        let answered = limit_scan_code(&server, request).await?;
+        ensure!(
+            answered == expected,
+            "{what}: expected {expected:?}, got {answered:?}"
+        );
+    }
+    // Limit 0 of a PK table is a value batch with no records, never zero bytes (the Java
+    // client reads the batch header unconditionally).
+    let addr = server.local_addr().to_string();
+    let request = scan_of(users_id, 0, 0).encode_to_vec();
+    let (success, body) = raw_fluss::call(&addr, api::LIMIT_SCAN, &request).await?;
+    let response = LimitScanResponse::decode(body)?;
+    ensure!(
+        success
+            && response.is_log_table == Some(false)
+            && response.records.as_deref() == Some(&[5, 0, 0, 0, 0, 0, 0, 0, 0][..]),
+        "{response:?}"
+    );
+    // The client sees the refusal, with what to do about it.
+    let refused = limit_scan(&table, 0, 40, None).await.err();
+    let message = refused.as_ref().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(
+        refused.as_ref().and_then(api_code) == Some(code::RECORD_TOO_LARGE)
+            && message.contains("scan.users bucket 0")
+            && message.contains("ask for fewer rows"),
+        "{refused:?}"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
