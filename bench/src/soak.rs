@@ -90,7 +90,8 @@ struct Sample {
     rss_mb: f64,
     /// Of the resident set, pages of mapped files (the binary).
     rss_file_mb: f64,
-    /// What the heap holds live (jemalloc's `stats.allocated`, `GET /v1/memory`).
+    /// What the heap holds live (jemalloc's `stats.allocated` less what the threads' caches
+    /// hold, `GET /v1/memory`).
     heap_mb: f64,
     /// Of it, the block caches of the hot kv store and of the key indexes (each filling up to
     /// its capacity) and their memtables (`GET /v1/memory`).
@@ -100,8 +101,9 @@ struct Sample {
     /// the freed pages it has not returned yet. Anonymous memory beyond it is what jemalloc
     /// does not manage (C libraries' malloc, thread stacks).
     allocator_resident_mb: f64,
-    /// Of it, pages holding objects (`stats.active`), and freed objects the threads' caches
-    /// keep (`tcache_bytes`).
+    /// Of it, pages holding objects (`stats.active`: the live heap, the threads' caches and
+    /// the free space inside partly used pages), and freed objects the threads' caches keep
+    /// (`tcache_bytes`).
     allocator_active_mb: f64,
     thread_cache_mb: f64,
     /// The C library's malloc: in use and kept free in its arenas (glibc only).
@@ -533,10 +535,10 @@ async fn take_sample(
         at_s: started.elapsed().as_secs_f64(),
         rss_mb,
         rss_file_mb,
-        heap_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/allocated_bytes"]))
-            / 1e6,
+        // jemalloc counts what the threads' caches hold as allocated; the live heap is the rest.
+        heap_mb: memory.as_ref().map_or(f64::NAN, |m| {
+            figure(m, &["/allocated_bytes"]) - figure(m, &["/thread_cache_bytes"])
+        }) / 1e6,
         cache_mb: memory.as_ref().map_or(f64::NAN, |m| {
             figure(m, &["/hot_kv/cache_bytes", "/key_indexes/cache_bytes"])
         }) / 1e6,

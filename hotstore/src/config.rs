@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Configuration of the hotstore server. `jobs/` maps silt's config file onto it.
+/// Configuration of the hotstore server. `jobs/` maps silt's config file onto it. Its
+/// `Default` holds `conf/silt.yaml`'s values, so tests run with the product's limits; a test
+/// in `jobs` (`up::tests`) fails when the two disagree.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Address to listen on; port 0 picks a free port (see [`ServerHandle::local_addr`]).
@@ -76,11 +78,11 @@ impl Default for ServerConfig {
             advertised_host: None,
             advertised_port: None,
             data_dir: PathBuf::from("silt-data/hotstore"),
-            default_bucket_count: 1,
+            default_bucket_count: 3,
             bucket_count_max: 1024,
-            frame_bytes_max: 64 * 1024 * 1024,
+            frame_bytes_max: 100 * 1024 * 1024,
             connections_max: 1024,
-            requests_in_flight_max: 64,
+            requests_in_flight_max: 32,
             request_bytes_in_flight_max: 256 * 1024 * 1024,
             fetch_wait_max_ms: 30_000,
             fetch_response_bytes_max: 32 * 1024 * 1024,

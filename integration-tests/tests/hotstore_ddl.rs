@@ -117,7 +117,8 @@ async fn databases_and_tables_round_trip() -> Result<()> {
     assert!(!orders_info.has_primary_key());
     let users_info = admin.get_table_info(&users).await?;
     assert!(users_info.has_primary_key());
-    assert_eq!(users_info.get_num_buckets(), 1, "default bucket count");
+    // conf/silt.yaml's hotstore.buckets_default, which ServerConfig::default() holds.
+    assert_eq!(users_info.get_num_buckets(), 3, "default bucket count");
     assert_eq!(
         users_info.get_bucket_keys(),
         ["id"],

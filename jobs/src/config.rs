@@ -64,6 +64,14 @@ pub struct HotstoreConfig {
     pub log_ttl_ms: i64,
     pub retention_check_interval_ms: u64,
     pub produce_decode_check: bool,
+    pub bucket_count_max: i32,
+    pub fetch_wait_max_ms: u64,
+    pub fetch_response_bytes_max: usize,
+    pub lookup_keys_max: usize,
+    pub limit_scan_rows_max: usize,
+    pub frame_read_timeout_ms: u64,
+    pub authentication_timeout_ms: u64,
+    pub shutdown_grace_ms: u64,
     pub sasl: SaslConfig,
 }
 

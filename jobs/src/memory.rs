@@ -18,9 +18,8 @@ pub struct AllocatorStats {
     pub retained_bytes: u64,
     /// The allocator's own bookkeeping.
     pub metadata_bytes: u64,
-    /// Freed objects the threads' caches hold for reuse (counted in `active`, not in
-    /// `allocated`): with many threads, a large part of what `active` holds beyond
-    /// `allocated`.
+    /// Freed objects the threads' caches hold for reuse. jemalloc counts them in `allocated`
+    /// (the arenas handed them out), so the live heap is `allocated` less this.
     pub thread_cache_bytes: u64,
     /// The C library's malloc (used by C dependencies such as zstd, not by Rust code): bytes
     /// in use, and bytes it keeps free inside its arenas. Absent off glibc.

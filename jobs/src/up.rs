@@ -50,6 +50,17 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
         produce_decode_check: config.hotstore.produce_decode_check,
         log_flush_interval_ms: config.hotstore.flush_interval_ms,
+        bucket_count_max: config.hotstore.bucket_count_max,
+        fetch_wait_max_ms: config.hotstore.fetch_wait_max_ms,
+        fetch_response_bytes_max: config.hotstore.fetch_response_bytes_max,
+        lookup_keys_max: config.hotstore.lookup_keys_max,
+        limit_scan_rows_max: config.hotstore.limit_scan_rows_max,
+        frame_read_timeout_ms: config.hotstore.frame_read_timeout_ms,
+        authentication_timeout_ms: config.hotstore.authentication_timeout_ms,
+        shutdown_grace_ms: config.hotstore.shutdown_grace_ms,
+        // Not settings: where clients are told to connect (the bound address unless a proxy
+        // is configured), and the bounds of the storage engines that conf/silt.yaml does not
+        // expose (index spacing, writers remembered, kv workers and journal).
         ..ServerConfig::default()
     };
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
@@ -420,4 +431,23 @@ async fn demo_workload(
         .await
         .map_err(|e| anyhow!("flush customers: {e}"))?;
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot store's `ServerConfig::default()` (what tests and benches start from) is
+    /// conf/silt.yaml's configuration: one set of limits, the product's. Was: 64 MiB frames,
+    /// 1 bucket and 64 requests in flight in code against the file's 100 MiB, 3 and 32.
+    #[test]
+    fn the_hot_stores_defaults_are_conf_silt_yaml() {
+        let config = Config::load(None, std::iter::empty(), &[]).unwrap();
+        let mut from_file = hotstore_config(&config).unwrap();
+        let defaults = ServerConfig::default();
+        // Where it listens and stores are the deployment's, not limits.
+        from_file.bind_addr = defaults.bind_addr;
+        from_file.data_dir = defaults.data_dir.clone();
+        assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
+    }
 }
