@@ -450,4 +450,21 @@ mod tests {
         from_file.data_dir = defaults.data_dir.clone();
         assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
     }
+
+    /// The same for tiering: `TieringConfig::new` (what tests start from) is what silt up
+    /// builds from conf/silt.yaml, apart from the addresses and directories.
+    #[test]
+    fn the_tiering_defaults_are_conf_silt_yaml() {
+        let config = Config::load(None, std::iter::empty(), &[]).unwrap();
+        let from_file = tiering_config(&config, "127.0.0.1:9123");
+        let defaults = TieringConfig {
+            key_index_root: from_file.key_index_root.clone(),
+            ..TieringConfig::new(
+                "127.0.0.1:9123",
+                from_file.lake_root.clone(),
+                from_file.checkpoint_root.clone(),
+            )
+        };
+        assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
+    }
 }
