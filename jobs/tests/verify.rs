@@ -471,7 +471,8 @@ async fn a_table_created_again_does_not_see_the_dropped_tables_lake() -> Result<
 }
 
 /// Sum of the hot log start offsets of `table`'s buckets (`GET /v1/hot`).
-fn hot_log_start(silt: &SiltProcess, table: &str) -> Result<i64> {
+/// The table's buckets as `GET /v1/hot` reports them (as of the last retention run).
+fn hot_table_buckets(silt: &SiltProcess, table: &str) -> Result<Vec<Value>> {
     let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/hot", None)?;
     anyhow::ensure!(status == 200, "GET /v1/hot: {status} {body}");
     let buckets: Value = serde_json::from_str(&body)?;
@@ -480,20 +481,22 @@ fn hot_log_start(silt: &SiltProcess, table: &str) -> Result<i64> {
         .into_iter()
         .flatten()
         .filter(|b| b["table"] == table)
+        .cloned()
+        .collect())
+}
+
+/// The sum of a table's bucket log starts.
+fn hot_log_start(silt: &SiltProcess, table: &str) -> Result<i64> {
+    Ok(hot_table_buckets(silt, table)?
+        .iter()
         .map(|b| b["log_start_offset"].as_i64().unwrap_or(0))
         .sum())
 }
 
-/// `(hot bytes, segments)` of each of a table's buckets, as of the last retention run.
+/// `(hot bytes, segments)` of each of a table's buckets.
 fn hot_buckets(silt: &SiltProcess, table: &str) -> Result<Vec<(u64, u64)>> {
-    let (status, body) = silt_testkit::http::get(&silt.rest, "/v1/hot", None)?;
-    anyhow::ensure!(status == 200, "GET /v1/hot: {status} {body}");
-    let buckets: Value = serde_json::from_str(&body)?;
-    Ok(buckets
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|b| b["table"] == table)
+    Ok(hot_table_buckets(silt, table)?
+        .iter()
         .map(|b| {
             (
                 b["hot_bytes"].as_u64().unwrap_or(0),
