@@ -1,0 +1,644 @@
+//! A checked definition compiled into an engine graph: each operator resolved against the
+//! catalog (its config, its input and output columns), then built into sources, operators,
+//! sinks and edges.
+
+use super::*;
+
+/// Checks a definition against the catalog and builds its engine graph. All problems found are
+/// returned together, each with its path.
+pub async fn compile(
+    def: &JobDefinition,
+    ctx: &CompileContext,
+    catalog: &mut Catalog,
+    paths: &dyn PathNames,
+) -> Result<CompiledJob, ValidationErrors> {
+    let mut errors = Vec::new();
+    let Some(plan) = check_shape(def, paths, &mut errors) else {
+        return Err(ValidationErrors(errors));
+    };
+    let n = def.operators.len();
+    let parallelism: Vec<u32> = def
+        .operators
+        .iter()
+        .map(|o| o.parallelism.or(def.parallelism).unwrap_or(1))
+        .collect();
+    let inputs_of = |i: usize| -> Vec<(usize, usize)> {
+        plan.edges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| index_of(def, &e.to) == i)
+            .map(|(k, e)| (k, index_of(def, &e.from)))
+            .collect()
+    };
+    // The source that feeds each operator (when exactly one does).
+    let mut feeding_source: Vec<Option<usize>> = vec![None; n];
+    let mut schemas: Vec<Option<SchemaRef>> = vec![None; n];
+    let mut resolved: Vec<Option<Resolved>> = (0..n).map(|_| None).collect();
+    for &i in &plan.order {
+        let op = &def.operators[i];
+        let inputs = inputs_of(i);
+        let mut sources: BTreeSet<usize> = BTreeSet::new();
+        for (_, from) in &inputs {
+            if let Some(s) = feeding_source[*from] {
+                sources.insert(s);
+            }
+            if def.operators[*from].kind == "fluss-source" {
+                sources.insert(*from);
+            }
+        }
+        if sources.len() == 1 {
+            feeding_source[i] = sources.iter().next().copied();
+        }
+        // Every input must carry the same columns (a union); unknown when an input failed.
+        let mut input_schema: Option<SchemaRef> = None;
+        let mut inputs_known = true;
+        for (edge, from) in &inputs {
+            match &schemas[*from] {
+                Some(s) => match &input_schema {
+                    None => input_schema = Some(s.clone()),
+                    Some(first) if first.fields() != s.fields() => errors.push(ValidationError {
+                        path: paths.edge(*edge, ""),
+                        message: format!(
+                            "{} delivers columns ({}) unlike the other inputs of {} ({}); project them alike",
+                            def.operators[*from].name,
+                            column_list(s),
+                            op.name,
+                            column_list(first)
+                        ),
+                    }),
+                    Some(_) => {}
+                },
+                None => inputs_known = false,
+            }
+        }
+        if !inputs_known && op.kind != "fluss-source" {
+            continue;
+        }
+        let result = resolve(
+            def,
+            i,
+            input_schema,
+            feeding_source[i].and_then(|s| match &resolved[s] {
+                Some(Resolved::Source { facts, .. }) => Some(facts.clone()),
+                _ => None,
+            }),
+            ctx,
+            catalog,
+            &Field { paths, index: i },
+        )
+        .await;
+        match result {
+            Ok((r, schema)) => {
+                schemas[i] = schema;
+                resolved[i] = Some(r);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    check_order_sensitive_edges(def, &plan, &resolved, paths, &mut errors);
+    if !errors.is_empty() {
+        return Err(ValidationErrors(errors));
+    }
+    Ok(build(def, ctx, plan, parallelism, schemas, resolved))
+}
+
+/// Rebalance and broadcast edges reorder a bucket's changes; sinks that rely on that order
+/// (delta, upsert into fluss) must not have one upstream.
+pub(super) fn check_order_sensitive_edges(
+    def: &JobDefinition,
+    plan: &Plan,
+    resolved: &[Option<Resolved>],
+    paths: &dyn PathNames,
+    errors: &mut Vec<ValidationError>,
+) {
+    for (i, r) in resolved.iter().enumerate() {
+        let sensitive = matches!(r, Some(Resolved::Delta(_)))
+            || matches!(r, Some(Resolved::Fluss(c)) if c.mode == FlussSinkMode::Upsert);
+        if !sensitive {
+            continue;
+        }
+        let mut stack = vec![i];
+        let mut seen = BTreeSet::new();
+        while let Some(at) = stack.pop() {
+            if !seen.insert(at) {
+                continue;
+            }
+            for (k, edge) in plan.edges.iter().enumerate() {
+                if index_of(def, &edge.to) != at {
+                    continue;
+                }
+                if matches!(
+                    edge.partitioning,
+                    PartitioningDef::Rebalance | PartitioningDef::Broadcast
+                ) {
+                    errors.push(ValidationError {
+                        path: paths.edge(k, "partitioning"),
+                        message: format!(
+                            "{:?} reorders each bucket's changes ahead of the order-sensitive sink {} (use auto, forward or hash)",
+                            edge.partitioning, def.operators[i].name
+                        )
+                        .to_lowercase(),
+                    });
+                }
+                stack.push(index_of(def, &edge.from));
+            }
+        }
+    }
+}
+
+pub(super) fn at(path: &str, message: impl Into<String>) -> ValidationError {
+    ValidationError {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Parses and checks one operator's config against its input; returns what to build and the
+/// columns it outputs (`None` for sinks).
+pub(super) async fn resolve(
+    def: &JobDefinition,
+    i: usize,
+    input: Option<SchemaRef>,
+    source: Option<TableFacts>,
+    ctx: &CompileContext,
+    catalog: &mut Catalog,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let op = &def.operators[i];
+    let input = || {
+        input
+            .clone()
+            .ok_or_else(|| at(&base.at(""), "has no input"))
+    };
+    let transform_error =
+        |field: &str, e: silt_connectors::transform::Error| at(&base.at(field), e.to_string());
+    match op.kind.as_str() {
+        "fluss-source" => {
+            let c: FlussSourceDef = parse_config(&op.config, base)?;
+            let facts = catalog
+                .table(&c.table)
+                .await
+                .map_err(|m| at(&base.at("table"), m))?;
+            let start = match (c.start, c.timestamp_ms) {
+                // Every row of a lake-enabled table: hot retention may have left the oldest
+                // only in the lake, so the lake first, then the changelog after it.
+                (StartDef::Earliest, None) if facts.lake_enabled => {
+                    StartPosition::LakeThenLog(LakeStart {
+                        table_uri: lake_uri(ctx, &facts.database, &facts.table)
+                            .map_err(|e| at(&base.at("table"), e.to_string()))?,
+                        storage_options: ctx.lake_storage_options.clone(),
+                        table_id: facts.table_id.to_string(),
+                    })
+                }
+                (StartDef::Earliest, None) => StartPosition::Earliest,
+                (StartDef::Latest, None) => StartPosition::Latest,
+                (StartDef::Timestamp, Some(ms)) => StartPosition::Timestamp(ms),
+                (StartDef::Timestamp, None) => {
+                    return Err(at(
+                        &base.at("timestamp_ms"),
+                        "start: timestamp needs timestamp_ms (milliseconds since the epoch)",
+                    ));
+                }
+                (StartDef::Lake, None) => {
+                    let uri = lake_uri(ctx, &facts.database, &facts.table)
+                        .map_err(|e| at(&base.at("table"), e.to_string()))?;
+                    let lake = read_lake_offsets(
+                        &uri,
+                        &ctx.lake_storage_options,
+                        &facts.table_id.to_string(),
+                        facts.buckets,
+                    )
+                    .await
+                    .map_err(|e| {
+                        at(
+                            &base.at("start"),
+                            format!("reading the lake offsets at {uri}: {e}"),
+                        )
+                    })?;
+                    StartPosition::Offsets(lake.map(|l| l.bucket_offsets).unwrap_or_default())
+                }
+                (_, Some(_)) => {
+                    return Err(at(
+                        &base.at("timestamp_ms"),
+                        "timestamp_ms is only used with start: timestamp (remove it)",
+                    ));
+                }
+            };
+            let mut config =
+                FlussSourceConfig::new(&ctx.bootstrap, facts.database.clone(), facts.table.clone());
+            config.start = start;
+            config.credentials = ctx.credentials.clone();
+            let schema = with_system_columns(&facts.schema);
+            Ok((Resolved::Source { config, facts }, Some(schema)))
+        }
+        "filter" => {
+            let c: FilterDef = parse_config(&op.config, base)?;
+            let t = Transform::filter(input()?, &c.predicate)
+                .await
+                .map_err(|e| transform_error("predicate", e))?;
+            let schema = t.output_schema().clone();
+            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+        }
+        "project" => {
+            let c: ProjectDef = parse_config(&op.config, base)?;
+            if c.expressions.is_empty() {
+                return Err(at(
+                    &base.at("expressions"),
+                    "needs at least one expression (e.g. [\"id\", \"amount * 2 AS doubled\"])",
+                ));
+            }
+            // Each expression alone first, so an error names the one that is wrong.
+            for (k, e) in c.expressions.iter().enumerate() {
+                Transform::project(input()?, std::slice::from_ref(e))
+                    .await
+                    .map_err(|err| transform_error(&format!("expressions[{k}]"), err))?;
+            }
+            let t = Transform::project(input()?, &c.expressions)
+                .await
+                .map_err(|e| transform_error("expressions", e))?;
+            let schema = t.output_schema().clone();
+            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+        }
+        "sql" => {
+            let c: SqlDef = parse_config(&op.config, base)?;
+            let t = Transform::sql(input()?, &c.statement)
+                .await
+                .map_err(|e| transform_error("statement", e))?;
+            let schema = t.output_schema().clone();
+            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+        }
+        "delta-sink" => {
+            let c: DeltaSinkDef = parse_config(&op.config, base)?;
+            let schema = input()?;
+            let Some(source) = source else {
+                return Err(at(
+                    &base.at(""),
+                    "a delta-sink must be fed by exactly one fluss-source (its txn offsets are that source's buckets)",
+                ));
+            };
+            for system in [
+                silt_connectors::changelog::BUCKET_COLUMN,
+                silt_connectors::changelog::OFFSET_COLUMN,
+                silt_connectors::changelog::TIMESTAMP_COLUMN,
+                silt_connectors::changelog::CHANGE_TYPE_COLUMN,
+            ] {
+                if schema.index_of(system).is_err() {
+                    return Err(at(
+                        &base.at(""),
+                        format!(
+                            "the input lacks the system column {system} (do not drop it upstream)"
+                        ),
+                    ));
+                }
+            }
+            let user = user_schema(&schema);
+            let kind = match c.mode {
+                SinkModeDef::Append => {
+                    if c.keys.is_some() {
+                        return Err(at(
+                            &base.at("keys"),
+                            "keys are only used with mode: upsert (remove them)",
+                        ));
+                    }
+                    TableKind::Log
+                }
+                SinkModeDef::Upsert => {
+                    let keys = c.keys.clone().unwrap_or_else(|| source.primary_key.clone());
+                    if keys.is_empty() {
+                        return Err(at(
+                            &base.at("keys"),
+                            format!(
+                                "mode: upsert needs key columns and {}.{} has no primary key (set keys, e.g. [\"id\"])",
+                                source.database, source.table
+                            ),
+                        ));
+                    }
+                    for key in &keys {
+                        if user.index_of(key).is_err() {
+                            return Err(at(
+                                &base.at("keys"),
+                                format!(
+                                    "key column {key} is not in the input (columns: {}); keep it in the projection",
+                                    column_list(&user)
+                                ),
+                            ));
+                        }
+                    }
+                    TableKind::PrimaryKey { key_columns: keys }
+                }
+            };
+            // Definitions arrive over REST: an explicit path stays below the lake's job
+            // directory, and the store is reached only with the lake's own options (options of
+            // the definition could point the same URL at another endpoint).
+            if !c.storage_options.is_empty() {
+                return Err(at(
+                    &base.at("storage_options"),
+                    "a delta-sink reaches the lake with lake.storage_options from silt's config; remove storage_options here (set lake.storage_options instead)",
+                ));
+            }
+            let (uri, storage_options) = match &c.path {
+                Some(path) => (
+                    crate::paths::confine_sink_path(path, &ctx.lake_root)
+                        .map_err(|e| at(&base.at("path"), e.to_string()))?,
+                    ctx.lake_storage_options.clone(),
+                ),
+                None => (
+                    ctx.data_dir
+                        .join("lake")
+                        .join(crate::paths::JOBS_DIR)
+                        .join(&def.name)
+                        .join(&op.name)
+                        .to_string_lossy()
+                        .to_string(),
+                    Default::default(),
+                ),
+            };
+            let mut config =
+                DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
+            config.storage_options = storage_options;
+            if let Some(bytes) = c.target_file_bytes {
+                config.target_file_bytes = bytes;
+            }
+            config.key_index_dir = Some(
+                ctx.data_dir
+                    .join("key-index")
+                    .join("_jobs")
+                    .join(&def.name)
+                    .join(&op.name),
+            );
+            config
+                .validate()
+                .map_err(|e| at(&base.at(""), e.to_string()))?;
+            Ok((Resolved::Delta(Box::new(config)), None))
+        }
+        "fluss-sink" => {
+            let c: FlussSinkDef = parse_config(&op.config, base)?;
+            let schema = input()?;
+            let facts = catalog
+                .table(&c.table)
+                .await
+                .map_err(|m| at(&base.at("table"), m))?;
+            let has_key = !facts.primary_key.is_empty();
+            let mode = match (c.mode, has_key) {
+                (None, true) | (Some(SinkModeDef::Upsert), true) => FlussSinkMode::Upsert,
+                (None, false) | (Some(SinkModeDef::Append), false) => FlussSinkMode::Append,
+                (Some(SinkModeDef::Append), true) => {
+                    return Err(at(
+                        &base.at("mode"),
+                        format!("{} has a primary key: use mode upsert", c.table),
+                    ));
+                }
+                (Some(SinkModeDef::Upsert), false) => {
+                    return Err(at(
+                        &base.at("mode"),
+                        format!("{} is a log table: use mode append", c.table),
+                    ));
+                }
+            };
+            for field in facts.schema.fields() {
+                match schema.field_with_name(field.name()) {
+                    Err(_) => {
+                        return Err(at(
+                            &base.at("table"),
+                            format!(
+                                "column {} of {} is missing from the input (columns: {}); project it upstream",
+                                field.name(),
+                                c.table,
+                                column_list(&user_schema(&schema))
+                            ),
+                        ));
+                    }
+                    Ok(have) if !same_encoding(have.data_type(), field.data_type()) => {
+                        return Err(at(
+                            &base.at("table"),
+                            format!(
+                                "column {} is {} in the input but {} in {} (cast it upstream, e.g. CAST(x AS ...))",
+                                field.name(),
+                                have.data_type(),
+                                field.data_type(),
+                                c.table
+                            ),
+                        ));
+                    }
+                    Ok(_) => {}
+                }
+            }
+            let mut config =
+                FlussSinkConfig::new(&ctx.bootstrap, facts.database, facts.table, mode);
+            config.credentials = ctx.credentials.clone();
+            Ok((Resolved::Fluss(config), None))
+        }
+        "print-sink" => {
+            let c: PrintSinkDef = parse_config(&op.config, base)?;
+            let mut config = PrintSinkConfig {
+                system_columns: c.system_columns,
+                ..PrintSinkConfig::default()
+            };
+            if let Some(rows) = c.rows_per_batch_max {
+                config.rows_per_batch_max = rows;
+            }
+            Ok((Resolved::Print(config), None))
+        }
+        other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
+    }
+}
+
+/// Whether a column of type `have` can go into a column of type `want` without a lossy cast:
+/// equal types, or the same values in another Arrow encoding (string, binary and list views).
+pub(super) fn same_encoding(
+    have: &arrow::datatypes::DataType,
+    want: &arrow::datatypes::DataType,
+) -> bool {
+    use arrow::datatypes::DataType::*;
+    let family = |t: &arrow::datatypes::DataType| match t {
+        Utf8 | LargeUtf8 | Utf8View => Some(0),
+        Binary | LargeBinary | BinaryView => Some(1),
+        _ => None,
+    };
+    have == want || family(have).is_some_and(|f| family(want) == Some(f))
+}
+
+/// Where the tiering service keeps the lake table of `database.table`.
+pub fn lake_uri(ctx: &CompileContext, database: &str, table: &str) -> anyhow::Result<String> {
+    crate::paths::lake_uri(&ctx.lake_root, database, table)
+}
+
+pub(super) fn build(
+    def: &JobDefinition,
+    ctx: &CompileContext,
+    plan: Plan,
+    parallelism: Vec<u32>,
+    schemas: Vec<Option<SchemaRef>>,
+    mut resolved: Vec<Option<Resolved>>,
+) -> CompiledJob {
+    let mut graph = JobGraph::new();
+    let mut vertex: Vec<Option<VertexId>> = vec![None; def.operators.len()];
+    let mut summary = Vec::new();
+    let edge_partitioning =
+        |edge: &EdgeDef, from: usize, to: usize, into_delta: bool| match edge.partitioning {
+            PartitioningDef::Auto if !into_delta && parallelism[from] == parallelism[to] => {
+                Partitioning::Forward
+            }
+            PartitioningDef::Auto => Partitioning::Hash {
+                key_columns: vec![BUCKET_COLUMN.to_string()],
+            },
+            PartitioningDef::Forward => Partitioning::Forward,
+            PartitioningDef::Hash => Partitioning::Hash {
+                key_columns: edge.key.clone(),
+            },
+            PartitioningDef::Rebalance => Partitioning::Rebalance,
+            PartitioningDef::Broadcast => Partitioning::Broadcast,
+        };
+    for &i in &plan.order {
+        let op = &def.operators[i];
+        let p = parallelism[i];
+        let inputs: Vec<(&EdgeDef, usize)> = plan
+            .edges
+            .iter()
+            .filter(|e| e.to == op.name)
+            .map(|e| (e, index_of(def, &e.from)))
+            .collect();
+        let describe = match resolved[i].take().expect("every operator resolved") {
+            Resolved::Source { config, facts } => {
+                let start = match &config.start {
+                    StartPosition::Earliest => "earliest".to_string(),
+                    StartPosition::Latest => "latest".to_string(),
+                    StartPosition::Timestamp(ms) => format!("timestamp {ms}"),
+                    StartPosition::Offsets(o) => format!("lake offsets {o:?}"),
+                    StartPosition::LakeThenLog(lake) => {
+                        format!(
+                            "earliest: the lake at {}, then the changelog",
+                            lake.table_uri
+                        )
+                    }
+                };
+                let config = Arc::new(config);
+                vertex[i] = Some(graph.add_source(
+                    op.name.clone(),
+                    p,
+                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+                        Ok(Box::new(FlussSource::new((*config).clone())))
+                    },
+                ));
+                format!(
+                    "fluss-source {}.{} ({} buckets) from {start}",
+                    facts.database, facts.table, facts.buckets
+                )
+            }
+            Resolved::Transform(t) => {
+                vertex[i] = Some(graph.add_operator(
+                    op.name.clone(),
+                    p,
+                    TransformOperator::factory(t.clone()),
+                ));
+                format!("{} ({})", op.kind, op_text(op))
+            }
+            Resolved::Delta(config) => {
+                let (edge, from) = inputs[0];
+                let text = format!(
+                    "delta-sink {} ({:?}) -> writers x{p} + committer x1",
+                    config.table_uri, config.kind
+                );
+                let committer = add_delta_sink(
+                    &mut graph,
+                    &op.name,
+                    vertex[from].expect("built in order"),
+                    *config,
+                    p,
+                    edge_partitioning(edge, from, i, true),
+                )
+                .expect("validated in resolve");
+                vertex[i] = Some(committer);
+                summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
+                summary.push(format!(
+                    "    {} -[{}]-> {}",
+                    def.operators[from].name,
+                    edge_partitioning(edge, from, i, true),
+                    op.name
+                ));
+                continue;
+            }
+            Resolved::Fluss(config) => {
+                let text = format!(
+                    "fluss-sink {}.{} ({:?})",
+                    config.database, config.table, config.mode
+                );
+                let config = Arc::new(config);
+                vertex[i] = Some(graph.add_operator(
+                    op.name.clone(),
+                    p,
+                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+                        Ok(Box::new(FlussSink::new((*config).clone())))
+                    },
+                ));
+                text
+            }
+            Resolved::Print(config) => {
+                vertex[i] = Some(graph.add_operator(
+                    op.name.clone(),
+                    p,
+                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+                        Ok(Box::new(PrintSink::new(config.clone())))
+                    },
+                ));
+                "print-sink (stdout of silt up)".to_string()
+            }
+        };
+        let columns = schemas[i]
+            .as_ref()
+            .map(|s| format!(" -> [{}]", column_list(&user_schema(s))))
+            .unwrap_or_default();
+        summary.push(format!("  {:<24} x{p:<3} {describe}{columns}", op.name));
+        for (edge, from) in inputs {
+            let partitioning = edge_partitioning(edge, from, i, false);
+            graph.connect(
+                vertex[from].expect("built in order"),
+                vertex[i].expect("just built"),
+                partitioning.clone(),
+            );
+            summary.push(format!(
+                "    {} -[{partitioning}]-> {}",
+                def.operators[from].name, op.name
+            ));
+        }
+    }
+    let checkpoint_interval = def
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.interval_ms)
+        .map(Duration::from_millis)
+        .unwrap_or(ctx.checkpoint_interval_default);
+    summary.insert(
+        0,
+        format!(
+            "job {} ({} operators, checkpoint every {checkpoint_interval:?})",
+            def.name,
+            def.operators.len()
+        ),
+    );
+    CompiledJob {
+        definition: def.clone(),
+        graph,
+        checkpoint_interval,
+        summary,
+    }
+}
+
+pub(super) fn op_text(op: &OperatorDef) -> String {
+    match &op.config {
+        serde_json::Value::Object(map) => map
+            .values()
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
