@@ -165,72 +165,96 @@ pub(super) async fn resolve(
     base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
     let op = &def.operators[i];
-    let input = || {
-        input
-            .clone()
-            .ok_or_else(|| at(&base.at(""), "has no input"))
+    match op.kind.as_str() {
+        "fluss-source" => resolve_fluss_source(op, ctx, catalog, base).await,
+        "filter" | "project" | "sql" => resolve_transform(op, input, base).await,
+        "delta-sink" => resolve_delta_sink(def, op, input, source, ctx, base),
+        "fluss-sink" => resolve_fluss_sink(op, input, ctx, catalog, base).await,
+        "print-sink" => resolve_print_sink(op, base),
+        other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
+    }
+}
+
+/// The operator's input columns; an operator without an input is an error at its path.
+fn needs_input(input: &Option<SchemaRef>, base: &Field<'_>) -> Result<SchemaRef, ValidationError> {
+    input
+        .clone()
+        .ok_or_else(|| at(&base.at(""), "has no input"))
+}
+
+/// A `fluss-source`: the table, and where in its history the job starts.
+async fn resolve_fluss_source(
+    op: &OperatorDef,
+    ctx: &CompileContext,
+    catalog: &mut Catalog,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let c: FlussSourceDef = parse_config(&op.config, base)?;
+    let facts = catalog
+        .table(&c.table)
+        .await
+        .map_err(|m| at(&base.at("table"), m))?;
+    let start = match (c.start, c.timestamp_ms) {
+        // Every row of a lake-enabled table: hot retention may have left the oldest
+        // only in the lake, so the lake first, then the changelog after it.
+        (StartDef::Earliest, None) if facts.lake_enabled => StartPosition::LakeThenLog(LakeStart {
+            table_uri: lake_uri(ctx, &facts.database, &facts.table)
+                .map_err(|e| at(&base.at("table"), e.to_string()))?,
+            storage_options: ctx.lake_storage_options.clone(),
+            table_id: facts.table_id.to_string(),
+        }),
+        (StartDef::Earliest, None) => StartPosition::Earliest,
+        (StartDef::Latest, None) => StartPosition::Latest,
+        (StartDef::Timestamp, Some(ms)) => StartPosition::Timestamp(ms),
+        (StartDef::Timestamp, None) => {
+            return Err(at(
+                &base.at("timestamp_ms"),
+                "start: timestamp needs timestamp_ms (milliseconds since the epoch)",
+            ));
+        }
+        (StartDef::Lake, None) => {
+            let uri = lake_uri(ctx, &facts.database, &facts.table)
+                .map_err(|e| at(&base.at("table"), e.to_string()))?;
+            let lake = read_lake_offsets(
+                &uri,
+                &ctx.lake_storage_options,
+                &facts.table_id.to_string(),
+                facts.buckets,
+            )
+            .await
+            .map_err(|e| {
+                at(
+                    &base.at("start"),
+                    format!("reading the lake offsets at {uri}: {e}"),
+                )
+            })?;
+            StartPosition::Offsets(lake.map(|l| l.bucket_offsets).unwrap_or_default())
+        }
+        (_, Some(_)) => {
+            return Err(at(
+                &base.at("timestamp_ms"),
+                "timestamp_ms is only used with start: timestamp (remove it)",
+            ));
+        }
     };
+    let mut config =
+        FlussSourceConfig::new(&ctx.bootstrap, facts.database.clone(), facts.table.clone());
+    config.start = start;
+    config.credentials = ctx.credentials.clone();
+    let schema = with_system_columns(&facts.schema);
+    Ok((Resolved::Source { config, facts }, Some(schema)))
+}
+
+/// A `filter`, `project` or `sql` transform over the columns of its input.
+async fn resolve_transform(
+    op: &OperatorDef,
+    input: Option<SchemaRef>,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let input = || needs_input(&input, base);
     let transform_error =
         |field: &str, e: silt_connectors::transform::Error| at(&base.at(field), e.to_string());
     match op.kind.as_str() {
-        "fluss-source" => {
-            let c: FlussSourceDef = parse_config(&op.config, base)?;
-            let facts = catalog
-                .table(&c.table)
-                .await
-                .map_err(|m| at(&base.at("table"), m))?;
-            let start = match (c.start, c.timestamp_ms) {
-                // Every row of a lake-enabled table: hot retention may have left the oldest
-                // only in the lake, so the lake first, then the changelog after it.
-                (StartDef::Earliest, None) if facts.lake_enabled => {
-                    StartPosition::LakeThenLog(LakeStart {
-                        table_uri: lake_uri(ctx, &facts.database, &facts.table)
-                            .map_err(|e| at(&base.at("table"), e.to_string()))?,
-                        storage_options: ctx.lake_storage_options.clone(),
-                        table_id: facts.table_id.to_string(),
-                    })
-                }
-                (StartDef::Earliest, None) => StartPosition::Earliest,
-                (StartDef::Latest, None) => StartPosition::Latest,
-                (StartDef::Timestamp, Some(ms)) => StartPosition::Timestamp(ms),
-                (StartDef::Timestamp, None) => {
-                    return Err(at(
-                        &base.at("timestamp_ms"),
-                        "start: timestamp needs timestamp_ms (milliseconds since the epoch)",
-                    ));
-                }
-                (StartDef::Lake, None) => {
-                    let uri = lake_uri(ctx, &facts.database, &facts.table)
-                        .map_err(|e| at(&base.at("table"), e.to_string()))?;
-                    let lake = read_lake_offsets(
-                        &uri,
-                        &ctx.lake_storage_options,
-                        &facts.table_id.to_string(),
-                        facts.buckets,
-                    )
-                    .await
-                    .map_err(|e| {
-                        at(
-                            &base.at("start"),
-                            format!("reading the lake offsets at {uri}: {e}"),
-                        )
-                    })?;
-                    StartPosition::Offsets(lake.map(|l| l.bucket_offsets).unwrap_or_default())
-                }
-                (_, Some(_)) => {
-                    return Err(at(
-                        &base.at("timestamp_ms"),
-                        "timestamp_ms is only used with start: timestamp (remove it)",
-                    ));
-                }
-            };
-            let mut config =
-                FlussSourceConfig::new(&ctx.bootstrap, facts.database.clone(), facts.table.clone());
-            config.start = start;
-            config.credentials = ctx.credentials.clone();
-            let schema = with_system_columns(&facts.schema);
-            Ok((Resolved::Source { config, facts }, Some(schema)))
-        }
         "filter" => {
             let c: FilterDef = parse_config(&op.config, base)?;
             let t = Transform::filter(input()?, &c.predicate)
@@ -259,7 +283,7 @@ pub(super) async fn resolve(
             let schema = t.output_schema().clone();
             Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
         }
-        "sql" => {
+        _ => {
             let c: SqlDef = parse_config(&op.config, base)?;
             let t = Transform::sql(input()?, &c.statement)
                 .await
@@ -267,180 +291,197 @@ pub(super) async fn resolve(
             let schema = t.output_schema().clone();
             Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
         }
-        "delta-sink" => {
-            let c: DeltaSinkDef = parse_config(&op.config, base)?;
-            let schema = input()?;
-            let Some(source) = source else {
+    }
+}
+
+/// A `delta-sink`: the table kind its input's source gives it, its keys and where it writes.
+fn resolve_delta_sink(
+    def: &JobDefinition,
+    op: &OperatorDef,
+    input: Option<SchemaRef>,
+    source: Option<TableFacts>,
+    ctx: &CompileContext,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let c: DeltaSinkDef = parse_config(&op.config, base)?;
+    let schema = needs_input(&input, base)?;
+    let Some(source) = source else {
+        return Err(at(
+            &base.at(""),
+            "a delta-sink must be fed by exactly one fluss-source (its txn offsets are that source's buckets)",
+        ));
+    };
+    for system in [
+        silt_connectors::changelog::BUCKET_COLUMN,
+        silt_connectors::changelog::OFFSET_COLUMN,
+        silt_connectors::changelog::TIMESTAMP_COLUMN,
+        silt_connectors::changelog::CHANGE_TYPE_COLUMN,
+    ] {
+        if schema.index_of(system).is_err() {
+            return Err(at(
+                &base.at(""),
+                format!("the input lacks the system column {system} (do not drop it upstream)"),
+            ));
+        }
+    }
+    let user = user_schema(&schema);
+    let kind = match c.mode {
+        SinkModeDef::Append => {
+            if c.keys.is_some() {
                 return Err(at(
-                    &base.at(""),
-                    "a delta-sink must be fed by exactly one fluss-source (its txn offsets are that source's buckets)",
+                    &base.at("keys"),
+                    "keys are only used with mode: upsert (remove them)",
                 ));
-            };
-            for system in [
-                silt_connectors::changelog::BUCKET_COLUMN,
-                silt_connectors::changelog::OFFSET_COLUMN,
-                silt_connectors::changelog::TIMESTAMP_COLUMN,
-                silt_connectors::changelog::CHANGE_TYPE_COLUMN,
-            ] {
-                if schema.index_of(system).is_err() {
+            }
+            TableKind::Log
+        }
+        SinkModeDef::Upsert => {
+            let keys = c.keys.clone().unwrap_or_else(|| source.primary_key.clone());
+            if keys.is_empty() {
+                return Err(at(
+                    &base.at("keys"),
+                    format!(
+                        "mode: upsert needs key columns and {}.{} has no primary key (set keys, e.g. [\"id\"])",
+                        source.database, source.table
+                    ),
+                ));
+            }
+            for key in &keys {
+                if user.index_of(key).is_err() {
                     return Err(at(
-                        &base.at(""),
+                        &base.at("keys"),
                         format!(
-                            "the input lacks the system column {system} (do not drop it upstream)"
+                            "key column {key} is not in the input (columns: {}); keep it in the projection",
+                            column_list(&user)
                         ),
                     ));
                 }
             }
-            let user = user_schema(&schema);
-            let kind = match c.mode {
-                SinkModeDef::Append => {
-                    if c.keys.is_some() {
-                        return Err(at(
-                            &base.at("keys"),
-                            "keys are only used with mode: upsert (remove them)",
-                        ));
-                    }
-                    TableKind::Log
-                }
-                SinkModeDef::Upsert => {
-                    let keys = c.keys.clone().unwrap_or_else(|| source.primary_key.clone());
-                    if keys.is_empty() {
-                        return Err(at(
-                            &base.at("keys"),
-                            format!(
-                                "mode: upsert needs key columns and {}.{} has no primary key (set keys, e.g. [\"id\"])",
-                                source.database, source.table
-                            ),
-                        ));
-                    }
-                    for key in &keys {
-                        if user.index_of(key).is_err() {
-                            return Err(at(
-                                &base.at("keys"),
-                                format!(
-                                    "key column {key} is not in the input (columns: {}); keep it in the projection",
-                                    column_list(&user)
-                                ),
-                            ));
-                        }
-                    }
-                    TableKind::PrimaryKey { key_columns: keys }
-                }
-            };
-            // Definitions arrive over REST: an explicit path stays below the lake's job
-            // directory, and the store is reached only with the lake's own options (options of
-            // the definition could point the same URL at another endpoint).
-            if !c.storage_options.is_empty() {
+            TableKind::PrimaryKey { key_columns: keys }
+        }
+    };
+    // Definitions arrive over REST: an explicit path stays below the lake's job
+    // directory, and the store is reached only with the lake's own options (options of
+    // the definition could point the same URL at another endpoint).
+    if !c.storage_options.is_empty() {
+        return Err(at(
+            &base.at("storage_options"),
+            "a delta-sink reaches the lake with lake.storage_options from silt's config; remove storage_options here (set lake.storage_options instead)",
+        ));
+    }
+    let (uri, storage_options) = match &c.path {
+        Some(path) => (
+            crate::paths::confine_sink_path(path, &ctx.lake_root)
+                .map_err(|e| at(&base.at("path"), e.to_string()))?,
+            ctx.lake_storage_options.clone(),
+        ),
+        None => (
+            ctx.data_dir
+                .join("lake")
+                .join(crate::paths::JOBS_DIR)
+                .join(&def.name)
+                .join(&op.name)
+                .to_string_lossy()
+                .to_string(),
+            Default::default(),
+        ),
+    };
+    let mut config = DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
+    config.storage_options = storage_options;
+    if let Some(bytes) = c.target_file_bytes {
+        config.target_file_bytes = bytes;
+    }
+    config.key_index_dir = Some(
+        ctx.data_dir
+            .join("key-index")
+            .join("_jobs")
+            .join(&def.name)
+            .join(&op.name),
+    );
+    config
+        .validate()
+        .map_err(|e| at(&base.at(""), e.to_string()))?;
+    Ok((Resolved::Delta(Box::new(config)), None))
+}
+
+/// A `fluss-sink`: the table it writes, the mode its primary key allows, and the input's
+/// columns checked against the table's.
+async fn resolve_fluss_sink(
+    op: &OperatorDef,
+    input: Option<SchemaRef>,
+    ctx: &CompileContext,
+    catalog: &mut Catalog,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let c: FlussSinkDef = parse_config(&op.config, base)?;
+    let schema = needs_input(&input, base)?;
+    let facts = catalog
+        .table(&c.table)
+        .await
+        .map_err(|m| at(&base.at("table"), m))?;
+    let has_key = !facts.primary_key.is_empty();
+    let mode = match (c.mode, has_key) {
+        (None, true) | (Some(SinkModeDef::Upsert), true) => FlussSinkMode::Upsert,
+        (None, false) | (Some(SinkModeDef::Append), false) => FlussSinkMode::Append,
+        (Some(SinkModeDef::Append), true) => {
+            return Err(at(
+                &base.at("mode"),
+                format!("{} has a primary key: use mode upsert", c.table),
+            ));
+        }
+        (Some(SinkModeDef::Upsert), false) => {
+            return Err(at(
+                &base.at("mode"),
+                format!("{} is a log table: use mode append", c.table),
+            ));
+        }
+    };
+    for field in facts.schema.fields() {
+        match schema.field_with_name(field.name()) {
+            Err(_) => {
                 return Err(at(
-                    &base.at("storage_options"),
-                    "a delta-sink reaches the lake with lake.storage_options from silt's config; remove storage_options here (set lake.storage_options instead)",
+                    &base.at("table"),
+                    format!(
+                        "column {} of {} is missing from the input (columns: {}); project it upstream",
+                        field.name(),
+                        c.table,
+                        column_list(&user_schema(&schema))
+                    ),
                 ));
             }
-            let (uri, storage_options) = match &c.path {
-                Some(path) => (
-                    crate::paths::confine_sink_path(path, &ctx.lake_root)
-                        .map_err(|e| at(&base.at("path"), e.to_string()))?,
-                    ctx.lake_storage_options.clone(),
-                ),
-                None => (
-                    ctx.data_dir
-                        .join("lake")
-                        .join(crate::paths::JOBS_DIR)
-                        .join(&def.name)
-                        .join(&op.name)
-                        .to_string_lossy()
-                        .to_string(),
-                    Default::default(),
-                ),
-            };
-            let mut config =
-                DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
-            config.storage_options = storage_options;
-            if let Some(bytes) = c.target_file_bytes {
-                config.target_file_bytes = bytes;
+            Ok(have) if !same_encoding(have.data_type(), field.data_type()) => {
+                return Err(at(
+                    &base.at("table"),
+                    format!(
+                        "column {} is {} in the input but {} in {} (cast it upstream, e.g. CAST(x AS ...))",
+                        field.name(),
+                        have.data_type(),
+                        field.data_type(),
+                        c.table
+                    ),
+                ));
             }
-            config.key_index_dir = Some(
-                ctx.data_dir
-                    .join("key-index")
-                    .join("_jobs")
-                    .join(&def.name)
-                    .join(&op.name),
-            );
-            config
-                .validate()
-                .map_err(|e| at(&base.at(""), e.to_string()))?;
-            Ok((Resolved::Delta(Box::new(config)), None))
+            Ok(_) => {}
         }
-        "fluss-sink" => {
-            let c: FlussSinkDef = parse_config(&op.config, base)?;
-            let schema = input()?;
-            let facts = catalog
-                .table(&c.table)
-                .await
-                .map_err(|m| at(&base.at("table"), m))?;
-            let has_key = !facts.primary_key.is_empty();
-            let mode = match (c.mode, has_key) {
-                (None, true) | (Some(SinkModeDef::Upsert), true) => FlussSinkMode::Upsert,
-                (None, false) | (Some(SinkModeDef::Append), false) => FlussSinkMode::Append,
-                (Some(SinkModeDef::Append), true) => {
-                    return Err(at(
-                        &base.at("mode"),
-                        format!("{} has a primary key: use mode upsert", c.table),
-                    ));
-                }
-                (Some(SinkModeDef::Upsert), false) => {
-                    return Err(at(
-                        &base.at("mode"),
-                        format!("{} is a log table: use mode append", c.table),
-                    ));
-                }
-            };
-            for field in facts.schema.fields() {
-                match schema.field_with_name(field.name()) {
-                    Err(_) => {
-                        return Err(at(
-                            &base.at("table"),
-                            format!(
-                                "column {} of {} is missing from the input (columns: {}); project it upstream",
-                                field.name(),
-                                c.table,
-                                column_list(&user_schema(&schema))
-                            ),
-                        ));
-                    }
-                    Ok(have) if !same_encoding(have.data_type(), field.data_type()) => {
-                        return Err(at(
-                            &base.at("table"),
-                            format!(
-                                "column {} is {} in the input but {} in {} (cast it upstream, e.g. CAST(x AS ...))",
-                                field.name(),
-                                have.data_type(),
-                                field.data_type(),
-                                c.table
-                            ),
-                        ));
-                    }
-                    Ok(_) => {}
-                }
-            }
-            let mut config =
-                FlussSinkConfig::new(&ctx.bootstrap, facts.database, facts.table, mode);
-            config.credentials = ctx.credentials.clone();
-            Ok((Resolved::Fluss(config), None))
-        }
-        "print-sink" => {
-            let c: PrintSinkDef = parse_config(&op.config, base)?;
-            let mut config = PrintSinkConfig {
-                system_columns: c.system_columns,
-                ..PrintSinkConfig::default()
-            };
-            if let Some(rows) = c.rows_per_batch_max {
-                config.rows_per_batch_max = rows;
-            }
-            Ok((Resolved::Print(config), None))
-        }
-        other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
     }
+    let mut config = FlussSinkConfig::new(&ctx.bootstrap, facts.database, facts.table, mode);
+    config.credentials = ctx.credentials.clone();
+    Ok((Resolved::Fluss(config), None))
+}
+
+fn resolve_print_sink(
+    op: &OperatorDef,
+    base: &Field<'_>,
+) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
+    let c: PrintSinkDef = parse_config(&op.config, base)?;
+    let mut config = PrintSinkConfig {
+        system_columns: c.system_columns,
+        ..PrintSinkConfig::default()
+    };
+    if let Some(rows) = c.rows_per_batch_max {
+        config.rows_per_batch_max = rows;
+    }
+    Ok((Resolved::Print(config), None))
 }
 
 /// Whether a column of type `have` can go into a column of type `want` without a lossy cast:
