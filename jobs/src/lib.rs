@@ -19,6 +19,7 @@ pub mod job;
 #[cfg(feature = "fault-injection")]
 pub mod lake_faults;
 pub mod memory;
+pub mod metrics;
 pub mod paths;
 pub mod query;
 pub mod rest;

@@ -1,0 +1,283 @@
+//! `GET /metrics`: Prometheus text format 0.0.4, per job and operator, per lake-enabled table
+//! (tiering lag, commits, lake files) and per hot bucket (bytes, segments, log start,
+//! retention held back by tiering).
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use crate::job::service::{JobStatus, OperatorStatus};
+use crate::rest::SharedState;
+use crate::tiering::TableTieringStatus;
+
+/// `GET /metrics`.
+pub async fn metrics(State(state): State<SharedState>) -> Response {
+    let mut out = Exposition::default();
+    job_metrics(&mut out, &state.jobs.list().await);
+    // A tiering status that cannot be read is said at the end, as a comment.
+    let tiering = state.tiering.status().await;
+    tiering_metrics(&mut out, &tiering);
+    if let Some(hot) = &state.hotstore {
+        hot_metrics(&mut out, hot);
+    }
+    if let Err(e) = &tiering {
+        out.comment(&format!(
+            "tiering status unavailable: {}",
+            label(&format!("{e:#}"))
+        ));
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out.text,
+    )
+        .into_response()
+}
+
+/// The exposition being written.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// One metric family: its help and type lines, then `(labels, value)` samples.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
+        self.text
+            .push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in samples {
+            self.text.push_str(&format!("{name}{{{labels}}} {value}\n"));
+        }
+    }
+
+    fn comment(&mut self, text: &str) {
+        self.text.push_str(&format!("# {text}\n"));
+    }
+}
+
+/// Escapes a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Per job: running, restarts, checkpoints, buffered bytes; per operator: rows, bytes and time
+/// backpressured.
+fn job_metrics(out: &mut Exposition, jobs: &[JobStatus]) {
+    let job_labels =
+        |j: &JobStatus| format!("job=\"{}\",name=\"{}\"", label(&j.id), label(&j.name));
+    out.family(
+        "silt_job_running",
+        "gauge",
+        "1 when the job is running.",
+        jobs.iter()
+            .map(|j| (job_labels(j), u8::from(j.state == "running").to_string()))
+            .collect(),
+    );
+    out.family(
+        "silt_job_restarts_total",
+        "counter",
+        "Restarts of the job since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.restarts.to_string()))
+            .collect(),
+    );
+    out.family(
+        "silt_job_checkpoints_completed_total",
+        "counter",
+        "Checkpoints completed since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.checkpoints_completed.to_string()))
+            .collect(),
+    );
+    out.family(
+        "silt_job_checkpoints_failed_total",
+        "counter",
+        "Checkpoints that failed since silt up started.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.checkpoints_failed.to_string()))
+            .collect(),
+    );
+    out.family(
+        "silt_job_buffered_bytes",
+        "gauge",
+        "Bytes buffered in the job's channels.",
+        jobs.iter()
+            .map(|j| (job_labels(j), j.buffered_bytes.to_string()))
+            .collect(),
+    );
+    type Pick = fn(&OperatorStatus) -> u64;
+    let operator_families: [(&str, &str, &str, Pick); 5] = [
+        (
+            "silt_operator_records_in_total",
+            "counter",
+            "Rows into the operator.",
+            |o| o.records_in,
+        ),
+        (
+            "silt_operator_records_out_total",
+            "counter",
+            "Rows out of the operator.",
+            |o| o.records_out,
+        ),
+        (
+            "silt_operator_bytes_in_total",
+            "counter",
+            "Arrow bytes into the operator.",
+            |o| o.bytes_in,
+        ),
+        (
+            "silt_operator_bytes_out_total",
+            "counter",
+            "Arrow bytes out of the operator.",
+            |o| o.bytes_out,
+        ),
+        (
+            "silt_operator_backpressured_ms_total",
+            "counter",
+            "Milliseconds the operator waited for room downstream.",
+            |o| o.backpressured_ms,
+        ),
+    ];
+    for (name, kind, help, pick) in operator_families {
+        let mut samples = Vec::new();
+        for j in jobs {
+            for o in &j.operators {
+                samples.push((
+                    format!("{},operator=\"{}\"", job_labels(j), label(&o.name)),
+                    pick(o).to_string(),
+                ));
+            }
+        }
+        out.family(name, kind, help, samples);
+    }
+}
+
+/// Per lake-enabled table: tiering lag, lake commits and what maintenance found.
+fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTieringStatus>>) {
+    let Ok(tables) = status else {
+        return;
+    };
+    let table_label =
+        |t: &TableTieringStatus| format!("table=\"{}.{}\"", label(&t.database), label(&t.table));
+    out.family(
+        "silt_tiering_lag_offsets",
+        "gauge",
+        "Offsets in the hot store not yet in the lake, per table.",
+        tables
+            .iter()
+            .map(|t| (table_label(t), t.lag_offsets.to_string()))
+            .collect(),
+    );
+    out.family(
+        "silt_tiering_lag_seconds",
+        "gauge",
+        "Seconds the lake lags behind the hot store, per table.",
+        tables
+            .iter()
+            .map(|t| (table_label(t), format!("{:.3}", t.lag_seconds)))
+            .collect(),
+    );
+    type Pick = fn(&TableTieringStatus) -> String;
+    let lake_families: [(&str, &str, &str, Pick); 8] = [
+        (
+            "silt_tiering_commit_p99_seconds",
+            "gauge",
+            "99th percentile of the recent lake commits' durations, per table.",
+            |t| format!("{:.3}", t.commits.recent_p99_ms as f64 / 1000.0),
+        ),
+        (
+            "silt_tiering_commits_total",
+            "counter",
+            "Lake commits since the table's tiering job started.",
+            |t| t.commits.commits.to_string(),
+        ),
+        (
+            "silt_lake_files_compacted_total",
+            "counter",
+            "Files lake commits compacted since the table's tiering job started.",
+            |t| t.commits.files_compacted.to_string(),
+        ),
+        (
+            "silt_lake_last_compaction_timestamp_seconds",
+            "gauge",
+            "When a lake commit last compacted files (0: not yet).",
+            |t| (t.commits.last_compaction_ms / 1000).to_string(),
+        ),
+        (
+            "silt_lake_active_files",
+            "gauge",
+            "Data files the lake's current version references, as of the last maintenance.",
+            |t| t.maintenance.active_files.to_string(),
+        ),
+        (
+            "silt_lake_files_on_disk",
+            "gauge",
+            "Data and deletion-vector files on storage, as of the last maintenance.",
+            |t| t.maintenance.files_on_disk.to_string(),
+        ),
+        (
+            "silt_lake_bytes_reclaimed_total",
+            "counter",
+            "Bytes lake maintenance deleted since the table's tiering job started.",
+            |t| t.maintenance.bytes_reclaimed.to_string(),
+        ),
+        (
+            "silt_lake_last_maintenance_timestamp_seconds",
+            "gauge",
+            "When lake maintenance last ran (0: not yet).",
+            |t| (t.maintenance.last_ms / 1000).to_string(),
+        ),
+    ];
+    for (name, kind, help, pick) in lake_families {
+        out.family(
+            name,
+            kind,
+            help,
+            tables.iter().map(|t| (table_label(t), pick(t))).collect(),
+        );
+    }
+}
+
+/// Per hot bucket: bytes, segments, log start, and whether tiering holds retention back.
+fn hot_metrics(out: &mut Exposition, hot: &silt_hotstore::ServerHandle) {
+    let buckets = hot.hot_retention();
+    let bucket_label = |b: &silt_hotstore::BucketRetention| {
+        format!("table=\"{}\",bucket=\"{}\"", label(&b.table), b.bucket)
+    };
+    type Pick = fn(&silt_hotstore::BucketRetention) -> String;
+    let hot_families: [(&str, &str, Pick); 4] = [
+        (
+            "silt_hot_bytes",
+            "Bytes of the bucket's log on disk, as of the last retention check.",
+            |b| b.hot_bytes.to_string(),
+        ),
+        (
+            "silt_hot_segments",
+            "Log segments of the bucket, as of the last retention check.",
+            |b| b.segments.to_string(),
+        ),
+        (
+            "silt_hot_log_start_offset",
+            "The bucket's log start offset (hot retention moves it).",
+            |b| b.log_start_offset.to_string(),
+        ),
+        (
+            "silt_hot_retention_held_by_tiering",
+            "1 when the TTL would delete more of the bucket but the lake has not covered it.",
+            |b| u8::from(b.held_by_tiering).to_string(),
+        ),
+    ];
+    for (name, help, pick) in hot_families {
+        out.family(
+            name,
+            "gauge",
+            help,
+            buckets.iter().map(|b| (bucket_label(b), pick(b))).collect(),
+        );
+    }
+}
