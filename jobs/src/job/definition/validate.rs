@@ -42,13 +42,36 @@ pub(super) fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Checks the shape: names, types, parallelisms, edges, acyclicity.
+/// Checks the shape: the job's own fields, its operators (names, types, parallelisms), its
+/// edges (they name operators, run from an output to an input, fit the partitioning), and
+/// that they form no cycle. Every problem is pushed to `errors`; answers the plan, or `None`
+/// when a problem keeps the later checks from running (no operators, an edge naming an unknown
+/// operator, a cycle).
 pub(super) fn check_shape(
     def: &JobDefinition,
     paths: &dyn PathNames,
     errors: &mut Vec<ValidationError>,
 ) -> Option<Plan> {
     let mut push = |path: String, message: String| errors.push(ValidationError { path, message });
+    check_job_fields(def, paths, &mut push);
+    if def.operators.is_empty() {
+        push(
+            "operators".into(),
+            "a job needs at least one operator (start with a fluss-source)".into(),
+        );
+        return None;
+    }
+    let index = check_operators(def, paths, &mut push);
+    let edges = def_edges(def);
+    let inputs = check_edges(def, &edges, &index, paths, &mut push)?;
+    let order = forward_order(def, &edges, &index, &inputs, &mut push)?;
+    Some(Plan { edges, order })
+}
+
+type Push<'a> = dyn FnMut(String, String) + 'a;
+
+/// The job's name, parallelism and checkpoint interval.
+fn check_job_fields(def: &JobDefinition, paths: &dyn PathNames, push: &mut Push<'_>) {
     if !valid_name(&def.name) {
         push(
             paths.job("name"),
@@ -72,13 +95,15 @@ pub(super) fn check_shape(
             "must be at least 1 (milliseconds)".into(),
         );
     }
-    if def.operators.is_empty() {
-        push(
-            "operators".into(),
-            "a job needs at least one operator (start with a fluss-source)".into(),
-        );
-        return None;
-    }
+}
+
+/// Each operator's name (valid, unique), type and parallelism; answers the index of the valid
+/// names.
+fn check_operators<'d>(
+    def: &'d JobDefinition,
+    paths: &dyn PathNames,
+    push: &mut Push<'_>,
+) -> BTreeMap<&'d str, usize> {
     let mut index = BTreeMap::new();
     for (i, op) in def.operators.iter().enumerate() {
         if !valid_name(&op.name) {
@@ -117,7 +142,12 @@ pub(super) fn check_shape(
             );
         }
     }
-    let edges = match &def.edges {
+    index
+}
+
+/// The definition's edges; without any, a chain of the operators in order.
+fn def_edges(def: &JobDefinition) -> Vec<EdgeDef> {
+    match &def.edges {
         Some(edges) => edges.clone(),
         None => def
             .operators
@@ -129,7 +159,19 @@ pub(super) fn check_shape(
                 key: Vec::new(),
             })
             .collect(),
-    };
+    }
+}
+
+/// Each edge (known ends, from an output into an input, key only for hash edges) and each
+/// operator's inputs (every non-source has one, a delta-sink exactly one). Answers the count
+/// of inputs per operator, or `None` when an edge names an unknown operator.
+fn check_edges(
+    def: &JobDefinition,
+    edges: &[EdgeDef],
+    index: &BTreeMap<&str, usize>,
+    paths: &dyn PathNames,
+    push: &mut Push<'_>,
+) -> Option<Vec<usize>> {
     let mut bad_edges = false;
     let mut inputs = vec![0usize; def.operators.len()];
     for (e, edge) in edges.iter().enumerate() {
@@ -211,8 +253,20 @@ pub(super) fn check_shape(
     if bad_edges {
         return None;
     }
+    Some(inputs)
+}
+
+/// The operators in an order where every edge goes forward, or `None` (with the error) when
+/// the edges form a cycle.
+fn forward_order(
+    def: &JobDefinition,
+    edges: &[EdgeDef],
+    index: &BTreeMap<&str, usize>,
+    inputs: &[usize],
+    push: &mut Push<'_>,
+) -> Option<Vec<usize>> {
     // Kahn's algorithm in definition order, so the order is stable.
-    let mut indegree = inputs.clone();
+    let mut indegree = inputs.to_vec();
     let mut ready: VecDeque<usize> = (0..indegree.len()).filter(|&i| indegree[i] == 0).collect();
     let mut order = Vec::with_capacity(indegree.len());
     while let Some(i) = ready.pop_front() {
@@ -238,7 +292,7 @@ pub(super) fn check_shape(
         );
         return None;
     }
-    Some(Plan { edges, order })
+    Some(order)
 }
 
 pub(super) fn index_of(def: &JobDefinition, name: &str) -> usize {
