@@ -594,32 +594,12 @@ impl TieringService {
         let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
-        let bucket_ids: Vec<i32> = (0..buckets as i32).collect();
-        let earliest = connection
-            .get_admin()
-            .map_err(|e| anyhow!("fluss admin: {e}"))?
-            .list_offsets(
-                &fluss::metadata::TablePath::new(database.to_string(), table.to_string()),
-                &bucket_ids,
-                fluss::rpc::message::OffsetSpec::Earliest,
-            )
-            .await
-            .map_err(|e| anyhow!("list earliest offsets of {name}: {e}"))?;
         let lake_offsets = lake
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
             .unwrap_or_default();
-        let start_offsets: BTreeMap<i32, i64> = bucket_ids
-            .iter()
-            .map(|b| {
-                let start = lake_offsets
-                    .get(b)
-                    .or(earliest.get(b))
-                    .copied()
-                    .unwrap_or(0);
-                (*b, start)
-            })
-            .collect();
+        let start_offsets =
+            start_offsets(connection, database, table, buckets, &lake_offsets).await?;
         let progress = Arc::new(Mutex::new(Progress {
             lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
@@ -663,39 +643,12 @@ impl TieringService {
             )?),
             None => None,
         };
-        let (db, tb, registry, hook_progress) = (
-            database.to_string(),
-            table.to_string(),
+        sink.on_commit = Some(commit_hook(
+            database,
+            table,
             self.registry.clone(),
             progress.clone(),
-        );
-        sink.on_commit = Some(Arc::new(move |commit: LakeCommit| {
-            let (db, tb, registry, progress) = (
-                db.clone(),
-                tb.clone(),
-                registry.clone(),
-                hook_progress.clone(),
-            );
-            async move {
-                let offsets = {
-                    let mut p = progress.lock().unwrap();
-                    p.on_commit(&commit);
-                    p.lake_offsets
-                        .iter()
-                        .map(|(b, o)| (*b, *o))
-                        .collect::<Vec<_>>()
-                };
-                if let Some(registry) = registry {
-                    registry(&db, &tb, commit.delta_version as i64, &offsets).map_err(|e| {
-                        silt_connectors::delta::Error::Config(format!(
-                            "updating the lake-offset registry: {e:#}"
-                        ))
-                    })?;
-                }
-                Ok(())
-            }
-            .boxed()
-        }));
+        ));
 
         #[cfg(feature = "fault-injection")]
         if let Some((point, marker)) = self.config.crash_at.clone() {
@@ -713,6 +666,32 @@ impl TieringService {
             }));
         }
 
+        let graph = self.tiering_graph(database, table, buckets, start_offsets, sink)?;
+        let job_config = self.tiering_job_config(database, table, table_id, freshness)?;
+        let job = self.manager.submit(graph, job_config)?;
+        info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
+        Ok(TableJob {
+            explicit: false,
+            table_id,
+            lake_behind,
+            lake_uri,
+            freshness,
+            buckets,
+            job,
+            progress,
+        })
+    }
+
+    /// The tiering job's graph: the Fluss source from `start_offsets`, hashed by bucket into the
+    /// Delta writers and their committer.
+    fn tiering_graph(
+        &self,
+        database: &str,
+        table: &str,
+        buckets: u32,
+        start_offsets: BTreeMap<i32, i64>,
+        sink: DeltaSinkConfig,
+    ) -> Result<JobGraph> {
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);
@@ -737,8 +716,20 @@ impl TieringService {
                 key_columns: vec![silt_connectors::changelog::BUCKET_COLUMN.to_string()],
             },
         )
-        .with_context(|| format!("building the tiering job of {name}"))?;
+        .with_context(|| format!("building the tiering job of {database}.{table}"))?;
 
+        Ok(graph)
+    }
+
+    /// The tiering job's engine configuration: a checkpoint every `freshness` under the table's
+    /// own checkpoint directory, the service's timeouts, restarts and channels.
+    fn tiering_job_config(
+        &self,
+        database: &str,
+        table: &str,
+        table_id: i64,
+        freshness: Duration,
+    ) -> Result<JobConfig> {
         let checkpoints = crate::paths::tiering_checkpoint_dir(
             &self.config.checkpoint_root,
             database,
@@ -746,24 +737,13 @@ impl TieringService {
             table_id,
         )?;
         let storage = silt_engine::storage_for(&checkpoints.to_string_lossy())?;
-        let mut job_config = JobConfig::new(format!("tiering {name}"), storage);
+        let mut job_config = JobConfig::new(format!("tiering {database}.{table}"), storage);
         job_config.checkpoint.interval = Some(freshness);
         job_config.checkpoint.timeout = self.config.checkpoint_timeout;
         job_config.checkpoint.retained_max = self.config.checkpoints_retained_max;
         job_config.restart = self.config.restart.clone();
         job_config.channel = self.config.channel;
-        let job = self.manager.submit(graph, job_config)?;
-        info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
-        Ok(TableJob {
-            explicit: false,
-            table_id,
-            lake_behind,
-            lake_uri,
-            freshness,
-            buckets,
-            job,
-            progress,
-        })
+        Ok(job_config)
     }
 
     /// Hot high watermarks, lake offsets and lag per tiered table.
@@ -848,6 +828,78 @@ impl TieringService {
             }
         }
     }
+}
+
+/// Where a tiering job starts per bucket: the lake's txn offset, or where the lake holds
+/// nothing of a bucket, the changelog's earliest held offset.
+async fn start_offsets(
+    connection: &fluss::client::FlussConnection,
+    database: &str,
+    table: &str,
+    buckets: u32,
+    lake_offsets: &BTreeMap<i32, i64>,
+) -> Result<BTreeMap<i32, i64>> {
+    let bucket_ids: Vec<i32> = (0..buckets as i32).collect();
+    let earliest = connection
+        .get_admin()
+        .map_err(|e| anyhow!("fluss admin: {e}"))?
+        .list_offsets(
+            &fluss::metadata::TablePath::new(database.to_string(), table.to_string()),
+            &bucket_ids,
+            fluss::rpc::message::OffsetSpec::Earliest,
+        )
+        .await
+        .map_err(|e| anyhow!("list earliest offsets of {database}.{table}: {e}"))?;
+    let start_offsets: BTreeMap<i32, i64> = bucket_ids
+        .iter()
+        .map(|b| {
+            let start = lake_offsets
+                .get(b)
+                .or(earliest.get(b))
+                .copied()
+                .unwrap_or(0);
+            (*b, start)
+        })
+        .collect();
+    Ok(start_offsets)
+}
+
+/// What a tiering job does after each lake commit: its progress (status, lag) and the hot
+/// store's lake-offset registry.
+fn commit_hook(
+    database: &str,
+    table: &str,
+    registry: Option<RegistryUpdate>,
+    progress: Arc<Mutex<Progress>>,
+) -> silt_connectors::delta::LakeCommitHook {
+    let (db, tb, hook_progress) = (database.to_string(), table.to_string(), progress);
+    Arc::new(move |commit: LakeCommit| {
+        let (db, tb, registry, progress) = (
+            db.clone(),
+            tb.clone(),
+            registry.clone(),
+            hook_progress.clone(),
+        );
+        async move {
+            let offsets = {
+                let mut p = progress.lock().unwrap();
+                p.on_commit(&commit);
+                p.lake_offsets
+                    .iter()
+                    .map(|(b, o)| (*b, *o))
+                    .collect::<Vec<_>>()
+            };
+            if let Some(registry) = registry {
+                registry(&db, &tb, commit.delta_version as i64, &offsets).map_err(|e| {
+                    silt_connectors::delta::Error::Config(format!(
+                        "updating the lake-offset registry: {e:#}"
+                    ))
+                })?;
+            }
+            Ok(())
+        }
+        .boxed()
+    })
 }
 
 #[cfg(test)]
