@@ -319,6 +319,98 @@ impl Catalog {
         Ok(Some(entry))
     }
 
+    /// Sets and resets a table's properties, as Fluss's AlterTable does: `table.*` keys only
+    /// among [`ALTERABLE_PROPERTIES`], with values checked as CreateTable checks them; any other
+    /// key is a custom property. Returns the new entry, or `None` when nothing changed or the
+    /// table is absent and `ignore_if_not_exists`.
+    pub fn alter_table_properties(
+        &self,
+        database: &str,
+        name: &str,
+        changes: &[PropertyChange],
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<Arc<TableEntry>>, ApiError> {
+        let mut state = self.lock();
+        let key = (database.to_string(), name.to_string());
+        let Some(old) = state.tables.get(&key).cloned() else {
+            if ignore_if_not_exists {
+                return Ok(None);
+            }
+            return Err(unknown_table(&state, database, name));
+        };
+        let qualified = old.qualified_name();
+        for change in changes {
+            let key = change.key();
+            if key.starts_with(TABLE_PROPERTY_PREFIX) && !ALTERABLE_PROPERTIES.contains(&key) {
+                return Err(ApiError::new(
+                    code::INVALID_ALTER_TABLE,
+                    format!(
+                        "the option '{key}' of {qualified} is not supported to alter (alterable: \
+                         {}); recreate the table to change it",
+                        ALTERABLE_PROPERTIES.join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut value: Value = serde_json::from_slice(&old.json).map_err(|e| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("stored json of {qualified} does not parse: {e}"),
+            )
+        })?;
+        let mut changed = false;
+        for change in changes {
+            let key = change.key();
+            let field = if key.starts_with(TABLE_PROPERTY_PREFIX) {
+                "properties"
+            } else {
+                "custom_properties"
+            };
+            let properties = value
+                .as_object_mut()
+                .and_then(|o| o.entry(field).or_insert_with(|| json!({})).as_object_mut())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        code::UNKNOWN_SERVER_ERROR,
+                        format!("stored {field} of {qualified} are not an object"),
+                    )
+                })?;
+            match change {
+                PropertyChange::Set { key, value } => {
+                    check_property_value(&qualified, key, value)?;
+                    changed |= properties.insert(key.clone(), json!(value)) != Some(json!(value));
+                }
+                PropertyChange::Reset { key } => changed |= properties.remove(key).is_some(),
+            }
+        }
+        if !changed {
+            return Ok(None);
+        }
+        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| {
+            ApiError::new(
+                code::INVALID_CONFIG,
+                format!("altered table {qualified}: {e}"),
+            )
+        })?;
+        let json = serde_json::to_vec(&value).map_err(|e| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("altered table {qualified}: {e}"),
+            )
+        })?;
+        let entry = Arc::new(TableEntry {
+            json,
+            descriptor,
+            modified_ms: now_ms(),
+            ..(*old).clone()
+        });
+        state.tables.insert(key.clone(), entry.clone());
+        self.persist_or_rollback(&mut state, move |state| {
+            state.tables.insert(key, old);
+        })?;
+        Ok(Some(entry))
+    }
+
     pub fn table(&self, database: &str, name: &str) -> Result<Arc<TableEntry>, ApiError> {
         let state = self.lock();
         match state.tables.get(&(database.to_string(), name.to_string())) {
@@ -498,6 +590,62 @@ impl Catalog {
         });
         let bytes = serde_json::to_vec_pretty(&document).map_err(std::io::Error::other)?;
         write_atomically(&self.path, &bytes)
+    }
+}
+
+const TABLE_PROPERTY_PREFIX: &str = "table.";
+
+/// The `table.*` properties Fluss 0.9.1 lets AlterTable change (`FlussConfigUtils`).
+pub const ALTERABLE_PROPERTIES: &[&str] = &[
+    "table.datalake.enabled",
+    "table.datalake.freshness",
+    "table.log.tiered.local-segments",
+];
+
+/// One property change of an AlterTable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropertyChange {
+    Set {
+        key: String,
+        value: String,
+    },
+    /// Back to the default: the property is removed.
+    Reset {
+        key: String,
+    },
+}
+
+impl PropertyChange {
+    fn key(&self) -> &str {
+        match self {
+            PropertyChange::Set { key, .. } | PropertyChange::Reset { key } => key,
+        }
+    }
+}
+
+/// An alterable property's value, checked as Fluss checks it at CreateTable (INVALID_CONFIG).
+fn check_property_value(table: &str, key: &str, value: &str) -> Result<(), ApiError> {
+    let invalid = |reason: &str| {
+        ApiError::new(
+            code::INVALID_CONFIG,
+            format!("invalid value '{value}' for '{key}' of {table}: {reason}"),
+        )
+    };
+    match key {
+        "table.datalake.enabled"
+            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") =>
+        {
+            Err(invalid("use 'true' or 'false'"))
+        }
+        "table.datalake.freshness" => match crate::retention::parse_ttl(value) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(invalid("use a positive duration such as '3min'")),
+            Err(reason) => Err(invalid(&format!("{reason}; use a duration such as '3min'"))),
+        },
+        "table.log.tiered.local-segments" if !value.trim().parse::<i32>().is_ok_and(|n| n > 0) => {
+            Err(invalid("it must be an integer greater than 0"))
+        }
+        _ => Ok(()),
     }
 }
 

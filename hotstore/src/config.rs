@@ -40,6 +40,8 @@ pub struct ServerConfig {
     /// Rows one limit scan may ask for (Flink pushes down at most 2048); its bytes are bounded
     /// by `fetch_response_bytes_max`.
     pub limit_scan_rows_max: usize,
+    /// Rows one prefix lookup request may answer, over all its keys.
+    pub prefix_lookup_rows_max: usize,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_grace_ms: u64,
     /// Log tablet settings (segment size, fsync policy, writers remembered).
@@ -88,6 +90,7 @@ impl Default for ServerConfig {
             fetch_response_bytes_max: 32 * 1024 * 1024,
             lookup_keys_max: 100_000,
             limit_scan_rows_max: 100_000,
+            prefix_lookup_rows_max: 100_000,
             shutdown_grace_ms: 5_000,
             log: crate::storage::LogConfig::default(),
             kv: crate::storage::KvConfig::default(),

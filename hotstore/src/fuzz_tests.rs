@@ -579,6 +579,58 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
             };
             (api::LIMIT_SCAN, request.encode_to_vec())
         });
+    let prefix_lookup = (
+        table_id(),
+        proptest::option::weighted(0.1, interesting_i64()),
+        bucket_id(),
+        proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..4),
+    )
+        .prop_map(|(table_id, partition_id, bucket_id, keys)| {
+            let request = PrefixLookupRequest {
+                table_id,
+                buckets_req: vec![PbPrefixLookupReqForBucket {
+                    partition_id,
+                    bucket_id,
+                    keys,
+                }],
+            };
+            (api::PREFIX_LOOKUP, request.encode_to_vec())
+        });
+    let alter_table = (
+        table_path(),
+        any::<bool>(),
+        prop::sample::select(vec![
+            "table.datalake.enabled",
+            "table.datalake.freshness",
+            "table.log.tiered.local-segments",
+            "table.log.ttl",
+            "owner",
+        ]),
+        proptest::option::weighted(0.8, "[a-z0-9 -]{0,6}"),
+        -1..5i32,
+        proptest::option::weighted(0.1, "[a-z]{0,4}"),
+    )
+        .prop_map(|(table_path, ignore, key, value, op_type, column)| {
+            let request = AlterTableRequest {
+                table_path,
+                ignore_if_not_exists: ignore,
+                config_changes: vec![PbAlterConfig {
+                    config_key: key.to_string(),
+                    config_value: value,
+                    op_type,
+                }],
+                add_columns: column
+                    .map(|name| PbColumnChange {
+                        column_name: Some(name),
+                    })
+                    .into_iter()
+                    .collect(),
+                drop_columns: Vec::new(),
+                rename_columns: Vec::new(),
+                modify_columns: Vec::new(),
+            };
+            (api::ALTER_TABLE, request.encode_to_vec())
+        });
     let kv_snapshots = (
         table_path(),
         table_id(),
@@ -756,6 +808,8 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
         2 => list_offsets,
         2 => limit_scan,
         2 => kv_snapshots,
+        2 => prefix_lookup,
+        1 => alter_table,
         2 => create_table,
         1 => drop_table,
         1 => databases,

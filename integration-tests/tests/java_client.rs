@@ -4,7 +4,8 @@
 //! `sanity` (DDL, log append and scan, upsert/delete/lookup, the PK changelog),
 //! `three-batches` (issue 12: acknowledged batches of one writer must all be stored),
 //! `limit-scan` (`Scan.limit(n).createBatchScanner` on a log and a PK table) and `kv-snapshots`
-//! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer). Each
+//! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer) and
+//! `prefix-lookup-alter-table` (`lookupBy(bucket key)`, `Admin.alterTable`). Each
 //! client version that cannot run here (no java, javac or mvn, or the jars cannot be fetched)
 //! is reported as `SKIPPED: java_client: ...`.
 //!
@@ -20,7 +21,13 @@ use silt_testkit::java_client::{self, CLIENT_VERSIONS, Ran};
 use silt_testkit::real_fluss::{RealFluss, Started};
 
 /// What each run executes, in one JVM per client version.
-const SCENARIOS: [&str; 4] = ["sanity", "three-batches", "limit-scan", "kv-snapshots"];
+const SCENARIOS: [&str; 5] = [
+    "sanity",
+    "three-batches",
+    "limit-scan",
+    "kv-snapshots",
+    "prefix-lookup-alter-table",
+];
 
 /// Lines of a failed run's stderr (stack traces, the client's warnings) kept in the message.
 const STDERR_LINES_MAX: usize = 60;

@@ -238,3 +238,62 @@ async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committ
     second.shutdown(Duration::from_secs(30)).await;
     Ok(())
 }
+
+/// Turning `table.datalake.enabled` on for an existing table with AlterTable (fluss-rs's
+/// `alter_table`) starts its tiering at the service's next poll, and the lake then holds the
+/// rows written before; turning it off stops the job at the next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn altering_datalake_enabled_on_starts_tiering_at_the_next_poll() -> Result<()> {
+    use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges};
+    let lake_enabled = |enabled: &str| AlterTableChanges {
+        config_changes: vec![AlterConfig::new(
+            "table.datalake.enabled",
+            Some(enabled.to_string()),
+            AlterConfigOpType::Set,
+        )],
+        ..AlterTableChanges::default()
+    };
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_for_tiering(dir.path(), 3).await?;
+    let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
+    let events = tables::events("t").property("table.datalake.freshness", "300ms");
+    events.create(&connection).await?;
+    tables::append_events(&connection, &events.path, 0..200, |id| format!("e{id}")).await?;
+    let service = tiering::service(dir.path(), &server);
+    service.poll_once().await?;
+    assert!(service.status().await?.is_empty(), "not lake-enabled yet");
+
+    let admin = connection.get_admin()?;
+    admin
+        .alter_table(&events.path, false, lake_enabled("true"))
+        .await?;
+    service.poll_once().await?;
+    let tiered: Vec<String> = service
+        .status()
+        .await?
+        .into_iter()
+        .map(|s| s.table)
+        .collect();
+    assert_eq!(
+        tiered,
+        ["events"],
+        "the first poll after the alter starts it"
+    );
+    wait_caught_up(&service, 1).await?;
+    let batches = lake_rows(dir.path(), "events", "SELECT id FROM lake ORDER BY id").await?;
+    assert!(
+        i64s(&batches, 0) == (0..200).collect::<Vec<_>>(),
+        "the rows written before the alter are in the lake once"
+    );
+
+    admin
+        .alter_table(&events.path, false, lake_enabled("false"))
+        .await?;
+    service.poll_once().await?;
+    assert!(
+        service.status().await?.is_empty(),
+        "the first poll after turning it off stops the job"
+    );
+    service.shutdown(Duration::from_secs(30)).await;
+    Ok(())
+}

@@ -55,6 +55,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         fetch_response_bytes_max: config.hotstore.fetch_response_bytes_max,
         lookup_keys_max: config.hotstore.lookup_keys_max,
         limit_scan_rows_max: config.hotstore.limit_scan_rows_max,
+        prefix_lookup_rows_max: config.hotstore.prefix_lookup_rows_max,
         frame_read_timeout_ms: config.hotstore.frame_read_timeout_ms,
         authentication_timeout_ms: config.hotstore.authentication_timeout_ms,
         shutdown_grace_ms: config.hotstore.shutdown_grace_ms,

@@ -25,6 +25,8 @@ pub struct Table {
     buckets: i32,
     lake_freshness: Option<String>,
     properties: Vec<(String, String)>,
+    /// Distributed by these columns; the primary key when empty.
+    bucket_key: Vec<String>,
 }
 
 impl Table {
@@ -37,6 +39,7 @@ impl Table {
             buckets: 3,
             lake_freshness: None,
             properties: Vec::new(),
+            bucket_key: Vec::new(),
         }
     }
 
@@ -63,6 +66,13 @@ impl Table {
         self
     }
 
+    /// Distributed by `columns` (for a primary-key table, a leading part of its key makes
+    /// prefix lookups possible) instead of by the primary key.
+    pub fn bucket_key(mut self, columns: &[&str]) -> Table {
+        self.bucket_key = columns.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
     /// Any other table property, e.g. `table.log.ttl`.
     pub fn property(mut self, key: &str, value: &str) -> Table {
         self.properties.push((key.to_string(), value.to_string()));
@@ -79,7 +89,7 @@ impl Table {
         }
         let mut descriptor = TableDescriptor::builder()
             .schema(schema.build()?)
-            .distributed_by(Some(self.buckets), self.primary_key.clone());
+            .distributed_by(Some(self.buckets), self.bucket_columns());
         if let Some(freshness) = &self.lake_freshness {
             descriptor = descriptor
                 .property("table.datalake.enabled", "true")
@@ -89,6 +99,14 @@ impl Table {
             descriptor = descriptor.property(key, value);
         }
         Ok(descriptor.build()?)
+    }
+
+    fn bucket_columns(&self) -> Vec<String> {
+        if self.bucket_key.is_empty() {
+            self.primary_key.clone()
+        } else {
+            self.bucket_key.clone()
+        }
     }
 
     /// Creates the database if it does not exist, then the table (an error if it exists);

@@ -1,6 +1,6 @@
 //! Catalog-level handlers: databases, tables, metadata, writer ids and lake snapshots.
 
-use crate::catalog::TableEntry;
+use crate::catalog::{PropertyChange, TableEntry};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::{NODE_ID, Service};
@@ -113,6 +113,81 @@ pub(crate) async fn drop_table(service: &Service, body: Bytes) -> Result<Empty, 
     }
     Ok(Empty {})
 }
+
+/// AlterTable of properties as Fluss 0.9.1 answers it (`CoordinatorService.alterTable`,
+/// `TableDescriptorValidation.validateAlterTableProperties`): SET and DELETE (reset) of the
+/// alterable `table.*` options and of any custom property; APPEND and SUBTRACT are refused, and
+/// a request may change properties or the schema, not both. The tiering service sees a table's
+/// new `table.datalake.enabled` at its next poll. Schema changes (add, drop, rename, modify
+/// column) are refused: silt does not evolve schemas.
+pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: AlterTableRequest = protocol::decode(body, "AlterTable")?;
+    let path = &request.table_path;
+    let name = format!("{}.{}", path.database_name, path.table_name);
+    let changes = request
+        .config_changes
+        .iter()
+        .map(|change| property_change(&name, change))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema_changes = [
+        ("add", &request.add_columns),
+        ("drop", &request.drop_columns),
+        ("rename", &request.rename_columns),
+        ("modify", &request.modify_columns),
+    ];
+    if let Some((kind, columns)) = schema_changes.iter().find(|(_, c)| !c.is_empty()) {
+        if !changes.is_empty() {
+            return Err(ApiError::new(
+                code::INVALID_ALTER_TABLE,
+                format!(
+                    "alter table {name} changes both properties and the schema: a table \
+                     alteration applies to one of them; send two requests"
+                ),
+            ));
+        }
+        let column = columns[0].column_name.as_deref().unwrap_or("?");
+        return Err(ApiError::new(
+            code::INVALID_ALTER_TABLE,
+            format!(
+                "alter table {name}: {kind} column '{column}' is not supported by silt's hotstore, \
+                 which does not evolve schemas yet; create a new table with the schema you need"
+            ),
+        ));
+    }
+    service.catalog.alter_table_properties(
+        &path.database_name,
+        &path.table_name,
+        &changes,
+        request.ignore_if_not_exists,
+    )?;
+    Ok(Empty {})
+}
+
+fn property_change(table: &str, change: &PbAlterConfig) -> Result<PropertyChange, ApiError> {
+    let key = change.config_key.clone();
+    match (change.op_type, &change.config_value) {
+        (ALTER_CONFIG_SET, Some(value)) => Ok(PropertyChange::Set {
+            key,
+            value: value.clone(),
+        }),
+        (ALTER_CONFIG_SET, None) => Err(ApiError::new(
+            code::INVALID_CONFIG,
+            format!("alter table {table}: setting '{key}' needs a value; to reset it, use reset"),
+        )),
+        (ALTER_CONFIG_DELETE, _) => Ok(PropertyChange::Reset { key }),
+        (op_type, _) => Err(ApiError::new(
+            code::INVALID_ALTER_TABLE,
+            format!(
+                "alter table {table}: unsupported alter config op type {op_type} for '{key}'; \
+                 use set (0) or reset (1)"
+            ),
+        )),
+    }
+}
+
+/// `PbAlterConfig.op_type` values Fluss accepts (APPEND = 2 and SUBTRACT = 3 it refuses).
+const ALTER_CONFIG_SET: i32 = 0;
+const ALTER_CONFIG_DELETE: i32 = 1;
 
 pub(crate) fn get_table_info(
     service: &Service,

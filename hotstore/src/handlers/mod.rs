@@ -1,7 +1,8 @@
 //! Request handlers: decode a request, call the tablets or the catalog, encode the answer.
 //! [`handle`] dispatches by API key; [`ddl`] answers the catalog-level requests (ApiVersions,
 //! Metadata, DDL, writer ids, lake snapshots), [`log`] produce, fetch and offsets, [`kv`] the
-//! primary-key writes and lookups, [`limit_scan`] the bounded peek at a bucket's rows,
+//! primary-key writes and lookups, [`prefix_lookup`] the bucket-key prefix lookups,
+//! [`limit_scan`] the bounded peek at a bucket's rows,
 //! [`kv_snapshots`] the kv snapshot and snapshot-lease requests. Handlers read [`Service`], the
 //! server's state; nothing below imports them.
 
@@ -10,6 +11,7 @@ pub(crate) mod kv;
 pub(crate) mod kv_snapshots;
 pub(crate) mod limit_scan;
 pub(crate) mod log;
+pub(crate) mod prefix_lookup;
 
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, RequestHeader, api, code};
@@ -71,6 +73,8 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::PUT_KV => reply(id, kv::put(service, body).await),
         api::LOOKUP => reply(id, kv::lookup(service, body).await),
         api::LIMIT_SCAN => reply(id, limit_scan::limit_scan(service, body)),
+        api::PREFIX_LOOKUP => reply(id, prefix_lookup::prefix_lookup(service, body)),
+        api::ALTER_TABLE => reply(id, ddl::alter_table(service, body)),
         api::GET_LATEST_KV_SNAPSHOTS => {
             reply(id, kv_snapshots::get_latest_kv_snapshots(service, body))
         }
@@ -189,7 +193,7 @@ mod tests {
 
     #[test]
     fn unknown_api_key_and_version_get_error_responses() {
-        for (key, version) in [(999, 0), (1044, 0), (api::METADATA, 7)] {
+        for (key, version) in [(999, 0), (1041, 0), (api::METADATA, 7)] {
             let (kind, body) = call(key, version, Bytes::new());
             assert_eq!(kind, 1, "api key {key} v{version} is an error response");
             let error = ErrorResponse::decode(body).unwrap();

@@ -592,6 +592,93 @@ pub struct AuthenticateResponse {
     pub challenge: Option<Vec<u8>>,
 }
 
+// ---- prefix lookup ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PrefixLookupRequest {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub buckets_req: Vec<PbPrefixLookupReqForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPrefixLookupReqForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    /// Encoded bucket keys, each a byte prefix of the encoded primary keys it matches.
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    pub keys: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PrefixLookupResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbPrefixLookupRespForBucket>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPrefixLookupRespForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+    #[prost(int32, optional, tag = "3")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub error_message: Option<String>,
+    /// One list per requested key, in request order: the values of every matching row.
+    #[prost(message, repeated, tag = "5")]
+    pub value_lists: Vec<PbValueList>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbValueList {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    pub values: Vec<Vec<u8>>,
+}
+
+// ---- alter table ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterTableRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(bool, required, tag = "2")]
+    pub ignore_if_not_exists: bool,
+    #[prost(message, repeated, tag = "3")]
+    pub config_changes: Vec<PbAlterConfig>,
+    #[prost(message, repeated, tag = "4")]
+    pub add_columns: Vec<PbColumnChange>,
+    #[prost(message, repeated, tag = "5")]
+    pub drop_columns: Vec<PbColumnChange>,
+    #[prost(message, repeated, tag = "6")]
+    pub rename_columns: Vec<PbColumnChange>,
+    #[prost(message, repeated, tag = "7")]
+    pub modify_columns: Vec<PbColumnChange>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbAlterConfig {
+    #[prost(string, required, tag = "1")]
+    pub config_key: String,
+    #[prost(string, optional, tag = "2")]
+    pub config_value: Option<String>,
+    /// SET = 0, DELETE = 1 (reset), APPEND = 2, SUBTRACT = 3.
+    #[prost(int32, required, tag = "3")]
+    pub op_type: i32,
+}
+
+/// A schema change (PbAddColumn, PbDropColumn, PbRenameColumn, PbModifyColumn): silt refuses
+/// them all, so only the column name (field 1 in each) is read, to name it in the error.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbColumnChange {
+    #[prost(string, optional, tag = "1")]
+    pub column_name: Option<String>,
+}
+
 // ---- limit scan ----
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -42,8 +42,10 @@ pub mod api {
     pub const INIT_WRITER: i16 = 1026;
     pub const GET_LAKE_SNAPSHOT: i16 = 1032;
     pub const LIMIT_SCAN: i16 = 1033;
+    pub const PREFIX_LOOKUP: i16 = 1034;
     pub const GET_DATABASE_INFO: i16 = 1035;
     pub const AUTHENTICATE: i16 = 1038;
+    pub const ALTER_TABLE: i16 = 1044;
     pub const ACQUIRE_KV_SNAPSHOT_LEASE: i16 = 1056;
     pub const RELEASE_KV_SNAPSHOT_LEASE: i16 = 1057;
     pub const DROP_KV_SNAPSHOT_LEASE: i16 = 1058;
@@ -75,8 +77,10 @@ pub mod api {
         (INIT_WRITER, 0, 0),
         (GET_LAKE_SNAPSHOT, 0, 0),
         (LIMIT_SCAN, 0, 0),
+        (PREFIX_LOOKUP, 0, 0),
         (GET_DATABASE_INFO, 0, 0),
         (AUTHENTICATE, 0, 0),
+        (ALTER_TABLE, 0, 0),
         (ACQUIRE_KV_SNAPSHOT_LEASE, 0, 0),
         (RELEASE_KV_SNAPSHOT_LEASE, 0, 0),
         (DROP_KV_SNAPSHOT_LEASE, 0, 0),
@@ -113,6 +117,7 @@ pub mod code {
     pub const KV_SNAPSHOT_NOT_EXIST: i32 = 41;
     pub const AUTHENTICATE_EXCEPTION: i32 = 46;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
+    pub const INVALID_ALTER_TABLE: i32 = 56;
     pub const DELETION_DISABLED: i32 = 57;
 }
 

@@ -306,6 +306,17 @@ impl KvTablet {
         })
     }
 
+    /// The entries whose key starts with `prefix`, in key order, as of the moment of the call.
+    pub fn prefix<'a>(
+        &'a self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<(Bytes, Bytes)>> + 'a {
+        self.data.prefix(prefix).map(move |guard| {
+            let (k, v) = guard.into_inner().map_err(self.kv_error())?;
+            Ok((Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v)))
+        })
+    }
+
     /// An estimate of the number of entries (exact after compaction).
     pub fn approximate_len(&self) -> usize {
         self.data.approximate_len()

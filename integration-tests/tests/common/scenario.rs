@@ -23,6 +23,8 @@ use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table, use
 pub const DATABASE: &str = "silt_scenario";
 pub const LOG_TABLE: &str = "events";
 pub const PK_TABLE: &str = "users";
+/// Keyed by (customer, order_id), distributed by customer: prefix lookups by customer.
+pub const PREFIX_TABLE: &str = "orders";
 pub const LOG_BUCKETS: i32 = 3;
 /// Rows per append batch; two batches are written with a timestamp probe between them.
 pub const LOG_ROWS_PER_BATCH: i32 = 30;
@@ -48,6 +50,11 @@ pub struct ScenarioRecord {
     pub pk_limit_scan: Vec<UserRow>,
     /// The PK table's latest kv snapshots: (bucket, snapshot id, log offset) per bucket.
     pub kv_snapshots: Vec<(i32, Option<i64>, Option<i64>)>,
+    /// Prefix lookups of the orders table by customer: every (order id, amount), sorted.
+    pub prefix_lookups: BTreeMap<String, Vec<(i32, i64)>>,
+    /// The log table's altered properties after AlterTable: the `table.*` ones it set or
+    /// reset, and its custom properties.
+    pub altered_properties: (BTreeMap<String, Option<String>>, BTreeMap<String, String>),
     /// Outcome of each deliberate mistake, by a short name of the call.
     pub errors: BTreeMap<String, Outcome>,
 }
@@ -162,6 +169,8 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
     let tables = record_tables(&admin, &log_path, &pk_path).await?;
     let log = run_log_table(&connection, &admin, &log_path).await?;
     let pk = run_pk_table(&connection, &admin, &pk_path).await?;
+    let prefix_lookups = run_prefix_table(&connection, &admin).await?;
+    let altered_properties = alter_log_table(&admin, &log_path).await?;
     let errors = record_errors(&connection, &admin, &log_path, &pk_path).await;
 
     Ok(ScenarioRecord {
@@ -174,8 +183,117 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
         pk_offsets: pk.offsets,
         pk_limit_scan: pk.limit_scan,
         kv_snapshots: pk.kv_snapshots,
+        prefix_lookups,
+        altered_properties,
         errors,
     })
+}
+
+/// Creates the orders table, upserts orders of customers whose names share leading
+/// characters (one updated, one deleted), and looks each customer up by prefix.
+async fn run_prefix_table(
+    connection: &FlussConnection,
+    admin: &FlussAdmin,
+) -> Result<BTreeMap<String, Vec<(i32, i64)>>> {
+    let path = TablePath::new(DATABASE, PREFIX_TABLE);
+    let schema = Schema::builder()
+        .column("customer", DataTypes::string())
+        .column("order_id", DataTypes::int())
+        .column("amount", DataTypes::bigint())
+        .primary_key(vec!["customer", "order_id"])?
+        .build()?;
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(2), vec!["customer".to_string()])
+        .build()?;
+    create_table_when_ready(admin, &path, &descriptor).await?;
+    let table = connection.get_table(&path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    let order = |customer: &str, order_id: i32, amount: i64| {
+        let mut row = GenericRow::new(3);
+        row.set_field(0, customer.to_string());
+        row.set_field(1, order_id);
+        row.set_field(2, amount);
+        row
+    };
+    for (customer, orders) in [("a", 1..=3), ("ab", 1..=2), ("b", 1..=1)] {
+        for order_id in orders {
+            writer.upsert(&order(customer, order_id, i64::from(order_id) * 10))?;
+        }
+    }
+    writer.upsert(&order("a", 2, 99))?;
+    writer.delete(&order("ab", 1, 0))?;
+    writer.flush().await.context("orders upserts")?;
+    let mut lookuper = table
+        .new_lookup()?
+        .lookup_by(vec!["customer".to_string()])
+        .create_lookuper()?;
+    let mut found = BTreeMap::new();
+    for customer in ["a", "ab", "b", "nobody"] {
+        let mut key = GenericRow::new(1);
+        key.set_field(0, customer.to_string());
+        let result = lookuper
+            .lookup(&key)
+            .await
+            .with_context(|| format!("prefix lookup of {customer}"))?;
+        let mut orders = Vec::new();
+        for row in result.get_rows()? {
+            orders.push((row.get_int(1)?, row.get_long(2)?));
+        }
+        orders.sort();
+        found.insert(customer.to_string(), orders);
+    }
+    Ok(found)
+}
+
+/// Sets a datalake freshness and a custom property of the log table, sets then resets its
+/// local segments, and reads back what the table holds.
+async fn alter_log_table(
+    admin: &FlussAdmin,
+    path: &TablePath,
+) -> Result<(BTreeMap<String, Option<String>>, BTreeMap<String, String>)> {
+    use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges};
+    let changes = |configs: Vec<(&str, Option<&str>)>| AlterTableChanges {
+        config_changes: configs
+            .into_iter()
+            .map(|(key, value)| match value {
+                Some(value) => {
+                    AlterConfig::new(key, Some(value.to_string()), AlterConfigOpType::Set)
+                }
+                None => AlterConfig::new(key, None, AlterConfigOpType::Delete),
+            })
+            .collect(),
+        ..AlterTableChanges::default()
+    };
+    let segments = "table.log.tiered.local-segments";
+    let freshness = "table.datalake.freshness";
+    admin
+        .alter_table(
+            path,
+            false,
+            changes(vec![
+                (freshness, Some("2min")),
+                (segments, Some("4")),
+                ("owner", Some("scenario")),
+            ]),
+        )
+        .await
+        .context("alter table: set")?;
+    admin
+        .alter_table(path, false, changes(vec![(segments, None)]))
+        .await
+        .context("alter table: reset")?;
+    let info = admin.get_table_info(path).await?;
+    let properties = [freshness, segments]
+        .into_iter()
+        .map(|key| (key.to_string(), info.get_properties().get(key).cloned()))
+        .collect();
+    let custom = info
+        .get_custom_properties()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok((properties, custom))
 }
 
 fn log_table_descriptor() -> Result<TableDescriptor> {
@@ -661,6 +779,54 @@ async fn record_errors(
         "get_latest_kv_snapshots/unknown_table",
         Outcome::of(admin.get_latest_kv_snapshots(&unknown_table, None).await),
     );
+    let set = |key: &str, value: &str| fluss::metadata::AlterTableChanges {
+        config_changes: vec![fluss::metadata::AlterConfig::new(
+            key,
+            Some(value.to_string()),
+            fluss::metadata::AlterConfigOpType::Set,
+        )],
+        ..Default::default()
+    };
+    note(
+        "alter_table/not_alterable",
+        Outcome::of(
+            admin
+                .alter_table(log_path, false, set("table.log.ttl", "1d"))
+                .await,
+        ),
+    );
+    note(
+        "alter_table/unknown_table_option",
+        Outcome::of(
+            admin
+                .alter_table(log_path, false, set("table.no-such-option", "1"))
+                .await,
+        ),
+    );
+    note(
+        "alter_table/local_segments_0",
+        Outcome::of(
+            admin
+                .alter_table(log_path, false, set("table.log.tiered.local-segments", "0"))
+                .await,
+        ),
+    );
+    note(
+        "alter_table/unknown_table",
+        Outcome::of(
+            admin
+                .alter_table(&unknown_table, false, set("owner", "x"))
+                .await,
+        ),
+    );
+    note(
+        "alter_table/unknown_table_ignored",
+        Outcome::of(
+            admin
+                .alter_table(&unknown_table, true, set("owner", "x"))
+                .await,
+        ),
+    );
     let pk_table_id = match admin.get_table_info(pk_path).await {
         Ok(info) => info.get_table_id(),
         Err(error) => {
@@ -759,6 +925,16 @@ pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Dif
         &reference.pk_limit_scan,
     );
     compare("kv_snapshots", &ours.kv_snapshots, &reference.kv_snapshots);
+    compare(
+        "prefix_lookups",
+        &ours.prefix_lookups,
+        &reference.prefix_lookups,
+    );
+    compare(
+        "altered_properties",
+        &ours.altered_properties,
+        &reference.altered_properties,
+    );
     let calls: std::collections::BTreeSet<&String> =
         ours.errors.keys().chain(reference.errors.keys()).collect();
     for name in calls {

@@ -23,7 +23,12 @@ import java.util.concurrent.TimeoutException;
 public final class Main {
     /** Every scenario, by name, in the order {@code all} runs them. */
     static final List<Scenario> SCENARIOS =
-            List.of(new Sanity(), new ThreeBatches(), new LimitScan(), new KvSnapshotsScenario());
+            List.of(
+                    new Sanity(),
+                    new ThreeBatches(),
+                    new LimitScan(),
+                    new KvSnapshotsScenario(),
+                    new PrefixLookupAndAlterTable());
 
     /**
      * Bound on one scenario. A scenario that fails every check still ends well within it:

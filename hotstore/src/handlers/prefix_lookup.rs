@@ -1,0 +1,191 @@
+//! PrefixLookup: every row of a primary-key table whose primary key starts with a given bucket
+//! key, read from the kv tablet, as Fluss 0.9.1 answers it (`Replica.prefixLookup`, a RocksDB
+//! prefix scan over the encoded primary keys).
+//!
+//! The request carries, per bucket, encoded bucket keys; the answer carries, per bucket and in
+//! request order, one list per key with the stored value (schema id and row, as a lookup
+//! returns it) of every matching row, in key order. A key that matches nothing gets an empty
+//! list.
+//!
+//! **Why a byte prefix scan is correct.** The kv tablet is keyed by the primary key bytes the
+//! client wrote, unchanged. The clients encode a primary key with the compacted key encoder
+//! (fields one after another, each self-delimiting: varints, fixed widths, length-prefixed
+//! bytes) whenever the table names no lake format or uses `table.kv.format-version` 2, and
+//! they encode the lookup's bucket key with the same encoder. Since the bucket key is a
+//! leading run of the primary key's fields, its encoding is a byte prefix of the encoding of
+//! every primary key holding those values, and, each field being self-delimiting, of no other.
+//! Two layouts break that, and are refused rather than answered wrongly: a bucket key that is
+//! not a leading run of the primary key (the clients refuse it too), and a table whose
+//! `table.datalake.format` is `paimon` or `iceberg` at kv format version 1 (the clients then
+//! encode keys in the lake's fixed-width row layout, which has no such prefix property).
+//!
+//! Bounds: the keys of one request are at most `lookup_keys_max`, and the rows it answers at
+//! most `prefix_lookup_rows_max`; past the latter the request is refused with
+//! RECORD_TOO_LARGE, never answered with fewer rows. Bucket-level failures (an unknown bucket, a
+//! storage error) are that bucket's error in the response, as Fluss puts them.
+
+use crate::protocol::messages::*;
+use crate::protocol::{self, ApiError, code};
+use crate::service::Service;
+use crate::tablets::{Bucket, TableRuntime};
+use bytes::Bytes;
+
+const KV_FORMAT_VERSION: &str = "table.kv.format-version";
+const DATALAKE_FORMAT: &str = "table.datalake.format";
+
+pub(crate) fn prefix_lookup(
+    service: &Service,
+    body: Bytes,
+) -> Result<PrefixLookupResponse, ApiError> {
+    let request: PrefixLookupRequest = protocol::decode(body, "PrefixLookup")?;
+    let table = service.table_runtime(request.table_id)?;
+    check_prefix_layout(&table)?;
+    let keys: usize = request.buckets_req.iter().map(|b| b.keys.len()).sum();
+    let keys_max = service.config.lookup_keys_max;
+    if keys > keys_max {
+        return Err(ApiError::new(
+            code::RECORD_TOO_LARGE,
+            format!(
+                "prefix lookup of {keys} keys of {} exceeds lookup_keys_max {keys_max}: send \
+                 fewer keys per request",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
+    let mut budget = RowBudget {
+        rows_left: service.config.prefix_lookup_rows_max,
+        rows_max: service.config.prefix_lookup_rows_max,
+    };
+    let mut buckets_resp = Vec::with_capacity(request.buckets_req.len());
+    for bucket_request in &request.buckets_req {
+        let answer = match bucket_request.partition_id {
+            Some(partition_id) => Err(ApiError::new(
+                code::UNKNOWN_TABLE_OR_BUCKET,
+                format!(
+                    "table {} has no partition id {partition_id}: it is not partitioned",
+                    table.entry.qualified_name()
+                ),
+            )),
+            None => table.bucket(bucket_request.bucket_id).and_then(|bucket| {
+                bucket_values(&table, bucket, &bucket_request.keys, &mut budget)
+            }),
+        };
+        let response = match answer {
+            Ok(value_lists) => PbPrefixLookupRespForBucket {
+                partition_id: bucket_request.partition_id,
+                bucket_id: bucket_request.bucket_id,
+                error_code: None,
+                error_message: None,
+                value_lists,
+            },
+            // Past the row bound the whole request is refused, never answered in part.
+            Err(error) if error.code == code::RECORD_TOO_LARGE => return Err(error),
+            Err(error) => PbPrefixLookupRespForBucket {
+                partition_id: bucket_request.partition_id,
+                bucket_id: bucket_request.bucket_id,
+                error_code: Some(error.code),
+                error_message: Some(error.message),
+                value_lists: Vec::new(),
+            },
+        };
+        buckets_resp.push(response);
+    }
+    Ok(PrefixLookupResponse { buckets_resp })
+}
+
+/// Rows one request may still answer.
+struct RowBudget {
+    rows_left: usize,
+    rows_max: usize,
+}
+
+/// The table has a primary key whose encoding starts with the bucket key's (module docs).
+fn check_prefix_layout(table: &TableRuntime) -> Result<(), ApiError> {
+    let name = table.entry.qualified_name();
+    let descriptor = &table.entry.descriptor;
+    let Some(primary_key) = descriptor.schema().primary_key() else {
+        return Err(ApiError::new(
+            code::NON_PRIMARY_KEY_TABLE,
+            format!("table {name} has no primary key: prefix lookups need one"),
+        ));
+    };
+    let primary_key = primary_key.column_names();
+    let bucket_keys = descriptor.bucket_keys();
+    let leading = bucket_keys.len() <= primary_key.len()
+        && bucket_keys.iter().zip(primary_key).all(|(b, p)| *b == p);
+    if bucket_keys.is_empty() || !leading {
+        return Err(ApiError::new(
+            code::INVALID_TABLE,
+            format!(
+                "prefix lookup on {name}: its bucket key {bucket_keys:?} is not a leading part of \
+                 its primary key {primary_key:?}; look rows up by the whole primary key, or \
+                 create the table with a bucket key that is"
+            ),
+        ));
+    }
+    let properties = descriptor.properties();
+    let kv_format_version = properties.get(KV_FORMAT_VERSION).map(String::as_str);
+    let lake_format = properties
+        .get(DATALAKE_FORMAT)
+        .map(|format| format.to_ascii_lowercase());
+    let lake_key_layout = matches!(lake_format.as_deref(), Some("paimon" | "iceberg"));
+    if lake_key_layout && kv_format_version.is_none_or(|version| version.trim() == "1") {
+        return Err(ApiError::new(
+            code::INVALID_TABLE,
+            format!(
+                "prefix lookup on {name}: its keys are encoded in the {} row layout ({DATALAKE_FORMAT}, \
+                 {KV_FORMAT_VERSION} 1), where a bucket key is not a byte prefix of the primary \
+                 key; create the table with '{KV_FORMAT_VERSION}' = '2' for prefix lookups",
+                lake_format.as_deref().unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Each key's matching values in key order, one list per key, charged to `budget`.
+fn bucket_values(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    keys: &[Vec<u8>],
+    budget: &mut RowBudget,
+) -> Result<Vec<PbValueList>, ApiError> {
+    let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
+    let kv = bucket.kv.as_ref().ok_or_else(|| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("{} has a primary key but no kv tablet", context()),
+        )
+    })?;
+    let mut value_lists = Vec::with_capacity(keys.len());
+    for key in keys {
+        if key.is_empty() {
+            return Err(ApiError::new(
+                code::CORRUPT_MESSAGE,
+                format!(
+                    "prefix lookup on {} with an empty key: send the encoded bucket key",
+                    context()
+                ),
+            ));
+        }
+        let mut values = Vec::new();
+        for entry in kv.prefix(key) {
+            let (_, value) = entry.map_err(|e| bucket.storage_error(&context(), e))?;
+            if budget.rows_left == 0 {
+                return Err(ApiError::new(
+                    code::RECORD_TOO_LARGE,
+                    format!(
+                        "prefix lookup on {} answers more than prefix_lookup_rows_max {} rows: \
+                         look up fewer keys per request, or read the table with a scan",
+                        table.entry.qualified_name(),
+                        budget.rows_max
+                    ),
+                ));
+            }
+            budget.rows_left -= 1;
+            values.push(value.to_vec());
+        }
+        value_lists.push(PbValueList { values });
+    }
+    Ok(value_lists)
+}

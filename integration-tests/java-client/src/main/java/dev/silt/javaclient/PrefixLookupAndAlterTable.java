@@ -1,0 +1,124 @@
+package dev.silt.javaclient;
+
+import static dev.silt.javaclient.Checks.await;
+import static dev.silt.javaclient.Checks.awaitFailure;
+import static dev.silt.javaclient.Checks.check;
+import static dev.silt.javaclient.Checks.checkEquals;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.fluss.client.lookup.Lookuper;
+import org.apache.fluss.client.table.Table;
+import org.apache.fluss.client.table.writer.UpsertWriter;
+import org.apache.fluss.exception.InvalidAlterTableException;
+import org.apache.fluss.metadata.Schema;
+import org.apache.fluss.metadata.TableChange;
+import org.apache.fluss.metadata.TableDescriptor;
+import org.apache.fluss.metadata.TableInfo;
+import org.apache.fluss.metadata.TablePath;
+import org.apache.fluss.row.BinaryString;
+import org.apache.fluss.row.GenericRow;
+import org.apache.fluss.row.InternalRow;
+import org.apache.fluss.types.DataTypes;
+
+/**
+ * {@code Lookup.lookupBy(bucket key)}, the call behind Flink lookup joins on a bucket-key prefix:
+ * every current row of a customer, none of a customer whose name merely starts the same way;
+ * and {@code Admin.alterTable} setting and resetting properties, refusing one Fluss does not let
+ * change.
+ */
+final class PrefixLookupAndAlterTable implements Scenario {
+    @Override
+    public String name() {
+        return "prefix-lookup-alter-table";
+    }
+
+    @Override
+    public String run(String bootstrap) throws Exception {
+        try (Client client = Client.connect(bootstrap, Map.of())) {
+            TablePath path = client.createFreshTable("silt_java", "orders", orders());
+            prefixLookups(client, path);
+            alterTable(client, path);
+            return "prefix lookups of 4 customers (one updated, one deleted order); "
+                    + "alter table set, reset, and a refused option";
+        }
+    }
+
+    private static void prefixLookups(Client client, TablePath path) throws Exception {
+        try (Table table = client.connection.getTable(path)) {
+            UpsertWriter writer = table.newUpsert().createWriter();
+            String[][] customers = {{"a", "3"}, {"ab", "2"}, {"b", "1"}};
+            for (String[] customer : customers) {
+                for (int order = 1; order <= Integer.parseInt(customer[1]); order++) {
+                    writer.upsert(order(customer[0], order, order * 10L));
+                }
+            }
+            writer.upsert(order("a", 2, 99));
+            writer.delete(order("ab", 1, 0));
+            writer.flush();
+            Lookuper lookuper = table.newLookup().lookupBy("customer").createLookuper();
+            checkEquals(List.of("1:10", "2:99", "3:30"), lookup(lookuper, "a"), "orders of a");
+            checkEquals(List.of("2:20"), lookup(lookuper, "ab"), "orders of ab");
+            checkEquals(List.of("1:10"), lookup(lookuper, "b"), "orders of b");
+            checkEquals(List.of(), lookup(lookuper, "nobody"), "orders of nobody");
+        }
+    }
+
+    private static void alterTable(Client client, TablePath path) throws Exception {
+        await(
+                client.admin.alterTable(
+                        path,
+                        List.of(
+                                TableChange.set("table.datalake.freshness", "2min"),
+                                TableChange.set("owner", "java")),
+                        false),
+                "alter table " + path);
+        await(
+                client.admin.alterTable(path, List.of(TableChange.reset("owner")), false),
+                "reset owner of " + path);
+        TableInfo info = await(client.admin.getTableInfo(path), "table info of " + path);
+        checkEquals(
+                "2min",
+                info.getProperties().toMap().get("table.datalake.freshness"),
+                "freshness of " + path);
+        check(
+                !info.getCustomProperties().toMap().containsKey("owner"),
+                "owner of " + path + " after its reset: " + info.getCustomProperties().toMap());
+        awaitFailure(
+                client.admin.alterTable(
+                        path, List.of(TableChange.set("table.log.ttl", "1d")), false),
+                InvalidAlterTableException.class,
+                "altering table.log.ttl of " + path);
+    }
+
+    private static List<String> lookup(Lookuper lookuper, String customer) throws Exception {
+        List<String> found = new ArrayList<>();
+        for (InternalRow row :
+                await(
+                                lookuper.lookup(GenericRow.of(BinaryString.fromString(customer))),
+                                "prefix lookup of " + customer)
+                        .getRowList()) {
+            found.add(row.getInt(1) + ":" + row.getLong(2));
+        }
+        Collections.sort(found);
+        return found;
+    }
+
+    private static TableDescriptor orders() {
+        Schema schema =
+                Schema.newBuilder()
+                        .column("customer", DataTypes.STRING())
+                        .column("order_id", DataTypes.INT())
+                        .column("amount", DataTypes.BIGINT())
+                        .primaryKey("customer", "order_id")
+                        .build();
+        return TableDescriptor.builder().schema(schema).distributedBy(2, "customer").build();
+    }
+
+    private static GenericRow order(String customer, int orderId, long amount) {
+        return GenericRow.of(BinaryString.fromString(customer), orderId, amount);
+    }
+}
