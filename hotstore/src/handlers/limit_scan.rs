@@ -133,12 +133,7 @@ fn kv_head(
     bytes_max: usize,
 ) -> Result<Bytes, ApiError> {
     let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
-    let kv = bucket.kv.as_ref().ok_or_else(|| {
-        ApiError::new(
-            code::KV_STORAGE_EXCEPTION,
-            format!("{} has a primary key but no kv tablet", context()),
-        )
-    })?;
+    let kv = super::kv_tablet(table, bucket)?;
     let mut batch = BytesMut::with_capacity(VALUE_BATCH_HEADER_BYTES);
     batch.put_bytes(0, VALUE_BATCH_HEADER_BYTES);
     let mut record_count: i32 = 0;

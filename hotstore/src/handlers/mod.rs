@@ -106,6 +106,23 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
     }
 }
 
+/// A primary-key table's kv tablet for `bucket`; its absence is a broken store, named.
+fn kv_tablet<'a>(
+    table: &crate::tablets::TableRuntime,
+    bucket: &'a crate::tablets::Bucket,
+) -> Result<&'a crate::storage::KvTablet, ApiError> {
+    bucket.kv.as_ref().ok_or_else(|| {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!(
+                "{} bucket {} has a primary key but no kv tablet",
+                table.entry.qualified_name(),
+                bucket.id
+            ),
+        )
+    })
+}
+
 fn api_versions() -> ApiVersionsResponse {
     ApiVersionsResponse {
         api_versions: api::SERVED

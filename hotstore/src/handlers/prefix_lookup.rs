@@ -151,12 +151,7 @@ fn bucket_values(
     budget: &mut RowBudget,
 ) -> Result<Vec<PbValueList>, ApiError> {
     let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
-    let kv = bucket.kv.as_ref().ok_or_else(|| {
-        ApiError::new(
-            code::KV_STORAGE_EXCEPTION,
-            format!("{} has a primary key but no kv tablet", context()),
-        )
-    })?;
+    let kv = super::kv_tablet(table, bucket)?;
     let mut value_lists = Vec::with_capacity(keys.len());
     for key in keys {
         if key.is_empty() {
