@@ -205,17 +205,22 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
     Ok(())
 }
 
+/// `ret.<name>`: `id INT, name STRING, score BIGINT` keyed by `id`, one bucket, a 1 s TTL.
+fn expiring_pk_table(name: &str) -> Table {
+    Table::primary_key("ret", name, &["id"])
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .column("score", DataTypes::bigint())
+        .buckets(1)
+        .property("table.log.ttl", "1 s")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_table_keeps_its_state_when_its_changelog_expires() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let server = start(dir.path()).await?;
     let connection = hotstore::connect(&server).await?;
-    let users = Table::primary_key("ret", "users", &["id"])
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .buckets(1)
-        .property("table.log.ttl", "1 s");
+    let users = expiring_pk_table("users");
     users.create(&connection).await?;
     let path = users.path.clone();
     let upsert_round = |round: i64| {
@@ -274,12 +279,7 @@ async fn a_full_read_of_a_primary_key_table_whose_changelog_expired_is_refused()
     let dir = tempfile::tempdir()?;
     let server = start(dir.path()).await?;
     let connection = hotstore::connect(&server).await?;
-    let users = Table::primary_key("ret", "profiles", &["id"])
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .column("score", DataTypes::bigint())
-        .buckets(1)
-        .property("table.log.ttl", "1 s");
+    let users = expiring_pk_table("profiles");
     users.create(&connection).await?;
     let path = users.path.clone();
     let table = connection.get_table(&path).await?;
