@@ -6,13 +6,17 @@
 //! the client sent none) and a primary-key table's bucket keys default to its primary key
 //! without partition keys. Properties are kept as the client sent them, except that a table
 //! with a merge engine and no `table.delete.behavior` gets `IGNORE`, as Fluss stores it. The
-//! merge-engine properties are checked as Fluss checks them ([`MergeRules`]).
+//! merge-engine properties are checked as Fluss checks them ([`MergeRules`]). Partitions of
+//! partitioned tables live here too ([`PartitionEntry`]); their ids, like table ids, are never
+//! reused: the next id is persisted with every change.
 
 mod merge_engine;
+mod partitions;
 
 pub(crate) use merge_engine::{
     DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules, Version, VersionColumn,
 };
+pub use partitions::PartitionEntry;
 
 use crate::protocol::{ApiError, code};
 use fluss::metadata::{JsonSerde, TableDescriptor};
@@ -60,6 +64,10 @@ impl TableEntry {
     pub fn has_primary_key(&self) -> bool {
         self.descriptor.has_primary_key()
     }
+
+    pub fn is_partitioned(&self) -> bool {
+        self.descriptor.is_partitioned()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +75,10 @@ struct State {
     databases: BTreeMap<String, DatabaseEntry>,
     tables: BTreeMap<(String, String), Arc<TableEntry>>,
     next_table_id: i64,
+    /// Per table id, its partitions by name.
+    partitions: BTreeMap<i64, BTreeMap<String, PartitionEntry>>,
+    /// Fluss's partition ids start at 0 and are unique across tables.
+    next_partition_id: i64,
 }
 
 /// Persistent catalog of databases and tables.
@@ -76,10 +88,14 @@ pub struct Catalog {
     state: Mutex<State>,
     default_bucket_count: i32,
     bucket_count_max: i32,
+    partitions_per_table_max: usize,
 }
 
 /// What `drop_table`/`drop_database` removed, so the caller can close tablets and delete files.
 pub type DroppedTables = Vec<Arc<TableEntry>>;
+
+/// A partition and the table it belongs to.
+pub type TablePartition = (Arc<TableEntry>, PartitionEntry);
 
 impl Catalog {
     /// Opens (or creates) the catalog in `dir`.
@@ -119,6 +135,7 @@ impl Catalog {
             state: Mutex::new(state),
             default_bucket_count,
             bucket_count_max,
+            partitions_per_table_max: usize::MAX,
         };
         {
             let state = catalog.lock();
@@ -128,6 +145,12 @@ impl Catalog {
             })?;
         }
         Ok(catalog)
+    }
+
+    /// Bounds the partitions one table may hold (PARTITION_MAX_NUM beyond it).
+    pub fn with_partitions_per_table_max(mut self, partitions_max: usize) -> Catalog {
+        self.partitions_per_table_max = partitions_max;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -215,6 +238,10 @@ impl Catalog {
             .iter()
             .filter_map(|key| state.tables.remove(key))
             .collect();
+        let partitions: Vec<_> = dropped
+            .iter()
+            .filter_map(|t| state.partitions.remove_entry(&t.id))
+            .collect();
         let restore = dropped.clone();
         self.persist_or_rollback(&mut state, move |state| {
             state.databases.insert(database.name.clone(), database);
@@ -223,6 +250,7 @@ impl Catalog {
                     .tables
                     .insert((table.database.clone(), table.name.clone()), table);
             }
+            state.partitions.extend(partitions);
         })?;
         Ok(dropped)
     }
@@ -312,11 +340,184 @@ impl Catalog {
             }
             return Err(unknown_table(&state, database, name));
         };
+        let partitions = state.partitions.remove(&entry.id);
         let restore = entry.clone();
         self.persist_or_rollback(&mut state, move |state| {
+            if let Some(partitions) = partitions {
+                state.partitions.insert(restore.id, partitions);
+            }
             state.tables.insert(key, restore);
         })?;
         Ok(Some(entry))
+    }
+
+    /// CreatePartition as Fluss answers it: TABLE_NOT_PARTITIONED for a table without
+    /// partition keys, PARTITION_SPEC_INVALID for a spec that does not name each key once
+    /// with a valid value, PARTITION_ALREADY_EXISTS (unless `ignore_if_exists`),
+    /// PARTITION_MAX_NUM past `partitions_per_table_max`. Returns the new partition, or `None`
+    /// when it existed and `ignore_if_exists`.
+    pub fn create_partition(
+        &self,
+        database: &str,
+        name: &str,
+        spec: &[(String, String)],
+        ignore_if_exists: bool,
+    ) -> Result<Option<TablePartition>, ApiError> {
+        let mut state = self.lock();
+        let table = partitioned_table(&state, database, name, "create")?;
+        let partition_name = partitions::partition_name(&table, spec, true)?;
+        let existing = state.partitions.get(&table.id);
+        if let Some(partition) = existing.and_then(|p| p.get(&partition_name)) {
+            if ignore_if_exists {
+                return Ok(None);
+            }
+            return Err(ApiError::new(
+                code::PARTITION_ALREADY_EXISTS,
+                format!(
+                    "partition '{}' already exists for table {} (id {})",
+                    partition.qualified_name(table.descriptor.partition_keys()),
+                    table.qualified_name(),
+                    partition.id
+                ),
+            ));
+        }
+        let count = existing.map_or(0, BTreeMap::len);
+        if count >= self.partitions_per_table_max {
+            return Err(ApiError::new(
+                code::PARTITION_MAX_NUM,
+                format!(
+                    "table {} already has {count} partitions, the most partitions_per_table_max                      allows; drop old partitions first",
+                    table.qualified_name()
+                ),
+            ));
+        }
+        let partition = PartitionEntry {
+            id: state.next_partition_id,
+            table_id: table.id,
+            name: partition_name.clone(),
+            created_ms: now_ms(),
+        };
+        state.next_partition_id += 1;
+        state
+            .partitions
+            .entry(table.id)
+            .or_default()
+            .insert(partition_name.clone(), partition.clone());
+        let table_id = table.id;
+        self.persist_or_rollback(&mut state, move |state| {
+            if let Some(partitions) = state.partitions.get_mut(&table_id) {
+                partitions.remove(&partition_name);
+            }
+            state.next_partition_id -= 1;
+        })?;
+        Ok(Some((table, partition)))
+    }
+
+    /// DropPartition as Fluss answers it: TABLE_NOT_PARTITIONED, PARTITION_SPEC_INVALID, and
+    /// PARTITION_NOT_EXISTS unless `ignore_if_not_exists`. The id is not given out again.
+    pub fn drop_partition(
+        &self,
+        database: &str,
+        name: &str,
+        spec: &[(String, String)],
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<TablePartition>, ApiError> {
+        let mut state = self.lock();
+        let table = partitioned_table(&state, database, name, "drop")?;
+        let partition_name = partitions::partition_name(&table, spec, false)?;
+        let removed = state
+            .partitions
+            .get_mut(&table.id)
+            .and_then(|p| p.remove(&partition_name));
+        let Some(partition) = removed else {
+            if ignore_if_not_exists {
+                return Ok(None);
+            }
+            return Err(unknown_partition(&state, &table, &partition_name));
+        };
+        let restore = partition.clone();
+        self.persist_or_rollback(&mut state, move |state| {
+            state
+                .partitions
+                .entry(restore.table_id)
+                .or_default()
+                .insert(restore.name.clone(), restore);
+        })?;
+        Ok(Some((table, partition)))
+    }
+
+    /// ListPartitionInfos: the table's partitions in name order, those matching `partial` when
+    /// given (each of its keys must be a partition key). TABLE_NOT_PARTITIONED for a table
+    /// without partition keys.
+    pub fn list_partitions(
+        &self,
+        database: &str,
+        name: &str,
+        partial: Option<&[(String, String)]>,
+    ) -> Result<(Arc<TableEntry>, Vec<PartitionEntry>), ApiError> {
+        let state = self.lock();
+        let table = partitioned_table(&state, database, name, "list")?;
+        let filter = match partial {
+            Some(spec) => partitions::partial_spec(&table, spec)?,
+            None => Vec::new(),
+        };
+        let found = state
+            .partitions
+            .get(&table.id)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .filter(|p| partitions::matches(p, &filter))
+            .cloned()
+            .collect();
+        Ok((table, found))
+    }
+
+    /// Every partition of table id `table_id`.
+    pub fn partitions_of(&self, table_id: i64) -> Vec<PartitionEntry> {
+        self.lock()
+            .partitions
+            .get(&table_id)
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A partition by table path and partition name, or PARTITION_NOT_EXISTS.
+    pub fn partition_by_name(
+        &self,
+        database: &str,
+        name: &str,
+        partition_name: &str,
+    ) -> Result<TablePartition, ApiError> {
+        let state = self.lock();
+        let table = state
+            .tables
+            .get(&(database.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| unknown_table(&state, database, name))?;
+        match state
+            .partitions
+            .get(&table.id)
+            .and_then(|p| p.get(partition_name))
+        {
+            Some(partition) => Ok((table.clone(), partition.clone())),
+            None => Err(unknown_partition(&state, &table, partition_name)),
+        }
+    }
+
+    /// A partition by id, or PARTITION_NOT_EXISTS.
+    pub fn partition_by_id(&self, partition_id: i64) -> Result<TablePartition, ApiError> {
+        let state = self.lock();
+        let found = state.partitions.iter().find_map(|(table_id, partitions)| {
+            let partition = partitions.values().find(|p| p.id == partition_id)?;
+            let table = state.tables.values().find(|t| t.id == *table_id)?;
+            Some((table.clone(), partition.clone()))
+        });
+        found.ok_or_else(|| {
+            ApiError::new(
+                code::PARTITION_NOT_EXISTS,
+                format!("partition id {partition_id} does not exist (dropped, or never created)"),
+            )
+        })
     }
 
     /// Sets and resets a table's properties, as Fluss's AlterTable does: `table.*` keys only
@@ -453,11 +654,7 @@ impl Catalog {
             serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
         let descriptor =
             TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
-        if descriptor.is_partitioned() {
-            return Err(invalid(
-                "partitioned tables are not supported by silt's hotstore yet; create it without PARTITIONED BY".into(),
-            ));
-        }
+        partitions::check_partitioning(&format!("{database}.{name}"), &descriptor)?;
         if let Some(ttl) = descriptor.properties().get(crate::retention::LOG_TTL)
             && let Err(reason) = crate::retention::parse_ttl(ttl)
         {
@@ -582,11 +779,26 @@ impl Catalog {
                 })
             })
             .collect();
+        let partitions: Vec<Value> = state
+            .partitions
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(|p| {
+                json!({
+                    "id": p.id,
+                    "table_id": p.table_id,
+                    "name": p.name,
+                    "created_ms": p.created_ms,
+                })
+            })
+            .collect();
         let document = json!({
             "version": 1,
             "next_table_id": state.next_table_id,
+            "next_partition_id": state.next_partition_id,
             "databases": databases,
             "tables": tables,
+            "partitions": partitions,
         });
         let bytes = serde_json::to_vec_pretty(&document).map_err(std::io::Error::other)?;
         write_atomically(&self.path, &bytes)
@@ -673,8 +885,11 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
     let next_table_id = document["next_table_id"]
         .as_i64()
         .ok_or("missing next_table_id")?;
+    // Catalogs written before partitions existed have neither key.
+    let next_partition_id = document["next_partition_id"].as_i64().unwrap_or(0);
     let mut state = State {
         next_table_id,
+        next_partition_id,
         ..State::default()
     };
     for db in document["databases"]
@@ -726,6 +941,38 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
         };
         state.tables.insert((database, name), Arc::new(entry));
     }
+    let table_ids: Vec<i64> = state.tables.values().map(|t| t.id).collect();
+    for p in document["partitions"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+    {
+        let partition = PartitionEntry {
+            id: p["id"].as_i64().ok_or("partition without id")?,
+            table_id: p["table_id"].as_i64().ok_or("partition without table_id")?,
+            name: p["name"]
+                .as_str()
+                .ok_or("partition without name")?
+                .to_string(),
+            created_ms: p["created_ms"].as_i64().unwrap_or(0),
+        };
+        if !table_ids.contains(&partition.table_id) {
+            return Err(format!(
+                "partition {} (id {}) belongs to table id {}, which is not in the catalog",
+                partition.name, partition.id, partition.table_id
+            ));
+        }
+        if partition.id >= state.next_partition_id {
+            return Err(format!(
+                "partition id {} is not below next_partition_id {}",
+                partition.id, state.next_partition_id
+            ));
+        }
+        state
+            .partitions
+            .entry(partition.table_id)
+            .or_default()
+            .insert(partition.name.clone(), partition);
+    }
     Ok(state)
 }
 
@@ -753,6 +1000,52 @@ fn unknown_database(state: &State, name: &str) -> ApiError {
     ApiError::new(
         code::DATABASE_NOT_EXIST,
         format!("unknown database {name} (known: {})", known.join(", ")),
+    )
+}
+
+/// The table at `database.name`, which must be partitioned to `action` partitions.
+fn partitioned_table(
+    state: &State,
+    database: &str,
+    name: &str,
+    action: &str,
+) -> Result<Arc<TableEntry>, ApiError> {
+    let table = state
+        .tables
+        .get(&(database.to_string(), name.to_string()))
+        .cloned()
+        .ok_or_else(|| unknown_table(state, database, name))?;
+    if !table.is_partitioned() {
+        return Err(ApiError::new(
+            code::TABLE_NOT_PARTITIONED,
+            format!(
+                "table {database}.{name} is not partitioned, so it has no partitions to {action}"
+            ),
+        ));
+    }
+    Ok(table)
+}
+
+fn unknown_partition(state: &State, table: &TableEntry, partition_name: &str) -> ApiError {
+    let known: Vec<&str> = state
+        .partitions
+        .get(&table.id)
+        .into_iter()
+        .flat_map(BTreeMap::keys)
+        .take(20)
+        .map(String::as_str)
+        .collect();
+    let known = if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    };
+    ApiError::new(
+        code::PARTITION_NOT_EXISTS,
+        format!(
+            "partition '{partition_name}' of table {} does not exist (known: {known}); create it              with CreatePartition",
+            table.qualified_name()
+        ),
     )
 }
 

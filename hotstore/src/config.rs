@@ -20,8 +20,11 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Bucket count of a table created without one.
     pub default_bucket_count: i32,
-    /// Largest bucket count a table may have.
+    /// Largest bucket count a table (each partition of a partitioned table) may have.
     pub bucket_count_max: i32,
+    /// Partitions one partitioned table may hold at once (Fluss's `max.partition.num`, whose
+    /// default this is); CreatePartition beyond it answers PARTITION_MAX_NUM.
+    pub partitions_per_table_max: usize,
     /// Largest request frame accepted; a larger one closes the connection.
     pub frame_bytes_max: usize,
     /// Connections served at once; further connections are closed on accept.
@@ -82,6 +85,7 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("silt-data/hotstore"),
             default_bucket_count: 3,
             bucket_count_max: 1024,
+            partitions_per_table_max: 1000,
             frame_bytes_max: 100 * 1024 * 1024,
             connections_max: 1024,
             requests_in_flight_max: 32,

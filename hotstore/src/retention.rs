@@ -93,6 +93,8 @@ pub(crate) fn lake_enabled(entry: &TableEntry) -> bool {
 pub struct BucketRetention {
     pub table: String,
     pub table_id: i64,
+    /// The partition of a partitioned table's bucket: its id and name.
+    pub partition: Option<(i64, String)>,
     pub bucket: i32,
     pub log_start_offset: i64,
     pub high_watermark: i64,
@@ -138,7 +140,12 @@ impl Service {
             if let Some(snapshot) = self.lake.get(entry.id) {
                 current.insert(entry.id, snapshot.bucket_offsets);
             }
-            for bucket in &table.buckets {
+            let partition_names: HashMap<i64, String> = table
+                .partitions()
+                .iter()
+                .map(|p| (p.entry.id, p.entry.name.clone()))
+                .collect();
+            for bucket in table.all_buckets() {
                 let log_start = bucket.log.log_start_offset();
                 let mut end = match ttl {
                     Some(ttl) => bucket
@@ -148,7 +155,10 @@ impl Service {
                 };
                 let mut held_by_tiering = false;
                 if let Some(snapshot) = &lake {
+                    // The lake-offset registry holds no partitioned offsets (partitioned tables
+                    // are not tiered yet), so a partition's bucket counts as untiered.
                     let tiered = snapshot
+                        .filter(|_| bucket.partition_id.is_none())
                         .and_then(|offsets| offsets.iter().find(|(b, _)| *b == bucket.id))
                         .map_or(0, |(_, offset)| *offset);
                     if tiered < end {
@@ -169,7 +179,7 @@ impl Service {
                     match kv.applied_offset() {
                         Ok(applied) => end = end.min(applied),
                         Err(error) => {
-                            tracing::warn!(table = %entry.qualified_name(), bucket = bucket.id, %error, "retention keeps the changelog");
+                            tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention keeps the changelog");
                             end = log_start;
                         }
                     }
@@ -178,18 +188,21 @@ impl Service {
                 if end > log_start
                     && let Err(error) = bucket.log.truncate_before(end)
                 {
-                    tracing::warn!(table = %entry.qualified_name(), bucket = bucket.id, %error, "retention could not delete a segment");
+                    tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention could not delete a segment");
                 }
                 let (hot_bytes, segments) = bucket.log.disk_usage();
                 let deleted = segments_before - segments;
                 if deleted > 0 {
-                    tracing::info!(table = %entry.qualified_name(), bucket = bucket.id,
+                    tracing::info!(table = %entry.qualified_name(), bucket = %bucket.name(),
                         log_start_offset = bucket.log.log_start_offset(), segments_deleted = deleted,
                         "hot retention");
                 }
                 report.push(BucketRetention {
                     table: entry.qualified_name(),
                     table_id: entry.id,
+                    partition: bucket
+                        .partition_id
+                        .map(|id| (id, partition_names.get(&id).cloned().unwrap_or_default())),
                     bucket: bucket.id,
                     log_start_offset: bucket.log.log_start_offset(),
                     high_watermark: bucket.log.high_watermark(),

@@ -28,6 +28,10 @@ pub struct Service {
     pub(crate) retention: std::sync::Mutex<Vec<crate::BucketRetention>>,
     /// Per table id, the lake's tiered offsets as retention's previous run saw them.
     pub(crate) retention_lake_bounds: std::sync::Mutex<crate::retention::LakeBounds>,
+    /// Held by CreatePartition and DropPartition across their catalog change and their tablets
+    /// change, so a drop never runs between a create's two steps (and leaves tablets open for
+    /// a partition the catalog no longer has).
+    pub(crate) partition_ddl: tokio::sync::Mutex<()>,
 }
 
 impl Service {
@@ -44,10 +48,12 @@ impl Service {
             &config.data_dir,
             config.default_bucket_count,
             config.bucket_count_max,
-        )?;
+        )?
+        .with_partitions_per_table_max(config.partitions_per_table_max);
         let tablets = Tablets::open(config.data_dir.join("tables"), config.log, config.kv)?;
         for table in catalog.tables() {
-            tablets.open_table(table).await?;
+            let partitions = catalog.partitions_of(table.id);
+            tablets.open_table(table, partitions).await?;
         }
         let lake = LakeRegistry::open(&config.data_dir)?;
         // A new writer id must differ from every id whose state the logs still hold (a reused
@@ -66,6 +72,7 @@ impl Service {
             next_writer_id,
             retention: std::sync::Mutex::new(Vec::new()),
             retention_lake_bounds: std::sync::Mutex::new(Default::default()),
+            partition_ddl: tokio::sync::Mutex::new(()),
         })
     }
 

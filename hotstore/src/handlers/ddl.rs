@@ -1,6 +1,7 @@
-//! Catalog-level handlers: databases, tables, metadata, writer ids and lake snapshots.
+//! Catalog-level handlers: databases, tables, partitions, metadata, writer ids and lake
+//! snapshots.
 
-use crate::catalog::{PropertyChange, TableEntry};
+use crate::catalog::{PartitionEntry, PropertyChange, TableEntry};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::{NODE_ID, Service};
@@ -83,7 +84,7 @@ pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty
         request.ignore_if_exists,
     )?;
     if let Some(entry) = created
-        && let Err(error) = service.tablets.open_table(entry.clone()).await
+        && let Err(error) = service.tablets.open_table(entry.clone(), Vec::new()).await
     {
         // Undo the catalog entry so the table is not left without tablets.
         let _ = service
@@ -216,25 +217,101 @@ pub(crate) fn list_tables(service: &Service, body: Bytes) -> Result<ListTablesRe
     })
 }
 
+/// ListPartitionInfos as Fluss answers it: the table's partitions (those matching the partial
+/// spec, when one is given), TABLE_NOT_PARTITIONED for a table without partition keys.
 pub(crate) fn list_partition_infos(
     service: &Service,
     body: Bytes,
 ) -> Result<ListPartitionInfosResponse, ApiError> {
-    let request: TablePathRequest = protocol::decode(body, "ListPartitionInfos")?;
-    let table = service.catalog.table(
-        &request.table_path.database_name,
-        &request.table_path.table_name,
+    let request: ListPartitionInfosRequest = protocol::decode(body, "ListPartitionInfos")?;
+    let path = &request.table_path;
+    let partial = request.partial_partition_spec.as_ref().map(spec_pairs);
+    let (table, partitions) = service.catalog.list_partitions(
+        &path.database_name,
+        &path.table_name,
+        partial.as_deref(),
     )?;
-    if !table.descriptor.is_partitioned() {
-        return Err(ApiError::new(
-            code::TABLE_NOT_PARTITIONED,
-            format!("table {} is not partitioned", table.qualified_name()),
-        ));
-    }
+    let keys = table.descriptor.partition_keys();
     Ok(ListPartitionInfosResponse {
-        partitions_info: Vec::new(),
+        partitions_info: partitions
+            .iter()
+            .map(|partition| PbPartitionInfo {
+                partition_id: partition.id,
+                partition_spec: PbPartitionSpec {
+                    partition_key_values: keys
+                        .iter()
+                        .zip(partition.values())
+                        .map(|(key, value)| PbKeyValue {
+                            key: key.clone(),
+                            value: value.to_string(),
+                        })
+                        .collect(),
+                },
+            })
+            .collect(),
         system_partitions_included: None,
     })
+}
+
+/// CreatePartition: the catalog entry first (checked as Fluss checks it), then the tablets;
+/// if they cannot be opened, the entry is dropped again (its id stays used).
+pub(crate) async fn create_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: PartitionRequest = protocol::decode(body, "CreatePartition")?;
+    let path = &request.table_path;
+    let spec = spec_pairs(&request.partition_spec);
+    let _ddl = service.partition_ddl.lock().await;
+    let Some((table, partition)) = service.catalog.create_partition(
+        &path.database_name,
+        &path.table_name,
+        &spec,
+        request.ignore_if_not_exists,
+    )?
+    else {
+        return Ok(Empty {});
+    };
+    if let Err(error) = service.tablets.open_partition(partition.clone()) {
+        let _ = service
+            .catalog
+            .drop_partition(&table.database, &table.name, &spec, true);
+        service.tablets.drop_partition(table.id, partition.id).await;
+        return Err(ApiError::new(
+            code::LOG_STORAGE_EXCEPTION,
+            format!(
+                "cannot create tablets of partition {} of {}: {error}",
+                partition.name,
+                table.qualified_name()
+            ),
+        ));
+    }
+    tracing::info!(table = %table.qualified_name(), partition = %partition.name,
+        partition_id = partition.id, "created partition");
+    Ok(Empty {})
+}
+
+/// DropPartition: the catalog entry, then the partition's tablets and files.
+pub(crate) async fn drop_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: PartitionRequest = protocol::decode(body, "DropPartition")?;
+    let path = &request.table_path;
+    let spec = spec_pairs(&request.partition_spec);
+    let _ddl = service.partition_ddl.lock().await;
+    if let Some((table, partition)) = service.catalog.drop_partition(
+        &path.database_name,
+        &path.table_name,
+        &spec,
+        request.ignore_if_not_exists,
+    )? {
+        service.tablets.drop_partition(table.id, partition.id).await;
+        tracing::info!(table = %table.qualified_name(), partition = %partition.name,
+            partition_id = partition.id, "dropped partition");
+    }
+    Ok(Empty {})
+}
+
+fn spec_pairs(spec: &PbPartitionSpec) -> Vec<(String, String)> {
+    spec.partition_key_values
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect()
 }
 
 pub(crate) fn table_exists(service: &Service, body: Bytes) -> Result<ExistsResponse, ApiError> {
@@ -284,23 +361,11 @@ pub(crate) fn get_table_schema(
     })
 }
 
+/// Metadata as Fluss answers it: each named table (a partitioned table without buckets of its
+/// own), and each partition named by path or by id with its buckets. An unknown partition
+/// fails the whole request with PARTITION_NOT_EXISTS, which clients take as "not created yet".
 pub(crate) fn metadata(service: &Service, body: Bytes) -> Result<MetadataResponse, ApiError> {
     let request: MetadataRequest = protocol::decode(body, "Metadata")?;
-    if let Some(partition) = request.partitions_path.first() {
-        return Err(ApiError::new(
-            code::PARTITION_NOT_EXISTS,
-            format!(
-                "partition {:?} of {}.{} does not exist: silt's hotstore has no partitioned tables",
-                partition.partition_name, partition.database_name, partition.table_name
-            ),
-        ));
-    }
-    if let Some(id) = request.partitions_id.first() {
-        return Err(ApiError::new(
-            code::PARTITION_NOT_EXISTS,
-            format!("partition id {id} does not exist"),
-        ));
-    }
     let mut table_metadata = Vec::with_capacity(request.table_path.len());
     for path in &request.table_path {
         let table = service
@@ -308,11 +373,51 @@ pub(crate) fn metadata(service: &Service, body: Bytes) -> Result<MetadataRespons
             .table(&path.database_name, &path.table_name)?;
         table_metadata.push(table_metadata_of(&table));
     }
+    let mut partition_metadata = Vec::new();
+    for path in &request.partitions_path {
+        let (table, partition) = partition_of_path(service, path)?;
+        partition_metadata.push(partition_metadata_of(&table, &partition));
+    }
+    for &id in &request.partitions_id {
+        if partition_metadata.iter().any(|p| p.partition_id == id) {
+            continue;
+        }
+        let (table, partition) = service.catalog.partition_by_id(id)?;
+        partition_metadata.push(partition_metadata_of(&table, &partition));
+    }
     Ok(MetadataResponse {
         coordinator_server: Some(service.server_node()),
         tablet_servers: vec![service.server_node()],
         table_metadata,
+        partition_metadata,
     })
+}
+
+fn partition_of_path(
+    service: &Service,
+    path: &PbPhysicalTablePath,
+) -> Result<crate::catalog::TablePartition, ApiError> {
+    let table = format!("{}.{}", path.database_name, path.table_name);
+    let Some(name) = &path.partition_name else {
+        return Err(ApiError::new(
+            code::PARTITION_NOT_EXISTS,
+            format!("the partition path of {table} names no partition"),
+        ));
+    };
+    service
+        .catalog
+        .partition_by_name(&path.database_name, &path.table_name, name)
+        .map_err(|error| match error.code {
+            // As Fluss: a partition of a table that does not exist does not exist either.
+            code::TABLE_NOT_EXIST => ApiError::new(
+                code::PARTITION_NOT_EXISTS,
+                format!(
+                    "partition '{name}' of {table} does not exist: {}",
+                    error.message
+                ),
+            ),
+            _ => error,
+        })
 }
 
 pub(crate) fn init_writer(service: &Service, body: Bytes) -> Result<InitWriterResponse, ApiError> {
@@ -373,6 +478,13 @@ pub(crate) fn get_lake_snapshot(
 }
 
 fn table_metadata_of(table: &TableEntry) -> PbTableMetadata {
+    // A partitioned table's buckets are its partitions' (as in Fluss, which assigns none to
+    // the table itself).
+    let bucket_metadata = if table.is_partitioned() {
+        Vec::new()
+    } else {
+        buckets_metadata(table.bucket_count)
+    };
     PbTableMetadata {
         table_path: PbTablePath {
             database_name: table.database.clone(),
@@ -381,19 +493,33 @@ fn table_metadata_of(table: &TableEntry) -> PbTableMetadata {
         table_id: table.id,
         schema_id: table.schema_id,
         table_json: table.json.clone(),
-        bucket_metadata: (0..table.bucket_count)
-            .map(|bucket_id| PbBucketMetadata {
-                bucket_id,
-                leader_id: Some(NODE_ID),
-                replica_id: vec![NODE_ID],
-                leader_epoch: Some(0),
-                bucket_epoch: Some(0),
-                isr: vec![NODE_ID],
-            })
-            .collect(),
+        bucket_metadata,
         created_time: table.created_ms,
         modified_time: table.modified_ms,
     }
+}
+
+fn partition_metadata_of(table: &TableEntry, partition: &PartitionEntry) -> PbPartitionMetadata {
+    PbPartitionMetadata {
+        table_id: table.id,
+        partition_name: partition.name.clone(),
+        partition_id: partition.id,
+        bucket_metadata: buckets_metadata(table.bucket_count),
+    }
+}
+
+/// Every bucket led by this node, the only replica.
+fn buckets_metadata(bucket_count: i32) -> Vec<PbBucketMetadata> {
+    (0..bucket_count)
+        .map(|bucket_id| PbBucketMetadata {
+            bucket_id,
+            leader_id: Some(NODE_ID),
+            replica_id: vec![NODE_ID],
+            leader_epoch: Some(0),
+            bucket_epoch: Some(0),
+            isr: vec![NODE_ID],
+        })
+        .collect()
 }
 
 pub(crate) fn empty_security_token() -> GetFileSystemSecurityTokenResponse {

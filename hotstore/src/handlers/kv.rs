@@ -42,12 +42,12 @@ pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiErr
         let targets = targets.clone();
         async move {
             let bucket_id = bucket_request.bucket_id;
-            let result = match table.bucket(bucket_id) {
+            let result = match table.bucket(bucket_request.partition_id, bucket_id) {
                 Ok(bucket) => match decode_writes(&table, &bucket_request.records) {
                     Ok((writes, writer_id, sequence)) => {
                         changelog::write(
                             &table,
-                            bucket,
+                            &bucket,
                             KvWrite {
                                 writes,
                                 writer_id,
@@ -264,22 +264,26 @@ pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, Ap
         .buckets_req
         .iter()
         .map(|bucket_request| {
-            let result = table.bucket(bucket_request.bucket_id).and_then(|bucket| {
-                let kv = bucket.kv.as_ref().ok_or_else(|| {
-                    ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet")
-                })?;
-                bucket_request
-                    .keys
-                    .iter()
-                    .map(|key| {
-                        kv.get(key)
-                            .map(|value| PbValue {
-                                values: value.map(|v| v.to_vec()),
-                            })
-                            .map_err(|e| ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            });
+            let result = table
+                .bucket(bucket_request.partition_id, bucket_request.bucket_id)
+                .and_then(|bucket| {
+                    let kv = bucket.kv.as_ref().ok_or_else(|| {
+                        ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet")
+                    })?;
+                    bucket_request
+                        .keys
+                        .iter()
+                        .map(|key| {
+                            kv.get(key)
+                                .map(|value| PbValue {
+                                    values: value.map(|v| v.to_vec()),
+                                })
+                                .map_err(|e| {
+                                    ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string())
+                                })
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                });
             match result {
                 Ok(values) => PbLookupRespForBucket {
                     partition_id: bucket_request.partition_id,

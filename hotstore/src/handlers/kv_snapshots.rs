@@ -34,7 +34,7 @@ pub(crate) fn get_latest_kv_snapshots(
         &request.table_path.table_name,
     )?;
     check_primary_key(&entry)?;
-    match (&request.partition_name, entry.descriptor.is_partitioned()) {
+    let partition_id = match (&request.partition_name, entry.is_partitioned()) {
         (Some(partition), false) => {
             return Err(ApiError::new(
                 code::TABLE_NOT_PARTITIONED,
@@ -53,11 +53,32 @@ pub(crate) fn get_latest_kv_snapshots(
                 ),
             ));
         }
-        _ => {}
-    }
+        (Some(partition), true) => Some(
+            service
+                .catalog
+                .partition_by_name(&entry.database, &entry.name, partition)?
+                .1
+                .id,
+        ),
+        (None, false) => None,
+    };
     let table = service.table_runtime(entry.id)?;
-    let cut: Vec<(i32, i64)> = table
-        .buckets
+    let buckets = match partition_id {
+        Some(id) => table
+            .partition(id)
+            .map(|p| p.buckets.clone())
+            .ok_or_else(|| {
+                ApiError::new(
+                    code::PARTITION_NOT_EXISTS,
+                    format!(
+                        "partition id {id} of {} was dropped",
+                        entry.qualified_name()
+                    ),
+                )
+            })?,
+        None => table.buckets.clone(),
+    };
+    let cut: Vec<(i32, i64)> = buckets
         .iter()
         .map(|bucket| (bucket.id, bucket.log.log_start_offset()))
         .filter(|&(_, log_start)| log_start > 0)
@@ -67,7 +88,7 @@ pub(crate) fn get_latest_kv_snapshots(
     }
     Ok(GetLatestKvSnapshotsResponse {
         table_id: entry.id,
-        partition_id: None,
+        partition_id,
         latest_snapshots: (0..entry.bucket_count)
             .map(|bucket_id| PbKvSnapshot {
                 bucket_id,

@@ -36,13 +36,7 @@ pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResp
     let request: LimitScanRequest = protocol::decode(body, "LimitScan")?;
     let table = service.table_runtime(request.table_id)?;
     let name = table.entry.qualified_name();
-    if let Some(partition_id) = request.partition_id {
-        return Err(ApiError::new(
-            code::UNKNOWN_TABLE_OR_BUCKET,
-            format!("table {name} has no partition id {partition_id}: it is not partitioned"),
-        ));
-    }
-    let bucket = table.bucket(request.bucket_id)?;
+    let bucket = table.bucket(request.partition_id, request.bucket_id)?;
     let rows_max = service.config.limit_scan_rows_max;
     // A limit of 0 is answered with no rows, as Fluss answers it; clients never send one.
     let limit = match usize::try_from(request.limit) {
@@ -69,9 +63,9 @@ pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResp
     let bytes_max = service.config.fetch_response_bytes_max;
     let is_log_table = !table.entry.has_primary_key();
     let records = if is_log_table {
-        log_tail(&table, bucket, limit, bytes_max)?
+        log_tail(&table, &bucket, limit, bytes_max)?
     } else {
-        kv_head(&table, bucket, limit, bytes_max)?
+        kv_head(&table, &bucket, limit, bytes_max)?
     };
     Ok(LimitScanResponse {
         error_code: None,

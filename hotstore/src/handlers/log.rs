@@ -39,10 +39,10 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
                     ),
                 ))
             } else {
-                match table.bucket(bucket_id) {
+                match table.bucket(bucket_request.partition_id, bucket_id) {
                     Ok(bucket) => {
                         match check_client_batches(&table, &bucket_request.records, decode_check) {
-                            Ok(()) => append_client_batches(bucket, bucket_request.records).await,
+                            Ok(()) => append_client_batches(&bucket, bucket_request.records).await,
                             Err(error) => Err(error),
                         }
                     }
@@ -132,11 +132,11 @@ async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, A
         .log
         .append(records, crate::catalog::now_ms())
         .await
-        .map_err(|e| bucket.storage_error(&format!("bucket {}", bucket.id), e))?;
+        .map_err(|e| bucket.storage_error(&bucket.name(), e))?;
     crate::storage::durability::after_durable_write();
     if info.batches.iter().any(|b| b.duplicate) {
         tracing::debug!(
-            bucket = bucket.id,
+            bucket = %bucket.name(),
             base_offset = info.base_offset,
             "acknowledged retried batch without appending"
         );
@@ -279,7 +279,9 @@ fn read_bucket(
     request: &PbFetchLogReqForBucket,
     budget: usize,
 ) -> Result<PbFetchLogRespForBucket, ApiError> {
-    let bucket = target.table.bucket(request.bucket_id)?;
+    let bucket = target
+        .table
+        .bucket(request.partition_id, request.bucket_id)?;
     let high_watermark = bucket.log.high_watermark();
     let log_start = bucket.log.log_start_offset();
     let offset = if request.fetch_offset == EARLIEST_OFFSET {
@@ -291,10 +293,10 @@ fn read_bucket(
         return Err(ApiError::new(
             code::LOG_OFFSET_OUT_OF_RANGE,
             format!(
-                "fetch offset {} of {} bucket {} is outside the log [{log_start}, {high_watermark}]",
+                "fetch offset {} of {} {} is outside the log [{log_start}, {high_watermark}]",
                 request.fetch_offset,
                 target.table.entry.qualified_name(),
-                bucket.id
+                bucket.name()
             ),
         ));
     }
@@ -306,11 +308,7 @@ fn read_bucket(
     } else {
         let data = bucket.log.read(offset, max_bytes).map_err(|e| {
             storage_error(
-                &format!(
-                    "{} bucket {}",
-                    target.table.entry.qualified_name(),
-                    bucket.id
-                ),
+                &format!("{} {}", target.table.entry.qualified_name(), bucket.name()),
                 e,
             )
         })?;
@@ -354,13 +352,12 @@ async fn wait_for_any(targets: &[FetchTarget], timeout: Duration) {
     let mut waits = Vec::new();
     for target in targets {
         for request in &target.buckets {
-            if let Ok(bucket) = target.table.bucket(request.bucket_id) {
+            if let Ok(bucket) = target.table.bucket(request.partition_id, request.bucket_id) {
                 let offset = if request.fetch_offset == EARLIEST_OFFSET {
                     bucket.log.log_start_offset()
                 } else {
                     request.fetch_offset
                 };
-                let bucket = bucket.clone();
                 waits.push(Box::pin(async move {
                     bucket.log.wait_for_data(offset, timeout).await
                 }));
@@ -394,7 +391,7 @@ pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsR
         .bucket_id
         .iter()
         .map(|&bucket_id| {
-            let result = table.bucket(bucket_id).and_then(|bucket| match request.offset_type {
+            let result = table.bucket(request.partition_id, bucket_id).and_then(|bucket| match request.offset_type {
                 LIST_EARLIEST => Ok(bucket.log.log_start_offset()),
                 LIST_LATEST => Ok(bucket.log.high_watermark()),
                 LIST_TIMESTAMP => match request.start_timestamp {

@@ -61,6 +61,8 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::GET_TABLE_INFO => reply(id, ddl::get_table_info(service, body)),
         api::LIST_TABLES => reply(id, ddl::list_tables(service, body)),
         api::LIST_PARTITION_INFOS => reply(id, ddl::list_partition_infos(service, body)),
+        api::CREATE_PARTITION => reply(id, ddl::create_partition(service, body).await),
+        api::DROP_PARTITION => reply(id, ddl::drop_partition(service, body).await),
         api::TABLE_EXISTS => reply(id, ddl::table_exists(service, body)),
         api::GET_TABLE_SCHEMA => reply(id, ddl::get_table_schema(service, body)),
         api::METADATA => reply(id, ddl::metadata(service, body)),

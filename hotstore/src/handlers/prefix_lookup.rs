@@ -58,18 +58,9 @@ pub(crate) fn prefix_lookup(
     };
     let mut buckets_resp = Vec::with_capacity(request.buckets_req.len());
     for bucket_request in &request.buckets_req {
-        let answer = match bucket_request.partition_id {
-            Some(partition_id) => Err(ApiError::new(
-                code::UNKNOWN_TABLE_OR_BUCKET,
-                format!(
-                    "table {} has no partition id {partition_id}: it is not partitioned",
-                    table.entry.qualified_name()
-                ),
-            )),
-            None => table.bucket(bucket_request.bucket_id).and_then(|bucket| {
-                bucket_values(&table, bucket, &bucket_request.keys, &mut budget)
-            }),
-        };
+        let answer = table
+            .bucket(bucket_request.partition_id, bucket_request.bucket_id)
+            .and_then(|bucket| bucket_values(&table, &bucket, &bucket_request.keys, &mut budget));
         let response = match answer {
             Ok(value_lists) => PbPrefixLookupRespForBucket {
                 partition_id: bucket_request.partition_id,
@@ -109,10 +100,20 @@ fn check_prefix_layout(table: &TableRuntime) -> Result<(), ApiError> {
             format!("table {name} has no primary key: prefix lookups need one"),
         ));
     };
-    let primary_key = primary_key.column_names();
+    // The kv key of a partitioned table leaves the partition keys out (each partition has its
+    // own tablets), as Fluss's physical primary key does.
+    let partition_keys = descriptor.partition_keys();
+    let primary_key: Vec<&String> = primary_key
+        .column_names()
+        .iter()
+        .filter(|k| !partition_keys.contains(k))
+        .collect();
     let bucket_keys = descriptor.bucket_keys();
     let leading = bucket_keys.len() <= primary_key.len()
-        && bucket_keys.iter().zip(primary_key).all(|(b, p)| *b == p);
+        && bucket_keys
+            .iter()
+            .zip(&primary_key)
+            .all(|(b, p)| *b == p.as_str());
     if bucket_keys.is_empty() || !leading {
         return Err(ApiError::new(
             code::INVALID_TABLE,

@@ -209,12 +209,60 @@ pub struct GetTableSchemaResponse {
     pub schema_json: Vec<u8>,
 }
 
+// ---- partitions ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPartitionSpec {
+    #[prost(message, repeated, tag = "1")]
+    pub partition_key_values: Vec<PbKeyValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPartitionInfo {
+    #[prost(int64, required, tag = "1")]
+    pub partition_id: i64,
+    #[prost(message, required, tag = "2")]
+    pub partition_spec: PbPartitionSpec,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPartitionInfosRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(message, optional, tag = "2")]
+    pub partial_partition_spec: Option<PbPartitionSpec>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ListPartitionInfosResponse {
     #[prost(message, repeated, tag = "1")]
-    pub partitions_info: Vec<Empty>,
+    pub partitions_info: Vec<PbPartitionInfo>,
     #[prost(bool, optional, tag = "2")]
     pub system_partitions_included: Option<bool>,
+}
+
+/// CreatePartition and DropPartition share their fields; Fluss names the flag
+/// `ignore_if_not_exists` in both, and it means "if exists" for a create.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartitionRequest {
+    #[prost(message, required, tag = "1")]
+    pub table_path: PbTablePath,
+    #[prost(message, required, tag = "2")]
+    pub partition_spec: PbPartitionSpec,
+    #[prost(bool, required, tag = "3")]
+    pub ignore_if_not_exists: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPartitionMetadata {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(string, required, tag = "2")]
+    pub partition_name: String,
+    #[prost(int64, required, tag = "3")]
+    pub partition_id: i64,
+    #[prost(message, repeated, tag = "4")]
+    pub bucket_metadata: Vec<PbBucketMetadata>,
 }
 
 // ---- metadata ----
@@ -237,6 +285,8 @@ pub struct MetadataResponse {
     pub tablet_servers: Vec<PbServerNode>,
     #[prost(message, repeated, tag = "3")]
     pub table_metadata: Vec<PbTableMetadata>,
+    #[prost(message, repeated, tag = "4")]
+    pub partition_metadata: Vec<PbPartitionMetadata>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -44,6 +44,8 @@ pub mod api {
     pub const LIMIT_SCAN: i16 = 1033;
     pub const PREFIX_LOOKUP: i16 = 1034;
     pub const GET_DATABASE_INFO: i16 = 1035;
+    pub const CREATE_PARTITION: i16 = 1036;
+    pub const DROP_PARTITION: i16 = 1037;
     pub const AUTHENTICATE: i16 = 1038;
     pub const ALTER_TABLE: i16 = 1044;
     pub const ACQUIRE_KV_SNAPSHOT_LEASE: i16 = 1056;
@@ -79,6 +81,8 @@ pub mod api {
         (LIMIT_SCAN, 0, 0),
         (PREFIX_LOOKUP, 0, 0),
         (GET_DATABASE_INFO, 0, 0),
+        (CREATE_PARTITION, 0, 0),
+        (DROP_PARTITION, 0, 0),
         (AUTHENTICATE, 0, 0),
         (ALTER_TABLE, 0, 0),
         (ACQUIRE_KV_SNAPSHOT_LEASE, 0, 0),
@@ -115,6 +119,9 @@ pub mod code {
     pub const INVALID_TIMESTAMP: i32 = 38;
     pub const INVALID_CONFIG: i32 = 39;
     pub const KV_SNAPSHOT_NOT_EXIST: i32 = 41;
+    pub const PARTITION_ALREADY_EXISTS: i32 = 42;
+    pub const PARTITION_SPEC_INVALID: i32 = 43;
+    pub const PARTITION_MAX_NUM: i32 = 45;
     pub const AUTHENTICATE_EXCEPTION: i32 = 46;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
     pub const INVALID_ALTER_TABLE: i32 = 56;

@@ -87,7 +87,7 @@ pub(crate) async fn write(
             .kv_behind
             .store(false, std::sync::atomic::Ordering::Release);
     }
-    let context = format!("bucket {}", bucket.id);
+    let context = bucket.name();
     // The bucket's log tablet keeps the writer state of log and kv writes alike (Fluss's rule,
     // surviving restarts): the changelog batch carries this write's writer id and sequence.
     let check = bucket

@@ -1,5 +1,8 @@
 //! The runtime of every table: per bucket a log tablet (which also keeps the writer
-//! idempotence state of log and kv writes) and, for a primary-key table, a kv tablet.
+//! idempotence state of log and kv writes) and, for a primary-key table, a kv tablet. A
+//! partitioned table has no buckets of its own: each of its partitions has the table's bucket
+//! count of buckets, on disk under `table-<id>/partition-<partition id>/`, and a request names
+//! one by its partition id and bucket id (Fluss's `TableBucket`).
 //!
 //! A bucket's writes are serialized by its `write_lock`: the idempotence check, the append and
 //! (for a PK table) the read-modify-write of the kv tablet happen under it, so the changelog
@@ -9,11 +12,11 @@ pub(crate) mod changelog;
 pub(crate) mod recovery;
 pub(crate) mod rows;
 
-use crate::catalog::TableEntry;
+use crate::catalog::{PartitionEntry, TableEntry};
 use crate::protocol::{ApiError, code};
 use crate::storage::{self, KvStore, LogConfig};
 use arrow::datatypes::SchemaRef;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -101,11 +104,22 @@ pub struct TableRuntime {
     pub entry: Arc<TableEntry>,
     /// Arrow schema of the table's rows, as the client reads log batches.
     pub arrow_schema: SchemaRef,
+    /// The buckets of a table without partitions; empty for a partitioned table.
+    pub buckets: Vec<Arc<Bucket>>,
+    /// A partitioned table's partitions by id.
+    partitions: RwLock<BTreeMap<i64, Arc<PartitionRuntime>>>,
+}
+
+/// One partition of a partitioned table: the table's bucket count of buckets.
+pub struct PartitionRuntime {
+    pub entry: PartitionEntry,
     pub buckets: Vec<Arc<Bucket>>,
 }
 
 pub struct Bucket {
     pub id: i32,
+    /// The partition the bucket belongs to, for a partitioned table.
+    pub partition_id: Option<i64>,
     pub log: LogTablet,
     pub kv: Option<KvTablet>,
     pub write_lock: tokio::sync::Mutex<()>,
@@ -117,6 +131,14 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// `bucket 2`, or `partition 7 bucket 2`, for messages.
+    pub fn name(&self) -> String {
+        match self.partition_id {
+            Some(partition_id) => format!("partition {partition_id} bucket {}", self.id),
+            None => format!("bucket {}", self.id),
+        }
+    }
+
     /// [`storage_error`], and a storage failure the process cannot recover from is raised.
     pub(crate) fn storage_error(&self, context: &str, error: storage::Error) -> ApiError {
         if is_fatal(&error) {
@@ -135,25 +157,79 @@ impl Bucket {
         self.log
             .append_synced(batches, crate::catalog::now_ms())
             .await
-            .map_err(|e| self.storage_error(&format!("changelog of bucket {}", self.id), e))
+            .map_err(|e| self.storage_error(&format!("changelog of {}", self.name()), e))
     }
 }
 
 impl TableRuntime {
-    pub fn bucket(&self, bucket_id: i32) -> Result<&Arc<Bucket>, ApiError> {
+    /// The bucket a request names (Fluss's `TableBucket`): a partition id exactly when the
+    /// table is partitioned. Anything else is UNKNOWN_TABLE_OR_BUCKET, which makes a client
+    /// refresh its metadata (and learn there that a partition is gone).
+    pub fn bucket(
+        &self,
+        partition_id: Option<i64>,
+        bucket_id: i32,
+    ) -> Result<Arc<Bucket>, ApiError> {
+        let name = self.entry.qualified_name();
+        let unknown = |reason: String| ApiError::new(code::UNKNOWN_TABLE_OR_BUCKET, reason);
+        let partition;
+        let buckets = match (partition_id, self.entry.is_partitioned()) {
+            (None, false) => &self.buckets,
+            (Some(partition_id), true) => {
+                partition = self.partition(partition_id).ok_or_else(|| {
+                    unknown(format!(
+                        "unknown partition id {partition_id} of {name} (dropped, or never                          created); list its partitions with ListPartitionInfos"
+                    ))
+                })?;
+                &partition.buckets
+            }
+            (None, true) => {
+                return Err(unknown(format!(
+                    "table {name} is partitioned: name the partition id of bucket {bucket_id}"
+                )));
+            }
+            (Some(partition_id), false) => {
+                return Err(unknown(format!(
+                    "table {name} has no partition id {partition_id}: it is not partitioned"
+                )));
+            }
+        };
         usize::try_from(bucket_id)
             .ok()
-            .and_then(|i| self.buckets.get(i))
+            .and_then(|i| buckets.get(i))
+            .cloned()
             .ok_or_else(|| {
-                ApiError::new(
-                    code::UNKNOWN_TABLE_OR_BUCKET,
-                    format!(
-                        "unknown bucket {bucket_id} of {} (it has {} buckets)",
-                        self.entry.qualified_name(),
-                        self.buckets.len()
-                    ),
-                )
+                unknown(format!(
+                    "unknown bucket {bucket_id} of {name} (it has {} buckets)",
+                    buckets.len()
+                ))
             })
+    }
+
+    pub fn partition(&self, partition_id: i64) -> Option<Arc<PartitionRuntime>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&partition_id)
+            .cloned()
+    }
+
+    pub fn partitions(&self) -> Vec<Arc<PartitionRuntime>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Every bucket: the table's own, or those of every partition.
+    pub fn all_buckets(&self) -> Vec<Arc<Bucket>> {
+        let mut buckets = self.buckets.clone();
+        for partition in self.partitions() {
+            buckets.extend(partition.buckets.iter().cloned());
+        }
+        buckets
     }
 }
 
@@ -182,16 +258,29 @@ impl Tablets {
         &self.failure
     }
 
-    fn kv_tablet_name(table_id: i64, bucket_id: i32) -> String {
-        format!("t{table_id}-b{bucket_id}")
+    fn kv_tablet_name(table_id: i64, partition_id: Option<i64>, bucket_id: i32) -> String {
+        match partition_id {
+            Some(partition_id) => format!("t{table_id}-p{partition_id}-b{bucket_id}"),
+            None => format!("t{table_id}-b{bucket_id}"),
+        }
     }
 
     fn table_dir(&self, table_id: i64) -> PathBuf {
         self.root.join(format!("table-{table_id}"))
     }
 
-    pub async fn open_table(&self, entry: Arc<TableEntry>) -> crate::Result<()> {
-        let dir = self.table_dir(entry.id);
+    fn partition_dir(&self, table_id: i64, partition_id: i64) -> PathBuf {
+        self.table_dir(table_id)
+            .join(format!("partition-{partition_id}"))
+    }
+
+    /// Opens a table's tablets (of each of `partitions` for a partitioned table) and replays
+    /// their changelogs into kv.
+    pub async fn open_table(
+        &self,
+        entry: Arc<TableEntry>,
+        partitions: Vec<PartitionEntry>,
+    ) -> crate::Result<()> {
         let row_type = entry.descriptor.schema().row_type();
         let arrow_schema =
             fluss::record::to_arrow_schema(row_type).map_err(|e| crate::Error::Config {
@@ -200,28 +289,87 @@ impl Tablets {
                     entry.qualified_name()
                 ),
             })?;
+        let buckets = if entry.is_partitioned() {
+            Vec::new()
+        } else {
+            self.open_buckets(&entry, None)?
+        };
+        let runtime = Arc::new(TableRuntime {
+            entry: entry.clone(),
+            arrow_schema,
+            buckets,
+            partitions: RwLock::new(BTreeMap::new()),
+        });
+        recover_buckets(&runtime, &runtime.buckets)?;
+        for partition in partitions {
+            self.open_partition_of(&runtime, partition)?;
+        }
+        self.tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entry.id, runtime);
+        Ok(())
+    }
+
+    /// Opens a new partition's tablets in its table's runtime.
+    pub fn open_partition(&self, partition: PartitionEntry) -> crate::Result<()> {
+        let runtime = self
+            .get(partition.table_id)
+            .ok_or_else(|| crate::Error::Storage {
+                message: format!(
+                    "partition {} (id {}) of table id {}: the table has no tablets open",
+                    partition.name, partition.id, partition.table_id
+                ),
+            })?;
+        self.open_partition_of(&runtime, partition)
+    }
+
+    fn open_partition_of(
+        &self,
+        runtime: &TableRuntime,
+        partition: PartitionEntry,
+    ) -> crate::Result<()> {
+        let buckets = self.open_buckets(&runtime.entry, Some(partition.id))?;
+        recover_buckets(runtime, &buckets)?;
+        runtime
+            .partitions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                partition.id,
+                Arc::new(PartitionRuntime {
+                    entry: partition,
+                    buckets,
+                }),
+            );
+        Ok(())
+    }
+
+    fn open_buckets(
+        &self,
+        entry: &TableEntry,
+        partition_id: Option<i64>,
+    ) -> crate::Result<Vec<Arc<Bucket>>> {
+        let dir = match partition_id {
+            Some(partition_id) => self.partition_dir(entry.id, partition_id),
+            None => self.table_dir(entry.id),
+        };
+        let storage = |e: storage::Error| crate::Error::Storage {
+            message: e.to_string(),
+        };
         let mut buckets = Vec::with_capacity(entry.bucket_count as usize);
         for bucket_id in 0..entry.bucket_count {
             let bucket_dir = dir.join(format!("bucket-{bucket_id}"));
-            let log = LogTablet::open(&bucket_dir.join("log"), self.log_config).map_err(|e| {
-                crate::Error::Storage {
-                    message: e.to_string(),
-                }
-            })?;
+            let log = LogTablet::open(&bucket_dir.join("log"), self.log_config).map_err(storage)?;
             let kv = if entry.has_primary_key() {
-                let name = Self::kv_tablet_name(entry.id, bucket_id);
-                Some(
-                    self.kv_store
-                        .open_tablet(&name)
-                        .map_err(|e| crate::Error::Storage {
-                            message: e.to_string(),
-                        })?,
-                )
+                let name = Self::kv_tablet_name(entry.id, partition_id, bucket_id);
+                Some(self.kv_store.open_tablet(&name).map_err(storage)?)
             } else {
                 None
             };
             buckets.push(Arc::new(Bucket {
                 id: bucket_id,
+                partition_id,
                 log,
                 kv,
                 write_lock: tokio::sync::Mutex::new(()),
@@ -229,26 +377,7 @@ impl Tablets {
                 failure: self.failure.clone(),
             }));
         }
-        let runtime = Arc::new(TableRuntime {
-            entry: entry.clone(),
-            arrow_schema,
-            buckets,
-        });
-        for bucket in &runtime.buckets {
-            recovery::recover(&runtime, bucket).map_err(|e| crate::Error::Storage {
-                message: format!(
-                    "recovering kv of {} bucket {}: {}",
-                    entry.qualified_name(),
-                    bucket.id,
-                    e.message
-                ),
-            })?;
-        }
-        self.tables
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(entry.id, runtime);
-        Ok(())
+        Ok(buckets)
     }
 
     pub fn get(&self, table_id: i64) -> Option<Arc<TableRuntime>> {
@@ -259,7 +388,8 @@ impl Tablets {
             .cloned()
     }
 
-    /// Forgets the table and deletes its files once in-flight writes have finished.
+    /// Forgets the table and deletes its files (every partition's) once in-flight writes
+    /// have finished.
     pub async fn drop_table(&self, entry: &TableEntry) {
         let removed = self
             .tables
@@ -267,22 +397,41 @@ impl Tablets {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&entry.id);
         if let Some(runtime) = removed {
-            for bucket in &runtime.buckets {
-                let _guard = bucket.write_lock.lock().await;
-                if bucket.kv.is_some()
-                    && let Err(error) = self
-                        .kv_store
-                        .drop_tablet(&Self::kv_tablet_name(entry.id, bucket.id))
-                {
-                    tracing::warn!(%error, "cannot drop kv tablet of dropped table");
-                }
-            }
+            self.drop_kv_tablets(entry.id, &runtime.all_buckets()).await;
         }
-        let dir = self.table_dir(entry.id);
-        if let Err(error) = std::fs::remove_dir_all(&dir)
-            && error.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %dir.display(), %error, "cannot delete files of dropped table");
+        remove_dir(&self.table_dir(entry.id), "dropped table");
+    }
+
+    /// Forgets a dropped partition and deletes its files once in-flight writes have finished.
+    pub async fn drop_partition(&self, table_id: i64, partition_id: i64) {
+        let removed = self.get(table_id).and_then(|runtime| {
+            runtime
+                .partitions
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&partition_id)
+        });
+        if let Some(partition) = removed {
+            self.drop_kv_tablets(table_id, &partition.buckets).await;
+        }
+        remove_dir(
+            &self.partition_dir(table_id, partition_id),
+            "dropped partition",
+        );
+    }
+
+    async fn drop_kv_tablets(&self, table_id: i64, buckets: &[Arc<Bucket>]) {
+        for bucket in buckets {
+            let _guard = bucket.write_lock.lock().await;
+            if bucket.kv.is_some()
+                && let Err(error) = self.kv_store.drop_tablet(&Self::kv_tablet_name(
+                    table_id,
+                    bucket.partition_id,
+                    bucket.id,
+                ))
+            {
+                tracing::warn!(%error, bucket = %bucket.name(), "cannot drop kv tablet of a dropped table or partition");
+            }
         }
     }
 
@@ -297,7 +446,7 @@ impl Tablets {
         let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
         tables
             .values()
-            .flat_map(|t| t.buckets.iter())
+            .flat_map(|t| t.all_buckets())
             .filter_map(|b| b.log.max_writer_id())
             .max()
     }
@@ -313,9 +462,9 @@ impl Tablets {
             .cloned()
             .collect();
         for table in tables {
-            for bucket in &table.buckets {
+            for bucket in table.all_buckets() {
                 if let Err(error) = bucket.log.flush() {
-                    tracing::warn!(table = %table.entry.qualified_name(), bucket = bucket.id,
+                    tracing::warn!(table = %table.entry.qualified_name(), bucket = %bucket.name(),
                         %error, "cannot flush log tablet");
                 }
             }
@@ -331,7 +480,7 @@ impl Tablets {
             .cloned()
             .collect();
         for table in tables {
-            for bucket in &table.buckets {
+            for bucket in table.all_buckets() {
                 // Waiting for the write lock lets an in-flight append finish durably.
                 let _guard = bucket.write_lock.lock().await;
                 if let Err(error) = bucket.log.flush() {
@@ -342,5 +491,28 @@ impl Tablets {
         if let Err(error) = self.kv_store.persist() {
             tracing::warn!(%error, "cannot persist kv store at shutdown");
         }
+    }
+}
+
+/// Replays each primary-key bucket's changelog into its kv tablet (see [`recovery`]).
+fn recover_buckets(runtime: &TableRuntime, buckets: &[Arc<Bucket>]) -> crate::Result<()> {
+    for bucket in buckets {
+        recovery::recover(runtime, bucket).map_err(|e| crate::Error::Storage {
+            message: format!(
+                "recovering kv of {} {}: {}",
+                runtime.entry.qualified_name(),
+                bucket.name(),
+                e.message
+            ),
+        })?;
+    }
+    Ok(())
+}
+
+fn remove_dir(dir: &std::path::Path, what: &str) {
+    if let Err(error) = std::fs::remove_dir_all(dir)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), %error, "cannot delete files of {what}");
     }
 }

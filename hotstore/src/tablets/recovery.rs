@@ -41,7 +41,7 @@ const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
 /// client's key encoder, so they equal the keys clients send.
 pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiError> {
     let Some(kv) = &bucket.kv else { return Ok(()) };
-    let context = format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
+    let context = format!("{} {}", table.entry.qualified_name(), bucket.name());
     let mut applied = kv
         .applied_offset()
         .map_err(|e| bucket.storage_error(&context, e))?;
