@@ -20,7 +20,7 @@ mod union;
 
 pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
-    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect,
-    connect_with, table_arrow_schema,
+    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, POLL_RECORDS_MAX, StartPosition,
+    connect, connect_with, table_arrow_schema,
 };
 pub use union::LakeStart;

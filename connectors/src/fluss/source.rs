@@ -11,7 +11,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use fluss::client::{FlussConnection, LogScanner};
 use fluss::config::Config as ClientConfig;
 use fluss::metadata::TablePath;
-use fluss::record::ScanRecord;
+use fluss::record::{ChangeType as FlussChangeType, ScanRecord};
 use fluss::rpc::message::OffsetSpec;
 use silt_engine::{Error, RestoredState, Result, Source, SourcePoll, TaskContext};
 
@@ -168,6 +168,8 @@ pub struct FlussSource {
     /// A union read's lake phase: where it is, and the rows still to emit.
     lake_phase: Option<LakePhase>,
     lake_rows: Option<LakeRows>,
+    /// A log table: every row is an append (`+A`), so no change type is read per row.
+    append_only: bool,
 }
 
 impl FlussSource {
@@ -183,6 +185,7 @@ impl FlussSource {
             output_schema: None,
             lake_phase: None,
             lake_rows: None,
+            append_only: false,
         }
     }
 
@@ -196,8 +199,13 @@ impl FlussSource {
         }
     }
 
-    /// Groups the records of one bucket into Arrow batches: runs of rows that share the
-    /// client's underlying batch become one slice of it plus the system columns.
+    /// Turns the records of one bucket into Arrow batches, one per run of rows that share the
+    /// client's underlying batch: a slice of that batch plus the system columns.
+    ///
+    /// The work is per run, not per row. Within a run the offsets are contiguous and every row
+    /// carries its batch's commit timestamp, so `__offset` is a range and `__timestamp` one
+    /// value; only a primary-key changelog reads a change type per row (a log table's rows are
+    /// all appends).
     fn to_batches(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<()> {
         let end = self
             .end_offsets
@@ -206,56 +214,35 @@ impl FlussSource {
             .unwrap_or(i64::MAX);
         let mut start = 0;
         while start < records.len() {
-            let first = &records[start];
-            let Some(source) = first.row().get_record_batch() else {
-                return Err(Error::operator_bug(
-                    "the fluss client returned a row without its batch",
-                ));
-            };
-            let mut len = 1;
-            while start + len < records.len() {
-                let r = &records[start + len];
-                let same = r
-                    .row()
-                    .get_record_batch()
-                    .is_some_and(|b| std::ptr::eq(b, source))
-                    && r.row().get_row_id() == first.row().get_row_id() + len;
-                if !same {
-                    break;
-                }
-                len += 1;
-            }
+            let len = run_len(&records[start..])?;
             let run = &records[start..start + len];
             start += len;
             // Skip what was already queued (a re-fetch) and what lies past the end.
+            let base = run[0].offset();
             let from = self.queued_next.get(&bucket).copied().unwrap_or(0);
-            let keep: Vec<&ScanRecord> = run
-                .iter()
-                .filter(|r| r.offset() >= from && r.offset() < end)
-                .collect();
-            if keep.is_empty() {
+            let keep_from = (from - base).clamp(0, len as i64) as usize;
+            let keep_to = (end - base).clamp(0, len as i64) as usize;
+            if keep_from >= keep_to {
                 continue;
             }
-            let skip = keep[0].row().get_row_id() - first.row().get_row_id();
-            let data = source.slice(first.row().get_row_id() + skip, keep.len());
-            let batch = self.with_system_columns(bucket, &data, &keep)?;
-            let base = keep[0].offset();
-            debug_assert!(
-                keep.windows(2).all(|w| w[1].offset() == w[0].offset() + 1),
-                "offsets within a run are contiguous"
-            );
-            self.queued_next.insert(bucket, base + keep.len() as i64);
-            self.ready.push_back((bucket, base, batch));
+            let kept = &run[keep_from..keep_to];
+            let batch = self.with_system_columns(bucket, kept)?;
+            let kept_base = base + keep_from as i64;
+            self.queued_next
+                .insert(bucket, kept_base + kept.len() as i64);
+            self.ready.push_back((bucket, kept_base, batch));
         }
         Ok(())
     }
 
-    fn with_system_columns(
-        &mut self,
-        bucket: i32,
-        data: &RecordBatch,
-        records: &[&ScanRecord],
-    ) -> Result<RecordBatch> {
+    /// `records` (one run, see [`run_len`]) as a changelog batch: a slice of their batch, then
+    /// `__bucket`, `__offset`, `__timestamp` and `__change_type`.
+    fn with_system_columns(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<RecordBatch> {
+        let first = &records[0];
+        let source = first.row().get_record_batch().ok_or_else(|| {
+            Error::operator_bug("the fluss client returned a row without its batch")
+        })?;
+        let data = source.slice(first.row().get_row_id(), records.len());
         let schema = match &self.output_schema {
             Some(s) => s.clone(),
             None => {
@@ -272,25 +259,37 @@ impl FlussSource {
             }
         };
         let n = records.len();
+        let base = first.offset();
+        let change_types: Int8Array = if self.append_only {
+            debug_assert!(
+                records
+                    .iter()
+                    .all(|r| *r.change_type() == FlussChangeType::AppendOnly)
+            );
+            Int8Array::from_value(ChangeType::AppendOnly as i8, n)
+        } else {
+            records
+                .iter()
+                .map(|r| r.change_type().to_byte_value() as i8)
+                .collect::<Vec<_>>()
+                .into()
+        };
+        debug_assert!(
+            change_types
+                .values()
+                .iter()
+                .all(|c| ChangeType::from_i8(*c).is_some()),
+            "the client's change types are Fluss's"
+        );
         let mut columns: Vec<ArrayRef> = data.columns().to_vec();
-        columns.push(Arc::new(Int32Array::from(vec![bucket; n])));
+        columns.push(Arc::new(Int32Array::from_value(bucket, n)));
         columns.push(Arc::new(Int64Array::from_iter_values(
-            records.iter().map(|r| r.offset()),
+            base..base + n as i64,
         )));
         columns.push(Arc::new(
-            TimestampMillisecondArray::from_iter_values(records.iter().map(|r| r.timestamp()))
-                .with_timezone("UTC"),
+            TimestampMillisecondArray::from_value(first.timestamp(), n).with_timezone("UTC"),
         ));
-        columns.push(Arc::new(Int8Array::from_iter_values(
-            records
-                .iter()
-                .map(|r| r.change_type().to_byte_value() as i8),
-        )));
-        debug_assert!(
-            records
-                .iter()
-                .all(|r| ChangeType::from_i8(r.change_type().to_byte_value() as i8).is_some())
-        );
+        columns.push(Arc::new(change_types));
         RecordBatch::try_new(schema, columns).map_err(|e| {
             Error::with_context(
                 silt_engine::Cause::Silt,
@@ -299,6 +298,38 @@ impl FlussSource {
             )
         })
     }
+}
+
+/// Length of the run `records` starts with: the rows that follow its first row in the client's
+/// underlying batch, with contiguous offsets (so one commit timestamp: Fluss stamps a batch,
+/// not a row).
+///
+/// The client emits a batch's rows in order and never interleaves batches, so a run is as
+/// long as the rest of its batch or of `records`, whichever ends first; that is checked on the
+/// run's last row only (every row in debug builds). A client that broke the order falls back
+/// to a row-by-row scan.
+fn run_len(records: &[ScanRecord]) -> Result<usize> {
+    let first = &records[0];
+    let Some(batch) = first.row().get_record_batch() else {
+        return Err(Error::operator_bug(
+            "the fluss client returned a row without its batch",
+        ));
+    };
+    let continues = |i: usize| {
+        let r: &ScanRecord = &records[i];
+        r.row()
+            .get_record_batch()
+            .is_some_and(|b| std::ptr::eq(b, batch))
+            && r.row().get_row_id() == first.row().get_row_id() + i
+            && r.offset() == first.offset() + i as i64
+            && r.timestamp() == first.timestamp()
+    };
+    let longest = (batch.num_rows() - first.row().get_row_id()).min(records.len());
+    if continues(longest - 1) {
+        debug_assert!((1..longest).all(continues), "a run's rows are contiguous");
+        return Ok(longest);
+    }
+    Ok((1..longest).find(|i| !continues(*i)).unwrap_or(longest))
 }
 
 fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> Bytes {
@@ -338,6 +369,7 @@ impl Source for FlussSource {
             .get_table_info(&path)
             .await
             .map_err(fluss_error(&format!("table {name}")))?;
+        self.append_only = info.get_primary_keys().is_empty();
         let buckets: Vec<i32> = (0..info.get_num_buckets())
             .filter(|b| (*b as u32) % ctx.parallelism == ctx.subtask_index)
             .collect();
