@@ -4,5 +4,6 @@
 //! are in silt-testkit.
 #![allow(dead_code)]
 
+pub mod partitions;
 pub mod raw_fluss;
 pub mod scenario;

@@ -118,7 +118,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn of<T>(result: fluss::error::Result<T>) -> Self {
+    pub fn of<T>(result: fluss::error::Result<T>) -> Self {
         match result {
             Ok(_) => Outcome::Ok,
             Err(fluss::error::Error::FlussAPIError { api_error }) => Outcome::Api {
