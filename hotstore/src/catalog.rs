@@ -1326,6 +1326,196 @@ mod tests {
         }
     }
 
+    /// `(dt STRING, region STRING, id INT)`, partitioned by (dt, region); a PK table with
+    /// `primary_key` when given.
+    fn partitioned_json(primary_key: Option<&[&str]>, partition_keys: &[&str]) -> Vec<u8> {
+        use fluss::metadata::{DataTypes, Schema};
+        let mut schema = Schema::builder()
+            .column("dt", DataTypes::string())
+            .column("region", DataTypes::string())
+            .column("id", DataTypes::int())
+            .column("amount", DataTypes::decimal(10, 2));
+        if let Some(keys) = primary_key {
+            schema = schema.primary_key(keys.to_vec()).unwrap();
+        }
+        let descriptor = TableDescriptor::builder()
+            .schema(schema.build().unwrap())
+            .partitioned_by(partition_keys.to_vec())
+            .distributed_by(Some(2), vec![])
+            .build()
+            .unwrap();
+        serde_json::to_vec(&descriptor.serialize_json().unwrap()).unwrap()
+    }
+
+    fn code_of<T>(result: Result<T, ApiError>) -> i32 {
+        result.map_or_else(|e| e.code, |_| 0)
+    }
+
+    #[test]
+    fn partitioned_tables_are_checked_as_fluss_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 1, 64).unwrap();
+        // (primary key, partition keys, expected code)
+        let cases: &[(Option<&[&str]>, &[&str], i32)] = &[
+            (None, &["dt"], 0),
+            (None, &["dt", "region"], 0),
+            (Some(&["dt", "id"]), &["dt"], 0),
+            (Some(&["id"]), &["dt"], code::INVALID_TABLE),
+            (Some(&["dt", "id"]), &["dt", "region"], code::INVALID_TABLE),
+            (None, &["nope"], code::INVALID_TABLE),
+            (None, &["amount"], code::INVALID_TABLE),
+        ];
+        for (i, (primary_key, keys, expected)) in cases.iter().enumerate() {
+            let json = partitioned_json(*primary_key, keys);
+            let result = catalog.create_table("fluss", &format!("t{i}"), &json, false);
+            assert_eq!(code_of(result), *expected, "{primary_key:?} by {keys:?}");
+        }
+        let mut auto: Value = serde_json::from_slice(&partitioned_json(None, &["dt"])).unwrap();
+        auto["properties"]["table.auto-partition.enabled"] = json!("true");
+        let result =
+            catalog.create_table("fluss", "auto", &serde_json::to_vec(&auto).unwrap(), false);
+        assert_eq!(code_of(result), code::INVALID_CONFIG);
+    }
+
+    #[test]
+    fn partition_specs_are_checked_and_ids_never_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 1, 64)
+            .unwrap()
+            .with_partitions_per_table_max(3);
+        let json = partitioned_json(None, &["dt", "region"]);
+        catalog.create_table("fluss", "t", &json, false).unwrap();
+        catalog
+            .create_table("fluss", "plain", &log_table_json(Some(1)), false)
+            .unwrap();
+        let spec = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let create = |table: &str, pairs: &[(&str, &str)]| {
+            code_of(catalog.create_partition("fluss", table, &spec(pairs), false))
+        };
+        // (table, spec, expected code), in order: ids 0 and 1 are given out.
+        let cases: &[(&str, &[(&str, &str)], i32)] = &[
+            ("t", &[("dt", "20240501"), ("region", "eu")], 0),
+            ("t", &[("region", "us"), ("dt", "20240501")], 0),
+            (
+                "t",
+                &[("dt", "20240501"), ("region", "eu")],
+                code::PARTITION_ALREADY_EXISTS,
+            ),
+            ("t", &[("dt", "20240501")], code::PARTITION_SPEC_INVALID),
+            (
+                "t",
+                &[("dt", "1"), ("region", "eu"), ("x", "1")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", "1"), ("dt", "2")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", "1"), ("zone", "eu")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", "2024/05"), ("region", "eu")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", "a$b"), ("region", "eu")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", ""), ("region", "eu")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            (
+                "t",
+                &[("dt", "__x"), ("region", "eu")],
+                code::PARTITION_SPEC_INVALID,
+            ),
+            ("plain", &[("dt", "1")], code::TABLE_NOT_PARTITIONED),
+            ("nope", &[("dt", "1")], code::TABLE_NOT_EXIST),
+        ];
+        for (table, pairs, expected) in cases {
+            assert_eq!(create(table, pairs), *expected, "{table} {pairs:?}");
+        }
+        let (_, listed) = catalog.list_partitions("fluss", "t", None).unwrap();
+        let names: Vec<(&str, i64)> = listed.iter().map(|p| (p.name.as_str(), p.id)).collect();
+        assert_eq!(names, [("20240501$eu", 0), ("20240501$us", 1)]);
+        let (_, by_region) = catalog
+            .list_partitions("fluss", "t", Some(&spec(&[("region", "us")])))
+            .unwrap();
+        assert_eq!(by_region.len(), 1);
+        assert_eq!(
+            by_region[0].qualified_name(&["dt".into(), "region".into()]),
+            "dt=20240501/region=us"
+        );
+
+        // Dropped ids are not given out again, not even after a reopen.
+        let dropped = catalog
+            .drop_partition(
+                "fluss",
+                "t",
+                &spec(&[("dt", "20240501"), ("region", "eu")]),
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(dropped.1.id, 0);
+        let again = catalog.drop_partition(
+            "fluss",
+            "t",
+            &spec(&[("dt", "20240501"), ("region", "eu")]),
+            false,
+        );
+        assert_eq!(code_of(again), code::PARTITION_NOT_EXISTS);
+        drop(catalog);
+        let catalog = Catalog::open(dir.path(), 1, 64)
+            .unwrap()
+            .with_partitions_per_table_max(3);
+        let (_, created) = catalog
+            .create_partition(
+                "fluss",
+                "t",
+                &spec(&[("dt", "20240501"), ("region", "eu")]),
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(created.id, 2);
+        assert_eq!(catalog.partition_by_id(1).unwrap().1.name, "20240501$us");
+        assert_eq!(
+            code_of(catalog.partition_by_id(0)),
+            code::PARTITION_NOT_EXISTS
+        );
+        catalog
+            .create_partition("fluss", "t", &spec(&[("dt", "3"), ("region", "eu")]), false)
+            .unwrap();
+        let full =
+            catalog.create_partition("fluss", "t", &spec(&[("dt", "4"), ("region", "eu")]), false);
+        assert_eq!(code_of(full), code::PARTITION_MAX_NUM);
+
+        // Dropping the table drops its partitions; their ids stay used.
+        let table_id = catalog.table("fluss", "t").unwrap().id;
+        catalog.drop_table("fluss", "t", false).unwrap();
+        assert!(catalog.partitions_of(table_id).is_empty());
+        catalog.create_table("fluss", "t", &json, false).unwrap();
+        let (_, fresh) = catalog
+            .create_partition("fluss", "t", &spec(&[("dt", "1"), ("region", "eu")]), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(fresh.id, 4);
+    }
+
     #[test]
     fn names_are_validated() {
         for (name, ok) in [

@@ -2,7 +2,8 @@
 //! (Maven Central's `fluss-server`), started by `fluss-real/start.sh`. Skips, saying so, where
 //! Java, Maven or the jars are unavailable. Set `SILT_FLUSS_REAL_BOOTSTRAP=host:port` to run the
 //! scenario against a cluster that is already running instead. The merge-engine scenario of
-//! `merge_engines/` (issue 16) runs against both servers after the main one.
+//! `merge_engines/` (issue 16) and the partition scenario of `common::partitions` (issue 17)
+//! run against both servers after the main one.
 
 mod common;
 mod merge_engines;
@@ -10,8 +11,8 @@ mod merge_engines;
 use std::io::Write;
 
 use anyhow::Result;
-use common::raw_fluss;
 use common::scenario::{self, Outcome, ScenarioRecord, UserRow};
+use common::{partitions, raw_fluss};
 use silt_testkit::hotstore;
 use silt_testkit::real_fluss::{RealFluss, Started};
 
@@ -66,6 +67,7 @@ async fn scenario_against_real_fluss() -> Result<()> {
     assert_eq!(unexplained, 0, "{report}");
 
     compare_merge_engines(&bootstrap).await?;
+    compare_partitions(&bootstrap).await?;
 
     // Writer idempotence around a restart, with raw batches no client sends on purpose.
     let Some(cluster) = _cluster else {
@@ -102,6 +104,32 @@ async fn compare_merge_engines(bootstrap: &str) -> Result<()> {
     let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
     let mut report = format!(
         "silt vs real Fluss, merge engines: {} difference(s), {unexplained} unexplained\n",
+        differences.len()
+    );
+    for difference in &differences {
+        report.push_str(&format!("  {difference}\n"));
+    }
+    std::io::stderr().write_all(report.as_bytes())?;
+    assert_eq!(unexplained, 0, "{report}");
+    Ok(())
+}
+
+/// The partition scenario (issue 17) against the real cluster and against silt: both must
+/// pass its checks, and every difference not listed in `partitions::KNOWN_DIFFERENCES` fails
+/// the test.
+async fn compare_partitions(bootstrap: &str) -> Result<()> {
+    let fluss = partitions::run(&hotstore::connect_to(bootstrap).await?).await?;
+    eprintln!("real Fluss, partitions: {fluss:#?}");
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start(dir.path()).await?;
+    let silt = partitions::run(&hotstore::connect(&server).await?).await;
+    server.shutdown().await?;
+    let silt = silt?;
+    partitions::check(&silt)?;
+    let differences = partitions::differences(&silt, &fluss);
+    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
+    let mut report = format!(
+        "silt vs real Fluss, partitions: {} difference(s), {unexplained} unexplained\n",
         differences.len()
     );
     for difference in &differences {

@@ -246,8 +246,14 @@ fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTierin
 /// Per hot bucket: bytes, segments, log start, and whether tiering holds retention back.
 fn hot_metrics(out: &mut Exposition, hot: &silt_hotstore::ServerHandle) {
     let buckets = hot.hot_retention();
-    let bucket_label = |b: &silt_hotstore::BucketRetention| {
-        format!("table=\"{}\",bucket=\"{}\"", label(&b.table), b.bucket)
+    let bucket_label = |b: &silt_hotstore::BucketRetention| match &b.partition {
+        Some((_, partition)) => format!(
+            "table=\"{}\",partition=\"{}\",bucket=\"{}\"",
+            label(&b.table),
+            label(partition),
+            b.bucket
+        ),
+        None => format!("table=\"{}\",bucket=\"{}\"", label(&b.table), b.bucket),
     };
     type Pick = fn(&silt_hotstore::BucketRetention) -> String;
     let hot_families: [(&str, &str, Pick); 4] = [

@@ -186,6 +186,11 @@ struct HotBucketBody {
 struct HotTableBucketBody {
     table: String,
     table_id: i64,
+    /// The partition's name, for a bucket of a partitioned table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition_id: Option<i64>,
     bucket: i32,
     high_watermark: i64,
     #[serde(flatten)]
@@ -257,6 +262,8 @@ async fn hot(State(state): State<SharedState>) -> Json<Vec<HotTableBucketBody>> 
             .map(|b| HotTableBucketBody {
                 table: b.table.clone(),
                 table_id: b.table_id,
+                partition: b.partition.as_ref().map(|(_, name)| name.clone()),
+                partition_id: b.partition.as_ref().map(|(id, _)| *id),
                 bucket: b.bucket,
                 high_watermark: b.high_watermark,
                 hot: hot_body(b),
@@ -291,7 +298,9 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                         lake_offset: *lake,
                         hot: hot
                             .iter()
-                            .find(|h| h.table_id == t.table_id && h.bucket == *b)
+                            .find(|h| {
+                                h.table_id == t.table_id && h.partition.is_none() && h.bucket == *b
+                            })
                             .map(hot_body),
                     })
                     .collect(),

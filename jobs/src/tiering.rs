@@ -292,6 +292,8 @@ pub struct TieringService {
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
+    /// Ids of lake-enabled partitioned tables discovery skipped (and said so, once each).
+    partitioned_skipped: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
 }
 
 fn now_ms() -> i64 {
@@ -310,6 +312,7 @@ impl TieringService {
             registry,
             jobs: Arc::default(),
             connection: Arc::default(),
+            partitioned_skipped: Arc::default(),
         }
     }
 
@@ -387,12 +390,14 @@ impl TieringService {
                     }
                 };
                 ids.insert((database.clone(), table.clone()), info.get_table_id());
-                if info
+                let lake_enabled = info
                     .get_properties()
                     .get(DATALAKE_ENABLED)
                     .map(|v| v.eq_ignore_ascii_case("true"))
-                    == Some(true)
-                {
+                    == Some(true);
+                if lake_enabled && info.is_partitioned() {
+                    self.skip_partitioned(&database, &table, info.get_table_id());
+                } else if lake_enabled {
                     seen.insert((database.clone(), table.clone()), info);
                 }
             }
@@ -537,6 +542,17 @@ impl TieringService {
         Ok(())
     }
 
+    /// Says once per table id that a lake-enabled partitioned table is not tiered.
+    fn skip_partitioned(&self, database: &str, table: &str, table_id: i64) {
+        let mut skipped = self
+            .partitioned_skipped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if skipped.insert(table_id) {
+            warn!(table = %format!("{database}.{table}"), table_id, "tiering: the table is partitioned, and silt does not tier partitioned tables yet (issue 17); it stays in the hot store only and hot retention keeps all of it");
+        }
+    }
+
     /// Starts tiering one table now, whatever its `table.datalake.enabled` says (for a Fluss
     /// cluster whose tables are not marked for silt). A no-op when it is already tiered.
     pub async fn tier_table(&self, database: &str, table: &str) -> Result<()> {
@@ -567,6 +583,11 @@ impl TieringService {
         info: &fluss::metadata::TableInfo,
     ) -> Result<TableJob> {
         let name = format!("{database}.{table}");
+        if info.is_partitioned() {
+            return Err(anyhow!(
+                "table {name} is partitioned; silt does not tier partitioned tables yet (issue 17)"
+            ));
+        }
         let table_id = info.get_table_id();
         let buckets = info.get_num_buckets().max(1) as u32;
         let freshness = match info.get_properties().get(DATALAKE_FRESHNESS) {

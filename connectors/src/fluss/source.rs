@@ -394,6 +394,15 @@ impl Source for FlussSource {
                 None => restored_offsets.extend(decode_offsets(state.clone())?),
             }
         }
+        if info.is_partitioned() {
+            // Its buckets belong to partitions, which this source does not enumerate yet
+            // (issue 17); refused rather than read as an empty table.
+            return Err(Error::operator(format!(
+                "{name} is partitioned (by {}): the fluss source does not read partitioned \
+                 tables yet; read an unpartitioned table",
+                info.get_partition_keys().join(", ")
+            )));
+        }
         let spec = match &self.config.start {
             _ if restored.is_restored() => OffsetSpec::Earliest,
             StartPosition::Latest => OffsetSpec::Latest,

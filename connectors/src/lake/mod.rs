@@ -377,6 +377,16 @@ impl LakeCatalog {
                 });
             }
         };
+        if info.is_partitioned() {
+            // Partitioned tables are not tiered, and the hot tail reader reads unpartitioned
+            // buckets only (issue 17): refused rather than answered from part of the table.
+            return Err(Error::user(format!(
+                "table {} is partitioned (by {}); silt does not query partitioned tables yet: \
+                 read its partitions with a Fluss client",
+                name.base(),
+                info.get_partition_keys().join(", ")
+            )));
+        }
         let user_schema = fluss::record::to_arrow_schema(info.get_row_type())
             .map_err(Error::fluss(&format!("schema of {}", name.base())))?;
         let lake_enabled = info

@@ -434,3 +434,47 @@ pub fn check(record: &PartitionRecord) -> Result<()> {
     }
     Ok(())
 }
+
+/// Differences silt keeps on purpose from Fluss 0.9.1, as (field, reason).
+pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
+    "errors/list partitions by an unknown key",
+    "Fluss 0.9.1 wraps its InvalidPartitionException in a FlussRuntimeException while \
+     listing, so a client sees UNKNOWN_SERVER_ERROR (-1), or an empty list when the table \
+     has no partitions yet; silt answers PARTITION_SPEC_INVALID (43) naming the key",
+)];
+
+/// Every field of the two records that differs, with the known reason where there is one.
+pub fn differences(
+    ours: &PartitionRecord,
+    reference: &PartitionRecord,
+) -> Vec<silt_testkit::differential::Difference> {
+    let mut differences = silt_testkit::differential::Differences::new(KNOWN_DIFFERENCES);
+    differences.compare("listed", &ours.listed, &reference.listed);
+    differences.compare(
+        "listed_by_spec",
+        &ours.listed_by_spec,
+        &reference.listed_by_spec,
+    );
+    differences.compare("scanned", &ours.scanned, &reference.scanned);
+    differences.compare(
+        "latest_offsets",
+        &ours.latest_offsets,
+        &reference.latest_offsets,
+    );
+    differences.compare("lookups", &ours.lookups, &reference.lookups);
+    differences.compare("after_drop", &ours.after_drop, &reference.after_drop);
+    differences.compare(
+        "recreated_latest",
+        &ours.recreated_latest,
+        &reference.recreated_latest,
+    );
+    differences.compare("ids_distinct", &ours.ids_distinct, &reference.ids_distinct);
+    for (name, outcome) in &reference.errors {
+        differences.compare(
+            &format!("errors/{name}"),
+            &ours.errors.get(name),
+            &Some(outcome),
+        );
+    }
+    differences.found
+}
