@@ -1347,6 +1347,11 @@ mod tests {
         serde_json::to_vec(&descriptor.serialize_json().unwrap()).unwrap()
     }
 
+    /// (primary key, partition keys, expected code)
+    type TableCase<'a> = (Option<&'a [&'a str]>, &'a [&'a str], i32);
+    /// (table, partition spec, expected code)
+    type SpecCase<'a> = (&'a str, &'a [(&'a str, &'a str)], i32);
+
     fn code_of<T>(result: Result<T, ApiError>) -> i32 {
         result.map_or_else(|e| e.code, |_| 0)
     }
@@ -1356,7 +1361,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Catalog::open(dir.path(), 1, 64).unwrap();
         // (primary key, partition keys, expected code)
-        let cases: &[(Option<&[&str]>, &[&str], i32)] = &[
+        let cases: &[TableCase] = &[
             (None, &["dt"], 0),
             (None, &["dt", "region"], 0),
             (Some(&["dt", "id"]), &["dt"], 0),
@@ -1398,7 +1403,7 @@ mod tests {
             code_of(catalog.create_partition("fluss", table, &spec(pairs), false))
         };
         // (table, spec, expected code), in order: ids 0 and 1 are given out.
-        let cases: &[(&str, &[(&str, &str)], i32)] = &[
+        let cases: &[SpecCase] = &[
             ("t", &[("dt", "20240501"), ("region", "eu")], 0),
             ("t", &[("region", "us"), ("dt", "20240501")], 0),
             (
