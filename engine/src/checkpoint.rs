@@ -227,7 +227,8 @@ impl CheckpointStorage for LocalDirStorage {
         let file = state_file_name(vertex, subtask);
         let path = self.dir(checkpoint_id).join(&file);
         let size_bytes = state.len() as u64;
-        tokio::task::spawn_blocking(move || write_durably(&path, &state))
+        crate::io_threads::files()
+            .run(move || write_durably(&path, &state))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
         Ok(StateHandle {
@@ -242,7 +243,8 @@ impl CheckpointStorage for LocalDirStorage {
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
         let path = self.dir(metadata.checkpoint_id).join(METADATA_FILE);
         let bytes = encode_metadata(metadata)?;
-        tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
+        crate::io_threads::files()
+            .run(move || write_durably(&path, &bytes))
             .await
             .map_err(|e| Error::Internal(e.to_string()))?
     }

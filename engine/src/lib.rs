@@ -15,6 +15,7 @@ pub mod channel;
 pub mod checkpoint;
 mod error;
 pub mod graph;
+pub mod io_threads;
 mod job;
 pub mod metrics;
 pub mod operator;

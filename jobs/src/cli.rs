@@ -283,6 +283,7 @@ pub fn start(global: &GlobalArgs) -> Result<(Config, tokio::runtime::Runtime)> {
     let config = Config::load(global.config.as_deref(), std::env::vars(), &overrides)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(config.engine.blocking_threads_max.max(1))
         .build()?;
     Ok((config, runtime))
 }

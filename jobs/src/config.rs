@@ -111,6 +111,7 @@ pub struct EngineConfig {
     pub checkpoints_retained_max: usize,
     pub restart_delay_ms: u64,
     pub restart_attempts_max: u32,
+    pub blocking_threads_max: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

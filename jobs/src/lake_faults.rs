@@ -24,6 +24,7 @@ use bytes::Bytes;
 use deltalake::DeltaResult;
 use deltalake::logstore::{ObjectStoreFactory, ObjectStoreRef, StorageConfig};
 use futures::StreamExt as _;
+use silt_connectors::delta::LocalLakeStoreFactory;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -104,6 +105,8 @@ pub fn install_from_env() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
+    // The product's `file://` store first, so that it cannot replace this one later.
+    silt_connectors::delta::register_object_stores();
     let url = Url::parse("file://").expect("a valid url");
     deltalake::logstore::object_store_factories().insert(url, Arc::new(FaultyFactory { switch }));
     tracing::warn!("tests only: the lake's object store fails on command ({ENV})");
@@ -119,9 +122,9 @@ impl ObjectStoreFactory for FaultyFactory {
         url: &Url,
         config: &StorageConfig,
     ) -> DeltaResult<(ObjectStoreRef, Path)> {
-        let (store, path) = object_store::parse_url_opts(url, &config.raw)?;
+        let (store, path) = LocalLakeStoreFactory.parse_url_opts(url, config)?;
         let store: ObjectStoreRef = Arc::new(FaultyStore {
-            inner: Arc::from(store),
+            inner: store,
             switch: self.switch.clone(),
         });
         Ok((store, path))

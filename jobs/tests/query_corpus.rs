@@ -1079,6 +1079,12 @@ async fn query_corpus_equals_the_changelog_oracle() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_over_deletion_vectors_plan_and_answer() -> Result<()> {
     let f = tokio::task::block_in_place(fixture);
+    run_cases(f, &deletion_vector_shapes()).await?;
+    Ok(())
+}
+
+/// The query shapes of the deletion-vector regression, over the primary-key table.
+fn deletion_vector_shapes() -> Vec<Case> {
     let shapes = [
         "SELECT sum(score) FROM {t}",
         "SELECT count(*), count(DISTINCT id) FROM {t}",
@@ -1088,7 +1094,7 @@ async fn queries_over_deletion_vectors_plan_and_answer() -> Result<()> {
         "SELECT count(*), sum(a.score) FROM {t} a JOIN {t} b ON a.id = b.id",
         "SELECT count(*), sum(b.score) FROM {t} a JOIN {other} b ON a.id = b.id",
     ];
-    let cases: Vec<Case> = shapes
+    shapes
         .iter()
         .enumerate()
         .map(|(i, sql)| Case {
@@ -1101,9 +1107,36 @@ async fn queries_over_deletion_vectors_plan_and_answer() -> Result<()> {
             tags: vec!["pk".to_string()],
             sql: sql.to_string(),
         })
-        .collect();
-    run_cases(f, &cases).await?;
-    Ok(())
+        .collect()
+}
+
+/// Regression: deltalake loads each deletion vector in a blocking task that waits for a read
+/// of the vector's file, and DataFusion's default store for `file://` made that read a blocking
+/// task too. A blocking pool smaller than the scan's files with vectors then deadlocked (the
+/// soak's queries timed out and tiering stopped under a pool of 16), and an unbounded pool grew
+/// a thread per file and kept them. Reads now run on silt's I/O threads: a pool of one thread
+/// answers every shape.
+#[test]
+fn deletion_vector_scans_finish_on_a_blocking_pool_of_one_thread() -> Result<()> {
+    let f = fixture();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()?;
+    let (done, outcome) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = done.send(run_cases(f, &deletion_vector_shapes()).await);
+    });
+    let outcome = outcome.recv_timeout(Duration::from_secs(60));
+    runtime.shutdown_background();
+    match outcome {
+        Ok(answered) => answered.map(|_| ()),
+        Err(_) => bail!(
+            "the deletion-vector queries did not finish in 60 s on a blocking pool of one thread: \
+             a blocking task waits for another that cannot start"
+        ),
+    }
 }
 
 /// What a scan's file counts must be once its query finished.

@@ -63,6 +63,7 @@ mod compaction;
 mod dv;
 mod error;
 mod key_index;
+mod local_store;
 mod maintenance;
 mod owner;
 mod schema;
@@ -82,6 +83,7 @@ pub use error::{Error, GapAfter, Result};
 pub use key_index::{
     CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
 };
+pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on_io_threads};
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
@@ -91,12 +93,19 @@ pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
 pub use writer::DeltaWriter;
 pub(crate) use writer::last_change_per_key;
 
-/// Registers deltalake's object stores for `s3://` and `s3a://` lake URLs, once per process.
-/// deltalake 1.1 also registers them from a constructor, which a linker may drop when nothing
-/// else of the `deltalake` crate itself is linked; calling this makes it certain.
+/// Registers the object stores of lake URLs, once per process: deltalake's for `s3://` and
+/// `s3a://` (deltalake 1.1 also registers them from a constructor, which a linker may drop when
+/// nothing else of the `deltalake` crate itself is linked; calling this makes it certain), and
+/// [`LocalLakeStore`] for `file://`.
 pub fn register_object_stores() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| deltalake::aws::register_handlers(None));
+    ONCE.call_once(|| {
+        deltalake::aws::register_handlers(None);
+        deltalake::logstore::object_store_factories().insert(
+            url::Url::parse("file://").expect("a valid url"),
+            std::sync::Arc::new(LocalLakeStoreFactory),
+        );
+    });
 }
 
 /// What the lake table holds.

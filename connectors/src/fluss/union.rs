@@ -123,6 +123,7 @@ impl LakeRows {
             .build_arc()
             .map_err(|e| failed("runtime", &e))?;
         let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
+        crate::delta::read_local_files_on_io_threads(&ctx);
         ctx.register_table(
             "lake",
             table

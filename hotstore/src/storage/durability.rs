@@ -9,7 +9,10 @@
 //! `sync_data` is `File::sync_data`.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use silt_engine::io_threads::IoThreads;
 
 /// fsyncs the data of `file` (at `path`).
 pub(crate) fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {
@@ -21,6 +24,23 @@ pub(crate) fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {
     #[cfg(not(any(test, feature = "fault-injection")))]
     let _ = path;
     Ok(())
+}
+
+/// The hot store's fsync threads. The appenders' group-commit fsyncs run here rather than in
+/// tokio's blocking pool: an fsync is waited on by every producer of its bucket, so it must not
+/// queue behind queries' and tiering's file I/O, and a steady stream of fsyncs through the
+/// shared pool kept each thread the pool ever grew (and its allocator cache) alive for good.
+fn fsync_threads() -> &'static IoThreads {
+    static THREADS: OnceLock<IoThreads> = OnceLock::new();
+    THREADS.get_or_init(|| IoThreads::start("silt-fsync", 4, 1024))
+}
+
+/// [`sync_data`] on the hot store's fsync threads, for async callers.
+pub(crate) async fn sync_data_off_runtime(file: Arc<File>, path: PathBuf) -> std::io::Result<()> {
+    fsync_threads()
+        .run(move || sync_data(&file, &path))
+        .await
+        .and_then(|synced| synced)
 }
 
 #[cfg(any(test, feature = "fault-injection"))]

@@ -648,10 +648,7 @@ impl LogTablet {
             (end, active.file.clone(), active.path.clone())
         };
         debug_assert!(end >= offset);
-        let sync_path = path.clone();
-        let synced = tokio::task::spawn_blocking(move || durability::sync_data(&file, &sync_path))
-            .await
-            .unwrap_or_else(|join| Err(std::io::Error::other(join)));
+        let synced = durability::sync_data_off_runtime(file, path.clone()).await;
         self.fsync_count.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = synced {
             // After a failed fsync the page cache may have dropped the data: the written tail

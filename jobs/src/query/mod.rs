@@ -444,6 +444,7 @@ impl QueryService {
             .build_arc()?;
         let session = SessionConfig::new().with_information_schema(false);
         let ctx = SessionContext::new_with_config_rt(session, runtime);
+        silt_connectors::delta::read_local_files_on_io_threads(&ctx);
         let state = ctx.state();
         let statement = state
             .sql_to_statement(&request.sql, &Dialect::Generic)

@@ -81,6 +81,7 @@ pub async fn read_lake(
         .await
         .with_context(|| format!("opening lake table {uri} at version {version}"))?;
     let ctx = datafusion::prelude::SessionContext::new();
+    silt_connectors::delta::read_local_files_on_io_threads(&ctx);
     table.update_datafusion_session(&ctx.state())?;
     let provider = table
         .table_provider()
