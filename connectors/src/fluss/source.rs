@@ -628,6 +628,61 @@ impl Source for FlussSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fluss::metadata::{DataField, DataTypes, RowType};
+    use fluss::record::ArrowReader;
+
+    /// Records as `(batch, first row, first offset, rows)` spans over batches of 10 rows (batch
+    /// `k` committed at `k` ms) are cut into runs of these lengths.
+    fn check_runs(spans: &[(usize, usize, i64, usize)], expected: &[usize]) {
+        let row_type = Arc::new(RowType::new(vec![DataField::new(
+            "id",
+            DataTypes::bigint(),
+            None,
+        )]));
+        let readers: Vec<ArrowReader> = (0..3)
+            .map(|k| {
+                let ids = Int64Array::from_iter_values(k * 10..k * 10 + 10);
+                let batch = RecordBatch::try_from_iter([("id", Arc::new(ids) as ArrayRef)]);
+                ArrowReader::new(Arc::new(batch.unwrap()), row_type.clone()).unwrap()
+            })
+            .collect();
+        let mut records = Vec::new();
+        for &(batch, row, offset, rows) in spans {
+            for i in 0..rows {
+                records.push(ScanRecord::new(
+                    readers[batch].read(row + i),
+                    offset + i as i64,
+                    batch as i64,
+                    FlussChangeType::AppendOnly,
+                ));
+            }
+        }
+        let mut runs = Vec::new();
+        let mut start = 0;
+        while start < records.len() {
+            let len = run_len(&records[start..]).unwrap();
+            runs.push(len);
+            start += len;
+        }
+        assert_eq!(runs, expected, "runs of {spans:?}");
+    }
+
+    #[test]
+    fn records_are_cut_into_runs_of_one_batch_with_contiguous_offsets() {
+        check_runs(&[(0, 0, 0, 10)], &[10]);
+        // A poll that ends inside a batch, and the next poll that starts there.
+        check_runs(&[(0, 0, 0, 7)], &[7]);
+        check_runs(&[(0, 7, 7, 3), (1, 0, 10, 10)], &[3, 10]);
+        // A start inside a batch, then two whole batches.
+        check_runs(
+            &[(0, 4, 4, 6), (1, 0, 10, 10), (2, 0, 20, 10)],
+            &[6, 10, 10],
+        );
+        // Offsets that jump inside one batch (a client out of order) end a run there.
+        check_runs(&[(0, 0, 0, 5), (0, 5, 7, 5)], &[5, 5]);
+        // Rows of one batch that skip a row end a run there.
+        check_runs(&[(1, 0, 10, 3), (1, 4, 13, 6)], &[3, 6]);
+    }
 
     #[test]
     fn offsets_state_round_trips_and_rejects_damage() {
