@@ -386,7 +386,7 @@ impl Catalog {
             return Err(ApiError::new(
                 code::PARTITION_MAX_NUM,
                 format!(
-                    "table {} already has {count} partitions, the most partitions_per_table_max                      allows; drop old partitions first",
+                    "table {} already has {count} partitions, the most hotstore.partitions_per_table_max allows; drop old partitions first",
                     table.qualified_name()
                 ),
             ));

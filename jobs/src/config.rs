@@ -70,6 +70,7 @@ pub struct HotstoreConfig {
     pub lookup_keys_max: usize,
     pub limit_scan_rows_max: usize,
     pub prefix_lookup_rows_max: usize,
+    pub partitions_per_table_max: usize,
     pub frame_read_timeout_ms: u64,
     pub authentication_timeout_ms: u64,
     pub shutdown_grace_ms: u64,

@@ -56,6 +56,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         lookup_keys_max: config.hotstore.lookup_keys_max,
         limit_scan_rows_max: config.hotstore.limit_scan_rows_max,
         prefix_lookup_rows_max: config.hotstore.prefix_lookup_rows_max,
+        partitions_per_table_max: config.hotstore.partitions_per_table_max,
         frame_read_timeout_ms: config.hotstore.frame_read_timeout_ms,
         authentication_timeout_ms: config.hotstore.authentication_timeout_ms,
         shutdown_grace_ms: config.hotstore.shutdown_grace_ms,
