@@ -27,6 +27,8 @@ pub struct Table {
     properties: Vec<(String, String)>,
     /// Distributed by these columns; the primary key when empty.
     bucket_key: Vec<String>,
+    /// Partitioned by these columns (none: unpartitioned).
+    partition_keys: Vec<String>,
 }
 
 impl Table {
@@ -40,6 +42,7 @@ impl Table {
             lake_freshness: None,
             properties: Vec::new(),
             bucket_key: Vec::new(),
+            partition_keys: Vec::new(),
         }
     }
 
@@ -73,6 +76,13 @@ impl Table {
         self
     }
 
+    /// Partitioned by `columns` (`PARTITIONED BY`); a primary-key table's must be in its key,
+    /// and its bucket key is then the rest of the key.
+    pub fn partitioned_by(mut self, columns: &[&str]) -> Table {
+        self.partition_keys = columns.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
     /// Any other table property, e.g. `table.log.ttl`.
     pub fn property(mut self, key: &str, value: &str) -> Table {
         self.properties.push((key.to_string(), value.to_string()));
@@ -90,6 +100,9 @@ impl Table {
         let mut descriptor = TableDescriptor::builder()
             .schema(schema.build()?)
             .distributed_by(Some(self.buckets), self.bucket_columns());
+        if !self.partition_keys.is_empty() {
+            descriptor = descriptor.partitioned_by(self.partition_keys.clone());
+        }
         if let Some(freshness) = &self.lake_freshness {
             descriptor = descriptor
                 .property("table.datalake.enabled", "true")
@@ -103,7 +116,11 @@ impl Table {
 
     fn bucket_columns(&self) -> Vec<String> {
         if self.bucket_key.is_empty() {
-            self.primary_key.clone()
+            self.primary_key
+                .iter()
+                .filter(|c| !self.partition_keys.contains(c))
+                .cloned()
+                .collect()
         } else {
             self.bucket_key.clone()
         }

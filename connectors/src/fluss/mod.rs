@@ -2,10 +2,14 @@
 //! same code reads silt's hotstore and a real Apache Fluss cluster.
 //!
 //! Contract (what makes tiering exactly-once):
-//! - Subtask `i` of `n` owns the buckets `b` with `b % n == i`.
-//! - State is the next offset to read per owned bucket, taken at the barrier: exactly the
-//!   records emitted before the barrier are behind it. On restore a subtask takes the offsets of
-//!   the buckets it now owns from every subtask's state, so the source can be rescaled.
+//! - Subtask `i` of `n` owns the buckets `b` with `b % n == i`; of a partitioned table, bucket
+//!   `b` of partition id `p` when `(p + b) % n == i`. A streaming read lists the partitions
+//!   every `PARTITION_DISCOVERY_INTERVAL`, reads a new one from its earliest offset and
+//!   releases a dropped one's buckets. Partition columns are ordinary columns of the rows.
+//! - State is the next offset to read per owned bucket (per partition and bucket), taken at
+//!   the barrier: exactly the records emitted before the barrier are behind it. On restore a
+//!   subtask takes the offsets of the buckets it now owns from every subtask's state, so the
+//!   source can be rescaled; a partition the checkpoint does not name is read from its start.
 //! - With no checkpoint, reading starts at `StartPosition` (for tiering: the lake's txn offsets,
 //!   so a redeployed job never re-tiers what the lake has).
 //! - The server serves committed data only (up to the high watermark), so nothing read can be

@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow::array::{
     ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray,
@@ -8,7 +8,7 @@ use arrow::array::{
 use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use fluss::client::{FlussConnection, LogScanner};
+use fluss::client::{FlussAdmin, FlussConnection, LogScanner};
 use fluss::config::Config as ClientConfig;
 use fluss::metadata::TablePath;
 use fluss::record::{ChangeType as FlussChangeType, ScanRecord};
@@ -157,13 +157,15 @@ pub struct FlussSource {
     connection: Option<FlussConnection>,
     scanner: Option<LogScanner>,
     /// Next offset to emit, per owned bucket.
-    next_offsets: BTreeMap<i32, i64>,
+    next_offsets: BTreeMap<Slot, i64>,
     /// Exclusive end per owned bucket, when bounded.
-    end_offsets: Option<BTreeMap<i32, i64>>,
+    end_offsets: Option<BTreeMap<Slot, i64>>,
     /// Batches polled but not yet emitted; their offsets are not in `next_offsets` yet.
-    ready: VecDeque<(i32, i64, RecordBatch)>,
+    ready: VecDeque<(Slot, i64, RecordBatch)>,
     /// Next offset to queue into `ready`, per owned bucket (runs ahead of `next_offsets`).
-    queued_next: BTreeMap<i32, i64>,
+    queued_next: BTreeMap<Slot, i64>,
+    /// A partitioned table's partitions, and when to look for new ones (None: unpartitioned).
+    partitions: Option<Partitions>,
     output_schema: Option<SchemaRef>,
     /// A union read's lake phase: where it is, and the rows still to emit.
     lake_phase: Option<LakePhase>,
@@ -186,6 +188,7 @@ impl FlussSource {
             lake_phase: None,
             lake_rows: None,
             append_only: false,
+            partitions: None,
         }
     }
 
@@ -206,11 +209,11 @@ impl FlussSource {
     /// carries its batch's commit timestamp, so `__offset` is a range and `__timestamp` one
     /// value; only a primary-key changelog reads a change type per row (a log table's rows are
     /// all appends).
-    fn to_batches(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<()> {
+    fn to_batches(&mut self, slot: Slot, records: &[ScanRecord]) -> Result<()> {
         let end = self
             .end_offsets
             .as_ref()
-            .and_then(|e| e.get(&bucket).copied())
+            .and_then(|e| e.get(&slot).copied())
             .unwrap_or(i64::MAX);
         let mut start = 0;
         while start < records.len() {
@@ -219,19 +222,118 @@ impl FlussSource {
             start += len;
             // Skip what was already queued (a re-fetch) and what lies past the end.
             let base = run[0].offset();
-            let from = self.queued_next.get(&bucket).copied().unwrap_or(0);
+            let from = self.queued_next.get(&slot).copied().unwrap_or(0);
             let keep_from = (from - base).clamp(0, len as i64) as usize;
             let keep_to = (end - base).clamp(0, len as i64) as usize;
             if keep_from >= keep_to {
                 continue;
             }
             let kept = &run[keep_from..keep_to];
-            let batch = self.with_system_columns(bucket, kept)?;
+            let batch = self.with_system_columns(slot.bucket, kept)?;
             let kept_base = base + keep_from as i64;
-            self.queued_next
-                .insert(bucket, kept_base + kept.len() as i64);
-            self.ready.push_back((bucket, kept_base, batch));
+            self.queued_next.insert(slot, kept_base + kept.len() as i64);
+            self.ready.push_back((slot, kept_base, batch));
         }
+        Ok(())
+    }
+
+    /// Explicit offsets name buckets, not a partition's buckets: refused for a partitioned
+    /// table (as is a union read, whose lake is not partitioned yet).
+    fn refuse_bucket_offsets_of_partitioned(&self, name: &str, keys: &[String]) -> Result<()> {
+        let what = match (&self.config.start, &self.config.end) {
+            (StartPosition::Offsets(_), _) => "start offsets per bucket",
+            (StartPosition::LakeThenLog(_), _) => "start: lake",
+            (_, EndPosition::Offsets(_)) => "end offsets per bucket",
+            _ => return Ok(()),
+        };
+        Err(Error::operator(format!(
+            "{name} is partitioned (by {}): {what} cannot name a partition's buckets; start at \
+             earliest, latest or a timestamp",
+            keys.join(", ")
+        )))
+    }
+
+    /// Lists the table's partitions: reads the buckets this subtask owns of new ones from their
+    /// earliest offset (their every row is newer than the read's start) and releases those
+    /// of dropped ones.
+    async fn discover_partitions(&mut self) -> Result<()> {
+        let connection = self.connection.as_ref().expect("opened before polled");
+        let path = self.config.table_path();
+        let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
+        let listed = list_partitions(&admin, &path).await?;
+        let partitions = self.partitions.as_mut().expect("a partitioned table");
+        partitions.next_discovery = Some(Instant::now() + PARTITION_DISCOVERY_INTERVAL);
+        let dropped: Vec<i64> = partitions
+            .known
+            .keys()
+            .filter(|id| !listed.contains_key(id))
+            .copied()
+            .collect();
+        let new: Vec<(i64, String)> = listed
+            .into_iter()
+            .filter(|(id, _)| !partitions.known.contains_key(id))
+            .collect();
+        let (buckets, subtask, parallelism) = (
+            partitions.buckets,
+            partitions.subtask,
+            partitions.parallelism,
+        );
+        for id in dropped {
+            self.release_partition(id).await?;
+        }
+        for (id, partition) in new {
+            let owned = owned_slots(Some(id), buckets, subtask, parallelism);
+            let start = OffsetSpec::Earliest;
+            let offsets = match list_owned_offsets(
+                &admin,
+                &path,
+                Some((id, &partition)),
+                &owned,
+                start,
+            )
+            .await
+            {
+                Ok(offsets) => offsets,
+                Err(error) => {
+                    // Dropped again since it was listed, or the server is away: the next
+                    // discovery tries again.
+                    tracing::warn!(table = %path, partition, %error, "new partition not read yet");
+                    continue;
+                }
+            };
+            let scanner = self.scanner.as_ref().expect("opened before polled");
+            subscribe(scanner, &offsets, &path.to_string()).await?;
+            tracing::info!(table = %path, partition, partition_id = id, offsets = ?offsets, "fluss source reads a new partition");
+            self.queued_next.extend(offsets.clone());
+            self.next_offsets.extend(offsets);
+            let partitions = self.partitions.as_mut().expect("a partitioned table");
+            partitions.known.insert(id, partition);
+        }
+        Ok(())
+    }
+
+    /// Stops reading a dropped partition: its buckets leave the subscription, the offsets
+    /// (and so the state) and the rows not emitted yet.
+    async fn release_partition(&mut self, id: i64) -> Result<()> {
+        let slots: Vec<Slot> = self
+            .next_offsets
+            .keys()
+            .filter(|s| s.partition == Some(id))
+            .copied()
+            .collect();
+        let scanner = self.scanner.as_ref().expect("opened before polled");
+        for slot in &slots {
+            scanner
+                .unsubscribe_partition(id, slot.bucket)
+                .await
+                .map_err(fluss_error("unsubscribe a dropped partition"))?;
+            self.next_offsets.remove(slot);
+            self.queued_next.remove(slot);
+        }
+        self.ready.retain(|(slot, _, _)| slot.partition != Some(id));
+        let partitions = self.partitions.as_mut().expect("a partitioned table");
+        let name = partitions.known.remove(&id);
+        tracing::info!(table = %self.config.table_path(), partition = ?name, partition_id = id, "fluss source released a dropped partition");
         Ok(())
     }
 
@@ -300,6 +402,14 @@ impl FlussSource {
     }
 }
 
+/// How an error message names a bucket.
+fn slot_name(slot: &Slot) -> String {
+    match slot.partition {
+        None => format!("bucket {}", slot.bucket),
+        Some(partition) => format!("bucket {} of partition id {partition}", slot.bucket),
+    }
+}
+
 /// Length of the run `records` starts with: the rows that follow its first row in the client's
 /// underlying batch, with contiguous offsets (so one commit timestamp: Fluss stamps a batch,
 /// not a row).
@@ -332,26 +442,162 @@ fn run_len(records: &[ScanRecord]) -> Result<usize> {
     Ok((1..longest).find(|i| !continues(*i)).unwrap_or(longest))
 }
 
-fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> Bytes {
-    let mut b = BytesMut::with_capacity(4 + offsets.len() * 12);
+/// A bucket the source reads: one of an unpartitioned table's, or one of a partition's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Slot {
+    partition: Option<i64>,
+    bucket: i32,
+}
+
+impl Slot {
+    /// Whether subtask `subtask` of `parallelism` reads this bucket: `b % n == i` for an
+    /// unpartitioned table, `(p + b) % n == i` for bucket `b` of partition `p`, so each
+    /// partition's buckets spread over the subtasks and so do the partitions' bucket 0s.
+    fn owned_by(&self, subtask: u32, parallelism: u32) -> bool {
+        let key = self.partition.unwrap_or(0) + i64::from(self.bucket);
+        key.rem_euclid(i64::from(parallelism)) == i64::from(subtask)
+    }
+}
+
+/// How often a streaming read of a partitioned table lists its partitions, to read the new
+/// ones and release the dropped ones. A constant until the configuration names it.
+pub const PARTITION_DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The partitions of a partitioned table the source knows of.
+struct Partitions {
+    /// Partition id -> name, every listed partition (whether this subtask owns buckets of it).
+    known: BTreeMap<i64, String>,
+    /// When to list the partitions next; `None`: never (a bounded read keeps those it opened
+    /// with).
+    next_discovery: Option<Instant>,
+    /// The table's bucket count, and this subtask's place, to tell the buckets it owns of a
+    /// new partition.
+    buckets: i32,
+    subtask: u32,
+    parallelism: u32,
+}
+
+/// State tag of a partitioned table's offsets (a plain offsets state starts with a count).
+const PARTITIONED_OFFSETS_TAG: &[u8; 4] = b"SPO1";
+
+/// An unpartitioned table's offsets as `count, (bucket, offset)*` (the format before
+/// partitions, so older checkpoints restore); a partitioned table's as the tag, then
+/// `count, (partition, bucket, offset)*`.
+fn encode_offsets(offsets: &BTreeMap<Slot, i64>) -> Bytes {
+    let partitioned = offsets.keys().any(|s| s.partition.is_some());
+    let mut b = BytesMut::with_capacity(8 + offsets.len() * 20);
+    if partitioned {
+        b.put_slice(PARTITIONED_OFFSETS_TAG);
+    }
     b.put_u32(offsets.len() as u32);
-    for (bucket, offset) in offsets {
-        b.put_i32(*bucket);
+    for (slot, offset) in offsets {
+        match slot.partition {
+            Some(partition) => b.put_i64(partition),
+            None => assert!(
+                !partitioned,
+                "a table's buckets are all partitioned or none"
+            ),
+        }
+        b.put_i32(slot.bucket);
         b.put_i64(*offset);
     }
     b.freeze()
 }
 
-fn decode_offsets(mut b: Bytes) -> Result<BTreeMap<i32, i64>> {
+fn decode_offsets(mut b: Bytes) -> Result<BTreeMap<Slot, i64>> {
     let corrupt = || Error::operator_bug("fluss source state is damaged (expected bucket offsets)");
+    let partitioned = b.starts_with(PARTITIONED_OFFSETS_TAG);
+    if partitioned {
+        b.advance(PARTITIONED_OFFSETS_TAG.len());
+    }
     if b.remaining() < 4 {
         return Err(corrupt());
     }
     let n = b.get_u32() as usize;
-    if b.remaining() != n * 12 {
+    let entry_bytes = if partitioned { 20 } else { 12 };
+    if b.remaining() != n * entry_bytes {
         return Err(corrupt());
     }
-    Ok((0..n).map(|_| (b.get_i32(), b.get_i64())).collect())
+    Ok((0..n)
+        .map(|_| {
+            let partition = partitioned.then(|| b.get_i64());
+            let bucket = b.get_i32();
+            (Slot { partition, bucket }, b.get_i64())
+        })
+        .collect())
+}
+
+/// Partition id -> name of every partition of `path`.
+async fn list_partitions(admin: &FlussAdmin, path: &TablePath) -> Result<BTreeMap<i64, String>> {
+    Ok(admin
+        .list_partition_infos(path)
+        .await
+        .map_err(fluss_error(&format!("list partitions of {path}")))?
+        .iter()
+        .map(|p| (p.get_partition_id(), p.get_partition_name()))
+        .collect())
+}
+
+/// The offsets `spec` names of the owned buckets of one partition (`Some((id, name))`) or of
+/// the table (`None`); a bucket the server does not answer gets 0.
+async fn list_owned_offsets(
+    admin: &FlussAdmin,
+    path: &TablePath,
+    partition: Option<(i64, &str)>,
+    owned: &[Slot],
+    spec: OffsetSpec,
+) -> Result<BTreeMap<Slot, i64>> {
+    let buckets: Vec<i32> = owned.iter().map(|s| s.bucket).collect();
+    if buckets.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let listed = match partition {
+        None => admin.list_offsets(path, &buckets, spec).await,
+        Some((_, name)) => {
+            admin
+                .list_partition_offsets(path, name, &buckets, spec)
+                .await
+        }
+    }
+    .map_err(fluss_error(&format!("list offsets of {path}")))?;
+    Ok(owned
+        .iter()
+        .map(|s| (*s, listed.get(&s.bucket).copied().unwrap_or(0)))
+        .collect())
+}
+
+/// The buckets of partition `partition` (or of the table) that `subtask` of `parallelism` owns.
+fn owned_slots(partition: Option<i64>, buckets: i32, subtask: u32, parallelism: u32) -> Vec<Slot> {
+    (0..buckets)
+        .map(|bucket| Slot { partition, bucket })
+        .filter(|s| s.owned_by(subtask, parallelism))
+        .collect()
+}
+
+/// Subscribes `scanner` to each bucket at its offset.
+async fn subscribe(scanner: &LogScanner, offsets: &BTreeMap<Slot, i64>, name: &str) -> Result<()> {
+    let table: HashMap<i32, i64> = offsets
+        .iter()
+        .filter(|(s, _)| s.partition.is_none())
+        .map(|(s, o)| (s.bucket, *o))
+        .collect();
+    let partitioned: HashMap<(i64, i32), i64> = offsets
+        .iter()
+        .filter_map(|(s, o)| s.partition.map(|p| ((p, s.bucket), *o)))
+        .collect();
+    if !table.is_empty() {
+        scanner
+            .subscribe_buckets(&table)
+            .await
+            .map_err(fluss_error(&format!("subscribe to {name}")))?;
+    }
+    if !partitioned.is_empty() {
+        scanner
+            .subscribe_partition_buckets(&partitioned)
+            .await
+            .map_err(fluss_error(&format!("subscribe to {name}")))?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -370,9 +616,6 @@ impl Source for FlussSource {
             .await
             .map_err(fluss_error(&format!("table {name}")))?;
         self.append_only = info.get_primary_keys().is_empty();
-        let buckets: Vec<i32> = (0..info.get_num_buckets())
-            .filter(|b| (*b as u32) % ctx.parallelism == ctx.subtask_index)
-            .collect();
 
         let mut restored_offsets = BTreeMap::new();
         let mut restored_phase = None;
@@ -394,15 +637,36 @@ impl Source for FlussSource {
                 None => restored_offsets.extend(decode_offsets(state.clone())?),
             }
         }
-        if info.is_partitioned() {
-            // Its buckets belong to partitions, which this source does not enumerate yet
-            // (issue 17); refused rather than read as an empty table.
-            return Err(Error::operator(format!(
-                "{name} is partitioned (by {}): the fluss source does not read partitioned \
-                 tables yet; read an unpartitioned table",
-                info.get_partition_keys().join(", ")
-            )));
-        }
+        let partitions = if info.is_partitioned() {
+            self.refuse_bucket_offsets_of_partitioned(&name, info.get_partition_keys())?;
+            Some(list_partitions(&admin, &path).await?)
+        } else {
+            None
+        };
+        // Each partition (or the table) with the buckets of it this subtask owns.
+        let owned: Vec<(Option<(i64, &str)>, Vec<Slot>)> = match &partitions {
+            None => vec![(
+                None,
+                owned_slots(
+                    None,
+                    info.get_num_buckets(),
+                    ctx.subtask_index,
+                    ctx.parallelism,
+                ),
+            )],
+            Some(known) => known
+                .iter()
+                .map(|(id, partition)| {
+                    let slots = owned_slots(
+                        Some(*id),
+                        info.get_num_buckets(),
+                        ctx.subtask_index,
+                        ctx.parallelism,
+                    );
+                    (Some((*id, partition.as_str())), slots)
+                })
+                .collect(),
+        };
         let spec = match &self.config.start {
             _ if restored.is_restored() => OffsetSpec::Earliest,
             StartPosition::Latest => OffsetSpec::Latest,
@@ -428,14 +692,11 @@ impl Source for FlussSource {
                 lake_offsets = Some(offsets);
             }
         }
-        let listed = if buckets.is_empty() {
-            HashMap::new()
-        } else {
-            admin
-                .list_offsets(&path, &buckets, spec)
-                .await
-                .map_err(fluss_error(&format!("list offsets of {name}")))?
-        };
+        let mut listed = BTreeMap::new();
+        for (partition, slots) in &owned {
+            listed
+                .extend(list_owned_offsets(&admin, &path, *partition, slots, spec.clone()).await?);
+        }
         let lake_enabled = info
             .get_properties()
             .get("table.datalake.enabled")
@@ -443,7 +704,7 @@ impl Source for FlussSource {
         let expired: Vec<String> = listed
             .iter()
             .filter(|(_, start)| **start > 0)
-            .map(|(bucket, start)| format!("bucket {bucket} starts at {start}"))
+            .map(|(slot, start)| format!("{} starts at {start}", slot_name(slot)))
             .collect();
         if lake_enabled
             && !restored.is_restored()
@@ -457,44 +718,48 @@ impl Source for FlussSource {
                 expired.join(", ")
             )));
         }
-        for &bucket in &buckets {
-            let listed = listed.get(&bucket).copied().unwrap_or(0);
+        for (&slot, &listed) in &listed {
+            // Explicit and lake offsets name buckets of an unpartitioned table (refused above
+            // for a partitioned one); a restored partition the checkpoint does not name was
+            // created after it, and starts at its earliest offset.
             let start = if restored.is_restored() {
-                restored_offsets.get(&bucket).copied().unwrap_or(listed)
+                restored_offsets.get(&slot).copied().unwrap_or(listed)
             } else if let StartPosition::Offsets(offsets) = &self.config.start {
-                offsets.get(&bucket).copied().unwrap_or(listed)
+                offsets.get(&slot.bucket).copied().unwrap_or(listed)
             } else if let Some(offsets) = &lake_offsets {
-                offsets.get(&bucket).copied().unwrap_or(listed)
+                offsets.get(&slot.bucket).copied().unwrap_or(listed)
             } else {
                 listed
             };
-            self.next_offsets.insert(bucket, start);
+            self.next_offsets.insert(slot, start);
         }
         self.end_offsets = match &self.config.end {
             EndPosition::Unbounded => None,
             EndPosition::Offsets(end) => Some(
-                buckets
-                    .iter()
-                    .map(|b| (*b, end.get(b).copied().unwrap_or(0)))
+                self.next_offsets
+                    .keys()
+                    .map(|s| (*s, end.get(&s.bucket).copied().unwrap_or(0)))
                     .collect(),
             ),
             EndPosition::LatestAtOpen => {
-                let latest = if buckets.is_empty() {
-                    HashMap::new()
-                } else {
-                    admin
-                        .list_offsets(&path, &buckets, OffsetSpec::Latest)
-                        .await
-                        .map_err(fluss_error(&format!("list offsets of {name}")))?
-                };
-                Some(
-                    buckets
-                        .iter()
-                        .map(|b| (*b, latest.get(b).copied().unwrap_or(0)))
-                        .collect(),
-                )
+                let mut latest = BTreeMap::new();
+                for (partition, slots) in &owned {
+                    latest.extend(
+                        list_owned_offsets(&admin, &path, *partition, slots, OffsetSpec::Latest)
+                            .await?,
+                    );
+                }
+                Some(latest)
             }
         };
+        self.partitions = partitions.map(|known| Partitions {
+            known,
+            next_discovery: matches!(self.config.end, EndPosition::Unbounded)
+                .then(|| Instant::now() + PARTITION_DISCOVERY_INTERVAL),
+            buckets: info.get_num_buckets(),
+            subtask: ctx.subtask_index,
+            parallelism: ctx.parallelism,
+        });
 
         let table = connection
             .get_table(&path)
@@ -509,22 +774,17 @@ impl Source for FlussSource {
         let scanner = scan
             .create_log_scanner()
             .map_err(fluss_error(&format!("scanner on {name}")))?;
-        let subscriptions: HashMap<i32, i64> = self
+        let subscriptions: BTreeMap<Slot, i64> = self
             .next_offsets
             .iter()
-            .filter(|(b, next)| {
+            .filter(|(s, next)| {
                 self.end_offsets
                     .as_ref()
-                    .is_none_or(|e| e.get(b).is_some_and(|end| *next < end))
+                    .is_none_or(|e| e.get(s).is_some_and(|end| *next < end))
             })
-            .map(|(b, o)| (*b, *o))
+            .map(|(s, o)| (*s, *o))
             .collect();
-        if !subscriptions.is_empty() {
-            scanner
-                .subscribe_buckets(&subscriptions)
-                .await
-                .map_err(fluss_error(&format!("subscribe to {name}")))?;
-        }
+        subscribe(&scanner, &subscriptions, &name).await?;
         drop(table);
         if let (Some(phase), StartPosition::LakeThenLog(lake)) =
             (&self.lake_phase, &self.config.start)
@@ -584,9 +844,9 @@ impl Source for FlussSource {
                 }
             }
         }
-        if let Some((bucket, base, batch)) = self.ready.pop_front() {
+        if let Some((slot, base, batch)) = self.ready.pop_front() {
             let next = base + batch.num_rows() as i64;
-            let entry = self.next_offsets.entry(bucket).or_insert(next);
+            let entry = self.next_offsets.entry(slot).or_insert(next);
             debug_assert!(
                 *entry <= base || *entry == next,
                 "offsets only move forward"
@@ -596,6 +856,14 @@ impl Source for FlussSource {
         }
         if self.finished() {
             return Ok(SourcePoll::End);
+        }
+        if self
+            .partitions
+            .as_ref()
+            .and_then(|p| p.next_discovery)
+            .is_some_and(|at| Instant::now() >= at)
+        {
+            self.discover_partitions().await?;
         }
         let scanner = self.scanner.as_ref().expect("opened before polled");
         let polled = scanner
@@ -608,10 +876,23 @@ impl Source for FlussSource {
         if polled.is_empty() {
             return Ok(SourcePoll::Idle(Duration::ZERO));
         }
-        let mut by_bucket: Vec<_> = polled.into_records_by_buckets().into_iter().collect();
-        by_bucket.sort_by_key(|(b, _)| b.bucket_id());
-        for (bucket, records) in by_bucket {
-            self.to_batches(bucket.bucket_id(), &records)?;
+        let mut by_slot: Vec<_> = polled
+            .into_records_by_buckets()
+            .into_iter()
+            .map(|(b, records)| {
+                let slot = Slot {
+                    partition: b.partition_id(),
+                    bucket: b.bucket_id(),
+                };
+                (slot, records)
+            })
+            .collect();
+        by_slot.sort_by_key(|(s, _)| *s);
+        for (slot, records) in by_slot {
+            // Records the client fetched before a dropped partition was released.
+            if self.next_offsets.contains_key(&slot) {
+                self.to_batches(slot, &records)?;
+            }
         }
         Ok(SourcePoll::Idle(Duration::ZERO))
     }
@@ -685,16 +966,60 @@ mod tests {
     }
 
     #[test]
-    fn offsets_state_round_trips_and_rejects_damage() {
-        let offsets: BTreeMap<i32, i64> = [(0, 10), (3, 0), (7, i64::MAX)].into_iter().collect();
-        assert_eq!(decode_offsets(encode_offsets(&offsets)).unwrap(), offsets);
-        let mut damaged = encode_offsets(&offsets).to_vec();
-        damaged.pop();
+    fn every_bucket_of_every_partition_has_one_owner() {
+        for parallelism in 1..=4 {
+            for partition in [None, Some(0), Some(7), Some(12)] {
+                for bucket in 0..5 {
+                    let slot = Slot { partition, bucket };
+                    let owners = (0..parallelism)
+                        .filter(|i| slot.owned_by(*i, parallelism))
+                        .count();
+                    assert_eq!(owners, 1, "{slot:?} at parallelism {parallelism}");
+                }
+            }
+        }
+        // Unpartitioned: the rule from before partitions, b % n.
         assert!(
-            decode_offsets(Bytes::from(damaged))
-                .unwrap_err()
-                .to_string()
-                .contains("damaged")
+            Slot {
+                partition: None,
+                bucket: 5
+            }
+            .owned_by(1, 2)
         );
+    }
+
+    #[test]
+    fn offsets_state_round_trips_and_rejects_damage() {
+        let table = |bucket| Slot {
+            partition: None,
+            bucket,
+        };
+        let partition = |p, bucket| Slot {
+            partition: Some(p),
+            bucket,
+        };
+        let plain: BTreeMap<Slot, i64> = [(table(0), 10), (table(3), 0), (table(7), i64::MAX)]
+            .into_iter()
+            .collect();
+        let partitioned: BTreeMap<Slot, i64> = [
+            (partition(4, 0), 10),
+            (partition(4, 1), 3),
+            (partition(9, 0), 0),
+        ]
+        .into_iter()
+        .collect();
+        for offsets in [&plain, &partitioned, &BTreeMap::new()] {
+            assert_eq!(&decode_offsets(encode_offsets(offsets)).unwrap(), offsets);
+            let mut damaged = encode_offsets(offsets).to_vec();
+            damaged.pop();
+            assert!(
+                decode_offsets(Bytes::from(damaged))
+                    .unwrap_err()
+                    .to_string()
+                    .contains("damaged")
+            );
+        }
+        // An unpartitioned table's state is the format from before partitions.
+        assert_eq!(encode_offsets(&plain).len(), 4 + 3 * 12);
     }
 }
