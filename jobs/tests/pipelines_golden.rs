@@ -5,17 +5,21 @@
 //! A kill is an engine-level cancel without a final checkpoint, and the restore goes through
 //! the job service's persisted definition, as a restart of `silt up` does.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, PartitionSpec};
+use fluss::row::GenericRow;
 use silt_connectors::fluss::connect;
 use silt_engine::{ChannelConfig, RestartStrategy};
 use silt_hotstore::ServerHandle;
 use silt_jobs::job::service::{Desired, JobService, JobServiceConfig};
 use silt_jobs::job::{Format, parse_submission};
 use silt_testkit::lake::{delta_rows, silt_table_rows, sorted};
+use silt_testkit::tables::Table;
 use silt_testkit::tables::demo::{
     self, expected_big_orders, expected_customers_clean, expected_customers_delta, order,
     write_customers, write_orders,
@@ -457,5 +461,106 @@ async fn json_definition_fans_out_through_sql_into_delta() -> Result<()> {
         .filter(|id| order(*id).2 == "cancelled")
         .count() as u64;
     assert_eq!(printed, Some(cancelled), "{stopped:?}");
+    Ok(())
+}
+
+/// A job reads every partition of a partitioned table (issue 17), a partition created while it
+/// runs included, into an unpartitioned silt table; a delta-sink fed by a partitioned table and
+/// `start: lake` on one are refused (its txn offsets are per bucket, and it is not tiered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_table_flows_into_a_silt_table_but_not_into_delta_yet() -> Result<()> {
+    let env = Env::start().await?;
+    let source = Table::log("parts", "events")
+        .column("dt", DataTypes::string())
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .partitioned_by(&["dt"]);
+    source.create(&env.connection).await?;
+    Table::log("parts", "copy")
+        .column("id", DataTypes::bigint())
+        .column("dt", DataTypes::string())
+        .column("v", DataTypes::string())
+        .create(&env.connection)
+        .await?;
+    let admin = env.connection.get_admin()?;
+    let day = |d: &str| PartitionSpec::new(HashMap::from([("dt".to_string(), d.to_string())]));
+    let mut expected = Vec::new();
+    let append = |d: &'static str, ids: std::ops::Range<i64>, expected: &mut Vec<String>| {
+        let rows: Vec<(i64, String)> = ids.map(|id| (id, format!("{d}-{id}"))).collect();
+        expected.extend(rows.iter().map(|(id, v)| format!("{id}|{d}|{v}")));
+        let path = source.path.clone();
+        let connection = &env.connection;
+        async move {
+            let writer = connection
+                .get_table(&path)
+                .await?
+                .new_append()?
+                .create_writer()?;
+            for (id, v) in rows {
+                let mut row = GenericRow::new(3);
+                row.set_field(0, d);
+                row.set_field(1, id);
+                row.set_field(2, v);
+                writer.append(&row)?;
+            }
+            writer.flush().await?;
+            anyhow::Ok(())
+        }
+    };
+    for d in ["2024-05-01", "2024-05-02"] {
+        admin.create_partition(&source.path, &day(d), false).await?;
+    }
+    append("2024-05-01", 0..100, &mut expected).await?;
+    append("2024-05-02", 100..180, &mut expected).await?;
+
+    let yaml = "source:\n  type: fluss\n  table: parts.events\n  start: earliest\nsink:\n  type: fluss\n  table: parts.copy\n  mode: append\npipeline:\n  name: partitions-to-silt\n  parallelism: 2\n  checkpoint:\n    interval: 1s\n";
+    let service = env.service();
+    let (definition, paths) =
+        parse_submission(yaml, Format::Yaml).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let id = service
+        .submit(definition, paths.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .id;
+    wait_for_checkpoint(&service, &id).await?;
+    admin
+        .create_partition(&source.path, &day("2024-05-03"), false)
+        .await?;
+    append("2024-05-03", 200..260, &mut expected).await?;
+    append("2024-05-01", 300..310, &mut expected).await?;
+    let expected = sorted(expected);
+    wait::for_rows("parts.copy", &expected, OUTPUT_TIMEOUT, || {
+        silt_table_rows(&env.bootstrap, "parts", "copy")
+    })
+    .await?;
+    service
+        .stop(&id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let to_delta = yaml
+        .replace("  table: parts.copy\n", "")
+        .replace("partitions-to-silt", "partitions-to-delta");
+    let from_lake = yaml
+        .replace("start: earliest", "start: lake")
+        .replace("partitions-to-silt", "partitions-from-lake");
+    for (body, path, message) in [
+        (
+            to_delta.replace("type: fluss\n  mode", "type: delta\n  mode"),
+            "sink",
+            "delta-sink cannot take a partitioned table's rows yet",
+        ),
+        (from_lake, "source.start", "no lake to start at"),
+    ] {
+        let (definition, paths) =
+            parse_submission(&body, Format::Yaml).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Err(silt_jobs::job::service::JobError::Invalid(errors)) =
+            service.submit(definition, paths.as_ref()).await
+        else {
+            bail!("accepted {body}");
+        };
+        assert_eq!(errors.0[0].path, path, "{errors}");
+        assert!(errors.0[0].message.contains(message), "{errors}");
+    }
     Ok(())
 }

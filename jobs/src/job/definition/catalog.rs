@@ -29,6 +29,8 @@ pub struct TableFacts {
     pub schema: SchemaRef,
     /// `table.datalake.enabled`: its history may be in the lake only (hot retention).
     pub lake_enabled: bool,
+    /// `PARTITIONED BY` columns (empty: unpartitioned).
+    pub partition_keys: Vec<String>,
 }
 
 /// Table lookups through the Fluss client, cached for one compilation.
@@ -127,6 +129,7 @@ impl Catalog {
                 .get_properties()
                 .get(crate::tiering::DATALAKE_ENABLED)
                 .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            partition_keys: info.get_partition_keys().to_vec(),
         })
     }
 }

@@ -194,7 +194,20 @@ async fn resolve_fluss_source(
         .table(&c.table)
         .await
         .map_err(|m| at(&base.at("table"), m))?;
+    let partitioned = !facts.partition_keys.is_empty();
     let start = match (c.start, c.timestamp_ms) {
+        // A partitioned table is not tiered yet (issue 17): all of it is in the hot store.
+        (StartDef::Lake, None) if partitioned => {
+            return Err(at(
+                &base.at("start"),
+                format!(
+                    "{} is partitioned (by {}) and silt does not tier partitioned tables yet, so it has no lake to start at; use start: earliest, latest or timestamp",
+                    c.table,
+                    facts.partition_keys.join(", ")
+                ),
+            ));
+        }
+        (StartDef::Earliest, None) if partitioned => StartPosition::Earliest,
         // Every row of a lake-enabled table: hot retention may have left the oldest
         // only in the lake, so the lake first, then the changelog after it.
         (StartDef::Earliest, None) if facts.lake_enabled => StartPosition::LakeThenLog(LakeStart {
@@ -311,6 +324,18 @@ fn resolve_delta_sink(
             "a delta-sink must be fed by exactly one fluss-source (its txn offsets are that source's buckets)",
         ));
     };
+    if !source.partition_keys.is_empty() {
+        // Its txn offsets are per bucket; two partitions' bucket 0 would share one.
+        return Err(at(
+            &base.at(""),
+            format!(
+                "{}.{} is partitioned (by {}), and a delta-sink cannot take a partitioned table's rows yet (its txn offsets are per bucket, not per partition and bucket; issue 17); write them to a silt table with a fluss sink",
+                source.database,
+                source.table,
+                source.partition_keys.join(", ")
+            ),
+        ));
+    }
     for system in [
         silt_connectors::changelog::BUCKET_COLUMN,
         silt_connectors::changelog::OFFSET_COLUMN,
