@@ -1,9 +1,9 @@
 //! The Fluss source over partitioned tables (issue 17): it reads every bucket of every
 //! partition, the partition column as the rows carry it, each row once; partitions created
 //! while it runs are read from their start without a restart, a dropped partition is released
-//! without failing the read, and a checkpoint restores per (partition, bucket) at another
-//! parallelism. A partitioned primary-key table's changelog, read to the high watermarks,
-//! replays to the last image per key.
+//! without failing the read (also when one of the same name replaces it), and a checkpoint
+//! restores per (partition, bucket) at another parallelism. A partitioned primary-key table's
+//! changelog, read to the high watermarks, replays to the last image per key.
 //!
 //! Each bucket's offsets must come out exactly once from 0 to what it holds, so a lost, doubled
 //! or misattributed bucket shows as a gap or a repeat.
@@ -80,6 +80,16 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
     let read = read_until(&mut restored, after_drop.len() + later.len()).await?;
     let expected: Vec<Row> = after_drop.iter().chain(&later).cloned().collect();
     check("restored at parallelism 3", &read, &expected)?;
+
+    // DAY_3 dropped and created again between two listings: the old id is released and the
+    // new one (same name, empty) read from its start, never the old rows again.
+    admin_drop(&connection, &path, DAY_3).await?;
+    create_partitions(&connection, &path, &[DAY_3]).await?;
+    // A fresh connection: the first one's client still maps DAY_3 to the dropped id.
+    let fresh = hotstore::connect(&server).await?;
+    let recreated = append(&fresh, &path, DAY_3, 3000..3030).await?;
+    let read = read_until(&mut restored, recreated.len()).await?;
+    check("recreated partition", &read, &recreated)?;
 
     // Offsets name buckets of one partition; a partitioned table refuses them.
     let mut explicit = config.clone();
