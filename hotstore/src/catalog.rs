@@ -1043,7 +1043,7 @@ fn unknown_partition(state: &State, table: &TableEntry, partition_name: &str) ->
     ApiError::new(
         code::PARTITION_NOT_EXISTS,
         format!(
-            "partition '{partition_name}' of table {} does not exist (known: {known}); create it              with CreatePartition",
+            "partition '{partition_name}' of table {} does not exist (known: {known}); create it with CreatePartition",
             table.qualified_name()
         ),
     )

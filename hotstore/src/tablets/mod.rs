@@ -178,7 +178,7 @@ impl TableRuntime {
             (Some(partition_id), true) => {
                 partition = self.partition(partition_id).ok_or_else(|| {
                     unknown(format!(
-                        "unknown partition id {partition_id} of {name} (dropped, or never                          created); list its partitions with ListPartitionInfos"
+                        "unknown partition id {partition_id} of {name} (dropped, or never created); list its partitions with ListPartitionInfos"
                     ))
                 })?;
                 &partition.buckets
