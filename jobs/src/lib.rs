@@ -32,7 +32,10 @@ pub mod verify;
 /// heap stayed flat while glibc's per-thread arenas kept the freed memory of ~90 threads (the
 /// resident set grew 50 MB a minute in `silt bench soak`). `silt` and `silt-bench` (whose
 /// trials and soak run `silt up` from it) both use it, so what is measured is what ships.
-/// `MALLOC_CONF` in the environment overrides the options.
+/// One arena (`narenas:1`; jemalloc's default is four per CPU): with the threads' caches in
+/// front of it, one arena halved fragmentation (`active - allocated`: 25 MB against 55 MB on
+/// average over minutes 10-27 of the soak, slope +46 against +116 MB/h) at equal tiering lag
+/// and query latency. `_RJEM_MALLOC_CONF` in the environment overrides the options.
 #[cfg(not(target_env = "msvc"))]
 #[doc(hidden)]
 pub use tikv_jemallocator;
@@ -48,6 +51,6 @@ macro_rules! silt_allocator {
         #[allow(non_upper_case_globals)]
         #[unsafe(export_name = "_rjem_malloc_conf")]
         pub static malloc_conf: &[u8] =
-            b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+            b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1\0";
     };
 }
