@@ -24,13 +24,13 @@ use bytes::Bytes;
 use deltalake::DeltaResult;
 use deltalake::logstore::{ObjectStoreFactory, ObjectStoreRef, StorageConfig};
 use futures::StreamExt as _;
-use silt_connectors::delta::LocalLakeStoreFactory;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
+use silt_connectors::delta::LocalLakeStoreFactory;
 use url::Url;
 
 /// The environment variable naming the control file.
