@@ -520,6 +520,27 @@ impl Catalog {
         })
     }
 
+    /// The table id a partition id belongs to while the partition lives, `None` once it was
+    /// dropped (ids are never reused, so an id below the next one that no table holds was
+    /// dropped); PARTITION_NOT_EXISTS for an id never given out.
+    pub fn partition_owner(&self, partition_id: i64) -> Result<Option<i64>, ApiError> {
+        let state = self.lock();
+        if partition_id < 0 || partition_id >= state.next_partition_id {
+            return Err(ApiError::new(
+                code::PARTITION_NOT_EXISTS,
+                format!(
+                    "partition id {partition_id} was never created (the next id is {})",
+                    state.next_partition_id
+                ),
+            ));
+        }
+        Ok(state
+            .partitions
+            .iter()
+            .find(|(_, partitions)| partitions.values().any(|p| p.id == partition_id))
+            .map(|(table_id, _)| *table_id))
+    }
+
     /// Sets and resets a table's properties, as Fluss's AlterTable does: `table.*` keys only
     /// among [`ALTERABLE_PROPERTIES`], with values checked as CreateTable checks them; any other
     /// key is a custom property. Returns the new entry, or `None` when nothing changed or the

@@ -2,11 +2,12 @@
 //! protocol, so the official Fluss clients (fluss-rs, pyfluss, Java) work against it unmodified.
 //!
 //! Entry point: [`Server::start`] with a [`ServerConfig`] returns a [`ServerHandle`]
-//! (`local_addr`, `shutdown`, and `set_lake_snapshot` for the tiering committer). One process
-//! plays the Fluss coordinator and tablet server: databases and tables live in a JSON catalog,
-//! each bucket has a log tablet and, for a primary-key table, a kv tablet fed from the
-//! changelog the server writes. With [`SaslConfig`] users set, connections must authenticate
-//! with SASL/PLAIN (as Fluss clients do) before anything but ApiVersions.
+//! (`local_addr`, `shutdown`, and `set_lake_snapshot` / `set_partitioned_lake_snapshot` for the
+//! tiering committer). One process plays the Fluss coordinator and tablet server: databases
+//! and tables live in a JSON catalog, each bucket has a log tablet and, for a primary-key
+//! table, a kv tablet fed from the changelog the server writes. With [`SaslConfig`] users set,
+//! connections must authenticate with SASL/PLAIN (as Fluss clients do) before anything but
+//! ApiVersions.
 //!
 //! Layers, each importing only those below it:
 //! - `server` (accept loop, framing, per-connection auth) and `handlers/` (dispatch by API
@@ -32,6 +33,8 @@ mod hostile_tests;
 #[cfg(test)]
 mod idempotence_tests;
 mod lake_registry;
+#[cfg(test)]
+mod partition_lifecycle_tests;
 /// The wire protocol: framing and silt's message definitions. Public only with the
 /// `test-support` feature, for tests that speak raw Fluss to silt and to a real Fluss server.
 #[cfg(not(feature = "test-support"))]

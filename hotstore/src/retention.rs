@@ -4,8 +4,9 @@
 //! whose every batch is older than the table's `table.log.ttl` (Fluss's property and default,
 //! 7 days; `-1` keeps the log forever), with two bounds that win over the TTL:
 //! - **a lake-enabled table** (`table.datalake.enabled`) never loses a segment the lake has not
-//!   covered: the cut stops at the bucket's tiered offset in the lake-offset registry (0 when
-//!   tiering has committed nothing), and the bucket reports `held_by_tiering`. The offset used
+//!   covered: the cut stops at the bucket's tiered offset in the lake-offset registry (a
+//!   partition's bucket at its partition's; 0 when tiering has committed nothing), and the
+//!   bucket reports `held_by_tiering`. The offset used
 //!   is the one the registry held at least `retention_lake_lag` ago (`silt up` sets the longest
 //!   query deadline): a `db.t` query pins a lake version and reads the hot tail from its
 //!   offsets, so those must stay readable while it runs;
@@ -117,12 +118,8 @@ impl Service {
     ) -> Vec<BucketRetention> {
         let default_ttl = self.config.log_ttl;
         let lag_ms = i64::try_from(self.config.retention_lake_lag_ms).unwrap_or(i64::MAX);
-        let empty = HashMap::new();
-        let previous = lake_bounds
-            .as_of(now_ms.saturating_sub(lag_ms))
-            .unwrap_or(&empty)
-            .clone();
-        let mut current = HashMap::new();
+        let previous = lake_bounds.as_of(now_ms.saturating_sub(lag_ms)).cloned();
+        lake_bounds.record(now_ms, self.tiered_offsets());
         let mut report = Vec::new();
         let mut kv_persisted = false;
         for entry in self.catalog.tables() {
@@ -136,10 +133,7 @@ impl Service {
                     None
                 }
             };
-            let lake = lake_enabled(&entry).then(|| previous.get(&entry.id));
-            if let Some(snapshot) = self.lake.get(entry.id) {
-                current.insert(entry.id, snapshot.bucket_offsets);
-            }
+            let lake = lake_enabled(&entry);
             let partition_names: HashMap<i64, String> = table
                 .partitions()
                 .iter()
@@ -154,13 +148,13 @@ impl Service {
                     None => log_start,
                 };
                 let mut held_by_tiering = false;
-                if let Some(snapshot) = &lake {
-                    // The lake-offset registry holds no partitioned offsets (partitioned tables
-                    // are not tiered yet), so a partition's bucket counts as untiered.
-                    let tiered = snapshot
-                        .filter(|_| bucket.partition_id.is_none())
-                        .and_then(|offsets| offsets.iter().find(|(b, _)| *b == bucket.id))
-                        .map_or(0, |(_, offset)| *offset);
+                if lake {
+                    let key = (entry.id, bucket.partition_id, bucket.id);
+                    let tiered = previous
+                        .as_ref()
+                        .and_then(|offsets| offsets.get(&key))
+                        .copied()
+                        .unwrap_or(0);
                     if tiered < end {
                         end = tiered;
                         held_by_tiering = true;
@@ -214,27 +208,45 @@ impl Service {
                 });
             }
         }
-        lake_bounds.record(now_ms, current);
         report
+    }
+
+    /// Every table's tiered offsets in the lake-offset registry now.
+    pub(crate) fn tiered_offsets(&self) -> TieredOffsets {
+        self.lake
+            .all()
+            .into_iter()
+            .flat_map(|(table_id, snapshot)| {
+                snapshot
+                    .tiered_offsets()
+                    .map(|(partition, bucket, offset)| ((table_id, partition, bucket), offset))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 }
 
-/// The lake's tiered offsets per table id as retention runs saw them, kept as long as a lag
-/// may ask for them.
+/// A bucket as the lake-offset registry names it: (table id, partition id, bucket).
+pub(crate) type TieredBucket = (i64, Option<i64>, i32);
+/// The offset up to which the lake holds each bucket (exclusive); an absent bucket holds none.
+pub(crate) type TieredOffsets = HashMap<TieredBucket, i64>;
+
+/// The lake's tiered offsets as retention runs saw them, kept as long as a lag may ask for
+/// them.
 #[derive(Debug, Default)]
 pub(crate) struct LakeBounds {
-    seen: std::collections::VecDeque<(i64, HashMap<i64, Vec<(i32, i64)>>)>,
+    seen: std::collections::VecDeque<(i64, TieredOffsets)>,
 }
 
 impl LakeBounds {
     /// The newest offsets seen at or before `at_ms`; older ones are dropped.
-    fn as_of(&mut self, at_ms: i64) -> Option<&HashMap<i64, Vec<(i32, i64)>>> {
+    pub(crate) fn as_of(&mut self, at_ms: i64) -> Option<&TieredOffsets> {
         let usable = self.seen.iter().rposition(|(seen, _)| *seen <= at_ms)?;
         self.seen.drain(..usable);
         self.seen.front().map(|(_, bounds)| bounds)
     }
 
-    fn record(&mut self, at_ms: i64, bounds: HashMap<i64, Vec<(i32, i64)>>) {
+    pub(crate) fn record(&mut self, at_ms: i64, bounds: TieredOffsets) {
         self.seen.push_back((at_ms, bounds));
     }
 }
@@ -246,7 +258,7 @@ mod tests {
     #[test]
     fn lake_bounds_answer_what_was_seen_a_lag_ago_and_forget_older() {
         let mut bounds = LakeBounds::default();
-        let at = |offset: i64| HashMap::from([(7, vec![(0, offset)])]);
+        let at = |offset: i64| HashMap::from([((7, Some(2), 0), offset)]);
         assert_eq!(bounds.as_of(1_000), None);
         for (t, offset) in [(0, 10), (100, 20), (200, 30), (300, 40)] {
             bounds.record(t, at(offset));

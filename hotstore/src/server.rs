@@ -169,6 +169,24 @@ impl ServerHandle {
             .set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
     }
 
+    /// Records the latest lake snapshot of a partitioned table: the snapshot id and, per
+    /// `(partition id, bucket, offset)`, the log offset up to which the lake holds that
+    /// partition's bucket (exclusive). Entries absent keep their previous offset and offsets
+    /// never move backwards, as with [`ServerHandle::set_lake_snapshot`]. A partition id that
+    /// was dropped is ignored (the committer may report a partition dropped since); a bucket
+    /// out of range, a partition id of another table or one never created is refused, and so
+    /// is a table without partition keys.
+    pub fn set_partitioned_lake_snapshot(
+        &self,
+        database: &str,
+        table: &str,
+        snapshot_id: i64,
+        offsets: &[(i64, i32, i64)],
+    ) -> crate::Result<()> {
+        self.service
+            .set_partitioned_lake_snapshot(database, table, snapshot_id, offsets)
+    }
+
     /// The primary-key tables' kv store in memory: block cache and memtables.
     pub fn kv_memory(&self) -> crate::KvMemory {
         self.service.tablets.kv_memory()
@@ -189,7 +207,7 @@ impl ServerHandle {
         run_retention(&self.service).await
     }
 
-    /// The latest lake snapshot recorded for a table, if any: `(snapshot_id, [(bucket, offset)])`.
+    /// The latest lake snapshot recorded for a table, if any.
     pub fn lake_snapshot(
         &self,
         database: &str,
@@ -629,6 +647,129 @@ mod tests {
         let server = start(dir.path()).await;
         let snapshot = server.lake_snapshot("fluss", "tiered").unwrap().unwrap();
         assert_eq!(snapshot.snapshot_id, 7);
+        server.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn partitioned_lake_snapshots_are_served_with_partition_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start(dir.path()).await;
+        let connection = client(&server).await;
+        let admin = connection.get_admin().unwrap();
+        let path = TablePath::new("fluss", "daily");
+        let schema = Schema::builder()
+            .column("dt", DataTypes::string())
+            .column("id", DataTypes::int())
+            .build()
+            .unwrap();
+        let descriptor = TableDescriptor::builder()
+            .schema(schema)
+            .partitioned_by(vec!["dt"])
+            .distributed_by(Some(2), vec![])
+            .property("table.datalake.enabled", "true")
+            .build()
+            .unwrap();
+        admin.create_table(&path, &descriptor, false).await.unwrap();
+        let day = |dt: &str| {
+            fluss::metadata::PartitionSpec::new(std::collections::HashMap::from([("dt", dt)]))
+        };
+        for dt in ["20240501", "20240502", "20240503"] {
+            admin
+                .create_partition(&path, &day(dt), false)
+                .await
+                .unwrap();
+        }
+        let ids: std::collections::HashMap<String, i64> = admin
+            .list_partition_infos(&path)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| (p.get_partition_name(), p.get_partition_id()))
+            .collect();
+        let (first, second, third) = (ids["20240501"], ids["20240502"], ids["20240503"]);
+        admin
+            .drop_partition(&path, &day("20240503"), false)
+            .await
+            .unwrap();
+        admin
+            .create_table(&TablePath::new("fluss", "other"), &descriptor, false)
+            .await
+            .unwrap();
+        admin
+            .create_partition(&TablePath::new("fluss", "other"), &day("20240501"), false)
+            .await
+            .unwrap();
+        let others = admin
+            .list_partition_infos(&TablePath::new("fluss", "other"))
+            .await
+            .unwrap()[0]
+            .get_partition_id();
+
+        // (offsets, refused): a bucket out of range, another table's partition, an id never
+        // given out, an unpartitioned call.
+        for (offsets, why) in [
+            (vec![(first, 2, 5)], "bucket out of range"),
+            (vec![(others, 0, 5)], "another table's partition"),
+            (vec![(others + 100, 0, 5)], "a partition id never created"),
+        ] {
+            assert!(
+                server
+                    .set_partitioned_lake_snapshot("fluss", "daily", 1, &offsets)
+                    .is_err(),
+                "{why}"
+            );
+        }
+        assert!(
+            server
+                .set_partitioned_lake_snapshot("fluss", "tiered", 1, &[(first, 0, 1)])
+                .is_err(),
+            "unknown table"
+        );
+        // A dropped partition's offsets are ignored, the others recorded.
+        server
+            .set_partitioned_lake_snapshot(
+                "fluss",
+                "daily",
+                4,
+                &[(first, 0, 10), (first, 1, 3), (second, 1, 7), (third, 0, 9)],
+            )
+            .unwrap();
+        let served = |snapshot: fluss::metadata::LakeSnapshot| {
+            let mut offsets: Vec<(Option<i64>, i32, i64)> = snapshot
+                .table_buckets_offset()
+                .iter()
+                .map(|(b, o)| (b.partition_id(), b.bucket_id(), *o))
+                .collect();
+            offsets.sort();
+            (snapshot.snapshot_id(), offsets)
+        };
+        let snapshot = admin.get_latest_lake_snapshot(&path).await.unwrap();
+        assert_eq!(
+            served(snapshot),
+            (
+                4,
+                vec![
+                    (Some(first), 0, 10),
+                    (Some(first), 1, 3),
+                    (Some(second), 1, 7)
+                ]
+            )
+        );
+        // Dropping a partition forgets its offsets, also across a restart.
+        admin
+            .drop_partition(&path, &day("20240501"), false)
+            .await
+            .unwrap();
+        server.shutdown().await.unwrap();
+        let server = start(dir.path()).await;
+        let connection = client(&server).await;
+        let snapshot = connection
+            .get_admin()
+            .unwrap()
+            .get_latest_lake_snapshot(&path)
+            .await
+            .unwrap();
+        assert_eq!(served(snapshot), (4, vec![(Some(second), 1, 7)]));
         server.shutdown().await.unwrap();
     }
 

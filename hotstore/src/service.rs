@@ -4,9 +4,9 @@
 //! One silt process plays both Fluss roles: it advertises itself as the coordinator and as the
 //! only tablet server (node 0), and it leads every bucket.
 
-use crate::catalog::{Catalog, TableEntry};
+use crate::catalog::{Catalog, TableEntry, TablePartition};
 use crate::config::ServerConfig;
-use crate::lake_registry::LakeRegistry;
+use crate::lake_registry::{LakeRegistry, PartitionLiveness};
 use crate::protocol::messages::PbServerNode;
 use crate::protocol::{ApiError, code};
 use crate::tablets::{TableRuntime, Tablets};
@@ -100,6 +100,64 @@ impl Service {
         self.lake.remove(entry.id);
     }
 
+    /// CreatePartition's work: the catalog entry first (checked as Fluss checks it), then the
+    /// tablets; if they cannot be opened, the entry is dropped again (its id stays used).
+    /// `None` when the partition existed and `ignore_if_exists`.
+    pub(crate) async fn create_partition(
+        &self,
+        database: &str,
+        table: &str,
+        spec: &[(String, String)],
+        ignore_if_exists: bool,
+    ) -> Result<Option<TablePartition>, ApiError> {
+        let _ddl = self.partition_ddl.lock().await;
+        let Some((table, partition)) =
+            self.catalog
+                .create_partition(database, table, spec, ignore_if_exists)?
+        else {
+            return Ok(None);
+        };
+        if let Err(error) = self.tablets.open_partition(partition.clone()) {
+            let _ = self
+                .catalog
+                .drop_partition(&table.database, &table.name, spec, true);
+            self.tablets.drop_partition(table.id, partition.id).await;
+            return Err(ApiError::new(
+                code::LOG_STORAGE_EXCEPTION,
+                format!(
+                    "cannot create tablets of partition {} of {}: {error}",
+                    partition.name,
+                    table.qualified_name()
+                ),
+            ));
+        }
+        tracing::info!(table = %table.qualified_name(), partition = %partition.name,
+            partition_id = partition.id, "created partition");
+        Ok(Some((table, partition)))
+    }
+
+    /// DropPartition's work: the catalog entry, then the partition's tablets and files and its
+    /// lake offsets. `None` when it did not exist and `ignore_if_not_exists`.
+    pub(crate) async fn drop_partition(
+        &self,
+        database: &str,
+        table: &str,
+        spec: &[(String, String)],
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<TablePartition>, ApiError> {
+        let _ddl = self.partition_ddl.lock().await;
+        let dropped = self
+            .catalog
+            .drop_partition(database, table, spec, ignore_if_not_exists)?;
+        if let Some((table, partition)) = &dropped {
+            self.tablets.drop_partition(table.id, partition.id).await;
+            self.lake.forget_partition(table.id, partition.id);
+            tracing::info!(table = %table.qualified_name(), partition = %partition.name,
+                partition_id = partition.id, "dropped partition");
+        }
+        Ok(dropped)
+    }
+
     pub(crate) fn set_lake_snapshot(
         &self,
         database: &str,
@@ -126,6 +184,60 @@ impl Service {
             });
         }
         self.lake.set(entry.id, snapshot_id, bucket_offsets)
+    }
+
+    /// Records tiered offsets of a partitioned table's partitions. A partition id that was
+    /// dropped is ignored with a debug log (the tiering committer may report a partition just
+    /// dropped); one that is another table's, or was never created, is refused.
+    pub(crate) fn set_partitioned_lake_snapshot(
+        &self,
+        database: &str,
+        table: &str,
+        snapshot_id: i64,
+        offsets: &[(i64, i32, i64)],
+    ) -> crate::Result<()> {
+        let entry =
+            self.catalog
+                .table(database, table)
+                .map_err(|error| crate::Error::UnknownTable {
+                    message: error.message,
+                })?;
+        let name = entry.qualified_name();
+        if !entry.is_partitioned() {
+            return Err(crate::Error::Config {
+                message: format!(
+                    "{name} is not partitioned: record its offsets with set_lake_snapshot"
+                ),
+            });
+        }
+        if let Some(&(partition, bucket, _)) = offsets
+            .iter()
+            .find(|(_, b, _)| *b < 0 || *b >= entry.bucket_count)
+        {
+            return Err(crate::Error::Config {
+                message: format!(
+                    "bucket {bucket} of partition id {partition} is out of range for {name} with \
+                     {} buckets per partition",
+                    entry.bucket_count
+                ),
+            });
+        }
+        let liveness = |partition_id: i64| match self.catalog.partition_owner(partition_id) {
+            Ok(Some(owner)) if owner == entry.id => Ok(PartitionLiveness::Live),
+            Ok(None) => Ok(PartitionLiveness::Dropped),
+            Ok(Some(owner)) => Err(crate::Error::Config {
+                message: format!(
+                    "partition id {partition_id} belongs to table id {owner}, not to {name} (id \
+                     {}): record each table's offsets under its own name",
+                    entry.id
+                ),
+            }),
+            Err(error) => Err(crate::Error::Config {
+                message: format!("lake offsets of {name}: {}", error.message),
+            }),
+        };
+        self.lake
+            .set_partitioned(entry.id, snapshot_id, offsets, liveness)
     }
 
     pub(crate) fn lake_snapshot(

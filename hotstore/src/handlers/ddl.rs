@@ -253,57 +253,35 @@ pub(crate) fn list_partition_infos(
     })
 }
 
-/// CreatePartition: the catalog entry first (checked as Fluss checks it), then the tablets;
-/// if they cannot be opened, the entry is dropped again (its id stays used).
+/// CreatePartition (see [`Service::create_partition`]).
 pub(crate) async fn create_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     let request: PartitionRequest = protocol::decode(body, "CreatePartition")?;
     let path = &request.table_path;
     let spec = spec_pairs(&request.partition_spec);
-    let _ddl = service.partition_ddl.lock().await;
-    let Some((table, partition)) = service.catalog.create_partition(
-        &path.database_name,
-        &path.table_name,
-        &spec,
-        request.ignore_if_not_exists,
-    )?
-    else {
-        return Ok(Empty {});
-    };
-    if let Err(error) = service.tablets.open_partition(partition.clone()) {
-        let _ = service
-            .catalog
-            .drop_partition(&table.database, &table.name, &spec, true);
-        service.tablets.drop_partition(table.id, partition.id).await;
-        return Err(ApiError::new(
-            code::LOG_STORAGE_EXCEPTION,
-            format!(
-                "cannot create tablets of partition {} of {}: {error}",
-                partition.name,
-                table.qualified_name()
-            ),
-        ));
-    }
-    tracing::info!(table = %table.qualified_name(), partition = %partition.name,
-        partition_id = partition.id, "created partition");
+    service
+        .create_partition(
+            &path.database_name,
+            &path.table_name,
+            &spec,
+            request.ignore_if_not_exists,
+        )
+        .await?;
     Ok(Empty {})
 }
 
-/// DropPartition: the catalog entry, then the partition's tablets and files.
+/// DropPartition (see [`Service::drop_partition`]).
 pub(crate) async fn drop_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     let request: PartitionRequest = protocol::decode(body, "DropPartition")?;
     let path = &request.table_path;
     let spec = spec_pairs(&request.partition_spec);
-    let _ddl = service.partition_ddl.lock().await;
-    if let Some((table, partition)) = service.catalog.drop_partition(
-        &path.database_name,
-        &path.table_name,
-        &spec,
-        request.ignore_if_not_exists,
-    )? {
-        service.tablets.drop_partition(table.id, partition.id).await;
-        tracing::info!(table = %table.qualified_name(), partition = %partition.name,
-            partition_id = partition.id, "dropped partition");
-    }
+    service
+        .drop_partition(
+            &path.database_name,
+            &path.table_name,
+            &spec,
+            request.ignore_if_not_exists,
+        )
+        .await?;
     Ok(Empty {})
 }
 
@@ -466,13 +444,14 @@ pub(crate) fn get_lake_snapshot(
         table_id: table.id,
         snapshot_id: snapshot.snapshot_id,
         bucket_snapshots: snapshot
-            .bucket_offsets
-            .iter()
-            .map(|&(bucket_id, offset)| PbLakeSnapshotForBucket {
-                partition_id: None,
-                bucket_id,
-                log_offset: Some(offset),
-            })
+            .tiered_offsets()
+            .map(
+                |(partition_id, bucket_id, offset)| PbLakeSnapshotForBucket {
+                    partition_id,
+                    bucket_id,
+                    log_offset: Some(offset),
+                },
+            )
             .collect(),
     })
 }
