@@ -152,8 +152,10 @@ fn fixture() -> &'static Fixture {
 
 /// Creates the fuzz tables through fluss-rs, writes rows and reads the log batches back raw.
 async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = server.local_addr().to_string();
+    let config = fluss::config::Config {
+        bootstrap_servers: server.local_addr().to_string(),
+        ..Default::default()
+    };
     let connection = FlussConnection::new(config).await.unwrap();
     let admin = connection.get_admin().unwrap();
     let log_path = TablePath::new("fluss", "fuzz_log");
@@ -201,7 +203,7 @@ async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
                 api_version: 0,
                 request_id: 1,
             };
-            let mut frame = crate::handlers::handle(&service, header, Bytes::from(body)).await;
+            let mut frame = crate::handlers::handle(service, header, Bytes::from(body)).await;
             frame.advance(9);
             let response = FetchLogResponse::decode(frame).unwrap();
             for bucket in &response.tables_resp[0].buckets_resp {
@@ -841,8 +843,10 @@ enum Input {
 
 /// The official client still works: it creates a table, appends and reads the offsets back.
 async fn client_still_works(fixture: &Fixture, table: &str) {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = fixture.server.local_addr().to_string();
+    let config = fluss::config::Config {
+        bootstrap_servers: fixture.server.local_addr().to_string(),
+        ..Default::default()
+    };
     let connection = FlussConnection::new(config).await.unwrap();
     let admin = connection.get_admin().unwrap();
     let path = TablePath::new("fluss", table);
@@ -946,11 +950,8 @@ fn dispatch(
             let service = fixture.server.service();
             let started = Instant::now();
             let result = fixture.runtime.block_on(async {
-                tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    crate::handlers::handle(&service, header, body),
-                )
-                .await
+                tokio::time::timeout(CALL_TIMEOUT, crate::handlers::handle(service, header, body))
+                    .await
             });
             prop_assert!(
                 result.is_ok(),

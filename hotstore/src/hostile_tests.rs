@@ -34,8 +34,10 @@ async fn connect(
     server: &ServerHandle,
     credentials: Option<(&str, &str)>,
 ) -> fluss::error::Result<FlussConnection> {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = server.local_addr().to_string();
+    let mut config = fluss::config::Config {
+        bootstrap_servers: server.local_addr().to_string(),
+        ..Default::default()
+    };
     if let Some((username, password)) = credentials {
         config.security_protocol = "sasl".into();
         config.security_sasl_username = username.into();

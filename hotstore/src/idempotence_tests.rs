@@ -30,8 +30,10 @@ pub(crate) async fn start(dir: &std::path::Path) -> ServerHandle {
 }
 
 pub(crate) async fn create_pk_table(server: &ServerHandle) -> i64 {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = server.local_addr().to_string();
+    let config = fluss::config::Config {
+        bootstrap_servers: server.local_addr().to_string(),
+        ..Default::default()
+    };
     let connection = fluss::client::FlussConnection::new(config).await.unwrap();
     let admin = connection.get_admin().unwrap();
     let path = TablePath::new("fluss", "idempotent");

@@ -145,8 +145,6 @@ fn target_columns(
     Ok(Some(Arc::new(targets)))
 }
 
-/// One decoded write: key and the new row bytes (without schema id), `None` for a delete.
-
 /// Decodes the kv batches of a request into writes (zero-copy slices of the request) and the
 /// first batch's writer id and sequence.
 fn decode_writes(

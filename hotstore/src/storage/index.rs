@@ -72,7 +72,7 @@ impl SparseIndex {
     /// `segment_bytes` starting at `base_offset` (the caller then rebuilds it from the segment).
     /// `bytes_since_entry` is left at 0: the segment is closed and gets no more entries.
     pub fn decode(bytes: &[u8], base_offset: i64, segment_bytes: u64) -> Option<Self> {
-        if bytes.len() < CRC_BYTES || (bytes.len() - CRC_BYTES) % ENTRY_BYTES != 0 {
+        if bytes.len() < CRC_BYTES || !(bytes.len() - CRC_BYTES).is_multiple_of(ENTRY_BYTES) {
             return None;
         }
         let (body, crc) = bytes.split_at(bytes.len() - CRC_BYTES);

@@ -82,7 +82,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                     .map_err(|e| corrupt(e.to_string()))?;
             let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
             for i in 0..record_batch.num_rows() {
-                if view.base_offset() + i as i64 <= applied - 1 {
+                if view.base_offset() + (i as i64) < applied {
                     continue;
                 }
                 let change = change_types.get(i).copied().unwrap_or(INSERT);
