@@ -10,9 +10,11 @@
 //! partitioned tables live here too ([`PartitionEntry`]); their ids, like table ids, are never
 //! reused: the next id is persisted with every change.
 
+pub(crate) mod auto_partition;
 mod merge_engine;
 mod partitions;
 
+pub(crate) use auto_partition::AutoPartitionStrategy;
 pub(crate) use merge_engine::{
     DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules, Version, VersionColumn,
 };
@@ -675,7 +677,11 @@ impl Catalog {
             serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
         let descriptor =
             TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
-        partitions::check_partitioning(&format!("{database}.{name}"), &descriptor)?;
+        partitions::check_partitioning(
+            &format!("{database}.{name}"),
+            &descriptor,
+            self.partitions_per_table_max,
+        )?;
         if let Some(ttl) = descriptor.properties().get(crate::retention::LOG_TTL)
             && let Err(reason) = crate::retention::parse_ttl(ttl)
         {
@@ -707,6 +713,22 @@ impl Catalog {
         let object = value
             .as_object_mut()
             .ok_or_else(|| invalid("table json is not an object".into()))?;
+        let properties = descriptor.properties();
+        if descriptor.partition_keys().len() > 1
+            && properties
+                .get(auto_partition::ENABLED)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            && !properties.contains_key(auto_partition::NUM_PRECREATE)
+        {
+            // As Fluss: a table with several partition keys cannot pre-create partitions, and
+            // stores the count it uses.
+            object
+                .entry("properties")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .ok_or_else(|| invalid("table properties are not an object".into()))?
+                .insert(auto_partition::NUM_PRECREATE.into(), json!("0"));
+        }
         if rules.engine != MergeEngine::LastWrite
             && !descriptor.properties().contains_key(DELETE_BEHAVIOR)
         {
@@ -1195,7 +1217,14 @@ mod tests {
         const DELETES: &str = "table.delete.behavior";
         let bigint = DataTypes::bigint;
         // (primary key, type of `ver`, properties, the answer starts with, and contains)
-        let cases: &[(bool, fluss::metadata::DataType, &[(&str, &str)], &str, &str)] = &[
+        type Case<'a> = (
+            bool,
+            fluss::metadata::DataType,
+            &'a [(&'a str, &'a str)],
+            &'a str,
+            &'a str,
+        );
+        let cases: &[Case] = &[
             (true, bigint(), &[(ENGINE, "first_row")], "ok", ""),
             (true, bigint(), &[(ENGINE, "FIRST_ROW")], "ok", ""),
             (
@@ -1396,11 +1425,54 @@ mod tests {
             let result = catalog.create_table("fluss", &format!("t{i}"), &json, false);
             assert_eq!(code_of(result), *expected, "{primary_key:?} by {keys:?}");
         }
-        let mut auto: Value = serde_json::from_slice(&partitioned_json(None, &["dt"])).unwrap();
-        auto["properties"]["table.auto-partition.enabled"] = json!("true");
-        let result =
-            catalog.create_table("fluss", "auto", &serde_json::to_vec(&auto).unwrap(), false);
-        assert_eq!(code_of(result), code::INVALID_CONFIG);
+        // Auto-partitioned tables: one key; several keys with the time key named (Fluss stores
+        // num-precreate 0 for them); refused without partition keys or beyond the partition
+        // limit of pre-created partitions.
+        let auto = |keys: &[&str], properties: &[(&str, &str)]| {
+            let mut json: Value = serde_json::from_slice(&partitioned_json(None, keys)).unwrap();
+            json["properties"]["table.auto-partition.enabled"] = json!("true");
+            for (key, value) in properties {
+                json["properties"][key] = json!(value);
+            }
+            serde_json::to_vec(&json).unwrap()
+        };
+        let created = catalog
+            .create_table("fluss", "auto1", &auto(&["dt"], &[]), false)
+            .unwrap()
+            .unwrap();
+        assert!(
+            AutoPartitionStrategy::of("fluss.auto1", &created.descriptor)
+                .unwrap()
+                .is_some()
+        );
+        let several = catalog
+            .create_table(
+                "fluss",
+                "auto2",
+                &auto(&["dt", "region"], &[("table.auto-partition.key", "dt")]),
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            several.descriptor.properties()["table.auto-partition.num-precreate"],
+            "0"
+        );
+        let unpartitioned = catalog.create_table("fluss", "auto3", &auto(&[], &[]), false);
+        assert_eq!(code_of(unpartitioned), code::INVALID_CONFIG);
+        let catalog = catalog.with_partitions_per_table_max(10);
+        for (precreate, expected) in [
+            ("10", 0),
+            ("11", code::INVALID_CONFIG),
+            ("-1", code::INVALID_CONFIG),
+        ] {
+            let json = auto(
+                &["dt"],
+                &[("table.auto-partition.num-precreate", precreate)],
+            );
+            let result = catalog.create_table("fluss", &format!("pre{precreate}"), &json, false);
+            assert_eq!(code_of(result), expected, "num-precreate {precreate}");
+        }
     }
 
     #[test]

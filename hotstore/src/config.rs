@@ -74,6 +74,10 @@ pub struct ServerConfig {
     /// long ago, so a reader that pinned a lake version within it still finds its hot tail
     /// (`silt up` sets the longest query deadline).
     pub retention_lake_lag_ms: u64,
+    /// How often auto-partitioned tables get their partitions pre-created and their expired
+    /// ones dropped (Fluss's `auto-partition.check.interval`, whose default this is). A new
+    /// table gets its pre-created partitions at CreateTable.
+    pub auto_partition_check_interval_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -106,6 +110,7 @@ impl Default for ServerConfig {
             log_ttl: Some(crate::retention::LOG_TTL_DEFAULT),
             retention_check_interval_ms: 300_000,
             retention_lake_lag_ms: 600_000,
+            auto_partition_check_interval_ms: 600_000,
         }
     }
 }

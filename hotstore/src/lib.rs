@@ -12,16 +12,19 @@
 //! Layers, each importing only those below it:
 //! - `server` (accept loop, framing, per-connection auth) and `handlers/` (dispatch by API
 //!   key; `ddl`, `log`, `kv` decode requests and encode answers) over
-//! - `service` (the state handlers read: config, `catalog`, tablets, `lake_registry`), over
+//! - `service` (the state handlers read: config, `catalog`, tablets, `lake_registry`) and its
+//!   scheduled tasks (`retention` of segments, `auto_partitions` of partitions), over
 //! - `tablets/` (a table's buckets; the primary-key write path and its write-ahead rule in
 //!   `changelog`, kv recovery from the log in `recovery`), over
 //! - [`storage`] (log and kv tablets: segments, durability, writer idempotence), and
 //! - [`codec`] (the one Fluss log batch codec) and `protocol` (frames and messages) beneath all.
 //!
 //! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
-//! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs.
+//! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs,
+//! and `jiff` only for auto-partitioning's calendars and time zones.
 
 mod auth;
+mod auto_partitions;
 mod catalog;
 pub mod codec;
 mod config;
@@ -50,6 +53,7 @@ mod storage_failure_tests;
 mod tablets;
 
 pub use auth::{SaslConfig, SaslUser};
+pub use auto_partitions::AutoPartitionRun;
 pub use lake_registry::LakeSnapshot;
 pub use retention::{BucketRetention, LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
 pub use server::{Server, ServerConfig, ServerHandle};

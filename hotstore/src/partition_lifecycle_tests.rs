@@ -31,8 +31,10 @@ async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig))
 }
 
 async fn connect(server: &ServerHandle) -> FlussConnection {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = server.local_addr().to_string();
+    let config = fluss::config::Config {
+        bootstrap_servers: server.local_addr().to_string(),
+        ..Default::default()
+    };
     FlussConnection::new(config).await.unwrap()
 }
 
@@ -157,5 +159,253 @@ async fn a_lake_enabled_partition_is_cut_only_up_to_its_tiered_offset() {
         .await
         .unwrap();
     assert_eq!(earliest[&0], cut.log_start_offset);
+    server.shutdown().await.unwrap();
+}
+
+/// The current year in UTC, as auto-partitioning with time unit YEAR names it.
+fn this_year() -> i32 {
+    i32::from(
+        jiff::Timestamp::now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .year(),
+    )
+}
+
+/// An auto-partitioned `daily` table by year, in UTC, with `properties` on top.
+fn yearly(properties: &[(&str, &str)]) -> TableDescriptor {
+    let mut all = vec![
+        ("table.auto-partition.enabled", "true"),
+        ("table.auto-partition.time-unit", "YEAR"),
+        ("table.auto-partition.time-zone", "UTC"),
+    ];
+    all.extend_from_slice(properties);
+    daily(&all)
+}
+
+/// `count` rows into partition `dt`, flushed.
+async fn append(connection: &FlussConnection, path: &TablePath, dt: &str, count: i64) {
+    let table = connection.get_table(path).await.unwrap();
+    let writer = table.new_append().unwrap().create_writer().unwrap();
+    for id in 0..count {
+        let mut row = GenericRow::new(3);
+        row.set_field(0, dt.to_string());
+        row.set_field(1, id);
+        row.set_field(2, format!("row {id}"));
+        writer.append(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_created_partitions_appear_at_create_table_and_on_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| {
+        config.auto_partition_check_interval_ms = 200;
+    })
+    .await;
+    let connection = connect(&server).await;
+    let admin = connection.get_admin().unwrap();
+    let path = TablePath::new("fluss", "yearly");
+    let before = this_year();
+    admin
+        .create_table(
+            &path,
+            &yearly(&[("table.auto-partition.num-precreate", "3")]),
+            false,
+        )
+        .await
+        .unwrap();
+    // Right after CreateTable, through the client: this year and the two after it.
+    let ids = partition_ids(&connection, &path).await;
+    let names: Vec<&str> = ids.keys().map(String::as_str).collect();
+    let expected = |year: i32| (year..year + 3).map(|y| y.to_string()).collect::<Vec<_>>();
+    assert!(
+        [expected(before), expected(this_year())]
+            .iter()
+            .any(|e| *e == names),
+        "{names:?}"
+    );
+    // A pre-created partition dropped by hand comes back at a later check, with a new id.
+    let current = names[0].to_string();
+    admin
+        .drop_partition(&path, &day(&current), false)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = partition_ids(&connection, &path).await;
+        if let Some(&id) = now.get(&current) {
+            assert!(id > ids[&current], "a new id: {now:?} after {ids:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partition {current} was not created again: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let report = server.auto_partitioning();
+    assert!(
+        report
+            .iter()
+            .all(|run| run.table == "fluss.yearly" && run.errors.is_empty()),
+        "{report:?}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let connection = connect(&server).await;
+    let admin = connection.get_admin().unwrap();
+    // One past year is kept: last year stays, older ones go, written or not.
+    let path = TablePath::new("fluss", "yearly");
+    let retention = [
+        ("table.auto-partition.num-precreate", "1"),
+        ("table.auto-partition.num-retention", "1"),
+    ];
+    admin
+        .create_table(&path, &yearly(&retention), false)
+        .await
+        .unwrap();
+    let last_year = (this_year() - 1).to_string();
+    for dt in ["2019", "2020", last_year.as_str()] {
+        admin
+            .create_partition(&path, &day(dt), false)
+            .await
+            .unwrap();
+    }
+    append(&connection, &path, "2020", 10).await;
+    // A table with two partition keys: its expired partitions go whatever the other key.
+    let regions = TablePath::new("fluss", "regional");
+    let schema = Schema::builder()
+        .column("dt", DataTypes::string())
+        .column("region", DataTypes::string())
+        .build()
+        .unwrap();
+    let mut builder = TableDescriptor::builder()
+        .schema(schema)
+        .partitioned_by(vec!["region", "dt"])
+        .distributed_by(Some(1), vec![])
+        .property("table.auto-partition.key", "dt");
+    for (key, value) in [
+        ("table.auto-partition.enabled", "true"),
+        ("table.auto-partition.time-unit", "YEAR"),
+        ("table.auto-partition.time-zone", "UTC"),
+        ("table.auto-partition.num-retention", "1"),
+    ] {
+        builder = builder.property(key, value);
+    }
+    admin
+        .create_table(&regions, &builder.build().unwrap(), false)
+        .await
+        .unwrap();
+    for (region, dt) in [("eu", "2020"), ("us", "2020"), ("eu", last_year.as_str())] {
+        let spec = PartitionSpec::new(HashMap::from([("region", region), ("dt", dt)]));
+        admin
+            .create_partition(&regions, &spec, false)
+            .await
+            .unwrap();
+    }
+
+    let report = server.apply_auto_partitioning().await;
+    let run = |table: &str| {
+        report
+            .iter()
+            .find(|r| r.table == table)
+            .cloned()
+            .unwrap_or_else(|| panic!("no run of {table}: {report:?}"))
+    };
+    let yearly_run = run("fluss.yearly");
+    assert_eq!(yearly_run.dropped, ["2019", "2020"], "{yearly_run:?}");
+    assert!(yearly_run.held_by_tiering.is_empty() && yearly_run.errors.is_empty());
+    let names: Vec<String> = partition_ids(&connection, &path)
+        .await
+        .into_keys()
+        .collect();
+    assert_eq!(names, [last_year.clone(), this_year().to_string()]);
+    let regional = run("fluss.regional");
+    assert_eq!(regional.dropped, ["eu$2020", "us$2020"], "{regional:?}");
+    assert!(
+        regional.created.is_empty(),
+        "several keys pre-create nothing"
+    );
+    let names: Vec<String> = partition_ids(&connection, &regions)
+        .await
+        .into_keys()
+        .collect();
+    assert_eq!(names, [format!("eu${last_year}")]);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lake_enabled_table_keeps_an_expired_partition_until_the_lake_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let connection = connect(&server).await;
+    let admin = connection.get_admin().unwrap();
+    let path = TablePath::new("fluss", "tiered");
+    admin
+        .create_table(
+            &path,
+            &yearly(&[
+                ("table.datalake.enabled", "true"),
+                ("table.auto-partition.num-precreate", "1"),
+                ("table.auto-partition.num-retention", "0"),
+            ]),
+            false,
+        )
+        .await
+        .unwrap();
+    // 2019 was never written (the lake holds all of it, nothing); 2020 holds ten rows.
+    for dt in ["2019", "2020"] {
+        admin
+            .create_partition(&path, &day(dt), false)
+            .await
+            .unwrap();
+    }
+    append(&connection, &path, "2020", 10).await;
+    let id = partition_ids(&connection, &path).await["2020"];
+    let run = || async {
+        let report = server.apply_auto_partitioning().await;
+        assert_eq!(report.len(), 1, "{report:?}");
+        report[0].clone()
+    };
+    let first = run().await;
+    assert_eq!(first.dropped, ["2019"], "{first:?}");
+    assert_eq!(first.held_by_tiering, [(id, "2020".to_string())]);
+    assert_eq!(
+        server.auto_partitioning(),
+        std::slice::from_ref(&first),
+        "the last run's report"
+    );
+
+    // Tiered up to offset 5 of 10: still held. Up to 10: held for one more run (a query may
+    // have pinned the previous lake version), then dropped and its offsets forgotten.
+    server
+        .set_partitioned_lake_snapshot("fluss", "tiered", 1, &[(id, 0, 5)])
+        .unwrap();
+    assert_eq!(run().await.held_by_tiering.len(), 1);
+    assert_eq!(run().await.held_by_tiering.len(), 1);
+    server
+        .set_partitioned_lake_snapshot("fluss", "tiered", 2, &[(id, 0, 10)])
+        .unwrap();
+    assert_eq!(
+        run().await.held_by_tiering.len(),
+        1,
+        "the new offset waits one run"
+    );
+    let last = run().await;
+    assert_eq!(last.dropped, ["2020"], "{last:?}");
+    assert!(last.held_by_tiering.is_empty());
+    let names: Vec<String> = partition_ids(&connection, &path)
+        .await
+        .into_keys()
+        .collect();
+    assert_eq!(names, [this_year().to_string()]);
+    let snapshot = server.lake_snapshot("fluss", "tiered").unwrap().unwrap();
+    assert!(snapshot.partition_offsets.is_empty(), "{snapshot:?}");
     server.shutdown().await.unwrap();
 }

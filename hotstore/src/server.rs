@@ -103,6 +103,20 @@ impl Server {
                 },
             ));
         }
+        {
+            // Its first run is at start, as Fluss schedules every auto-partitioned table then.
+            let service = service.clone();
+            tokio::spawn(every(
+                Duration::from_millis(config.auto_partition_check_interval_ms.max(100)),
+                shutdown_rx.clone(),
+                move || {
+                    let service = service.clone();
+                    async move {
+                        run_auto_partitioning(&service).await;
+                    }
+                },
+            ));
+        }
         tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         Ok(ServerHandle {
@@ -207,6 +221,21 @@ impl ServerHandle {
         run_retention(&self.service).await
     }
 
+    /// Per auto-partitioned table, what the last auto-partitioning run created, dropped, and
+    /// kept for tiering.
+    pub fn auto_partitioning(&self) -> Vec<crate::AutoPartitionRun> {
+        self.service
+            .auto_partitioning
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs auto-partitioning now instead of at the next interval, and returns its report.
+    pub async fn apply_auto_partitioning(&self) -> Vec<crate::AutoPartitionRun> {
+        run_auto_partitioning(&self.service).await
+    }
+
     /// The latest lake snapshot recorded for a table, if any.
     pub fn lake_snapshot(
         &self,
@@ -235,6 +264,21 @@ async fn run_retention(service: &Arc<Service>) -> Vec<crate::BucketRetention> {
     .await
     .unwrap_or_default();
     *service.retention.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
+    report
+}
+
+async fn run_auto_partitioning(service: &Arc<Service>) -> Vec<crate::AutoPartitionRun> {
+    let report = service.auto_partition(crate::catalog::now_ms()).await;
+    for run in &report {
+        if !run.created.is_empty() || !run.dropped.is_empty() {
+            tracing::info!(table = %run.table, created = ?run.created, dropped = ?run.dropped,
+                held_by_tiering = run.held_by_tiering.len(), "auto partitioning");
+        }
+    }
+    *service
+        .auto_partitioning
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = report.clone();
     report
 }
 
@@ -560,8 +604,10 @@ mod tests {
     }
 
     async fn client(server: &ServerHandle) -> fluss::client::FlussConnection {
-        let mut config = fluss::config::Config::default();
-        config.bootstrap_servers = server.local_addr().to_string();
+        let config = fluss::config::Config {
+            bootstrap_servers: server.local_addr().to_string(),
+            ..Default::default()
+        };
         fluss::client::FlussConnection::new(config).await.unwrap()
     }
 

@@ -26,8 +26,12 @@ pub struct Service {
     next_writer_id: AtomicI64,
     /// What the last retention run left of each bucket (see `retention`).
     pub(crate) retention: std::sync::Mutex<Vec<crate::BucketRetention>>,
-    /// Per table id, the lake's tiered offsets as retention's previous run saw them.
+    /// The lake's tiered offsets as previous retention and auto-partitioning runs saw them.
     pub(crate) retention_lake_bounds: std::sync::Mutex<crate::retention::LakeBounds>,
+    /// What the last auto-partitioning run did (see `auto_partitions`).
+    pub(crate) auto_partitioning: std::sync::Mutex<Vec<crate::AutoPartitionRun>>,
+    /// Expired partitions auto-partitioning already warned it keeps for tiering, by id.
+    pub(crate) auto_partition_held_warned: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Held by CreatePartition and DropPartition across their catalog change and their tablets
     /// change, so a drop never runs between a create's two steps (and leaves tablets open for
     /// a partition the catalog no longer has).
@@ -72,6 +76,8 @@ impl Service {
             next_writer_id,
             retention: std::sync::Mutex::new(Vec::new()),
             retention_lake_bounds: std::sync::Mutex::new(Default::default()),
+            auto_partitioning: std::sync::Mutex::new(Vec::new()),
+            auto_partition_held_warned: std::sync::Mutex::new(Default::default()),
             partition_ddl: tokio::sync::Mutex::new(()),
         })
     }
@@ -152,6 +158,7 @@ impl Service {
         if let Some((table, partition)) = &dropped {
             self.tablets.drop_partition(table.id, partition.id).await;
             self.lake.forget_partition(table.id, partition.id);
+            self.held_partitions_warned().remove(&partition.id);
             tracing::info!(table = %table.qualified_name(), partition = %partition.name,
                 partition_id = partition.id, "dropped partition");
         }

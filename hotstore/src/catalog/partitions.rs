@@ -5,6 +5,7 @@
 //! that does not, follow Fluss's `PartitionUtils.validatePartitionSpec`.
 
 use super::TableEntry;
+use super::auto_partition::{AutoPartitionStrategy, NUM_PRECREATE};
 use crate::protocol::{ApiError, code};
 use fluss::metadata::DataType;
 use std::collections::BTreeMap;
@@ -13,7 +14,6 @@ use std::collections::BTreeMap;
 pub const PARTITION_NAME_SEPARATOR: char = '$';
 const PARTITION_VALUE_BYTES_MAX: usize = 200;
 const INTERNAL_PREFIX: &str = "__";
-pub(crate) const AUTO_PARTITION_ENABLED: &str = "table.auto-partition.enabled";
 
 /// A partition of a partitioned table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,28 +173,18 @@ fn check_value(value: &str, creating: bool) -> Result<(), String> {
 
 /// What CreateTable checks of a table's partitioning, as Fluss does (`TableDescriptor` and
 /// `TableDescriptorValidation.checkPartition`): a partition key is a column of a type Fluss
-/// can name a partition by and, for a primary-key table, part of the primary key. silt does
-/// not create partitions by itself (auto-partitioning), so a table that asks for it is
-/// refused rather than left without the partitions it expects.
+/// can name a partition by and, for a primary-key table, part of the primary key; the
+/// auto-partition properties are valid ([`AutoPartitionStrategy::of`]). On top of Fluss,
+/// `num-precreate` must be between 0 and `partitions_max` (Fluss takes a negative count for
+/// none, and a count past its partition limit fails at every check).
 pub(crate) fn check_partitioning(
     table: &str,
     descriptor: &fluss::metadata::TableDescriptor,
+    partitions_max: usize,
 ) -> Result<(), ApiError> {
+    let auto = AutoPartitionStrategy::of(table, descriptor)?;
     let keys = descriptor.partition_keys();
-    let auto = descriptor
-        .properties()
-        .get(AUTO_PARTITION_ENABLED)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     if keys.is_empty() {
-        if auto {
-            return Err(ApiError::new(
-                code::INVALID_CONFIG,
-                format!(
-                    "table {table}: auto partition is only supported for partitioned tables; set \
-                     '{AUTO_PARTITION_ENABLED}' to false"
-                ),
-            ));
-        }
         return Ok(());
     }
     let invalid =
@@ -225,13 +215,15 @@ pub(crate) fn check_partitioning(
             )));
         }
     }
-    if auto {
+    if let Some(auto) = auto
+        && usize::try_from(auto.num_precreate).map_or(true, |n| n > partitions_max)
+    {
         return Err(ApiError::new(
             code::INVALID_CONFIG,
             format!(
-                "table {table}: '{AUTO_PARTITION_ENABLED}' is not supported by silt's hotstore \
-                 yet; create the table without it and create its partitions with \
-                 CreatePartition"
+                "invalid value '{}' for '{NUM_PRECREATE}' of table {table}: use a count between \
+                 0 and {partitions_max} (hotstore.partitions_per_table_max)",
+                auto.num_precreate
             ),
         ));
     }

@@ -83,9 +83,10 @@ pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty
         &request.table_json,
         request.ignore_if_exists,
     )?;
-    if let Some(entry) = created
-        && let Err(error) = service.tablets.open_table(entry.clone(), Vec::new()).await
-    {
+    let Some(entry) = created else {
+        return Ok(Empty {});
+    };
+    if let Err(error) = service.tablets.open_table(entry.clone(), Vec::new()).await {
         // Undo the catalog entry so the table is not left without tablets.
         let _ = service
             .catalog
@@ -99,6 +100,7 @@ pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty
             ),
         ));
     }
+    service.auto_partition_new_table(&entry).await;
     Ok(Empty {})
 }
 
