@@ -75,6 +75,17 @@ fn fetch_timeout() -> Duration {
 /// Runs `scenarios` with fluss-client `version` against `bootstrap` (blocking; call it from
 /// `spawn_blocking` in async tests). Kills the run's process group past its deadline.
 pub fn run(version: &str, bootstrap: &str, scenarios: &[&str]) -> Result<Ran> {
+    run_with_env(version, bootstrap, scenarios, &[])
+}
+
+/// As [`run`], with `env` added to the run's environment: how a test tells a scenario where to
+/// leave what the test checks next (`partitioned-lake` reads `JAVA_CLIENT_OUTPUT_DIR`).
+pub fn run_with_env(
+    version: &str,
+    bootstrap: &str,
+    scenarios: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Ran> {
     let scenario_count = u32::try_from(scenarios.len()).context("scenario count")?;
     let deadline = fetch_timeout() + SCENARIO_DEADLINE * scenario_count + RUN_SLACK;
     let started = Instant::now();
@@ -83,6 +94,7 @@ pub fn run(version: &str, bootstrap: &str, scenarios: &[&str]) -> Result<Ran> {
         .arg(version)
         .arg(bootstrap)
         .args(scenarios)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -11,11 +11,13 @@ import java.util.UUID;
 import org.apache.fluss.client.Connection;
 import org.apache.fluss.client.ConnectionFactory;
 import org.apache.fluss.client.admin.Admin;
+import org.apache.fluss.client.admin.ListOffsetsResult;
 import org.apache.fluss.client.admin.OffsetSpec;
 import org.apache.fluss.client.table.scanner.ScanRecord;
 import org.apache.fluss.client.table.scanner.log.LogScanner;
 import org.apache.fluss.config.Configuration;
 import org.apache.fluss.metadata.DatabaseDescriptor;
+import org.apache.fluss.metadata.PartitionSpec;
 import org.apache.fluss.metadata.TableDescriptor;
 import org.apache.fluss.metadata.TablePath;
 
@@ -65,29 +67,55 @@ final class Client implements AutoCloseable {
     }
 
     /**
-     * Creates a table and waits, at most {@link #TABLE_READY_DEADLINE}, until ListOffsets answers
-     * for each of its buckets, i.e. every bucket has a leader. A Fluss cluster places buckets
-     * after CreateTable returns, and the client's writer retries a bucket without a leader for
-     * ever (flush has no timeout), so a table that never gets one must fail here, by name.
+     * Creates a table and, unless it is partitioned, waits until its buckets serve (see {@link
+     * #awaitServing}). A partitioned table has no buckets of its own: each partition's serve
+     * once it exists, see {@link #createPartition}.
      */
     void createTable(TablePath path, TableDescriptor descriptor) throws Exception {
         await(admin.createTable(path, descriptor, false), "create table " + path);
+        if (!descriptor.isPartitioned()) {
+            awaitServing(path, null);
+        }
+    }
+
+    /**
+     * Creates the partition {@code key=value} of {@code path}, a table partitioned by {@code key}
+     * alone (so the partition is named {@code value}), and waits until it serves.
+     */
+    void createPartition(TablePath path, String key, String value) throws Exception {
+        await(
+                admin.createPartition(path, new PartitionSpec(Map.of(key, value)), false),
+                "create partition " + key + "=" + value + " of " + path);
+        awaitServing(path, value);
+    }
+
+    /**
+     * Waits, at most {@link #TABLE_READY_DEADLINE}, until ListOffsets answers for each bucket of
+     * the table (or of its partition {@code partitionName}, when not null), i.e. every bucket
+     * has a leader. A Fluss cluster places buckets after CreateTable (CreatePartition) returns,
+     * and the client's writer retries a bucket without a leader for ever (flush has no
+     * timeout), so a table that never gets one must fail here, by name.
+     */
+    void awaitServing(TablePath path, String partitionName) throws Exception {
         int buckets = await(admin.getTableInfo(path), "table info of " + path).getNumBuckets();
         List<Integer> all = new ArrayList<>();
         for (int bucket = 0; bucket < buckets; bucket++) {
             all.add(bucket);
         }
+        String what = partitionName == null ? path.toString() : path + " partition " + partitionName;
         long deadline = System.nanoTime() + TABLE_READY_DEADLINE.toNanos();
         while (true) {
             try {
-                await(
-                        admin.listOffsets(path, all, new OffsetSpec.LatestSpec()).all(),
-                        "list offsets of " + path);
+                ListOffsetsResult offsets =
+                        partitionName == null
+                                ? admin.listOffsets(path, all, new OffsetSpec.LatestSpec())
+                                : admin.listOffsets(path, partitionName, all, new OffsetSpec.LatestSpec());
+                await(offsets.all(), "list offsets of " + what);
                 return;
             } catch (Exception e) {
                 if (System.nanoTime() - deadline > 0) {
                     throw new Checks.Failed(
-                            "the buckets of " + path + " did not all serve within "
+                            "the buckets of " + what + " did not all serve within "
                                     + TABLE_READY_DEADLINE.toSeconds()
                                     + " s of its creation: " + e.getMessage());
                 }
