@@ -11,6 +11,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use fluss::metadata::DataTypes;
+use silt_connectors::changelog::BucketKey;
 use silt_jobs::tiering::TieringService;
 
 /// The bench table's schema: 12 columns of mixed types.
@@ -84,9 +85,11 @@ pub async fn wait_lake_covers(
     loop {
         let status = tiering.status().await?;
         if let Some(t) = status.iter().find(|s| s.table == table)
-            && targets
-                .iter()
-                .all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
+            && targets.iter().all(|(b, hw)| {
+                t.buckets
+                    .get(&BucketKey::table(*b))
+                    .is_some_and(|(_, lake)| lake >= hw)
+            })
         {
             return Ok(Instant::now());
         }

@@ -420,7 +420,7 @@ async fn write_lake(
         }
         if bucket_rows > 0 {
             buckets.insert(
-                bucket,
+                silt_connectors::changelog::BucketKey::table(bucket),
                 BucketRange {
                     follows: Some(0),
                     start: 0,
@@ -658,14 +658,7 @@ impl UsersTable {
 /// A tiering service that also publishes lake snapshots to the hot store's registry, as
 /// `silt up` wires it, so the view can split lake and tail.
 fn users_tiering(setup: &TieringSetup<'_>) -> TieringService {
-    let registry_server = setup.server.clone();
-    let registry: RegistryUpdate = Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-            registry_server
-                .set_lake_snapshot(db, table, snapshot, offsets)
-                .map_err(anyhow::Error::from)
-        },
-    );
+    let registry: RegistryUpdate = silt_jobs::tiering::hotstore_registry(setup.server.clone());
     TieringService::new(
         TieringConfig::new(setup.bootstrap, setup.lake_root, setup.checkpoints),
         Some(registry),

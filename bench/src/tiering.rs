@@ -26,6 +26,7 @@ use fluss::rpc::message::OffsetSpec;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use silt_connectors::changelog::BucketKey;
 use silt_jobs::tiering::{TieringConfig, TieringService};
 
 use crate::data::{make_batch, wait_lake_covers};
@@ -500,10 +501,11 @@ async fn watch_acks(
                 if seen.is_some() {
                     continue;
                 }
-                if targets
-                    .iter()
-                    .all(|(b, hw)| t.buckets.get(b).is_some_and(|(_, lake)| lake >= hw))
-                {
+                if targets.iter().all(|(b, hw)| {
+                    t.buckets
+                        .get(&BucketKey::table(*b))
+                        .is_some_and(|(_, lake)| lake >= hw)
+                }) {
                     *seen = Some(now);
                 } else {
                     pending += 1;

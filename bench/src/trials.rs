@@ -60,7 +60,9 @@ use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::{BUCKET_COLUMN, ChangeType, OFFSET_COLUMN};
+use silt_connectors::changelog::{
+    BUCKET_COLUMN, BucketKey, ChangeType, OFFSET_COLUMN, table_buckets,
+};
 use silt_connectors::delta::read_lake_offsets;
 
 use self::check::{Change, LogFindings, PkFindings, Place};
@@ -1601,8 +1603,8 @@ async fn hot_changelog(
             None,
             DB,
             &spec.name,
-            start.clone(),
-            end.clone(),
+            table_buckets(start.clone()),
+            table_buckets(end.clone()),
             Duration::from_secs(30),
         )
         .await
@@ -1642,7 +1644,8 @@ async fn lake_rows_below(
     }
     let uri = format!("{}/{DB}/{}", lake_root(data), spec.name);
     let none = HashMap::new();
-    let lake = read_lake_offsets(&uri, &none, &table_id.to_string(), spec.buckets as u32)
+    let buckets: Vec<BucketKey> = (0..spec.buckets as i32).map(BucketKey::table).collect();
+    let lake = read_lake_offsets(&uri, &none, &table_id.to_string(), &buckets)
         .await
         .with_context(|| format!("reading the lake offsets of {}", spec.name))?;
     let Some(lake) = lake else {
@@ -1652,7 +1655,11 @@ async fn lake_rows_below(
         return Ok(below);
     };
     for (bucket, start) in log_start {
-        let covered = lake.bucket_offsets.get(bucket).copied().unwrap_or(0);
+        let covered = lake
+            .bucket_offsets
+            .get(&BucketKey::table(*bucket))
+            .copied()
+            .unwrap_or(0);
         if *start > covered {
             below.problems.push(format!(
                 "bucket {bucket}: log start {start} lies beyond the lake's txn offset {covered} \

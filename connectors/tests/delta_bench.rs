@@ -20,7 +20,7 @@ use object_store::ObjectStoreExt as _;
 use parquet::arrow::ArrowWriter;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::ChangeType;
+use silt_connectors::changelog::{BucketKey, ChangeType};
 use silt_connectors::delta::{BucketRange, Committable, DeltaSinkConfig, LakeTable, TableKind};
 
 const BUCKETS: i64 = 8;
@@ -131,7 +131,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
         }
         ends.insert(b as i32, keys.len() as i64);
         committable.buckets.insert(
-            b as i32,
+            BucketKey::table(b as i32),
             BucketRange {
                 follows: Some(0),
                 start: 0,
@@ -179,7 +179,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
                 ))
                 .unwrap();
             committable.buckets.insert(
-                b,
+                BucketKey::table(b),
                 BucketRange {
                     follows: Some(start),
                     start,

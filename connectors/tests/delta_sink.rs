@@ -20,7 +20,7 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::{ChangeType, stream_system_fields};
+use silt_connectors::changelog::{BucketKey, ChangeType, stream_system_fields, table_buckets};
 use silt_connectors::delta::{
     BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeOwner, LakeTable,
     OWNER_KEY, Retention, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
@@ -415,7 +415,7 @@ fn check_commits_cover_files(table_dir: &Path, table_id: &str, kind: &TableKind)
         let txn_of = |b: i32| {
             commit
                 .txns
-                .get(&silt_connectors::delta::app_id(table_id, b))
+                .get(&silt_connectors::delta::app_id(table_id, b.into()))
                 .copied()
         };
         assert!(
@@ -632,7 +632,7 @@ async fn check_exactly_once(run: Run) {
         "{label}: the lake differs from the failure-free changelog"
     );
 
-    let offsets = read_lake_offsets(uri, &HashMap::new(), "t42", run.changelog.len() as u32)
+    let offsets = read_lake_offsets(uri, &HashMap::new(), "t42", &keys(run.changelog.len()))
         .await
         .unwrap()
         .unwrap();
@@ -643,7 +643,8 @@ async fn check_exactly_once(run: Run) {
         .map(|(b, log)| (b as i32, log.len() as i64))
         .collect();
     assert_eq!(
-        offsets.bucket_offsets, ends,
+        offsets.bucket_offsets,
+        table_buckets(ends),
         "{label}: txn versions are the end offsets"
     );
     let log = check_commits_cover_files(&table_dir, "t42", &run.kind);
@@ -779,7 +780,7 @@ async fn write_committable(
         adds: writer.flush().await.unwrap(),
         staged: Vec::new(),
         buckets: BTreeMap::from([(
-            bucket,
+            BucketKey::table(bucket),
             BucketRange {
                 follows: Some(start),
                 start,
@@ -810,7 +811,7 @@ async fn replaying_a_committed_committable_is_a_noop() {
     let plan = lake.plan(&first).await.unwrap();
     let commit = lake.apply(&plan).await.unwrap();
     assert_eq!((commit.delta_version, commit.replayed), (1, false));
-    assert_eq!(commit.bucket_offsets, BTreeMap::from([(0, 10), (1, 5)]));
+    assert_eq!(commit.bucket_offsets, table_buckets([(0, 10), (1, 5)]));
 
     // The same committables again (a restore after the commit): nothing is committed.
     let plan = lake.plan(&first).await.unwrap();
@@ -825,7 +826,7 @@ async fn replaying_a_committed_committable_is_a_noop() {
     let plan = lake.plan(&mixed).await.unwrap();
     assert_eq!(
         (plan.adds.len(), plan.txns.clone()),
-        (1, BTreeMap::from([(0, 13)]))
+        (1, table_buckets([(0, 13)]))
     );
     assert_eq!(lake.apply(&plan).await.unwrap().delta_version, 2);
     assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 18);
@@ -851,10 +852,10 @@ async fn a_range_the_lake_holds_in_part_is_trimmed_not_refused() {
         write_committable(&ours, 2, 0, 10, 6).await,
     ];
     let plan = ours.plan(&pending).await.unwrap();
-    assert_eq!(plan.txns, BTreeMap::from([(0, 16)]));
-    assert_eq!(plan.rows, BTreeMap::from([(0, 3)]), "only [13, 16) is new");
+    assert_eq!(plan.txns, table_buckets([(0, 16)]));
+    assert_eq!(plan.rows, table_buckets([(0, 3)]), "only [13, 16) is new");
     let commit = ours.apply(&plan).await.unwrap();
-    assert_eq!(commit.bucket_offsets, BTreeMap::from([(0, 16)]));
+    assert_eq!(commit.bucket_offsets, table_buckets([(0, 16)]));
     let offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
     assert_eq!(
         offsets,
@@ -1000,13 +1001,18 @@ async fn a_racing_committer_with_the_same_app_ids_is_rejected() {
 
     // The lake is intact: one copy of the rows, txn at the end offset.
     assert_eq!(read_lake(dir.path().to_str().unwrap()).await.len(), 8);
-    let offsets = read_lake_offsets(dir.path().to_str().unwrap(), &HashMap::new(), "t7", 4)
-        .await
-        .unwrap()
-        .unwrap();
+    let offsets = read_lake_offsets(
+        dir.path().to_str().unwrap(),
+        &HashMap::new(),
+        "t7",
+        &keys(4),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(
         (offsets.delta_version, offsets.bucket_offsets),
-        (1, BTreeMap::from([(2, 8)]))
+        (1, table_buckets([(2, 8)]))
     );
     // And the loser, replanning, sees there is nothing left to do.
     assert!(b.plan(&theirs).await.unwrap().is_noop());
@@ -1058,7 +1064,7 @@ async fn lake_offsets_of_a_missing_table_are_none() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
     assert_eq!(
-        read_lake_offsets(missing.to_str().unwrap(), &HashMap::new(), "t", 2)
+        read_lake_offsets(missing.to_str().unwrap(), &HashMap::new(), "t", &keys(2))
             .await
             .unwrap(),
         None
@@ -1075,7 +1081,10 @@ async fn committable_following(
     rows: i64,
 ) -> Committable {
     let mut c = write_committable(lake, checkpoint_id, bucket, start, rows).await;
-    c.buckets.get_mut(&bucket).unwrap().follows = follows;
+    c.buckets
+        .get_mut(&BucketKey::table(bucket))
+        .unwrap()
+        .follows = follows;
     c
 }
 
@@ -1087,7 +1096,7 @@ async fn a_commit_that_would_leave_a_hole_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap().to_string();
     let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
-    config.start_offsets = Some(BTreeMap::from([(0, 0), (1, 3)]));
+    config.start_offsets = Some(table_buckets([(0, 0), (1, 3)]));
     let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
     let first = vec![write_committable(&lake, 1, 0, 0, 10).await];
     let plan = lake.plan(&first).await.unwrap();
@@ -1143,7 +1152,7 @@ async fn a_commit_that_would_leave_a_hole_is_refused() {
     for (committables, want) in cases {
         let planned = lake.plan(&committables).await;
         match (planned, want) {
-            (Ok(plan), Ok(txns)) => assert_eq!(plan.txns, txns),
+            (Ok(plan), Ok(txns)) => assert_eq!(plan.txns, table_buckets(txns)),
             (Err(e @ Error::OffsetGap { .. }), Err((bucket, follows, expected, said))) => {
                 let Error::OffsetGap {
                     bucket: b,
@@ -1154,7 +1163,11 @@ async fn a_commit_that_would_leave_a_hole_is_refused() {
                 else {
                     unreachable!()
                 };
-                assert_eq!((*b, *f, *x), (bucket, follows, expected), "{e}");
+                assert_eq!(
+                    (*b, *f, *x),
+                    (BucketKey::table(bucket), follows, expected),
+                    "{e}"
+                );
                 let message = e.to_string();
                 for part in [
                     uri.as_str(),
@@ -1211,13 +1224,15 @@ async fn a_lake_belongs_to_the_table_id_that_created_it() {
         LakeOwner::Absent
     );
     assert!(
-        read_lake_offsets(&uri, &options, "t7", 2)
+        read_lake_offsets(&uri, &options, "t7", &keys(2))
             .await
             .unwrap()
             .is_some()
     );
     assert_eq!(
-        read_lake_offsets(&uri, &options, "t8", 2).await.unwrap(),
+        read_lake_offsets(&uri, &options, "t8", &keys(2))
+            .await
+            .unwrap(),
         None,
         "another table's lake holds nothing of t8"
     );
@@ -1443,7 +1458,7 @@ async fn stage_changes(
         adds: Vec::new(),
         staged: vec![path],
         buckets: BTreeMap::from([(
-            bucket,
+            BucketKey::table(bucket),
             BucketRange {
                 follows: Some(start),
                 start,
@@ -1577,11 +1592,11 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
             );
         }
     }
-    let offsets = read_lake_offsets(table_dir.to_str().unwrap(), &HashMap::new(), "t9", 2)
+    let offsets = read_lake_offsets(table_dir.to_str().unwrap(), &HashMap::new(), "t9", &keys(2))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(offsets.bucket_offsets, model.next);
+    assert_eq!(offsets.bucket_offsets, table_buckets(model.next.clone()));
 
     let Some(stdout) = python_deltalake(
         "pk_commits_mark_superseded_rows_in_deletion_vectors",
@@ -1819,12 +1834,12 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
     let mut offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
     offsets.sort();
     assert_eq!(offsets, (0..(commits + 1) * 10).collect::<Vec<_>>());
-    let lake_offsets = read_lake_offsets(&uri, &HashMap::new(), "t7", 1)
+    let lake_offsets = read_lake_offsets(&uri, &HashMap::new(), "t7", &keys(1))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        lake_offsets.bucket_offsets.get(&0),
+        lake_offsets.bucket_offsets.get(&BucketKey::table(0)),
         Some(&((commits + 1) * 10))
     );
     // An outside reader (python deltalake) after maintenance: every offset once.
@@ -1952,4 +1967,9 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         "expired: {first_vectors:?} on disk {on_disk:?} ({report:?})"
     );
     assert!(report.files_deleted > 0, "{report:?}");
+}
+
+/// Buckets `0..n` of an unpartitioned table.
+fn keys(n: usize) -> Vec<BucketKey> {
+    (0..n as i32).map(BucketKey::table).collect()
 }

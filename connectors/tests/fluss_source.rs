@@ -212,11 +212,15 @@ async fn read_case(
     let mut config = FlussSourceConfig::new(bootstrap, path.database(), path.table());
     config.start = match case.range {
         Range::Whole => StartPosition::Earliest,
-        Range::Inside { .. } => StartPosition::Offsets(start.clone()),
+        Range::Inside { .. } => {
+            StartPosition::Offsets(silt_connectors::changelog::table_buckets(start.clone()))
+        }
     };
     config.end = match case.range {
         Range::Whole => EndPosition::LatestAtOpen,
-        Range::Inside { .. } => EndPosition::Offsets(end.clone()),
+        Range::Inside { .. } => {
+            EndPosition::Offsets(silt_connectors::changelog::table_buckets(end.clone()))
+        }
     };
     let mut first = FlussSource::new(config.clone());
     first.open(&context(0, 1), RestoredState::default()).await?;

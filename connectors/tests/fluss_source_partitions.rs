@@ -91,9 +91,9 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
     let read = read_until(&mut restored, recreated.len()).await?;
     check("recreated partition", &read, &recreated)?;
 
-    // Offsets name buckets of one partition; a partitioned table refuses them.
+    // Offsets of plain buckets do not name a partition's; a partitioned table refuses them.
     let mut explicit = config.clone();
-    explicit.start = StartPosition::Offsets(BTreeMap::from([(0, 0)]));
+    explicit.start = StartPosition::Offsets(silt_connectors::changelog::table_buckets([(0, 0)]));
     let refused = open(&explicit, 1, RestoredState::default()).await;
     let error = refused
         .err()

@@ -143,11 +143,11 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
             .lake_snapshot("t", &status.table)?
             .expect("registry has the table");
         for (bucket, (hot, lake)) in &status.buckets {
-            assert_eq!(hot, lake, "{}: bucket {bucket} caught up", status.table);
+            assert_eq!(hot, lake, "{}: {bucket} caught up", status.table);
             let registered = snapshot
                 .bucket_offsets
                 .iter()
-                .find(|(b, _)| b == bucket)
+                .find(|(b, _)| *b == bucket.bucket)
                 .map(|(_, o)| *o);
             // A bucket that got no rows (the client's sticky assignment) has no registry entry.
             assert_eq!(

@@ -71,6 +71,7 @@ pub struct HotstoreConfig {
     pub limit_scan_rows_max: usize,
     pub prefix_lookup_rows_max: usize,
     pub partitions_per_table_max: usize,
+    pub auto_partition_check_interval_ms: u64,
     pub frame_read_timeout_ms: u64,
     pub authentication_timeout_ms: u64,
     pub shutdown_grace_ms: u64,

@@ -164,6 +164,9 @@ struct MaintenanceBody {
 
 #[derive(Serialize)]
 struct BucketStatusBody {
+    /// The partition of a partitioned table's bucket (absent: unpartitioned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition_id: Option<i64>,
     bucket: i32,
     high_watermark: i64,
     lake_offset: i64,
@@ -293,13 +296,16 @@ async fn tables(State(state): State<SharedState>) -> Result<Json<Vec<TableStatus
                     .buckets
                     .iter()
                     .map(|(b, (high_watermark, lake))| BucketStatusBody {
-                        bucket: *b,
+                        partition_id: b.partition,
+                        bucket: b.bucket,
                         high_watermark: *high_watermark,
                         lake_offset: *lake,
                         hot: hot
                             .iter()
                             .find(|h| {
-                                h.table_id == t.table_id && h.partition.is_none() && h.bucket == *b
+                                h.table_id == t.table_id
+                                    && h.partition.as_ref().map(|(id, _)| *id) == b.partition
+                                    && h.bucket == b.bucket
                             })
                             .map(hot_body),
                     })

@@ -21,13 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
+use fluss::rpc::message::OffsetSpec;
 use futures::FutureExt;
+use silt_connectors::changelog::BucketKey;
 use silt_connectors::delta::{
     DeltaSinkConfig, LakeCommit, LakeOwner, TableKind, add_delta_sink, lake_owner, move_lake,
     read_lake_offsets,
 };
 use silt_connectors::fluss::{
     FlussCredentials, FlussSource, FlussSourceConfig, StartPosition, connect_with,
+    list_bucket_offsets,
 };
 use silt_engine::{
     ChannelConfig, JobConfig, JobGraph, JobHandle, JobManager, JobState, Partitioning,
@@ -39,8 +42,34 @@ pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
 pub const DATALAKE_FRESHNESS: &str = "table.datalake.freshness";
 
 /// Records a lake snapshot in the hot store's registry: `(database, table, snapshot id,
-/// per-bucket tiered end offsets)`.
-pub type RegistryUpdate = Arc<dyn Fn(&str, &str, i64, &[(i32, i64)]) -> Result<()> + Send + Sync>;
+/// per-bucket tiered end offsets)` (a partitioned table's buckets are its partitions').
+pub type RegistryUpdate =
+    Arc<dyn Fn(&str, &str, i64, &[(BucketKey, i64)]) -> Result<()> + Send + Sync>;
+
+/// The lake-offset registry of an in-process hot store as a [`RegistryUpdate`]: an
+/// unpartitioned table's buckets, or a partitioned table's partitions' buckets.
+pub fn hotstore_registry(server: Arc<silt_hotstore::ServerHandle>) -> RegistryUpdate {
+    Arc::new(
+        move |db: &str, table: &str, snapshot: i64, offsets: &[(BucketKey, i64)]| {
+            let buckets: Vec<(i32, i64)> = offsets
+                .iter()
+                .filter(|(k, _)| k.partition.is_none())
+                .map(|(k, o)| (k.bucket, *o))
+                .collect();
+            let partitions: Vec<(i64, i32, i64)> = offsets
+                .iter()
+                .filter_map(|(k, o)| k.partition.map(|p| (p, k.bucket, *o)))
+                .collect();
+            if !buckets.is_empty() || partitions.is_empty() {
+                server.set_lake_snapshot(db, table, snapshot, &buckets)?;
+            }
+            if !partitions.is_empty() {
+                server.set_partitioned_lake_snapshot(db, table, snapshot, &partitions)?;
+            }
+            Ok(())
+        },
+    )
+}
 
 #[derive(Debug, Clone)]
 pub struct TieringConfig {
@@ -156,8 +185,9 @@ pub struct TableTieringStatus {
     pub lake_uri: String,
     pub job_state: String,
     pub freshness: Duration,
-    /// Per bucket: (hot high watermark, lake end offset).
-    pub buckets: BTreeMap<i32, (i64, i64)>,
+    /// Per bucket (of each partition, for a partitioned table): (hot high watermark, lake end
+    /// offset).
+    pub buckets: BTreeMap<BucketKey, (i64, i64)>,
     pub lag_offsets: i64,
     /// How stale the lake is: 0 when it covers every high watermark, else the seconds since
     /// its last commit (or since the job started, before the first commit).
@@ -214,14 +244,13 @@ struct TableJob {
     lake_behind: Arc<std::sync::atomic::AtomicBool>,
     lake_uri: String,
     freshness: Duration,
-    buckets: u32,
     job: JobHandle,
     progress: Arc<Mutex<Progress>>,
 }
 
 #[derive(Debug, Default)]
 struct Progress {
-    lake_offsets: BTreeMap<i32, i64>,
+    lake_offsets: BTreeMap<BucketKey, i64>,
     delta_version: Option<u64>,
     /// When the lake last changed (a commit), or when the job started.
     last_commit_ms: i64,
@@ -292,8 +321,6 @@ pub struct TieringService {
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
-    /// Ids of lake-enabled partitioned tables discovery skipped (and said so, once each).
-    partitioned_skipped: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
 }
 
 fn now_ms() -> i64 {
@@ -312,7 +339,6 @@ impl TieringService {
             registry,
             jobs: Arc::default(),
             connection: Arc::default(),
-            partitioned_skipped: Arc::default(),
         }
     }
 
@@ -395,9 +421,7 @@ impl TieringService {
                     .get(DATALAKE_ENABLED)
                     .map(|v| v.eq_ignore_ascii_case("true"))
                     == Some(true);
-                if lake_enabled && info.is_partitioned() {
-                    self.skip_partitioned(&database, &table, info.get_table_id());
-                } else if lake_enabled {
+                if lake_enabled {
                     seen.insert((database.clone(), table.clone()), info);
                 }
             }
@@ -542,17 +566,6 @@ impl TieringService {
         Ok(())
     }
 
-    /// Says once per table id that a lake-enabled partitioned table is not tiered.
-    fn skip_partitioned(&self, database: &str, table: &str, table_id: i64) {
-        let mut skipped = self
-            .partitioned_skipped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if skipped.insert(table_id) {
-            warn!(table = %format!("{database}.{table}"), table_id, "tiering: the table is partitioned, and silt does not tier partitioned tables yet (issue 17); it stays in the hot store only and hot retention keeps all of it");
-        }
-    }
-
     /// Starts tiering one table now, whatever its `table.datalake.enabled` says (for a Fluss
     /// cluster whose tables are not marked for silt). A no-op when it is already tiered.
     pub async fn tier_table(&self, database: &str, table: &str) -> Result<()> {
@@ -583,11 +596,6 @@ impl TieringService {
         info: &fluss::metadata::TableInfo,
     ) -> Result<TableJob> {
         let name = format!("{database}.{table}");
-        if info.is_partitioned() {
-            return Err(anyhow!(
-                "table {name} is partitioned; silt does not tier partitioned tables yet (issue 17)"
-            ));
-        }
         let table_id = info.get_table_id();
         let buckets = info.get_num_buckets().max(1) as u32;
         let freshness = match info.get_properties().get(DATALAKE_FRESHNESS) {
@@ -611,16 +619,25 @@ impl TieringService {
         self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
             .await?;
         // The lake's txn actions are the truth about what was tiered: start there, and where
-        // the lake holds nothing of a bucket, at the changelog's start.
-        let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, buckets)
+        // the lake holds nothing of a bucket, at the changelog's start. A partitioned table's
+        // buckets are those of its partitions now; the source reads partitions created later
+        // from their start.
+        let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
+        let earliest = list_bucket_offsets(connection, &path, OffsetSpec::Earliest)
+            .await
+            .with_context(|| format!("listing the earliest offsets of {name}"))?;
+        let keys: Vec<BucketKey> = earliest.keys().copied().collect();
+        let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, &keys)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
         let lake_offsets = lake
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
             .unwrap_or_default();
-        let start_offsets =
-            start_offsets(connection, database, table, buckets, &lake_offsets).await?;
+        let start_offsets: BTreeMap<BucketKey, i64> = earliest
+            .iter()
+            .map(|(key, earliest)| (*key, lake_offsets.get(key).copied().unwrap_or(*earliest)))
+            .collect();
         let progress = Arc::new(Mutex::new(Progress {
             lake_offsets: lake_offsets.clone(),
             delta_version: lake.as_ref().map(|l| l.delta_version),
@@ -629,12 +646,13 @@ impl TieringService {
         }));
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
             // Repairs a registry that missed the last commit (a crash between commit and update).
-            let offsets: Vec<(i32, i64)> =
+            let offsets: Vec<(BucketKey, i64)> =
                 lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
             registry(database, table, lake.delta_version as i64, &offsets)?;
         }
 
         let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
+        sink.partition_keys = info.get_partition_keys().to_vec();
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
         // A writer's file waits for its commit at most a checkpoint interval plus a timed-out
@@ -697,7 +715,6 @@ impl TieringService {
             lake_behind,
             lake_uri,
             freshness,
-            buckets,
             job,
             progress,
         })
@@ -710,12 +727,13 @@ impl TieringService {
         database: &str,
         table: &str,
         buckets: u32,
-        start_offsets: BTreeMap<i32, i64>,
+        start_offsets: BTreeMap<BucketKey, i64>,
         sink: DeltaSinkConfig,
     ) -> Result<JobGraph> {
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.start = StartPosition::Offsets(start_offsets);
+        source_config.partition_id_column = sink.is_partitioned();
         source_config.credentials = self.config.credentials.clone();
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
@@ -775,30 +793,17 @@ impl TieringService {
 
     async fn collect_status(&self) -> Result<Vec<TableTieringStatus>> {
         let connection = self.connection().await?;
-        let admin = connection
-            .get_admin()
-            .map_err(|e| anyhow!("fluss admin: {e}"))?;
         let jobs = self.jobs.lock().await;
         let mut out = Vec::with_capacity(jobs.len());
         for ((database, table), job) in jobs.iter() {
             let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
-            let bucket_ids: Vec<i32> = (0..job.buckets as i32).collect();
-            let hot = admin
-                .list_offsets(&path, &bucket_ids, fluss::rpc::message::OffsetSpec::Latest)
+            let hot = list_bucket_offsets(&connection, &path, OffsetSpec::Latest)
                 .await
-                .map_err(|e| anyhow!("list offsets of {database}.{table}: {e}"))?;
+                .with_context(|| format!("list offsets of {database}.{table}"))?;
             let p = job.progress.lock().unwrap();
-            let buckets: BTreeMap<i32, (i64, i64)> = bucket_ids
+            let buckets: BTreeMap<BucketKey, (i64, i64)> = hot
                 .iter()
-                .map(|b| {
-                    (
-                        *b,
-                        (
-                            hot.get(b).copied().unwrap_or(0),
-                            p.lake_offsets.get(b).copied().unwrap_or(0),
-                        ),
-                    )
-                })
+                .map(|(b, hot)| (*b, (*hot, p.lake_offsets.get(b).copied().unwrap_or(0))))
                 .collect();
             let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
             let metrics = job.job.metrics();
@@ -849,40 +854,6 @@ impl TieringService {
             }
         }
     }
-}
-
-/// Where a tiering job starts per bucket: the lake's txn offset, or where the lake holds
-/// nothing of a bucket, the changelog's earliest held offset.
-async fn start_offsets(
-    connection: &fluss::client::FlussConnection,
-    database: &str,
-    table: &str,
-    buckets: u32,
-    lake_offsets: &BTreeMap<i32, i64>,
-) -> Result<BTreeMap<i32, i64>> {
-    let bucket_ids: Vec<i32> = (0..buckets as i32).collect();
-    let earliest = connection
-        .get_admin()
-        .map_err(|e| anyhow!("fluss admin: {e}"))?
-        .list_offsets(
-            &fluss::metadata::TablePath::new(database.to_string(), table.to_string()),
-            &bucket_ids,
-            fluss::rpc::message::OffsetSpec::Earliest,
-        )
-        .await
-        .map_err(|e| anyhow!("list earliest offsets of {database}.{table}: {e}"))?;
-    let start_offsets: BTreeMap<i32, i64> = bucket_ids
-        .iter()
-        .map(|b| {
-            let start = lake_offsets
-                .get(b)
-                .or(earliest.get(b))
-                .copied()
-                .unwrap_or(0);
-            (*b, start)
-        })
-        .collect();
-    Ok(start_offsets)
 }
 
 /// What a tiering job does after each lake commit: its progress (status, lag) and the hot

@@ -57,6 +57,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         limit_scan_rows_max: config.hotstore.limit_scan_rows_max,
         prefix_lookup_rows_max: config.hotstore.prefix_lookup_rows_max,
         partitions_per_table_max: config.hotstore.partitions_per_table_max,
+        auto_partition_check_interval_ms: config.hotstore.auto_partition_check_interval_ms,
         frame_read_timeout_ms: config.hotstore.frame_read_timeout_ms,
         authentication_timeout_ms: config.hotstore.authentication_timeout_ms,
         shutdown_grace_ms: config.hotstore.shutdown_grace_ms,
@@ -150,14 +151,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         config.data_dir.display()
     );
 
-    let registry_server = server.clone();
-    let registry: RegistryUpdate = Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-            registry_server
-                .set_lake_snapshot(db, table, snapshot, offsets)
-                .map_err(anyhow::Error::from)
-        },
-    );
+    let registry: RegistryUpdate = crate::tiering::hotstore_registry(server.clone());
     let tiering_config = tiering_config(config, &bootstrap);
     #[cfg(feature = "fault-injection")]
     let tiering_config = TieringConfig {

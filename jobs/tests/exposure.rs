@@ -174,6 +174,8 @@ fn listeners_default_to_loopback_and_warn_beyond_it() -> Result<()> {
         ])
         .env("SILT_HOTSTORE__LISTEN", "0.0.0.0:0")
         .env("SILT_REST__LISTEN", "0.0.0.0:0")
+        // A port of its own: another silt on this machine may hold the default one.
+        .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()?;

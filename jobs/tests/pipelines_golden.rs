@@ -550,7 +550,11 @@ async fn a_partitioned_table_flows_into_a_silt_table_but_not_into_delta_yet() ->
             "sink",
             "delta-sink cannot take a partitioned table's rows yet",
         ),
-        (from_lake, "source.start", "no lake to start at"),
+        (
+            from_lake,
+            "source.start",
+            "cannot start a partitioned table at its lake",
+        ),
     ] {
         let (definition, paths) =
             parse_submission(&body, Format::Yaml).map_err(|e| anyhow::anyhow!("{e}"))?;

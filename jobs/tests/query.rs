@@ -88,7 +88,7 @@ async fn txn_offsets_at(uri: &str, table_id: i64, version: i64) -> Result<BTreeM
     let state = table.snapshot()?;
     let mut out = BTreeMap::new();
     for bucket in 0..3 {
-        let app = silt_connectors::delta::app_id(&table_id.to_string(), bucket);
+        let app = silt_connectors::delta::app_id(&table_id.to_string(), bucket.into());
         if let Some(v) = state
             .transaction_version(table.log_store().as_ref(), app)
             .await?

@@ -970,7 +970,8 @@ async fn check(
         if name.variant == silt_connectors::lake::TableVariant::LakeSnapshots {
             continue;
         }
-        let want = f.tables[name.table.as_str()].lake_offsets();
+        let want =
+            silt_connectors::changelog::table_buckets(f.tables[name.table.as_str()].lake_offsets());
         ensure!(
             read.lake_offsets == want,
             "{} was read at txn offsets {:?}, the Delta log says {want:?}",

@@ -137,13 +137,16 @@ async fn wait_for_lake(connection: &FlussConnection, data_dir: &Path) -> Result<
                     &uri.to_string_lossy(),
                     &Default::default(),
                     &info.get_table_id().to_string(),
-                    buckets as u32,
+                    &ids.iter()
+                        .map(|b| silt_connectors::changelog::BucketKey::table(*b))
+                        .collect::<Vec<_>>(),
                 )
                 .await?
                 .map(|l| l.bucket_offsets)
                 .unwrap_or_default();
                 for b in ids {
-                    let (h, l) = (hw[&b], lake.get(&b).copied().unwrap_or(0));
+                    let key = silt_connectors::changelog::BucketKey::table(b);
+                    let (h, l) = (hw[&b], lake.get(&key).copied().unwrap_or(0));
                     if h != l {
                         behind.push(format!("{table}[{b}] hot {h} lake {l}"));
                     }

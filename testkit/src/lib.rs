@@ -16,6 +16,7 @@
 pub mod changelog;
 pub mod differential;
 pub mod faults;
+pub mod flink_sql;
 pub mod hotstore;
 pub mod http;
 pub mod java_client;

@@ -14,14 +14,7 @@ use silt_jobs::tiering::{RegistryUpdate, TableTieringStatus, TieringConfig, Tier
 
 /// The hot store's lake-offset registry as a tiering commit hook.
 pub fn registry(server: &Arc<ServerHandle>) -> RegistryUpdate {
-    let server = server.clone();
-    Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(i32, i64)]| {
-            server
-                .set_lake_snapshot(db, table, snapshot, offsets)
-                .map_err(anyhow::Error::from)
-        },
-    )
+    silt_jobs::tiering::hotstore_registry(server.clone())
 }
 
 /// The configuration of [`service`]: lake `<dir>/lake`, checkpoints `<dir>/checkpoints`, a

@@ -11,6 +11,7 @@ use deltalake::kernel::Add;
 use serde_json::{Value, json};
 
 use super::error::{Error, Result};
+use crate::changelog::BucketKey;
 
 const COLUMN: &str = "committable";
 
@@ -40,7 +41,7 @@ pub struct Committable {
     /// Primary-key tables: staged change files (paths relative to the table root), each
     /// reduced to the last change per key, holding lake columns plus `__change_type`.
     pub staged: Vec<String>,
-    pub buckets: BTreeMap<i32, BucketRange>,
+    pub buckets: BTreeMap<BucketKey, BucketRange>,
 }
 
 impl Committable {
@@ -56,7 +57,10 @@ impl Committable {
             .iter()
             .map(|(b, r)| {
                 let mut range =
-                    json!({"bucket": b, "start": r.start, "end": r.end, "rows": r.rows});
+                    json!({"bucket": b.bucket, "start": r.start, "end": r.end, "rows": r.rows});
+                if let Some(partition) = b.partition {
+                    range["partition"] = json!(partition);
+                }
                 if let Some(follows) = r.follows {
                     range["follows"] = json!(follows);
                 }
@@ -104,7 +108,13 @@ impl Committable {
             .and_then(Value::as_array)
             .ok_or_else(|| bad("buckets"))?
         {
-            let bucket = i32::try_from(i64_of(b, "bucket")?).map_err(|_| bad("bucket"))?;
+            let bucket = BucketKey {
+                partition: match b.get("partition") {
+                    None => None,
+                    Some(v) => Some(v.as_i64().ok_or_else(|| bad("partition"))?),
+                },
+                bucket: i32::try_from(i64_of(b, "bucket")?).map_err(|_| bad("bucket"))?,
+            };
             let follows = match b.get("follows") {
                 None => None,
                 Some(v) => Some(v.as_i64().ok_or_else(|| bad("follows"))?),
@@ -117,7 +127,7 @@ impl Committable {
             };
             if range.start >= range.end || range.follows.is_some_and(|f| f > range.start) {
                 return Err(Error::Committable(format!(
-                    "bucket {bucket} has an empty range or one that continues from after its start: {range:?}"
+                    "{bucket} has an empty range or one that continues from after its start: {range:?}"
                 )));
             }
             buckets.insert(bucket, range);
@@ -209,15 +219,26 @@ mod tests {
             writer: 1,
             adds: vec![add],
             staged: vec!["_silt_staging/x.parquet".into()],
-            buckets: BTreeMap::from([(
-                3,
-                BucketRange {
-                    follows: Some(8),
-                    start: 10,
-                    end: 12,
-                    rows: 2,
-                },
-            )]),
+            buckets: BTreeMap::from([
+                (
+                    BucketKey::table(3),
+                    BucketRange {
+                        follows: Some(8),
+                        start: 10,
+                        end: 12,
+                        rows: 2,
+                    },
+                ),
+                (
+                    BucketKey::partition(17, 3),
+                    BucketRange {
+                        follows: None,
+                        start: 0,
+                        end: 4,
+                        rows: 4,
+                    },
+                ),
+            ]),
         };
         let json =
             |cs: Vec<Committable>| cs.iter().map(|c| c.to_json().unwrap()).collect::<Vec<_>>();
@@ -231,7 +252,7 @@ mod tests {
         let mut old = c.to_json().unwrap();
         old["buckets"][0].as_object_mut().unwrap().remove("follows");
         assert_eq!(
-            Committable::from_json(&old).unwrap().buckets[&3].follows,
+            Committable::from_json(&old).unwrap().buckets[&BucketKey::table(3)].follows,
             None
         );
         old["buckets"][0]["follows"] = 11.into();

@@ -33,7 +33,7 @@ pub struct LakeCommit {
     /// The newest checkpoint among the committed committables.
     pub checkpoint_id: u64,
     /// Per bucket involved: the lake's txn version (end offset) after the commit.
-    pub bucket_offsets: BTreeMap<i32, i64>,
+    pub bucket_offsets: BTreeMap<crate::changelog::BucketKey, i64>,
     pub files_added: usize,
     /// Changelog rows the commit brought (before the per-key reduction of PK tables).
     pub rows: u64,

@@ -52,12 +52,12 @@ pub enum Error {
     },
 
     #[error(
-        "delta table {uri} (silt table {table_id}), bucket {bucket}: the commit continues from offset {follows}, but {after} {expected}; offsets {expected}..{follows} were never written (a lost committable, or a checkpoint restored over a replaced lake), so the commit is refused rather than leave a hole; restart the job from the lake's txn offsets (the tiering service does so itself)"
+        "delta table {uri} (silt table {table_id}), {bucket}: the commit continues from offset {follows}, but {after} {expected}; offsets {expected}..{follows} were never written (a lost committable, or a checkpoint restored over a replaced lake), so the commit is refused rather than leave a hole; restart the job from the lake's txn offsets (the tiering service does so itself)"
     )]
     OffsetGap {
         uri: String,
         table_id: String,
-        bucket: i32,
+        bucket: crate::changelog::BucketKey,
         /// Where the refused range continues from.
         follows: i64,
         /// Where the lake ends for the bucket (see `after`).
@@ -172,7 +172,7 @@ mod tests {
         let gap: silt_engine::Error = Error::OffsetGap {
             uri: "file:///lake/db/t".into(),
             table_id: "7".into(),
-            bucket: 0,
+            bucket: crate::changelog::BucketKey::table(0),
             follows: 20,
             expected: 10,
             after: GapAfter::LakeTxn,

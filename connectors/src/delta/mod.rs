@@ -75,6 +75,8 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use futures::future::BoxFuture;
+
+use crate::changelog::BucketKey;
 use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
 pub use committable::{BucketRange, Committable};
@@ -87,9 +89,9 @@ pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
-pub use schema::{lake_arrow_schema, lake_data_type};
-pub(crate) use table::load_existing;
-pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, read_lake_offsets};
+pub use schema::{lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
+pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, bucket_of_app_id, read_lake_offsets};
+pub(crate) use table::{load_existing, txn_versions};
 pub use writer::DeltaWriter;
 pub(crate) use writer::last_change_per_key;
 
@@ -125,8 +127,13 @@ pub struct DeltaSinkConfig {
     /// Passed to deltalake's object store (credentials, endpoint, `allow_http`, ...).
     pub storage_options: HashMap<String, String>,
     pub kind: TableKind,
-    /// Names the txn app ids (`silt-<table_id>-<bucket>`); stable for the life of the table.
+    /// Names the txn app ids (`silt-<table_id>-<bucket>`, `silt-<table_id>-p<partition
+    /// id>-<bucket>`); stable for the life of the table.
     pub table_id: String,
+    /// The user columns a partitioned table is partitioned by, in order (empty: unpartitioned).
+    /// A partitioned table's lake is partitioned by them, then `__partition_id` and `__bucket`,
+    /// and its changelog must carry `__partition_id`.
+    pub partition_keys: Vec<String>,
     /// The user columns of the changelog (without `__bucket`, `__offset`, `__timestamp`,
     /// `__change_type`). Their types are mapped to Delta types when the sink opens.
     pub user_schema: SchemaRef,
@@ -167,7 +174,7 @@ pub struct DeltaSinkConfig {
     /// offsets). Writers continue their first range of a bucket from here, and a commit for a
     /// bucket the lake holds nothing of must not continue from a later offset (see
     /// [`Error::OffsetGap`]). `None`: not known (a job reading from `latest` or a timestamp).
-    pub start_offsets: Option<BTreeMap<i32, i64>>,
+    pub start_offsets: Option<BTreeMap<BucketKey, i64>>,
     /// Called when a commit is refused for a gap in the offsets ([`Error::OffsetGap`]), before
     /// the error fails the job. The job's restarts restore the same checkpoint and would meet
     /// the same gap, so the owner of the job decides how to start over (the tiering service
@@ -212,6 +219,7 @@ impl DeltaSinkConfig {
             storage_options: HashMap::new(),
             kind,
             table_id: table_id.into(),
+            partition_keys: Vec::new(),
             user_schema,
             target_file_bytes: Self::TARGET_FILE_BYTES_DEFAULT,
             row_group_rows_max: Self::ROW_GROUP_ROWS_DEFAULT,
@@ -256,28 +264,69 @@ impl DeltaSinkConfig {
                     .into(),
             );
         }
-        lake_arrow_schema(&self.user_schema)?;
+        lake_arrow_schema_of(&self.user_schema, self.is_partitioned())?;
+        for key in &self.partition_keys {
+            if self.user_schema.field_with_name(key).is_err() {
+                return invalid(format!(
+                    "partition key {key:?} is not a column of the table (columns: {})",
+                    self.column_names().join(", ")
+                ));
+            }
+            if let TableKind::PrimaryKey { key_columns } = &self.kind
+                && !key_columns.contains(key)
+            {
+                return invalid(format!(
+                    "partition key {key:?} is not part of the primary key {key_columns:?} (a \
+                     partitioned primary-key table's partition keys are key columns)"
+                ));
+            }
+        }
         if let TableKind::PrimaryKey { key_columns } = &self.kind {
             if key_columns.is_empty() {
                 return invalid("a primary-key table needs at least one key column".into());
             }
             for key in key_columns {
                 if self.user_schema.field_with_name(key).is_err() {
-                    let known: Vec<&str> = self
-                        .user_schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect();
                     return invalid(format!(
                         "key column {key:?} is not a column of the table (columns: {})",
-                        known.join(", ")
+                        self.column_names().join(", ")
                     ));
                 }
             }
         }
         Ok(())
     }
+}
+
+impl DeltaSinkConfig {
+    pub fn is_partitioned(&self) -> bool {
+        !self.partition_keys.is_empty()
+    }
+
+    /// The lake's partition columns: the partition keys, `__partition_id` (partitioned tables),
+    /// then `__bucket`.
+    pub fn partition_columns(&self) -> Vec<String> {
+        lake_partition_columns(&self.partition_keys)
+    }
+
+    fn column_names(&self) -> Vec<&str> {
+        self.user_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect()
+    }
+}
+
+/// A lake's partition columns for a table partitioned by `partition_keys` (none:
+/// unpartitioned): the keys, `__partition_id`, then `__bucket`.
+pub fn lake_partition_columns(partition_keys: &[String]) -> Vec<String> {
+    let mut columns = partition_keys.to_vec();
+    if !partition_keys.is_empty() {
+        columns.push(crate::changelog::PARTITION_ID_COLUMN.to_string());
+    }
+    columns.push(crate::changelog::BUCKET_COLUMN.to_string());
+    columns
 }
 
 impl std::fmt::Debug for DeltaSinkConfig {

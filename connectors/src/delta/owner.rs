@@ -62,7 +62,7 @@ pub(crate) async fn owner_of(
     table: &DeltaTable,
     uri: &str,
     table_id: &str,
-    buckets: impl IntoIterator<Item = i32>,
+    buckets: impl IntoIterator<Item = crate::changelog::BucketKey>,
 ) -> Result<LakeOwner> {
     let snapshot = table.snapshot().map_err(Error::delta(uri))?;
     if let Some(owner) = recorded_owner(snapshot.metadata()) {
@@ -87,7 +87,8 @@ pub(crate) async fn owner_of(
 }
 
 /// Whose lake the location `table_uri` holds, for table id `table_id` of `bucket_count`
-/// buckets.
+/// buckets (a lake that names no owner is from before partitioned tables, so its buckets are
+/// an unpartitioned table's).
 pub async fn lake_owner(
     table_uri: &str,
     storage_options: &HashMap<String, String>,
@@ -97,7 +98,8 @@ pub async fn lake_owner(
     let Some(table) = super::table::load_existing(table_uri, storage_options).await? else {
         return Ok(LakeOwner::Absent);
     };
-    owner_of(&table, table_uri, table_id, 0..bucket_count as i32).await
+    let buckets = (0..bucket_count as i32).map(crate::changelog::BucketKey::table);
+    owner_of(&table, table_uri, table_id, buckets).await
 }
 
 /// Moves the lake at `<lake_root>/<from>` to `<lake_root>/<to>` (both relative, `/`-separated)

@@ -9,7 +9,9 @@ use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use super::error::{Error, Result};
-use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN};
+use crate::changelog::{
+    BUCKET_COLUMN, CHANGE_TYPE_COLUMN, OFFSET_COLUMN, PARTITION_ID_COLUMN, TIMESTAMP_COLUMN,
+};
 
 /// The Arrow type the lake stores for a column of type `data_type`.
 pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
@@ -109,6 +111,7 @@ fn lake_fields(column: &str, fields: &Fields) -> Result<Fields> {
 
 fn is_system_column(name: &str) -> bool {
     [
+        PARTITION_ID_COLUMN,
         BUCKET_COLUMN,
         OFFSET_COLUMN,
         TIMESTAMP_COLUMN,
@@ -120,7 +123,13 @@ fn is_system_column(name: &str) -> bool {
 /// The lake table's Arrow schema: the user columns (mapped), then `__bucket`, `__offset`,
 /// `__timestamp` (microseconds, as Delta stores timestamps).
 pub fn lake_arrow_schema(user_schema: &Schema) -> Result<SchemaRef> {
-    let mut fields = Vec::with_capacity(user_schema.fields().len() + 3);
+    lake_arrow_schema_of(user_schema, false)
+}
+
+/// The lake's Arrow schema of a table: a partitioned one's has `__partition_id` before
+/// `__bucket`.
+pub fn lake_arrow_schema_of(user_schema: &Schema, partitioned: bool) -> Result<SchemaRef> {
+    let mut fields = Vec::with_capacity(user_schema.fields().len() + 4);
     for f in user_schema.fields() {
         if is_system_column(f.name()) {
             return Err(Error::Config(format!(
@@ -133,6 +142,9 @@ pub fn lake_arrow_schema(user_schema: &Schema) -> Result<SchemaRef> {
             lake_data_type(f.name(), f.data_type())?,
             f.is_nullable(),
         ));
+    }
+    if partitioned {
+        fields.push(crate::changelog::partition_id_field());
     }
     fields.push(Field::new(BUCKET_COLUMN, DataType::Int32, false));
     fields.push(Field::new(OFFSET_COLUMN, DataType::Int64, false));

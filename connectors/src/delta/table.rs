@@ -35,16 +35,41 @@ use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
 use super::maintenance::{self, MaintenanceReport};
 use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
-use super::schema::lake_arrow_schema;
+use super::schema::lake_arrow_schema_of;
 use super::writer::{last_change_per_key, writer_properties};
 use super::{DeltaSinkConfig, TableKind};
-use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+use crate::changelog::{
+    BUCKET_COLUMN, BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN, PARTITION_ID_COLUMN,
+};
 
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The txn app id of one bucket of one table.
-pub fn app_id(table_id: &str, bucket: i32) -> String {
-    format!("silt-{table_id}-{bucket}")
+/// The txn app id of one bucket of one table: `silt-<table_id>-<bucket>`, or for a bucket of a
+/// partition `silt-<table_id>-p<partition id>-<bucket>`.
+pub fn app_id(table_id: &str, bucket: BucketKey) -> String {
+    match bucket.partition {
+        None => format!("silt-{table_id}-{}", bucket.bucket),
+        Some(partition) => format!("silt-{table_id}-p{partition}-{}", bucket.bucket),
+    }
+}
+
+/// The bucket whose txn app id of table `table_id` is `app` (see [`app_id`]); `None` for any
+/// other app id.
+pub fn bucket_of_app_id(table_id: &str, app: &str) -> Option<BucketKey> {
+    let rest = app
+        .strip_prefix("silt-")?
+        .strip_prefix(table_id)?
+        .strip_prefix('-')?;
+    match rest.strip_prefix('p') {
+        None => Some(BucketKey::table(rest.parse().ok()?)),
+        Some(partitioned) => {
+            let (partition, bucket) = partitioned.split_once('-')?;
+            Some(BucketKey::partition(
+                partition.parse().ok()?,
+                bucket.parse().ok()?,
+            ))
+        }
+    }
 }
 
 /// What the lake holds: its Delta version and, per bucket, the end offset tiered so far (the
@@ -52,18 +77,18 @@ pub fn app_id(table_id: &str, bucket: i32) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LakeOffsets {
     pub delta_version: u64,
-    pub bucket_offsets: BTreeMap<i32, i64>,
+    pub bucket_offsets: BTreeMap<BucketKey, i64>,
 }
 
-/// Reads the lake's txn offsets of buckets `0..bucket_count`, for a source's first start and for
-/// repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet, or when
+/// Reads the lake's txn offsets of `buckets` (those it holds nothing of are absent), for a
+/// source's first start and for repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet, or when
 /// the one there belongs to another silt table id (a dropped table's lake, see
 /// [`super::owner`]): for table `table_id` that lake holds nothing.
 pub async fn read_lake_offsets(
     table_uri: &str,
     storage_options: &HashMap<String, String>,
     table_id: &str,
-    bucket_count: u32,
+    buckets: &[BucketKey],
 ) -> Result<Option<LakeOffsets>> {
     let Some(table) = load_existing(table_uri, storage_options).await? else {
         return Ok(None);
@@ -71,11 +96,10 @@ pub async fn read_lake_offsets(
     let Some(delta_version) = table.version() else {
         return Ok(None);
     };
-    let buckets = (0..bucket_count as i32).collect::<Vec<_>>();
-    if owner_of(&table, table_uri, table_id, buckets.clone()).await? != LakeOwner::Owned {
+    if owner_of(&table, table_uri, table_id, buckets.iter().copied()).await? != LakeOwner::Owned {
         return Ok(None);
     }
-    let bucket_offsets = txn_versions(&table, table_uri, table_id, buckets).await?;
+    let bucket_offsets = txn_versions(&table, table_uri, table_id, buckets.iter().copied()).await?;
     Ok(Some(LakeOffsets {
         delta_version,
         bucket_offsets,
@@ -107,8 +131,8 @@ pub(crate) async fn txn_versions(
     table: &DeltaTable,
     uri: &str,
     table_id: &str,
-    buckets: impl IntoIterator<Item = i32>,
-) -> Result<BTreeMap<i32, i64>> {
+    buckets: impl IntoIterator<Item = BucketKey>,
+) -> Result<BTreeMap<BucketKey, i64>> {
     let state = table.snapshot().map_err(Error::delta(uri))?;
     let log_store = table.log_store();
     let mut versions = BTreeMap::new();
@@ -133,11 +157,11 @@ pub struct CommitPlan {
     /// Primary-key tables: staged change files to merge.
     pub staged: Vec<String>,
     /// The lake's txn versions when planned, for the buckets involved (absent: none yet).
-    pub lake_offsets: BTreeMap<i32, i64>,
+    pub lake_offsets: BTreeMap<BucketKey, i64>,
     /// New txn versions: the buckets this commit advances.
-    pub txns: BTreeMap<i32, i64>,
+    pub txns: BTreeMap<BucketKey, i64>,
     /// Rows the commit brings per bucket (log tables: rows in `adds`).
-    pub rows: BTreeMap<i32, u64>,
+    pub rows: BTreeMap<BucketKey, u64>,
 }
 
 impl CommitPlan {
@@ -173,7 +197,7 @@ impl LakeTable {
     pub async fn open(config: Arc<DeltaSinkConfig>) -> Result<LakeTable> {
         config.validate()?;
         let uri = config.table_uri.as_str();
-        let lake_schema = lake_arrow_schema(&config.user_schema)?;
+        let lake_schema = lake_arrow_schema_of(&config.user_schema, config.is_partitioned())?;
         let url = table_url(uri)?;
         // Subtasks of one job open concurrently; deltalake lets two racing creators both commit
         // a CREATE (the second as version 1, with a new table id), so creation is serialized
@@ -195,7 +219,7 @@ impl LakeTable {
             let mut create = table
                 .create()
                 .with_columns(columns.fields().cloned())
-                .with_partition_columns([BUCKET_COLUMN])
+                .with_partition_columns(config.partition_columns())
                 .with_save_mode(SaveMode::Ignore)
                 .with_comment(format!("{DESCRIPTION_PREFIX}{}", config.table_id))
                 .with_raise_if_key_not_exists(false)
@@ -340,9 +364,10 @@ impl LakeTable {
                 want.fields().count()
             )));
         }
-        if state.metadata().partition_columns() != &[BUCKET_COLUMN.to_string()] {
+        let partition_columns = self.config.partition_columns();
+        if state.metadata().partition_columns() != &partition_columns {
             return Err(mismatch(format!(
-                "it is partitioned by {:?}, the sink needs [{BUCKET_COLUMN:?}]",
+                "it is partitioned by {:?}, the sink needs {partition_columns:?}",
                 state.metadata().partition_columns()
             )));
         }
@@ -373,8 +398,8 @@ impl LakeTable {
     /// The lake's txn versions of these buckets (absent: never committed).
     pub async fn bucket_offsets(
         &self,
-        buckets: impl IntoIterator<Item = i32>,
-    ) -> Result<BTreeMap<i32, i64>> {
+        buckets: impl IntoIterator<Item = BucketKey>,
+    ) -> Result<BTreeMap<BucketKey, i64>> {
         txn_versions(&self.table, self.uri(), &self.config.table_id, buckets).await
     }
 
@@ -391,7 +416,7 @@ impl LakeTable {
     /// offsets never written, and fails the plan with [`Error::OffsetGap`].
     pub async fn plan(&mut self, committables: &[Committable]) -> Result<CommitPlan> {
         self.refresh().await?;
-        let buckets: BTreeSet<i32> = committables
+        let buckets: BTreeSet<BucketKey> = committables
             .iter()
             .flat_map(|c| c.buckets.keys().copied())
             .collect();
@@ -409,7 +434,7 @@ impl LakeTable {
             rows: BTreeMap::new(),
         };
         // Per bucket, where the next kept range must continue from and what that offset is.
-        let mut ends: BTreeMap<i32, (i64, GapAfter)> = plan
+        let mut ends: BTreeMap<BucketKey, (i64, GapAfter)> = plan
             .lake_offsets
             .iter()
             .map(|(&b, &v)| (b, (v, GapAfter::LakeTxn)))
@@ -417,7 +442,7 @@ impl LakeTable {
         for c in committables {
             let mut kept = BTreeSet::new();
             // Buckets whose range the lake already holds in part: keep offsets >= the version.
-            let mut trims: BTreeMap<i32, i64> = BTreeMap::new();
+            let mut trims: BTreeMap<BucketKey, i64> = BTreeMap::new();
             for (&bucket, range) in &c.buckets {
                 let lake = plan.lake_offsets.get(&bucket).copied();
                 match lake {
@@ -425,7 +450,7 @@ impl LakeTable {
                     Some(v) if range.start < v => {
                         warn!(
                             table = self.uri(),
-                            bucket,
+                            %bucket,
                             lake = v,
                             start = range.start,
                             end = range.end,
@@ -449,7 +474,7 @@ impl LakeTable {
                 continue;
             }
             check_adds_cover_ranges(c, &kept)?;
-            let mut to_trim: BTreeMap<i32, Vec<Add>> = BTreeMap::new();
+            let mut to_trim: BTreeMap<BucketKey, Vec<Add>> = BTreeMap::new();
             for add in &c.adds {
                 let bucket = add_bucket(add)?;
                 if !kept.contains(&bucket) {
@@ -463,7 +488,7 @@ impl LakeTable {
             }
             for (&bucket, &from) in &trims {
                 let adds = to_trim.remove(&bucket).unwrap_or_default();
-                let trimmed = self.trim_log_files(&adds, bucket, from).await?;
+                let trimmed = self.trim_log_files(&adds, from).await?;
                 let rows = match self.config.kind {
                     TableKind::Log => trimmed.iter().map(add_rows).sum::<Result<u64>>()?,
                     // Staged changes are filtered by offset when merged; count the range.
@@ -485,7 +510,7 @@ impl LakeTable {
     /// range that does not say where it continues from (written by an older silt) passes.
     fn check_continues(
         &self,
-        bucket: i32,
+        bucket: BucketKey,
         range: &BucketRange,
         end: Option<(i64, GapAfter)>,
     ) -> Result<()> {
@@ -517,7 +542,7 @@ impl LakeTable {
     /// Rewrites a bucket's data files without the rows below offset `from` (the lake already
     /// has them from another writer) and returns the adds of the new files. The old files
     /// stay on storage unreferenced, like the files of a checkpoint that never completed.
-    async fn trim_log_files(&self, adds: &[Add], bucket: i32, from: i64) -> Result<Vec<Add>> {
+    async fn trim_log_files(&self, adds: &[Add], from: i64) -> Result<Vec<Add>> {
         if adds.is_empty() {
             return Ok(Vec::new());
         }
@@ -537,7 +562,7 @@ impl LakeTable {
                 if batch.num_rows() == 0 {
                     continue;
                 }
-                let batch = with_bucket_column(batch, bucket)?;
+                let batch = with_partition_columns(batch, add, &self.lake_schema)?;
                 let batch = super::schema::conform(&batch, &self.lake_schema)?;
                 written += batch.num_rows();
                 deltalake::writer::DeltaWriter::write(&mut writer, batch)
@@ -591,7 +616,7 @@ impl LakeTable {
         let version = match &kind {
             TableKind::Log => {
                 let mut actions: Vec<Action> = plan.adds.iter().cloned().map(Action::Add).collect();
-                let appended: BTreeSet<i32> = plan.txns.keys().copied().collect();
+                let appended: BTreeSet<BucketKey> = plan.txns.keys().copied().collect();
                 actions.extend(self.compact_log_tails(&appended).await?);
                 self.commit_actions(actions, properties).await?
             }
@@ -655,7 +680,7 @@ impl LakeTable {
     ) -> Result<u64> {
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
-            partition_by: Some(vec![BUCKET_COLUMN.to_string()]),
+            partition_by: Some(self.config.partition_columns()),
             predicate: None,
         };
         self.commit_operation(actions, properties, operation).await
@@ -803,9 +828,9 @@ impl LakeTable {
         // changes, the small files once there are more than `small_files_max` of them.
         let store = self.table.object_store();
         let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
-        let changed_buckets: BTreeSet<i32> = buckets.values().iter().copied().collect();
+        let changed_buckets: BTreeSet<BucketKey> = bucket_keys(&changes)?.into_iter().collect();
         let small_bytes = (self.config.target_file_bytes / 8) as i64;
-        let mut small: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+        let mut small: BTreeMap<BucketKey, Vec<String>> = BTreeMap::new();
         let mut files: HashMap<String, LiveFile> = HashMap::new();
         for f in state.log_data().iter() {
             let path = f.path().to_string();
@@ -825,15 +850,7 @@ impl LakeTable {
                     Error::Internal(format!("data file {path} has no numRecords statistic"))
                 })?;
                 let remove = f.remove_action(true);
-                files.insert(
-                    path,
-                    LiveFile {
-                        add,
-                        remove,
-                        rows,
-                        bucket,
-                    },
-                );
+                files.insert(path, LiveFile { add, remove, rows });
             }
         }
         let mut compact: BTreeSet<String> = small
@@ -882,7 +899,7 @@ impl LakeTable {
             }
             if compact.contains(path) {
                 compacted_rows += self
-                    .copy_live_rows(path, file.bucket, &deleted, &mut writer)
+                    .copy_live_rows(&file.add, &deleted, &mut writer)
                     .await?;
             } else {
                 let mut add = file.add.clone();
@@ -955,8 +972,12 @@ impl LakeTable {
         // and the next commit rebuilds it.
         let mut placed = Vec::new();
         for add in &new_files {
-            let bucket = add_bucket(add)?;
-            for batch in read_key_columns(store.as_ref(), &add.path, key_columns).await? {
+            // Keys are unique per bucket number: a partitioned table's key holds its
+            // partition columns.
+            let bucket = add_bucket(add)?.bucket;
+            for batch in
+                read_key_columns(store.as_ref(), add, key_columns, &self.lake_schema).await?
+            {
                 placed.push((add.path.clone(), bucket, batch));
             }
         }
@@ -982,12 +1003,12 @@ impl LakeTable {
     /// The actions that rewrite, in the buckets a log commit appends to, the run of small files
     /// `compaction::pick_run` chooses (removes and one add, all `dataChange: false`), within
     /// `target_file_bytes` read per commit. Empty when no bucket's tail needs it.
-    async fn compact_log_tails(&mut self, buckets: &BTreeSet<i32>) -> Result<Vec<Action>> {
+    async fn compact_log_tails(&mut self, buckets: &BTreeSet<BucketKey>) -> Result<Vec<Action>> {
         let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
         let target = self.config.target_file_bytes;
-        let mut tails: BTreeMap<i32, Vec<TailFile>> = BTreeMap::new();
-        let mut removes: HashMap<String, deltalake::kernel::Remove> = HashMap::new();
-        let mut unordered: BTreeSet<i32> = BTreeSet::new();
+        let mut tails: BTreeMap<BucketKey, Vec<TailFile>> = BTreeMap::new();
+        let mut removes: HashMap<String, (deltalake::kernel::Remove, Add)> = HashMap::new();
+        let mut unordered: BTreeSet<BucketKey> = BTreeSet::new();
         for f in state.log_data().iter() {
             let bytes = u64::try_from(f.size()).unwrap_or(0);
             if bytes >= target / 2 {
@@ -1006,7 +1027,7 @@ impl LakeTable {
                 continue;
             };
             let path = f.path().to_string();
-            removes.insert(path.clone(), f.remove_action(false));
+            removes.insert(path.clone(), (f.remove_action(false), add.clone()));
             let tail = TailFile {
                 path,
                 bytes,
@@ -1033,10 +1054,8 @@ impl LakeTable {
             let none = RoaringTreemap::new();
             let mut rows = 0u64;
             for file in &run {
-                rows += self
-                    .copy_live_rows(&file.path, bucket, &none, &mut writer)
-                    .await?;
-                let remove = removes.remove(&file.path).expect("listed above");
+                let (remove, add) = removes.remove(&file.path).expect("listed above");
+                rows += self.copy_live_rows(&add, &none, &mut writer).await?;
                 actions.push(Action::Remove(remove));
             }
             let merged = deltalake::writer::DeltaWriter::flush(&mut writer)
@@ -1044,7 +1063,7 @@ impl LakeTable {
                 .map_err(Error::delta(self.uri()))?;
             info!(
                 table = self.uri(),
-                bucket,
+                %bucket,
                 files = run.len(),
                 bytes = run_bytes,
                 rows,
@@ -1059,16 +1078,15 @@ impl LakeTable {
         Ok(actions)
     }
 
-    /// Writes the rows of data file `path` (of `bucket`) that `deleted` does not mark into
-    /// `writer`; returns how many.
+    /// Writes the rows of data file `file` that `deleted` does not mark into `writer`; returns
+    /// how many.
     async fn copy_live_rows(
         &self,
-        path: &str,
-        bucket: i32,
+        file: &Add,
         deleted: &RoaringTreemap,
         writer: &mut deltalake::writer::RecordBatchWriter,
     ) -> Result<u64> {
-        let bytes = read_object(self.table.object_store().as_ref(), path).await?;
+        let bytes = read_object(self.table.object_store().as_ref(), &file.path).await?;
         let (mut row, mut copied) = (0u64, 0u64);
         for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
             let batch = batch?;
@@ -1080,7 +1098,7 @@ impl LakeTable {
             if batch.num_rows() == 0 {
                 continue;
             }
-            let batch = with_bucket_column(batch, bucket)?;
+            let batch = with_partition_columns(batch, file, &self.lake_schema)?;
             copied += batch.num_rows() as u64;
             let batch = super::schema::conform(&batch, &self.lake_schema)?;
             deltalake::writer::DeltaWriter::write(writer, batch)
@@ -1112,31 +1130,29 @@ impl LakeTable {
             return Ok((table_id, version));
         }
         let started = std::time::Instant::now();
-        let files: Vec<(
-            String,
-            i32,
-            Option<deltalake::kernel::DeletionVectorDescriptor>,
-        )> = state
+        let files: Vec<(Add, i32)> = state
             .log_data()
             .iter()
             .map(|f| {
-                let path = f.path().to_string();
-                #[allow(deprecated)]
-                let bucket = add_bucket(&f.add_action())?;
-                Ok((path, bucket, f.deletion_vector_descriptor()))
+                #[allow(deprecated)] // the partition values and deletion vector of the file
+                let add = f.add_action();
+                let bucket = add_bucket(&add)?.bucket;
+                Ok((add, bucket))
             })
             .collect::<Result<_>>()?;
+        let lake_schema = self.lake_schema.clone();
         let store = self.table.object_store();
         index.clear()?;
         let mut batch = index.batch();
         let mut entries = 0u64;
-        for (path, bucket, vector) in &files {
-            let deleted = match vector {
+        for (add, bucket) in &files {
+            let path = &add.path;
+            let deleted = match &add.deletion_vector {
                 Some(v) => dv::read(store.as_ref(), &Path::from(""), v).await?,
                 None => RoaringTreemap::new(),
             };
             let mut row = 0u64;
-            for columns in read_key_columns(store.as_ref(), path, key_columns).await? {
+            for columns in read_key_columns(store.as_ref(), add, key_columns, &lake_schema).await? {
                 let encoded = batch.encode(&vec![*bucket; columns[0].len()], &columns)?;
                 for key in encoded {
                     if !deleted.contains(row) {
@@ -1231,26 +1247,62 @@ struct LiveFile {
     remove: deltalake::kernel::Remove,
     /// Rows in the file, deleted ones included.
     rows: u64,
-    bucket: i32,
 }
 
-/// Data files do not hold the partition column; puts `__bucket` back for the writer.
-fn with_bucket_column(batch: RecordBatch, bucket: i32) -> Result<RecordBatch> {
-    if batch.column_by_name(BUCKET_COLUMN).is_some() {
-        return Ok(batch);
-    }
+/// Data files do not hold the partition columns (`__bucket`, and a partitioned table's keys
+/// and `__partition_id`); puts them back from the file's partition values, typed as the lake
+/// schema has them, for a writer that rewrites the rows.
+fn with_partition_columns(
+    batch: RecordBatch,
+    file: &Add,
+    lake_schema: &SchemaRef,
+) -> Result<RecordBatch> {
     let mut columns = batch.columns().to_vec();
     let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
-    columns.push(Arc::new(Int32Array::from(vec![bucket; batch.num_rows()])));
-    fields.push(Arc::new(arrow::datatypes::Field::new(
-        BUCKET_COLUMN,
-        arrow::datatypes::DataType::Int32,
-        false,
-    )));
+    for (name, value) in &file.partition_values {
+        if batch.column_by_name(name).is_some() {
+            continue;
+        }
+        let field = lake_schema.field_with_name(name).map_err(|_| {
+            Error::Internal(format!(
+                "data file {} has partition value {name:?}, which is not a lake column",
+                file.path
+            ))
+        })?;
+        let text: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+            value.as_deref();
+            batch.num_rows()
+        ]));
+        let typed = arrow::compute::cast(&text, field.data_type()).map_err(|e| {
+            Error::Internal(format!(
+                "partition value {value:?} of {name:?} in data file {} is not a {}: {e}",
+                file.path,
+                field.data_type()
+            ))
+        })?;
+        columns.push(typed);
+        fields.push(Arc::new(field.clone()));
+    }
     Ok(RecordBatch::try_new(
         Arc::new(arrow::datatypes::Schema::new(fields)),
         columns,
     )?)
+}
+
+/// The bucket of every row of a changelog or lake batch: `__bucket`, with `__partition_id`
+/// when the batch has it.
+fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
+    let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
+    let partitions = match batch.column_by_name(PARTITION_ID_COLUMN) {
+        Some(_) => Some(int_column::<Int64Array>(batch, PARTITION_ID_COLUMN)?),
+        None => None,
+    };
+    Ok((0..batch.num_rows())
+        .map(|i| BucketKey {
+            partition: partitions.map(|p| p.value(i)),
+            bucket: buckets.value(i),
+        })
+        .collect())
 }
 
 /// The key columns of a batch, in key order.
@@ -1282,20 +1334,25 @@ async fn read_object(store: &dyn object_store::ObjectStore, path: &str) -> Resul
 }
 
 /// The key columns of a data file, batch by batch in row order.
+/// A partitioned table's key holds its partition columns, which live in the file's partition
+/// values, not in the file: they are put back from there.
 async fn read_key_columns(
     store: &dyn object_store::ObjectStore,
-    path: &str,
+    file: &Add,
     key_columns: &[String],
+    lake_schema: &SchemaRef,
 ) -> Result<Vec<Vec<ArrayRef>>> {
-    let bytes = read_object(store, path).await?;
+    let bytes = read_object(store, &file.path).await?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let mask = ProjectionMask::columns(
-        builder.parquet_schema(),
-        key_columns.iter().map(String::as_str),
-    );
+    let in_file = key_columns
+        .iter()
+        .filter(|k| !file.partition_values.contains_key(*k))
+        .map(String::as_str);
+    let mask = ProjectionMask::columns(builder.parquet_schema(), in_file);
     let mut out = Vec::new();
     for batch in builder.with_projection(mask).build()? {
-        out.push(key_arrays(&batch?, key_columns)?);
+        let batch = with_partition_columns(batch?, file, lake_schema)?;
+        out.push(key_arrays(&batch, key_columns)?);
     }
     Ok(out)
 }
@@ -1312,16 +1369,13 @@ fn loose_bounds(stats: &str) -> String {
     }
 }
 
-fn not_in_lake(batch: &RecordBatch, lake: &BTreeMap<i32, i64>) -> Result<BooleanArray> {
-    let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
+fn not_in_lake(batch: &RecordBatch, lake: &BTreeMap<BucketKey, i64>) -> Result<BooleanArray> {
+    let buckets = bucket_keys(batch)?;
     let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
-    Ok((0..batch.num_rows())
-        .map(|i| {
-            Some(
-                lake.get(&buckets.value(i))
-                    .is_none_or(|&v| offsets.value(i) >= v),
-            )
-        })
+    Ok(buckets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Some(lake.get(b).is_none_or(|&v| offsets.value(i) >= v)))
         .collect())
 }
 
@@ -1339,17 +1393,33 @@ pub(crate) fn int_column<'a, A: Array + 'static>(
         })
 }
 
-fn add_bucket(add: &Add) -> Result<i32> {
-    add.partition_values
-        .get(BUCKET_COLUMN)
-        .and_then(|v| v.as_deref())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| {
-            Error::Internal(format!(
-                "data file {} has no {BUCKET_COLUMN} partition value",
-                add.path
-            ))
-        })
+/// The bucket a data file holds rows of, from its partition values.
+pub(crate) fn add_bucket(add: &Add) -> Result<BucketKey> {
+    let value = |column: &str| {
+        add.partition_values
+            .get(column)
+            .and_then(|v| v.as_deref())
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    Error::Internal(format!(
+                        "data file {} has {column} partition value {v:?}, not a number",
+                        add.path
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let bucket = value(BUCKET_COLUMN)?.ok_or_else(|| {
+        Error::Internal(format!(
+            "data file {} has no {BUCKET_COLUMN} partition value",
+            add.path
+        ))
+    })?;
+    Ok(BucketKey {
+        partition: value(PARTITION_ID_COLUMN)?,
+        bucket: i32::try_from(bucket)
+            .map_err(|_| Error::Internal(format!("data file {} has bucket {bucket}", add.path)))?,
+    })
 }
 
 /// The smallest `__offset` recorded in an add's statistics, if they record it.
@@ -1375,15 +1445,15 @@ pub(crate) fn add_rows(add: &Add) -> Result<u64> {
 /// **Assertion at the commit edge:** for log tables the txn ranges of a committable cover
 /// exactly its files: every file belongs to a bucket with a range, and the rows of a bucket's
 /// files equal the rows the writer counted in that range.
-fn check_adds_cover_ranges(c: &Committable, kept: &BTreeSet<i32>) -> Result<()> {
+fn check_adds_cover_ranges(c: &Committable, kept: &BTreeSet<BucketKey>) -> Result<()> {
     if c.adds.is_empty() {
         return Ok(());
     }
-    let mut rows: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut rows: BTreeMap<BucketKey, u64> = BTreeMap::new();
     for add in &c.adds {
         *rows.entry(add_bucket(add)?).or_default() += add_rows(add)?;
     }
-    let want: BTreeMap<i32, u64> = c.buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
+    let want: BTreeMap<BucketKey, u64> = c.buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
     if rows != want {
         return Err(Error::Internal(format!(
             "checkpoint {} writer {}: files hold rows {rows:?} per bucket but the txn ranges count {want:?}",

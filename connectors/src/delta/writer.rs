@@ -33,9 +33,11 @@ use tracing::debug;
 use super::committable::{BucketRange, Committable, to_batch};
 use super::error::{Error, Result};
 use super::schema::conform;
-use super::table::{LakeTable, add_rows, int_column};
+use super::table::{LakeTable, add_bucket, add_rows, int_column};
 use super::{DeltaSinkConfig, TableKind};
-use crate::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+use crate::changelog::{
+    BUCKET_COLUMN, BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN, PARTITION_ID_COLUMN,
+};
 
 use super::maintenance::STAGING_DIR;
 
@@ -52,9 +54,9 @@ pub struct DeltaWriter {
     staged: Vec<String>,
     staged_count: u64,
     /// Offsets seen per bucket since the last barrier.
-    buckets: BTreeMap<i32, BucketRange>,
+    buckets: BTreeMap<BucketKey, BucketRange>,
     /// Per bucket, where its next range continues from (checkpointed).
-    follows: BTreeMap<i32, i64>,
+    follows: BTreeMap<BucketKey, i64>,
 }
 
 impl DeltaWriter {
@@ -91,8 +93,17 @@ impl DeltaWriter {
     fn track_offsets(&mut self, batch: &RecordBatch) -> Result<()> {
         let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
         let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
+        let partitions = if self.config.is_partitioned() {
+            Some(int_column::<Int64Array>(batch, PARTITION_ID_COLUMN)?)
+        } else {
+            None
+        };
         for i in 0..batch.num_rows() {
-            let (bucket, offset) = (buckets.value(i), offsets.value(i));
+            let bucket = BucketKey {
+                partition: partitions.map(|p| p.value(i)),
+                bucket: buckets.value(i),
+            };
+            let offset = offsets.value(i);
             let follows = self.follows.get(&bucket).copied();
             let range = self.buckets.entry(bucket).or_insert(BucketRange {
                 follows,
@@ -102,7 +113,7 @@ impl DeltaWriter {
             });
             if offset < range.end {
                 return Err(Error::Batch(format!(
-                    "offsets of bucket {bucket} go backwards ({offset} after {}); feed the writer by __bucket (hash or forward)",
+                    "offsets of {bucket} go backwards ({offset} after {}); feed the writer by __bucket (hash or forward)",
                     range.end - 1
                 )));
             }
@@ -211,18 +222,13 @@ impl DeltaWriter {
             }
             return Ok(None);
         }
-        let mut rows: BTreeMap<i32, u64> = BTreeMap::new();
+        let mut rows: BTreeMap<BucketKey, u64> = BTreeMap::new();
         for add in &adds {
-            let bucket = add
-                .partition_values
-                .get(BUCKET_COLUMN)
-                .cloned()
-                .flatten()
-                .unwrap_or_default();
-            *rows.entry(bucket.parse().unwrap_or(i32::MIN)).or_default() += add_rows(add)?;
+            *rows.entry(add_bucket(add)?).or_default() += add_rows(add)?;
         }
         if matches!(self.config.kind, TableKind::Log) {
-            let want: BTreeMap<i32, u64> = buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
+            let want: BTreeMap<BucketKey, u64> =
+                buckets.iter().map(|(&b, r)| (b, r.rows)).collect();
             if rows != want {
                 return Err(Error::Internal(format!(
                     "checkpoint {checkpoint_id}: data files hold rows {rows:?} per bucket, the writer saw {want:?}"
@@ -301,31 +307,56 @@ impl Operator for DeltaWriter {
     }
 }
 
-/// The writer's state: `(bucket i32, offset i64)` pairs, big-endian.
-fn encode_follows(follows: &BTreeMap<i32, i64>) -> Bytes {
-    let mut out = Vec::with_capacity(follows.len() * 12);
-    for (bucket, offset) in follows {
-        out.extend_from_slice(&bucket.to_be_bytes());
+/// Starts the writer state of a partitioned table. An unpartitioned table's state starts with
+/// a bucket number, whose first byte is never `0xff` (buckets are not negative).
+const PARTITIONED_STATE_TAG: [u8; 4] = [0xff, b'P', 0, 1];
+
+/// The writer's state, big-endian: an unpartitioned table's as `(bucket i32, offset i64)`
+/// pairs (the format before partitions, so older checkpoints restore); a partitioned table's
+/// as the tag, then `(partition i64, bucket i32, offset i64)` triples.
+fn encode_follows(follows: &BTreeMap<BucketKey, i64>) -> Bytes {
+    let partitioned = follows.keys().any(|k| k.partition.is_some());
+    let mut out = Vec::with_capacity(4 + follows.len() * 20);
+    if partitioned {
+        out.extend_from_slice(&PARTITIONED_STATE_TAG);
+    }
+    for (key, offset) in follows {
+        if partitioned {
+            // A partitioned table's buckets all have a partition.
+            out.extend_from_slice(&key.partition.unwrap_or(-1).to_be_bytes());
+        }
+        out.extend_from_slice(&key.bucket.to_be_bytes());
         out.extend_from_slice(&offset.to_be_bytes());
     }
     Bytes::from(out)
 }
 
-fn decode_follows(state: &Bytes) -> Result<BTreeMap<i32, i64>> {
-    if state.len() % 12 != 0 {
+fn decode_follows(state: &Bytes) -> Result<BTreeMap<BucketKey, i64>> {
+    let (body, entry) = match state.strip_prefix(&PARTITIONED_STATE_TAG) {
+        Some(body) => (body, 20),
+        None => (&state[..], 12),
+    };
+    if body.len() % entry != 0 {
         return Err(Error::Committable(format!(
             "delta writer state of {} bytes is not a list of (bucket, offset) pairs",
             state.len()
         )));
     }
-    Ok(state
-        .chunks_exact(12)
-        .map(|pair| {
-            let (bucket, offset) = pair.split_at(4);
-            (
-                i32::from_be_bytes(bucket.try_into().expect("4 bytes")),
-                i64::from_be_bytes(offset.try_into().expect("8 bytes")),
-            )
+    let i64_at = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
+    let i32_at = |b: &[u8]| i32::from_be_bytes(b.try_into().expect("4 bytes"));
+    Ok(body
+        .chunks_exact(entry)
+        .map(|e| {
+            let (partition, rest) = if entry == 20 {
+                (Some(i64_at(&e[..8])), &e[8..])
+            } else {
+                (None, e)
+            };
+            let key = BucketKey {
+                partition,
+                bucket: i32_at(&rest[..4]),
+            };
+            (key, i64_at(&rest[4..12]))
         })
         .collect())
 }
@@ -410,8 +441,19 @@ mod tests {
 
     #[test]
     fn writer_state_round_trips_and_rejects_damage() {
-        let follows: BTreeMap<i32, i64> = [(0, 10), (3, 0), (7, i64::MAX)].into_iter().collect();
+        let follows = crate::changelog::table_buckets([(0, 10), (3, 0), (7, i64::MAX)]);
         assert_eq!(decode_follows(&encode_follows(&follows)).unwrap(), follows);
+        let partitioned: BTreeMap<BucketKey, i64> = [
+            (BucketKey::partition(0, 0), 10),
+            (BucketKey::partition(0, 3), 0),
+            (BucketKey::partition(12, 0), i64::MAX),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            decode_follows(&encode_follows(&partitioned)).unwrap(),
+            partitioned
+        );
         assert!(
             decode_follows(&Bytes::new()).unwrap().is_empty(),
             "an older silt's state"

@@ -16,7 +16,7 @@ use fluss::rpc::message::OffsetSpec;
 use silt_engine::{Error, RestoredState, Result, Source, SourcePoll, TaskContext};
 
 use super::union::{self, LakePhase, LakeRows, LakeStart};
-use crate::changelog::{ChangeType, stream_system_fields};
+use crate::changelog::{BucketKey, ChangeType, partition_id_field, stream_system_fields};
 
 /// Where reading starts when there is no checkpoint to restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +26,8 @@ pub enum StartPosition {
     /// The first offset whose commit timestamp is at or after this (ms since the epoch).
     Timestamp(i64),
     /// Explicit next offsets per bucket (the lake's txn offsets); buckets not named start at
-    /// the earliest offset.
-    Offsets(BTreeMap<i32, i64>),
+    /// the earliest offset (a partition's: those of partitions created since).
+    Offsets(BTreeMap<BucketKey, i64>),
     /// Every row of a lake-enabled table: its lake at the version current when the source
     /// first opens, then the changelog from that version's txn offsets (a union read, see
     /// `union`). Without a lake yet, the same as `Earliest`.
@@ -39,8 +39,9 @@ pub enum StartPosition {
 pub enum EndPosition {
     /// Never: a streaming read.
     Unbounded,
-    /// Stop each bucket before this offset (e.g. high watermarks captured at a query's start).
-    Offsets(BTreeMap<i32, i64>),
+    /// Stop each bucket before this offset (e.g. high watermarks captured at a query's start);
+    /// a bucket not named is not read.
+    Offsets(BTreeMap<BucketKey, i64>),
     /// The high watermarks when the source opens.
     LatestAtOpen,
 }
@@ -58,6 +59,9 @@ pub struct FlussSourceConfig {
     pub projection: Option<Vec<usize>>,
     /// SASL/PLAIN credentials when the endpoint requires them.
     pub credentials: Option<FlussCredentials>,
+    /// A partitioned table's batches carry `__partition_id` after the system columns (the
+    /// tiering job's writers need it; other readers do not ask).
+    pub partition_id_column: bool,
 }
 
 /// SASL/PLAIN credentials for a Fluss endpoint (silt's hotstore with `hotstore.sasl.enabled`,
@@ -92,6 +96,7 @@ impl FlussSourceConfig {
             poll_timeout: Duration::from_millis(100),
             projection: None,
             credentials: None,
+            partition_id_column: false,
         }
     }
 
@@ -229,7 +234,7 @@ impl FlussSource {
                 continue;
             }
             let kept = &run[keep_from..keep_to];
-            let batch = self.with_system_columns(slot.bucket, kept)?;
+            let batch = self.with_system_columns(slot, kept)?;
             let kept_base = base + keep_from as i64;
             self.queued_next.insert(slot, kept_base + kept.len() as i64);
             self.ready.push_back((slot, kept_base, batch));
@@ -237,13 +242,15 @@ impl FlussSource {
         Ok(())
     }
 
-    /// Explicit offsets name buckets, not a partition's buckets: refused for a partitioned
-    /// table (as is a union read, whose lake is not partitioned yet).
+    /// Offsets of a partitioned table must name a partition's buckets: offsets of plain
+    /// buckets are refused (as is a union read, whose lake read is of unpartitioned tables).
     fn refuse_bucket_offsets_of_partitioned(&self, name: &str, keys: &[String]) -> Result<()> {
+        let unpartitioned =
+            |offsets: &BTreeMap<BucketKey, i64>| offsets.keys().any(|k| k.partition.is_none());
         let what = match (&self.config.start, &self.config.end) {
-            (StartPosition::Offsets(_), _) => "start offsets per bucket",
+            (StartPosition::Offsets(o), _) if unpartitioned(o) => "start offsets per bucket",
             (StartPosition::LakeThenLog(_), _) => "start: lake",
-            (_, EndPosition::Offsets(_)) => "end offsets per bucket",
+            (_, EndPosition::Offsets(o)) if unpartitioned(o) => "end offsets per bucket",
             _ => return Ok(()),
         };
         Err(Error::operator(format!(
@@ -338,8 +345,11 @@ impl FlussSource {
     }
 
     /// `records` (one run, see [`run_len`]) as a changelog batch: a slice of their batch, then
-    /// `__bucket`, `__offset`, `__timestamp` and `__change_type`.
-    fn with_system_columns(&mut self, bucket: i32, records: &[ScanRecord]) -> Result<RecordBatch> {
+    /// `__bucket`, `__offset`, `__timestamp` and `__change_type` (and `__partition_id`, when
+    /// asked for).
+    fn with_system_columns(&mut self, slot: Slot, records: &[ScanRecord]) -> Result<RecordBatch> {
+        let bucket = slot.bucket;
+        let partition_id = slot.partition.filter(|_| self.config.partition_id_column);
         let first = &records[0];
         let source = first.row().get_record_batch().ok_or_else(|| {
             Error::operator_bug("the fluss client returned a row without its batch")
@@ -355,6 +365,9 @@ impl FlussSource {
                     .map(|f| f.as_ref().clone())
                     .collect();
                 fields.extend(stream_system_fields());
+                if partition_id.is_some() {
+                    fields.push(partition_id_field());
+                }
                 let s = Arc::new(Schema::new(fields));
                 self.output_schema = Some(s.clone());
                 s
@@ -392,10 +405,13 @@ impl FlussSource {
             TimestampMillisecondArray::from_value(first.timestamp(), n).with_timezone("UTC"),
         ));
         columns.push(Arc::new(change_types));
+        if let Some(partition_id) = partition_id {
+            columns.push(Arc::new(Int64Array::from_value(partition_id, n)));
+        }
         RecordBatch::try_new(schema, columns).map_err(|e| {
             Error::with_context(
                 silt_engine::Cause::Silt,
-                format!("changelog batch of bucket {bucket}"),
+                format!("changelog batch of {slot}"),
                 e,
             )
         })
@@ -404,10 +420,7 @@ impl FlussSource {
 
 /// How an error message names a bucket.
 fn slot_name(slot: &Slot) -> String {
-    match slot.partition {
-        None => format!("bucket {}", slot.bucket),
-        Some(partition) => format!("bucket {} of partition id {partition}", slot.bucket),
-    }
+    slot.to_string()
 }
 
 /// Length of the run `records` starts with: the rows that follow its first row in the client's
@@ -443,20 +456,14 @@ fn run_len(records: &[ScanRecord]) -> Result<usize> {
 }
 
 /// A bucket the source reads: one of an unpartitioned table's, or one of a partition's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Slot {
-    partition: Option<i64>,
-    bucket: i32,
-}
+type Slot = BucketKey;
 
-impl Slot {
-    /// Whether subtask `subtask` of `parallelism` reads this bucket: `b % n == i` for an
-    /// unpartitioned table, `(p + b) % n == i` for bucket `b` of partition `p`, so each
-    /// partition's buckets spread over the subtasks and so do the partitions' bucket 0s.
-    fn owned_by(&self, subtask: u32, parallelism: u32) -> bool {
-        let key = self.partition.unwrap_or(0) + i64::from(self.bucket);
-        key.rem_euclid(i64::from(parallelism)) == i64::from(subtask)
-    }
+/// Whether subtask `subtask` of `parallelism` reads this bucket: `b % n == i` for an
+/// unpartitioned table, `(p + b) % n == i` for bucket `b` of partition `p`, so each partition's
+/// buckets spread over the subtasks and so do the partitions' bucket 0s.
+fn owned_by(slot: &Slot, subtask: u32, parallelism: u32) -> bool {
+    let key = slot.partition.unwrap_or(0) + i64::from(slot.bucket);
+    key.rem_euclid(i64::from(parallelism)) == i64::from(subtask)
 }
 
 /// How often a streaming read of a partitioned table lists its partitions, to read the new
@@ -538,6 +545,32 @@ async fn list_partitions(admin: &FlussAdmin, path: &TablePath) -> Result<BTreeMa
         .collect())
 }
 
+/// The offsets `spec` names of every bucket of table `path`: of every partition's buckets when
+/// it is partitioned (as its partitions are listed now).
+pub async fn list_bucket_offsets(
+    connection: &FlussConnection,
+    path: &TablePath,
+    spec: OffsetSpec,
+) -> Result<BTreeMap<BucketKey, i64>> {
+    let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
+    let info = admin
+        .get_table_info(path)
+        .await
+        .map_err(fluss_error(&format!("table {path}")))?;
+    let buckets = info.get_num_buckets().max(1);
+    if !info.is_partitioned() {
+        let all = owned_slots(None, buckets, 0, 1);
+        return list_owned_offsets(&admin, path, None, &all, spec).await;
+    }
+    let mut offsets = BTreeMap::new();
+    for (id, name) in list_partitions(&admin, path).await? {
+        let all = owned_slots(Some(id), buckets, 0, 1);
+        offsets
+            .extend(list_owned_offsets(&admin, path, Some((id, &name)), &all, spec.clone()).await?);
+    }
+    Ok(offsets)
+}
+
 /// The offsets `spec` names of the owned buckets of one partition (`Some((id, name))`) or of
 /// the table (`None`); a bucket the server does not answer gets 0.
 async fn list_owned_offsets(
@@ -570,7 +603,7 @@ async fn list_owned_offsets(
 fn owned_slots(partition: Option<i64>, buckets: i32, subtask: u32, parallelism: u32) -> Vec<Slot> {
     (0..buckets)
         .map(|bucket| Slot { partition, bucket })
-        .filter(|s| s.owned_by(subtask, parallelism))
+        .filter(|s| owned_by(s, subtask, parallelism))
         .collect()
 }
 
@@ -719,15 +752,14 @@ impl Source for FlussSource {
             )));
         }
         for (&slot, &listed) in &listed {
-            // Explicit and lake offsets name buckets of an unpartitioned table (refused above
-            // for a partitioned one); a restored partition the checkpoint does not name was
-            // created after it, and starts at its earliest offset.
+            // A bucket that explicit or lake offsets do not name, and a restored partition the
+            // checkpoint does not name (created after it), start at their earliest offset.
             let start = if restored.is_restored() {
                 restored_offsets.get(&slot).copied().unwrap_or(listed)
             } else if let StartPosition::Offsets(offsets) = &self.config.start {
-                offsets.get(&slot.bucket).copied().unwrap_or(listed)
+                offsets.get(&slot).copied().unwrap_or(listed)
             } else if let Some(offsets) = &lake_offsets {
-                offsets.get(&slot.bucket).copied().unwrap_or(listed)
+                offsets.get(&slot).copied().unwrap_or(listed)
             } else {
                 listed
             };
@@ -738,7 +770,7 @@ impl Source for FlussSource {
             EndPosition::Offsets(end) => Some(
                 self.next_offsets
                     .keys()
-                    .map(|s| (*s, end.get(&s.bucket).copied().unwrap_or(0)))
+                    .map(|s| (*s, end.get(s).copied().unwrap_or(0)))
                     .collect(),
             ),
             EndPosition::LatestAtOpen => {
@@ -972,20 +1004,14 @@ mod tests {
                 for bucket in 0..5 {
                     let slot = Slot { partition, bucket };
                     let owners = (0..parallelism)
-                        .filter(|i| slot.owned_by(*i, parallelism))
+                        .filter(|i| owned_by(&slot, *i, parallelism))
                         .count();
                     assert_eq!(owners, 1, "{slot:?} at parallelism {parallelism}");
                 }
             }
         }
         // Unpartitioned: the rule from before partitions, b % n.
-        assert!(
-            Slot {
-                partition: None,
-                bucket: 5
-            }
-            .owned_by(1, 2)
-        );
+        assert!(owned_by(&Slot::table(5), 1, 2));
     }
 
     #[test]

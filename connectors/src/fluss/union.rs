@@ -22,7 +22,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
 use silt_engine::{Error, Result};
 
-use crate::changelog::{BUCKET_COLUMN, ChangeType, OFFSET_COLUMN, TIMESTAMP_COLUMN};
+use crate::changelog::{BUCKET_COLUMN, BucketKey, ChangeType, OFFSET_COLUMN, TIMESTAMP_COLUMN};
 
 /// Where a union read finds the table's lake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,12 +214,13 @@ impl LakeRows {
 pub(super) async fn pin(
     lake: &LakeStart,
     buckets: u32,
-) -> Result<Option<(u64, BTreeMap<i32, i64>)>> {
+) -> Result<Option<(u64, BTreeMap<BucketKey, i64>)>> {
+    let buckets: Vec<BucketKey> = (0..buckets as i32).map(BucketKey::table).collect();
     let offsets = crate::delta::read_lake_offsets(
         &lake.table_uri,
         &lake.storage_options,
         &lake.table_id,
-        buckets,
+        &buckets,
     )
     .await
     .map_err(|e| Error::operator(format!("union read of {}: {e}", lake.table_uri)))?;

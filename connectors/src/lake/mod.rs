@@ -47,7 +47,8 @@ use fluss::rpc::message::OffsetSpec;
 pub use error::{Error, Result};
 pub use progress::{BucketWait, QueryProgress, Stage};
 
-use crate::delta::{LakeOwner, app_id, lake_arrow_schema, recorded_owner};
+use crate::changelog::BucketKey;
+use crate::delta::{LakeOwner, lake_arrow_schema_of, recorded_owner};
 
 /// Suffix of a table's lake tier.
 pub const LAKE_SUFFIX: &str = "$lake";
@@ -159,6 +160,8 @@ pub struct TableMeta {
     pub table_id: i64,
     /// 0 when unknown (an offline catalog reads no hot metadata).
     pub buckets: u32,
+    /// The columns a partitioned table is partitioned by (empty: unpartitioned).
+    pub partition_keys: Vec<String>,
     /// Empty for a log table.
     pub primary_key: Vec<String>,
     /// The user's columns as the Fluss client reads them.
@@ -175,6 +178,10 @@ impl TableMeta {
     pub fn bucket_ids(&self) -> Vec<i32> {
         (0..self.buckets as i32).collect()
     }
+
+    pub fn is_partitioned(&self) -> bool {
+        !self.partition_keys.is_empty()
+    }
 }
 
 /// The lake tier of a table pinned at one Delta version (or absent: nothing tiered yet).
@@ -183,13 +190,14 @@ pub struct PinnedLake {
     pub table: Option<DeltaTable>,
     /// The pinned Delta version.
     pub version: Option<u64>,
-    /// Per bucket, the txn end offset of the pinned version (absent: nothing tiered).
-    pub offsets: BTreeMap<i32, i64>,
+    /// Per bucket (of each partition the hot store has, for a partitioned table), the txn end
+    /// offset of the pinned version (absent: nothing tiered).
+    pub offsets: BTreeMap<BucketKey, i64>,
 }
 
 impl PinnedLake {
     /// Whether the lake holds every offset below `high_watermarks`.
-    pub fn covers(&self, high_watermarks: &BTreeMap<i32, i64>) -> bool {
+    pub fn covers(&self, high_watermarks: &BTreeMap<BucketKey, i64>) -> bool {
         high_watermarks
             .iter()
             .all(|(b, hw)| *hw <= 0 || self.offsets.get(b).is_some_and(|o| o >= hw))
@@ -329,7 +337,15 @@ impl LakeCatalog {
             .and_then(|id| id.parse::<i64>().ok())
             .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
         let provider = table.table_provider().await?;
+        let partition_keys: Vec<String> = snapshot
+            .metadata()
+            .partition_columns()
+            .iter()
+            .filter(|c| !c.starts_with("__"))
+            .cloned()
+            .collect();
         let system = [
+            crate::changelog::PARTITION_ID_COLUMN,
             crate::changelog::BUCKET_COLUMN,
             crate::changelog::OFFSET_COLUMN,
             crate::changelog::TIMESTAMP_COLUMN,
@@ -346,6 +362,7 @@ impl LakeCatalog {
             table: name.table.clone(),
             table_id,
             buckets: 0,
+            partition_keys,
             primary_key: Vec::new(),
             user_schema: Arc::new(arrow::datatypes::Schema::new(fields)),
             lake_enabled: true,
@@ -377,16 +394,6 @@ impl LakeCatalog {
                 });
             }
         };
-        if info.is_partitioned() {
-            // Partitioned tables are not tiered, and the hot tail reader reads unpartitioned
-            // buckets only (issue 17): refused rather than answered from part of the table.
-            return Err(Error::user(format!(
-                "table {} is partitioned (by {}); silt does not query partitioned tables yet: \
-                 read its partitions with a Fluss client",
-                name.base(),
-                info.get_partition_keys().join(", ")
-            )));
-        }
         let user_schema = fluss::record::to_arrow_schema(info.get_row_type())
             .map_err(Error::fluss(&format!("schema of {}", name.base())))?;
         let lake_enabled = info
@@ -398,6 +405,7 @@ impl LakeCatalog {
             table: name.table.clone(),
             table_id: info.get_table_id(),
             buckets: info.get_num_buckets().max(1) as u32,
+            partition_keys: info.get_partition_keys().to_vec(),
             primary_key: if info.has_primary_key() {
                 info.get_primary_keys().clone()
             } else {
@@ -409,18 +417,45 @@ impl LakeCatalog {
         })
     }
 
-    /// The hot store's high watermark of every bucket, now.
-    pub async fn high_watermarks(&self, meta: &TableMeta) -> Result<BTreeMap<i32, i64>> {
-        let admin = self.admin()?;
+    /// The hot store's high watermark of every bucket (of every partition), now.
+    pub async fn high_watermarks(&self, meta: &TableMeta) -> Result<BTreeMap<BucketKey, i64>> {
+        self.bucket_offsets(meta, OffsetSpec::Latest).await
+    }
+
+    /// The offsets `spec` names of every bucket of the table (of every partition it has now).
+    async fn bucket_offsets(
+        &self,
+        meta: &TableMeta,
+        spec: OffsetSpec,
+    ) -> Result<BTreeMap<BucketKey, i64>> {
+        let Some(connection) = &self.connection else {
+            return Err(Error::user(format!(
+                "this {OFFLINE_HINT}, and none is connected"
+            )));
+        };
         let path = TablePath::new(meta.database.clone(), meta.table.clone());
-        let buckets = meta.bucket_ids();
-        let listed = admin
-            .list_offsets(&path, &buckets, OffsetSpec::Latest)
+        crate::fluss::list_bucket_offsets(connection, &path, spec)
             .await
-            .map_err(Error::fluss(&format!("list offsets of {}", meta.name())))?;
-        Ok(buckets
-            .iter()
-            .map(|b| (*b, listed.get(b).copied().unwrap_or(0)))
+            .map_err(|e| Error::Fluss(format!("list offsets of {}: {e}", meta.name())))
+    }
+
+    /// The buckets whose lake offsets a pin reads: the table's, or each of its partitions'
+    /// (offline, a partitioned table's are not known: its pin holds no offsets).
+    async fn pinned_buckets(&self, meta: &TableMeta) -> Result<Vec<BucketKey>> {
+        if !meta.is_partitioned() {
+            return Ok(meta
+                .bucket_ids()
+                .into_iter()
+                .map(BucketKey::table)
+                .collect());
+        }
+        if self.is_offline() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .bucket_offsets(meta, OffsetSpec::Earliest)
+            .await?
+            .into_keys()
             .collect())
     }
 
@@ -445,24 +480,13 @@ impl LakeCatalog {
         };
         // A lake left by a dropped table of the same name is not this table's.
         let id = meta.table_id.to_string();
-        if crate::delta::owner_of(&table, uri, &id, meta.bucket_ids()).await? != LakeOwner::Owned {
+        let buckets = self.pinned_buckets(meta).await?;
+        if crate::delta::owner_of(&table, uri, &id, buckets.iter().copied()).await?
+            != LakeOwner::Owned
+        {
             return Ok(absent);
         }
-        let state = table.snapshot().map_err(Error::delta(uri))?;
-        let log_store = table.log_store();
-        let mut offsets = BTreeMap::new();
-        for bucket in meta.bucket_ids() {
-            let v = state
-                .transaction_version(
-                    log_store.as_ref(),
-                    app_id(&meta.table_id.to_string(), bucket),
-                )
-                .await
-                .map_err(Error::delta(uri))?;
-            if let Some(v) = v {
-                offsets.insert(bucket, v);
-            }
-        }
+        let offsets = crate::delta::txn_versions(&table, uri, &id, buckets).await?;
         Ok(PinnedLake {
             table: Some(table),
             version: Some(version),
@@ -485,7 +509,7 @@ impl LakeCatalog {
                     meta.name()
                 )));
             }
-            let schema = lake_arrow_schema(&meta.user_schema)?;
+            let schema = lake_arrow_schema_of(&meta.user_schema, meta.is_partitioned())?;
             return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
         };
         let inner = table
@@ -503,7 +527,7 @@ impl LakeCatalog {
         &self,
         meta: &TableMeta,
         pinned: &PinnedLake,
-        high_watermarks: &BTreeMap<i32, i64>,
+        high_watermarks: &BTreeMap<BucketKey, i64>,
         progress: &Arc<QueryProgress>,
     ) -> Result<Arc<dyn TableProvider>> {
         realtime::provider(self, meta, pinned, high_watermarks, progress).await
@@ -590,9 +614,9 @@ mod tests {
         let pin = |offsets: &[(i32, i64)]| PinnedLake {
             table: None,
             version: None,
-            offsets: offsets.iter().copied().collect(),
+            offsets: crate::changelog::table_buckets(offsets.iter().copied()),
         };
-        let hw: BTreeMap<i32, i64> = [(0, 10), (1, 0), (2, 5)].into_iter().collect();
+        let hw = crate::changelog::table_buckets([(0, 10), (1, 0), (2, 5)]);
         assert!(
             pin(&[(0, 10), (2, 5)]).covers(&hw),
             "an empty bucket needs nothing"
@@ -623,9 +647,15 @@ mod tests {
             ),
         ];
         p.set_stage(Stage::WaitingForTiering {
-            tables: [("db.t".to_string(), buckets.into_iter().collect())]
-                .into_iter()
-                .collect(),
+            tables: [(
+                "db.t".to_string(),
+                buckets
+                    .into_iter()
+                    .map(|(b, w)| (BucketKey::table(b), w))
+                    .collect(),
+            )]
+            .into_iter()
+            .collect(),
         });
         assert_eq!(
             p.describe(),
@@ -640,8 +670,19 @@ mod tests {
         );
         assert!(p.describe().contains("7 rows returned"), "{}", p.describe());
         assert_eq!(
-            snapshots::offsets_json(&[(0, 120), (2, 7)].into_iter().collect()),
+            snapshots::offsets_json(&crate::changelog::table_buckets([(0, 120), (2, 7)])),
             r#"{"0":120,"2":7}"#
+        );
+        assert_eq!(
+            snapshots::offsets_json(
+                &[
+                    (BucketKey::partition(12, 0), 5),
+                    (BucketKey::partition(12, 1), 3)
+                ]
+                .into_iter()
+                .collect()
+            ),
+            r#"{"p12/0":5,"p12/1":3}"#
         );
     }
 }

@@ -44,7 +44,7 @@ pub enum Stage {
     /// Waiting until the lake's txn offsets cover the captured high watermarks, per table and
     /// bucket.
     WaitingForTiering {
-        tables: BTreeMap<String, BTreeMap<i32, BucketWait>>,
+        tables: BTreeMap<String, BTreeMap<crate::changelog::BucketKey, BucketWait>>,
     },
     /// Reading a table's hot tail through the Fluss client.
     ReadingHotTail {
@@ -143,7 +143,7 @@ impl QueryProgress {
                     let behind: Vec<String> = buckets
                         .iter()
                         .filter(|(_, w)| w.reached < w.needed)
-                        .map(|(b, w)| format!("bucket {b} at {} of {}", w.reached, w.needed))
+                        .map(|(b, w)| format!("{b} at {} of {}", w.reached, w.needed))
                         .collect();
                     if !behind.is_empty() {
                         parts.push(format!("{table} {}", behind.join(", ")));

@@ -18,7 +18,7 @@ use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, LogicalPlanBuilder, 
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 
 use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
-use crate::changelog::{CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 use crate::delta::last_change_per_key;
 use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 
@@ -26,7 +26,7 @@ pub(super) async fn provider(
     catalog: &LakeCatalog,
     meta: &TableMeta,
     pinned: &PinnedLake,
-    high_watermarks: &BTreeMap<i32, i64>,
+    high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
 ) -> Result<Arc<dyn TableProvider>> {
     let tail = read_tail(catalog, meta, pinned, high_watermarks, progress).await?;
@@ -127,13 +127,12 @@ async fn read_tail(
     catalog: &LakeCatalog,
     meta: &TableMeta,
     pinned: &PinnedLake,
-    high_watermarks: &BTreeMap<i32, i64>,
+    high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
 ) -> Result<RecordBatch> {
-    let start: BTreeMap<i32, i64> = meta
-        .bucket_ids()
-        .into_iter()
-        .map(|b| (b, pinned.offsets.get(&b).copied().unwrap_or(0)))
+    let start: BTreeMap<BucketKey, i64> = high_watermarks
+        .keys()
+        .map(|b| (*b, pinned.offsets.get(b).copied().unwrap_or(0)))
         .collect();
     let total: i64 = high_watermarks
         .iter()
@@ -153,7 +152,8 @@ async fn read_tail(
             meta.database.clone(),
             meta.table.clone(),
         );
-        // Buckets the lake never saw start at the earliest offset the hot store keeps.
+        // Buckets the lake never saw start at the earliest offset the hot store keeps; a
+        // partition created after the high watermarks were captured is not read.
         config.start = StartPosition::Offsets(pinned.offsets.clone());
         config.credentials = catalog.config().credentials.clone();
         config.end = EndPosition::Offsets(high_watermarks.clone());

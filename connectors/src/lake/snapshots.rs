@@ -1,6 +1,7 @@
 //! `db.t$lake$snapshots`: one row per lake version up to the pinned one: its commit time, the
 //! operation, the silt checkpoint that made it, and the per-bucket txn end offsets after it
-//! (as a JSON object `{"bucket": offset}`, so every output format can carry it).
+//! (as a JSON object `{"bucket": offset}`, a partitioned table's `{"p<partition id>/<bucket>":
+//! offset}`, so every output format can carry it).
 //!
 //! The offsets come from the `txn` actions of the commit files, accumulated from the oldest
 //! version read; versions whose commit file was cleaned up by log retention are not listed.
@@ -14,6 +15,8 @@ use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 
 use super::{Error, LakeCatalog, PinnedLake, Result, TableMeta};
+use crate::changelog::BucketKey;
+use crate::delta::bucket_of_app_id;
 
 pub fn snapshots_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -34,7 +37,7 @@ struct Row {
     committed_at: Option<i64>,
     operation: Option<String>,
     checkpoint_id: Option<i64>,
-    offsets: BTreeMap<i32, i64>,
+    offsets: BTreeMap<BucketKey, i64>,
 }
 
 pub(super) async fn provider(
@@ -52,10 +55,10 @@ pub(super) async fn provider(
         }
         return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
     };
-    let prefix = format!("silt-{}-", meta.table_id);
+    let table_id = meta.table_id.to_string();
     let log_store = table.log_store();
     let first = latest.saturating_sub(catalog.config().snapshots_max.saturating_sub(1) as u64);
-    let mut offsets: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut offsets: BTreeMap<BucketKey, i64> = BTreeMap::new();
     let mut rows = Vec::new();
     for version in first..=latest {
         let Some(bytes) = log_store
@@ -89,9 +92,7 @@ pub(super) async fn provider(
             }
             if let Some(txn) = action.get("txn") {
                 let app = txn.get("appId").and_then(|v| v.as_str()).unwrap_or("");
-                let bucket = app
-                    .strip_prefix(&prefix)
-                    .and_then(|b| b.parse::<i32>().ok());
+                let bucket = bucket_of_app_id(&table_id, app);
                 if let (Some(bucket), Some(v)) =
                     (bucket, txn.get("version").and_then(|v| v.as_i64()))
                 {
@@ -124,11 +125,11 @@ pub(super) async fn provider(
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
-/// `{"0":120,"1":98}`: buckets as keys in bucket order.
-pub fn offsets_json(offsets: &BTreeMap<i32, i64>) -> String {
+/// `{"0":120,"1":98}`: buckets as keys in bucket order; a partition's as `"p<id>/<bucket>"`.
+pub fn offsets_json(offsets: &BTreeMap<BucketKey, i64>) -> String {
     let parts: Vec<String> = offsets
         .iter()
-        .map(|(b, o)| format!("\"{b}\":{o}"))
+        .map(|(b, o)| format!("\"{}\":{o}", b.short()))
         .collect();
     format!("{{{}}}", parts.join(","))
 }

@@ -712,6 +712,7 @@ mod tests {
             batches: vec![batch],
             tables: vec![],
             elapsed: Duration::ZERO,
+            lake_files_scanned: 0,
         }
     }
 

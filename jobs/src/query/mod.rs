@@ -44,6 +44,7 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use futures::{Stream, StreamExt as _};
+use silt_connectors::changelog::BucketKey;
 use silt_connectors::lake::{
     self, BucketWait, LakeCatalog, LakeCatalogConfig, PinnedLake, QueryProgress, Stage, TableMeta,
     TableName, TableVariant,
@@ -119,11 +120,11 @@ pub struct TableRead {
     pub name: String,
     /// The Delta version read, `None` when nothing was tiered yet.
     pub lake_version: Option<u64>,
-    /// Per bucket, the lake's txn end offset in that version.
-    pub lake_offsets: BTreeMap<i32, i64>,
+    /// Per bucket (of each partition), the lake's txn end offset in that version.
+    pub lake_offsets: BTreeMap<BucketKey, i64>,
     /// Per bucket, the hot high watermark the tail was read up to (real-time view) or waited
     /// for (wait for tiering); empty otherwise.
-    pub high_watermarks: BTreeMap<i32, i64>,
+    pub high_watermarks: BTreeMap<BucketKey, i64>,
 }
 
 /// A query's answer.
@@ -133,6 +134,9 @@ pub struct QueryResult {
     pub batches: Vec<RecordBatch>,
     pub tables: Vec<TableRead>,
     pub elapsed: Duration,
+    /// Lake data files the query's scans read, of those they were planned over (after
+    /// partition pruning: a query of one partition plans that partition's files only).
+    pub lake_files_scanned: u64,
 }
 
 impl QueryResult {
@@ -325,6 +329,7 @@ impl QueryService {
             batches,
             tables: stream.tables.clone(),
             elapsed: started.elapsed(),
+            lake_files_scanned: stream.progress.files().1,
         })
     }
 
@@ -542,7 +547,8 @@ impl QueryService {
         catalog: &LakeCatalog,
         metas: &BTreeMap<(String, String), TableMeta>,
         progress: &Arc<QueryProgress>,
-    ) -> Result<BTreeMap<(String, String), (PinnedLake, BTreeMap<i32, i64>)>, QueryError> {
+    ) -> Result<BTreeMap<(String, String), (PinnedLake, BTreeMap<BucketKey, i64>)>, QueryError>
+    {
         if catalog.is_offline() {
             return Err(QueryError::User(format!(
                 "wait_for_tiering {} (start it with `silt up`)",

@@ -147,9 +147,11 @@ pub fn arrow_body(result: &QueryResult) -> Result<Vec<u8>, arrow::error::ArrowEr
 }
 
 fn table_json(t: &TableRead) -> serde_json::Value {
-    let offsets = |m: &std::collections::BTreeMap<i32, i64>| -> serde_json::Value {
+    use silt_connectors::changelog::BucketKey;
+    // Keys as `$lake$snapshots` writes them: `"3"`, a partition's `"p12/3"`.
+    let offsets = |m: &std::collections::BTreeMap<BucketKey, i64>| -> serde_json::Value {
         m.iter()
-            .map(|(b, o)| (b.to_string(), serde_json::json!(o)))
+            .map(|(b, o)| (b.short(), serde_json::json!(o)))
             .collect::<serde_json::Map<_, _>>()
             .into()
     };

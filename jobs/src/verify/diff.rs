@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 #[cfg(test)]
 use super::read::held_lake_rows;
-use super::read::{column, int32, int64};
+use super::read::{bucket_keys, column, int64};
 use super::{FILE_COLUMN, TableReport};
 use anyhow::{Result, anyhow};
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, StringArray};
@@ -15,7 +15,9 @@ use arrow::compute::cast;
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use silt_connectors::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
+use silt_connectors::changelog::{
+    BUCKET_COLUMN, BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Origin {
@@ -36,7 +38,7 @@ pub(super) struct Side {
 struct Entry {
     row: Vec<u8>,
     key: Vec<u8>,
-    bucket: i32,
+    bucket: BucketKey,
     offset: i64,
     change: ChangeType,
     /// (batch, row) for display.
@@ -106,7 +108,7 @@ impl Side {
                     key_index.iter().map(|i| columns[*i].clone()).collect();
                 Some(key_converter.convert_columns(&key_columns)?)
             };
-            let buckets = int32(batch, BUCKET_COLUMN)?;
+            let buckets = bucket_keys(batch)?;
             let offsets = int64(batch, OFFSET_COLUMN)?;
             let changes = match origin {
                 Origin::Hot => Some(
@@ -153,7 +155,7 @@ impl Side {
                         .as_ref()
                         .map(|k| k.row(i).as_ref().to_vec())
                         .unwrap_or_default(),
-                    bucket: buckets.value(i),
+                    bucket: buckets[i],
                     offset: offsets.value(i),
                     change,
                     at: (index, i),
@@ -263,7 +265,7 @@ pub(super) fn compare_multisets(
             extra.push(e);
         }
     }
-    let extra_at: HashMap<(i32, i64), usize> = extra
+    let extra_at: HashMap<(BucketKey, i64), usize> = extra
         .iter()
         .enumerate()
         .map(|(i, e)| ((e.bucket, e.offset), i))
@@ -297,7 +299,7 @@ pub(super) fn compare_multisets(
         ));
         for m in only_missing.iter().take(show_max) {
             report.details.push(format!(
-                "  - bucket {} offset {}: {}",
+                "  - {} offset {}: {}",
                 m.bucket,
                 m.offset,
                 hot.show(m)
@@ -316,9 +318,9 @@ pub(super) fn compare_multisets(
         ));
         // Which copy of a duplicated row is the extra one is arbitrary: name every file that
         // holds a row at the same (bucket, offset).
-        let wanted: std::collections::HashSet<(i32, i64)> =
+        let wanted: std::collections::HashSet<(BucketKey, i64)> =
             only_extra.iter().map(|e| (e.bucket, e.offset)).collect();
-        let mut holders: HashMap<(i32, i64), Vec<&Entry>> = HashMap::new();
+        let mut holders: HashMap<(BucketKey, i64), Vec<&Entry>> = HashMap::new();
         for e in &lake.rows {
             if wanted.contains(&(e.bucket, e.offset)) {
                 holders.entry((e.bucket, e.offset)).or_default().push(e);
@@ -340,7 +342,7 @@ pub(super) fn compare_multisets(
                 format!(" (also in {})", others.join(", "))
             };
             report.details.push(format!(
-                "  + bucket {} offset {} in {}{also}: {}",
+                "  + {} offset {} in {}{also}: {}",
                 e.bucket,
                 e.offset,
                 short_file(&e.file),
@@ -361,7 +363,7 @@ pub(super) fn compare_multisets(
         ));
         for (h, l) in differing.iter().take(show_max) {
             report.details.push(format!(
-                "  ~ bucket {} offset {} in {}: hot {{{}}} lake {{{}}}",
+                "  ~ {} offset {} in {}: hot {{{}}} lake {{{}}}",
                 h.bucket,
                 h.offset,
                 short_file(&l.file),
@@ -375,7 +377,7 @@ pub(super) fn compare_multisets(
 
 /// `bucket 0: [3, 5), 9; bucket 2: ...`: offsets compressed into ranges.
 fn ranges(entries: &[&Entry]) -> String {
-    let mut by_bucket: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<BucketKey, Vec<i64>> = BTreeMap::new();
     for e in entries {
         by_bucket.entry(e.bucket).or_default().push(e.offset);
     }
@@ -404,7 +406,7 @@ fn ranges(entries: &[&Entry]) -> String {
             } else {
                 String::new()
             };
-            format!("bucket {b}: {}{more}", parts[..shown].join(", "))
+            format!("{b}: {}{more}", parts[..shown].join(", "))
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -427,7 +429,7 @@ fn by_file(entries: &[&Entry]) -> String {
 pub(super) fn compare_by_key(
     hot: &Side,
     lake: &Side,
-    start: &BTreeMap<i32, i64>,
+    start: &BTreeMap<BucketKey, i64>,
     show_max: usize,
     report: &mut TableReport,
 ) -> Result<()> {
@@ -500,7 +502,7 @@ pub(super) fn compare_by_key(
         ));
         for m in missing.iter().take(show_max) {
             report.details.push(format!(
-                "  - key {{{}}} (bucket {} offset {}): {}",
+                "  - key {{{}}} ({} offset {}): {}",
                 hot.show_key(m),
                 m.bucket,
                 m.offset,
@@ -516,7 +518,7 @@ pub(super) fn compare_by_key(
         ));
         for (e, reason) in extra.iter().take(show_max) {
             report.details.push(format!(
-                "  + key {{{}}} ({reason}; bucket {} offset {} in {}): {}",
+                "  + key {{{}}} ({reason}; {} offset {} in {}): {}",
                 lake.show_key(e),
                 e.bucket,
                 e.offset,
@@ -533,7 +535,7 @@ pub(super) fn compare_by_key(
         ));
         for (h, l) in differing.iter().take(show_max) {
             report.details.push(format!(
-                "  ~ key {{{}}} (bucket {} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
+                "  ~ key {{{}}} ({} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
                 hot.show_key(h),
                 h.bucket,
                 h.offset,
@@ -611,7 +613,7 @@ mod tests {
     ) -> (usize, usize, usize, usize) {
         let schema = lake_schema();
         let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let start: BTreeMap<i32, i64> = [(0, earliest), (1, earliest)].into_iter().collect();
+        let start = silt_connectors::changelog::table_buckets([(0, earliest), (1, earliest)]);
         let hot =
             Side::from_batches(&[batch(hot, Origin::Hot)], &schema, 2, &keys, Origin::Hot).unwrap();
         let lake_batches =
@@ -732,7 +734,7 @@ mod tests {
         let entry = |bucket, offset| Entry {
             row: vec![],
             key: vec![],
-            bucket,
+            bucket: BucketKey::table(bucket),
             offset,
             change: ChangeType::AppendOnly,
             at: (0, 0),

@@ -33,8 +33,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use fluss::client::{FlussAdmin, FlussConnection};
 use fluss::metadata::TablePath;
 use fluss::rpc::message::OffsetSpec;
-use silt_connectors::delta::{lake_arrow_schema, read_lake_offsets};
-use silt_connectors::fluss::table_arrow_schema;
+use silt_connectors::changelog::BucketKey;
+use silt_connectors::delta::{lake_arrow_schema_of, read_lake_offsets};
+use silt_connectors::fluss::{list_bucket_offsets, table_arrow_schema};
 
 use crate::tiering::DATALAKE_ENABLED;
 
@@ -42,7 +43,7 @@ mod diff;
 mod read;
 
 use diff::{Origin, Side, compare_by_key, compare_multisets};
-use read::held_lake_rows;
+use read::{held_lake_rows, split_dropped_partitions};
 pub use read::{read_changelog, read_lake};
 
 /// Exit code: the lake and the hot changelog agree.
@@ -118,7 +119,7 @@ pub struct TableReport {
     pub verdict: Verdict,
     pub delta_version: Option<u64>,
     /// Per bucket: (earliest held, captured high watermark, lake txn offset compared up to).
-    pub buckets: BTreeMap<i32, (i64, i64, i64)>,
+    pub buckets: BTreeMap<BucketKey, (i64, i64, i64)>,
     /// Rows (log) or live keys (PK) on each side.
     pub hot_rows: usize,
     pub lake_rows: usize,
@@ -162,9 +163,9 @@ impl TableReport {
             .iter()
             .map(|(b, (earliest, hw, lake))| {
                 if *earliest > 0 {
-                    format!("{b}: [{earliest}, {lake}) hw {hw}")
+                    format!("{}: [{earliest}, {lake}) hw {hw}", b.short())
                 } else {
-                    format!("{b}: {lake} (hw {hw})")
+                    format!("{}: {lake} (hw {hw})", b.short())
                 }
             })
             .collect();
@@ -266,9 +267,11 @@ pub async fn verify_table(
     options: &VerifyOptions,
 ) -> Result<TableReport> {
     let admin = connection.get_admin().map_err(fluss("fluss admin"))?;
-    let target = Target::look_up(connection, &admin, database, table).await?;
+    let mut target = Target::look_up(connection, &admin, database, table).await?;
     let mut report = TableReport::new(&target.name, target.primary_key);
-    let marks = target.marks(&admin).await?;
+    let marks = target.marks(connection).await?;
+    // A partitioned table's buckets are those of the partitions it has now.
+    target.bucket_ids = marks.high.keys().copied().collect();
     let lake_uri = format!(
         "{}/{database}/{table}",
         options.lake_root.trim_end_matches('/')
@@ -276,16 +279,23 @@ pub async fn verify_table(
     let Some(lake) = wait_for_lake(&target, &marks, &lake_uri, options, &mut report).await? else {
         return Ok(report);
     };
-    let Some(end) = pin_end_offsets(&target, &admin, &marks, &lake, &mut report).await? else {
+    let Some(end) = pin_end_offsets(&target, connection, &marks, &lake, &mut report).await? else {
         return Ok(report);
     };
 
     // 3. The hot side, through the changelog.
     let user_schema = table_arrow_schema(connection, database, table).await?;
-    let lake_schema = lake_arrow_schema(&user_schema)?;
+    let lake_schema = lake_arrow_schema_of(&user_schema, target.partitioned)?;
     let user_fields = user_schema.fields().len();
-    let (start, hot) =
-        read_held_changelog(&target, &admin, marks.earliest, end, options, &mut report).await?;
+    let (start, hot) = read_held_changelog(
+        &target,
+        connection,
+        marks.earliest,
+        end,
+        options,
+        &mut report,
+    )
+    .await?;
     let hot = Side::from_batches(
         &hot,
         &lake_schema,
@@ -298,6 +308,18 @@ pub async fn verify_table(
     let lake_side = match &lake {
         Some(l) => {
             let batches = read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
+            let batches = if target.partitioned {
+                let (kept, dropped) = split_dropped_partitions(batches, &start)?;
+                if dropped > 0 {
+                    report.details.push(format!(
+                        "{dropped} lake rows of partitions the hot store no longer has (dropped) \
+                         are not compared"
+                    ));
+                }
+                kept
+            } else {
+                batches
+            };
             let batches = held_lake_rows(batches, &start, target.primary_key)?;
             Side::from_batches(
                 &batches,
@@ -331,14 +353,15 @@ struct Target {
     primary_key: bool,
     key_columns: Vec<String>,
     table_id: String,
-    bucket_count: i32,
-    bucket_ids: Vec<i32>,
+    partitioned: bool,
+    /// Every bucket (of every partition) as the marks were captured.
+    bucket_ids: Vec<BucketKey>,
 }
 
 /// Step 1's capture: every bucket's high watermark and earliest held offset.
 struct Marks {
-    high: HashMap<i32, i64>,
-    earliest: HashMap<i32, i64>,
+    high: BTreeMap<BucketKey, i64>,
+    earliest: BTreeMap<BucketKey, i64>,
 }
 
 impl Target {
@@ -380,33 +403,35 @@ impl Target {
                 "table {name} is not lake-enabled ({DATALAKE_ENABLED} is not true), so it has no lake to verify"
             );
         }
-        let bucket_count = info.get_num_buckets().max(1);
         Ok(Target {
             name,
             path,
             primary_key: info.has_primary_key(),
             key_columns: info.get_primary_keys().clone(),
             table_id: info.get_table_id().to_string(),
-            bucket_count,
-            bucket_ids: (0..bucket_count).collect(),
+            partitioned: info.is_partitioned(),
+            bucket_ids: Vec::new(),
         })
     }
 
     /// 1. The marks the lake must reach.
-    async fn marks(&self, admin: &FlussAdmin) -> Result<Marks> {
+    async fn marks(&self, connection: &FlussConnection) -> Result<Marks> {
         Ok(Marks {
-            high: self.offsets(admin, OffsetSpec::Latest).await?,
-            earliest: self.offsets(admin, OffsetSpec::Earliest).await?,
+            high: self.offsets(connection, OffsetSpec::Latest).await?,
+            earliest: self.offsets(connection, OffsetSpec::Earliest).await?,
         })
     }
 
-    async fn offsets(&self, admin: &FlussAdmin, spec: OffsetSpec) -> Result<HashMap<i32, i64>> {
+    async fn offsets(
+        &self,
+        connection: &FlussConnection,
+        spec: OffsetSpec,
+    ) -> Result<BTreeMap<BucketKey, i64>> {
         let which = match spec {
             OffsetSpec::Earliest => "earliest offsets",
             _ => "offsets",
         };
-        admin
-            .list_offsets(&self.path, &self.bucket_ids, spec)
+        list_bucket_offsets(connection, &self.path, spec)
             .await
             .map_err(fluss(format!("list {which} of {}", self.name)))
     }
@@ -428,7 +453,7 @@ async fn wait_for_lake(
             lake_uri,
             &options.storage_options,
             &target.table_id,
-            target.bucket_count as u32,
+            &target.bucket_ids,
         )
         .await
         .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name));
@@ -456,8 +481,7 @@ async fn wait_for_lake(
                     marks.high.get(b).copied().unwrap_or(0),
                     offsets.get(b).copied(),
                 );
-                (at.unwrap_or(0) < hw)
-                    .then(|| format!("bucket {b}: lake {} < hw {hw}", at.unwrap_or(0)))
+                (at.unwrap_or(0) < hw).then(|| format!("{b}: lake {} < hw {hw}", at.unwrap_or(0)))
             })
             .collect();
         if behind.is_empty() || !options.wait_for_lake {
@@ -492,11 +516,11 @@ async fn wait_for_lake(
 /// is damage, not lag.
 async fn pin_end_offsets(
     target: &Target,
-    admin: &FlussAdmin,
+    connection: &FlussConnection,
     marks: &Marks,
     lake: &Option<silt_connectors::delta::LakeOffsets>,
     report: &mut TableReport,
-) -> Result<Option<BTreeMap<i32, i64>>> {
+) -> Result<Option<BTreeMap<BucketKey, i64>>> {
     let lake_offsets = lake
         .as_ref()
         .map(|l| l.bucket_offsets.clone())
@@ -515,13 +539,13 @@ async fn pin_end_offsets(
             ),
         );
     }
-    let now_high = target.offsets(admin, OffsetSpec::Latest).await?;
+    let now_high = target.offsets(connection, OffsetSpec::Latest).await?;
     let beyond: Vec<String> = end_offsets
         .iter()
         .filter(|(b, to)| **to > now_high.get(b).copied().unwrap_or(0))
         .map(|(b, to)| {
             format!(
-                "bucket {b}: lake txn offset {to} > hot high watermark {}",
+                "{b}: lake txn offset {to} > hot high watermark {}",
                 now_high.get(b).copied().unwrap_or(0)
             )
         })
@@ -542,15 +566,15 @@ async fn pin_end_offsets(
 /// batches.
 async fn read_held_changelog(
     target: &Target,
-    admin: &FlussAdmin,
-    mut earliest: HashMap<i32, i64>,
-    end: BTreeMap<i32, i64>,
+    connection: &FlussConnection,
+    mut earliest: BTreeMap<BucketKey, i64>,
+    end: BTreeMap<BucketKey, i64>,
     options: &VerifyOptions,
     report: &mut TableReport,
-) -> Result<(BTreeMap<i32, i64>, Vec<arrow::array::RecordBatch>)> {
+) -> Result<(BTreeMap<BucketKey, i64>, Vec<arrow::array::RecordBatch>)> {
     let mut attempt = 0;
     loop {
-        let start: BTreeMap<i32, i64> = target
+        let start: BTreeMap<BucketKey, i64> = target
             .bucket_ids
             .iter()
             .map(|b| (*b, earliest.get(b).copied().unwrap_or(0)))
@@ -571,7 +595,7 @@ async fn read_held_changelog(
                 if attempt < RETENTION_RETRIES_MAX && format!("{e:#}").contains("out of range") =>
             {
                 attempt += 1;
-                earliest = target.offsets(admin, OffsetSpec::Earliest).await?;
+                earliest = target.offsets(connection, OffsetSpec::Earliest).await?;
                 for (b, entry) in report.buckets.iter_mut() {
                     entry.0 = earliest.get(b).copied().unwrap_or(0);
                 }

@@ -9,7 +9,7 @@ use super::FILE_COLUMN;
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::cast;
-use silt_connectors::changelog::{BUCKET_COLUMN, OFFSET_COLUMN};
+use silt_connectors::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
 use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 use silt_engine::{RestoredState, Source, SourcePoll, TaskContext};
 
@@ -20,12 +20,14 @@ pub async fn read_changelog(
     credentials: Option<&silt_connectors::fluss::FlussCredentials>,
     database: &str,
     table: &str,
-    start: BTreeMap<i32, i64>,
-    end: BTreeMap<i32, i64>,
+    start: BTreeMap<BucketKey, i64>,
+    end: BTreeMap<BucketKey, i64>,
     stall_max: Duration,
 ) -> Result<Vec<RecordBatch>> {
     let mut config = FlussSourceConfig::new(bootstrap, database, table);
     config.credentials = credentials.cloned();
+    // Rows of a partitioned table are told apart by partition, bucket and offset.
+    config.partition_id_column = true;
     config.start = StartPosition::Offsets(start);
     config.end = EndPosition::Offsets(end.clone());
     let mut source = FlussSource::new(config);
@@ -102,7 +104,7 @@ pub async fn read_lake(
 /// state, so all are kept (`compare_by_key` counts the ones it cannot decide as unchecked).
 pub(super) fn held_lake_rows(
     batches: Vec<RecordBatch>,
-    start: &BTreeMap<i32, i64>,
+    start: &BTreeMap<BucketKey, i64>,
     primary_key: bool,
 ) -> Result<Vec<RecordBatch>> {
     if primary_key {
@@ -112,17 +114,46 @@ pub(super) fn held_lake_rows(
     }
 }
 
+/// A partitioned table's lake rows of partitions the hot store no longer has (dropped; the
+/// lake keeps their history), split off: `(rows of the partitions in `start`, rows of others)`.
+pub(super) fn split_dropped_partitions(
+    batches: Vec<RecordBatch>,
+    start: &BTreeMap<BucketKey, i64>,
+) -> Result<(Vec<RecordBatch>, usize)> {
+    let partitions: std::collections::BTreeSet<i64> =
+        start.keys().filter_map(|k| k.partition).collect();
+    let mut kept = Vec::with_capacity(batches.len());
+    let mut dropped = 0;
+    for batch in batches {
+        if batch.column_by_name(PARTITION_ID_COLUMN).is_none() {
+            kept.push(batch);
+            continue;
+        }
+        let ids = int64(&batch, PARTITION_ID_COLUMN)?;
+        let keep: arrow::array::BooleanArray = ids
+            .iter()
+            .map(|id| Some(id.is_some_and(|id| partitions.contains(&id))))
+            .collect();
+        dropped += keep.false_count();
+        kept.push(arrow::compute::filter_record_batch(&batch, &keep)?);
+    }
+    Ok((kept, dropped))
+}
+
 /// Drops lake rows below a bucket's earliest held offset (hot retention removed them).
-fn keep_held(batches: &[RecordBatch], start: &BTreeMap<i32, i64>) -> Result<Vec<RecordBatch>> {
+fn keep_held(
+    batches: &[RecordBatch],
+    start: &BTreeMap<BucketKey, i64>,
+) -> Result<Vec<RecordBatch>> {
     if start.values().all(|s| *s <= 0) {
         return Ok(batches.to_vec());
     }
     let mut out = Vec::with_capacity(batches.len());
     for batch in batches {
-        let buckets = int32(batch, BUCKET_COLUMN)?;
+        let buckets = bucket_keys(batch)?;
         let offsets = int64(batch, OFFSET_COLUMN)?;
         let keep: arrow::array::BooleanArray = (0..batch.num_rows())
-            .map(|i| Some(offsets.value(i) >= start.get(&buckets.value(i)).copied().unwrap_or(0)))
+            .map(|i| Some(offsets.value(i) >= start.get(&buckets[i]).copied().unwrap_or(0)))
             .collect();
         out.push(arrow::compute::filter_record_batch(batch, &keep)?);
     }
@@ -133,6 +164,22 @@ pub(super) fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Array
     batch
         .column_by_name(name)
         .ok_or_else(|| anyhow!("column {name} is missing"))
+}
+
+/// The bucket of every row: `__bucket`, and `__partition_id` when the batch has it (a
+/// partitioned table's).
+pub(super) fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
+    let buckets = int32(batch, BUCKET_COLUMN)?;
+    let partitions = match batch.column_by_name(PARTITION_ID_COLUMN) {
+        Some(_) => Some(int64(batch, PARTITION_ID_COLUMN)?),
+        None => None,
+    };
+    Ok((0..batch.num_rows())
+        .map(|i| BucketKey {
+            partition: partitions.as_ref().map(|p| p.value(i)),
+            bucket: buckets.value(i),
+        })
+        .collect())
 }
 
 pub(super) fn int32(batch: &RecordBatch, name: &str) -> Result<Int32Array> {

@@ -196,14 +196,15 @@ async fn resolve_fluss_source(
         .map_err(|m| at(&base.at("table"), m))?;
     let partitioned = !facts.partition_keys.is_empty();
     let start = match (c.start, c.timestamp_ms) {
-        // A partitioned table is not tiered yet (issue 17): all of it is in the hot store.
+        // The union read (lake, then the changelog after it) reads unpartitioned lakes only.
         (StartDef::Lake, None) if partitioned => {
             return Err(at(
                 &base.at("start"),
                 format!(
-                    "{} is partitioned (by {}) and silt does not tier partitioned tables yet, so it has no lake to start at; use start: earliest, latest or timestamp",
+                    "{} is partitioned (by {}), and a job cannot start a partitioned table at its lake yet; use start: earliest, latest or timestamp, and read the tiered history with SQL over {}$lake",
                     c.table,
-                    facts.partition_keys.join(", ")
+                    facts.partition_keys.join(", "),
+                    c.table
                 ),
             ));
         }
@@ -228,11 +229,13 @@ async fn resolve_fluss_source(
         (StartDef::Lake, None) => {
             let uri = lake_uri(ctx, &facts.database, &facts.table)
                 .map_err(|e| at(&base.at("table"), e.to_string()))?;
+            // `start: lake` of a partitioned table is refused above.
+            let buckets: Vec<BucketKey> = (0..facts.buckets as i32).map(BucketKey::table).collect();
             let lake = read_lake_offsets(
                 &uri,
                 &ctx.lake_storage_options,
                 &facts.table_id.to_string(),
-                facts.buckets,
+                &buckets,
             )
             .await
             .map_err(|e| {
@@ -325,11 +328,12 @@ fn resolve_delta_sink(
         ));
     };
     if !source.partition_keys.is_empty() {
-        // Its txn offsets are per bucket; two partitions' bucket 0 would share one.
+        // A job's stream carries no partition ids, which the sink's txn offsets need (per
+        // partition and bucket); the tiering service's own jobs carry them.
         return Err(at(
             &base.at(""),
             format!(
-                "{}.{} is partitioned (by {}), and a delta-sink cannot take a partitioned table's rows yet (its txn offsets are per bucket, not per partition and bucket; issue 17); write them to a silt table with a fluss sink",
+                "{}.{} is partitioned (by {}), and a job's delta-sink cannot take a partitioned table's rows yet; set table.datalake.enabled on the table and the tiering service writes its partitioned lake, or write the rows to a silt table with a fluss sink",
                 source.database,
                 source.table,
                 source.partition_keys.join(", ")

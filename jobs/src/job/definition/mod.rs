@@ -23,7 +23,7 @@ use std::time::Duration;
 use arrow::datatypes::{Schema, SchemaRef};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use silt_connectors::changelog::{BUCKET_COLUMN, stream_system_fields};
+use silt_connectors::changelog::{BUCKET_COLUMN, BucketKey, stream_system_fields};
 use silt_connectors::delta::{DeltaSinkConfig, TableKind, add_delta_sink, read_lake_offsets};
 use silt_connectors::fluss::{
     FlussSink, FlussSinkConfig, FlussSinkMode, FlussSource, FlussSourceConfig, LakeStart,

@@ -1,0 +1,374 @@
+//! Partitioned tables through tiering, the queries and `silt verify` (issue 17): a
+//! day-partitioned log table and a partitioned primary-key table tier into partitioned Delta
+//! tables (the partition column, `__partition_id`, `__bucket`), one job per table that finds
+//! partitions created while it runs; the lake holds every row once (log) or the last image
+//! per key (primary key) across a crash of the tiering jobs; the txn offsets and the hot
+//! store's registry are per (partition, bucket); `$lake` prunes partitions from a predicate;
+//! the real-time view covers every partition's hot tail; verify compares partition by
+//! partition; a dropped partition's rows stay in the lake.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use arrow::array::RecordBatch;
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, PartitionSpec, TablePath};
+use fluss::row::GenericRow;
+use silt_connectors::changelog::BucketKey;
+use silt_connectors::lake::LakeCatalogConfig;
+use silt_hotstore::ServerHandle;
+use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
+use silt_jobs::tiering::TieringService;
+use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
+use silt_testkit::hotstore;
+use silt_testkit::lake::rows_of;
+use silt_testkit::tables::Table;
+use silt_testkit::tiering::{Driver, service as tiering, wait_caught_up};
+
+const DB: &str = "p";
+const DAY_1: &str = "2026-11-29";
+const DAY_2: &str = "2026-11-30";
+const DAY_3: &str = "2026-12-01";
+
+fn events() -> Table {
+    Table::log(DB, "events")
+        .column("dt", DataTypes::string())
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .partitioned_by(&["dt"])
+        .buckets(2)
+        .lake("300ms")
+}
+
+fn users() -> Table {
+    Table::primary_key(DB, "users", &["dt", "id"])
+        .column("dt", DataTypes::string())
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .partitioned_by(&["dt"])
+        .buckets(2)
+        .lake("300ms")
+}
+
+/// What was written: every log row, and the last image per (dt, id) (None: deleted).
+#[derive(Default, Clone)]
+struct Written {
+    events: Vec<(String, i64, String)>,
+    users: BTreeMap<(String, i64), Option<String>>,
+}
+
+impl Written {
+    fn event_rows(&self, days: &[&str]) -> Vec<String> {
+        let mut rows: Vec<String> = self
+            .events
+            .iter()
+            .filter(|(dt, _, _)| days.contains(&dt.as_str()))
+            .map(|(dt, id, v)| format!("{dt}|{id}|{v}"))
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    fn user_rows(&self, days: &[&str]) -> Vec<String> {
+        let mut rows: Vec<String> = self
+            .users
+            .iter()
+            .filter(|((dt, _), _)| days.contains(&dt.as_str()))
+            .filter_map(|((dt, id), v)| v.as_ref().map(|v| format!("{dt}|{id}|{v}")))
+            .collect();
+        rows.sort();
+        rows
+    }
+}
+
+fn row(day: &str, id: i64, v: &str) -> GenericRow<'static> {
+    let mut row = GenericRow::new(3);
+    row.set_field(0, day.to_string());
+    row.set_field(1, id);
+    row.set_field(2, v.to_string());
+    row
+}
+
+fn spec(day: &str) -> PartitionSpec {
+    PartitionSpec::new(HashMap::from([("dt".to_string(), day.to_string())]))
+}
+
+async fn create_partitions(connection: &FlussConnection, days: &[&str]) -> Result<()> {
+    let admin = connection.get_admin()?;
+    for table in ["events", "users"] {
+        for day in days {
+            admin
+                .create_partition(&TablePath::new(DB, table), &spec(day), false)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends events `ids` to `day` and upserts (every 4th: deletes) user `id % 50` of `day`.
+async fn write(
+    connection: &FlussConnection,
+    day: &str,
+    ids: std::ops::Range<i64>,
+    written: &mut Written,
+) -> Result<()> {
+    let events = connection
+        .get_table(&TablePath::new(DB, "events"))
+        .await?
+        .new_append()?
+        .create_writer()?;
+    let users = connection
+        .get_table(&TablePath::new(DB, "users"))
+        .await?
+        .new_upsert()?
+        .create_writer()?;
+    for id in ids {
+        let v = format!("{day}-{id}");
+        events.append(&row(day, id, &v))?;
+        written.events.push((day.to_string(), id, v.clone()));
+        let key = id % 50;
+        if id % 4 == 3 {
+            users.delete(&row(day, key, ""))?;
+            written.users.insert((day.to_string(), key), None);
+        } else {
+            users.upsert(&row(day, key, &v))?;
+            written.users.insert((day.to_string(), key), Some(v));
+        }
+        if id % 100 == 99 {
+            events.flush().await?;
+            users.flush().await?;
+        }
+    }
+    events.flush().await?;
+    users.flush().await?;
+    Ok(())
+}
+
+async fn query(service: &QueryService, sql: &str) -> Result<Vec<RecordBatch>> {
+    Ok(service
+        .execute(QueryRequest::new(sql, Duration::from_secs(60)))
+        .await
+        .with_context(|| sql.to_string())?
+        .batches)
+}
+
+/// `dt|id|v` rows of a query that selects those three columns.
+async fn rows(service: &QueryService, sql: &str) -> Result<Vec<String>> {
+    let mut rows = rows_of(&query(service, sql).await?);
+    rows.sort();
+    Ok(rows)
+}
+
+async fn verify(server: &Arc<ServerHandle>, lake_root: &Path, table: &str) -> Result<()> {
+    let bootstrap = server.local_addr().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    let mut options = VerifyOptions::new(&bootstrap, lake_root.to_string_lossy().to_string());
+    options.deadline = Duration::from_secs(60);
+    let report = verify_table(&connection, DB, table, &options).await?;
+    ensure!(
+        report.verdict == Verdict::Match,
+        "verify {DB}.{table}:\n{}",
+        report.render()
+    );
+    Ok(())
+}
+
+/// Fails with `what` and the rows that differ unless `sql` answers `want`.
+async fn same(service: &QueryService, sql: &str, want: Vec<String>, what: &str) -> Result<()> {
+    let got = rows(service, sql).await?;
+    ensure!(
+        got == want,
+        "{what}: {}",
+        silt_testkit::wait::describe_diff(&want, &got)
+    );
+    Ok(())
+}
+
+/// The lake files `sql` scans, as the query service counts them.
+async fn files_scanned(service: &QueryService, sql: &str) -> Result<u64> {
+    Ok(service
+        .execute(QueryRequest::new(sql, Duration::from_secs(60)))
+        .await
+        .with_context(|| sql.to_string())?
+        .lake_files_scanned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
+    let bootstrap = server.local_addr().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    events().create(&connection).await?;
+    users().create(&connection).await?;
+    create_partitions(&connection, &[DAY_1, DAY_2]).await?;
+    let mut written = Written::default();
+    write(&connection, DAY_1, 0..400, &mut written).await?;
+    write(&connection, DAY_2, 1000..1300, &mut written).await?;
+
+    // One tiering job per table tiers both partitions.
+    let first = tiering(dir.path(), &server);
+    wait_caught_up(&first, Driver::Wait, 2, Duration::from_secs(90)).await?;
+    let status = first.status().await?;
+    for table in &status {
+        let partitions: BTreeSet<Option<i64>> = table.buckets.keys().map(|b| b.partition).collect();
+        ensure!(
+            partitions.len() == 2 && partitions.iter().all(Option::is_some),
+            "{}: status per (partition, bucket): {:?}",
+            table.table,
+            table.buckets
+        );
+    }
+
+    // A partitioned Delta table: the partition column, then __partition_id and __bucket.
+    let lake_root = dir.path().join("lake");
+    let lake = deltalake::open_table(deltalake::ensure_table_uri(
+        lake_root.join(DB).join("events").to_string_lossy(),
+    )?)
+    .await?;
+    let partition_columns = lake.snapshot()?.metadata().partition_columns().to_vec();
+    ensure!(
+        partition_columns == ["dt", "__partition_id", "__bucket"],
+        "lake partitioned by {partition_columns:?}"
+    );
+
+    // The hot store's registry (GetLakeSnapshot) holds offsets per partition and bucket.
+    let snapshot = server
+        .lake_snapshot(DB, "events")?
+        .context("no lake snapshot registered")?;
+    let registered: BTreeMap<BucketKey, i64> = snapshot
+        .partition_offsets
+        .iter()
+        .map(|(p, b, o)| (BucketKey::partition(*p, *b), *o))
+        .collect();
+    let events_status = status.iter().find(|s| s.table == "events").unwrap();
+    let lake_offsets: BTreeMap<BucketKey, i64> = events_status
+        .buckets
+        .iter()
+        .filter(|(_, (_, lake))| *lake > 0)
+        .map(|(b, (_, lake))| (*b, *lake))
+        .collect();
+    ensure!(
+        registered == lake_offsets,
+        "registry {registered:?}, lake {lake_offsets:?}"
+    );
+
+    // A crash of the tiering jobs (no final checkpoint) while a third partition is created
+    // and written; a fresh service resumes per (partition, bucket) and finds it.
+    create_partitions(&connection, &[DAY_3]).await?;
+    write(&connection, DAY_3, 2000..2200, &mut written).await?;
+    first.shutdown(Duration::ZERO).await;
+    write(&connection, DAY_2, 1300..1450, &mut written).await?;
+    let second: TieringService = tiering(dir.path(), &server);
+    wait_caught_up(&second, Driver::Wait, 2, Duration::from_secs(90)).await?;
+
+    let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
+        bootstrap.clone(),
+        lake_root.to_string_lossy().to_string(),
+    )));
+    let all = [DAY_1, DAY_2, DAY_3];
+    same(
+        &service,
+        "SELECT dt, id, v FROM p.events$lake",
+        written.event_rows(&all),
+        "events$lake differs from what was written",
+    )
+    .await?;
+    same(
+        &service,
+        "SELECT dt, id, v FROM p.users$lake",
+        written.user_rows(&all),
+        "users$lake differs from the last image per key",
+    )
+    .await?;
+    verify(&server, &lake_root, "events").await?;
+    verify(&server, &lake_root, "users").await?;
+
+    // The real-time view covers every partition's hot tail: written after tiering stopped.
+    second.shutdown(Duration::from_secs(30)).await;
+    write(&connection, DAY_1, 400..450, &mut written).await?;
+    write(&connection, DAY_3, 2200..2260, &mut written).await?;
+    same(
+        &service,
+        "SELECT dt, id, v FROM p.events",
+        written.event_rows(&all),
+        "the real-time view of events differs from what was written",
+    )
+    .await?;
+    same(
+        &service,
+        "SELECT dt, id, v FROM p.users",
+        written.user_rows(&all),
+        "the real-time view of users differs from the last image per key",
+    )
+    .await?;
+    let third = tiering(dir.path(), &server);
+    wait_caught_up(&third, Driver::Wait, 2, Duration::from_secs(90)).await?;
+
+    // `$lake` prunes partitions: a one-day query reads that day's files only.
+    let lake = deltalake::open_table(deltalake::ensure_table_uri(
+        lake_root.join(DB).join("events").to_string_lossy(),
+    )?)
+    .await?;
+    let paths: Vec<String> = lake
+        .snapshot()?
+        .log_data()
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    let day_2_files = paths
+        .iter()
+        .filter(|p| p.contains(&format!("dt={DAY_2}/")))
+        .count() as u64;
+    let every_file = files_scanned(&service, "SELECT max(v) FROM p.events$lake").await?;
+    let one_day = files_scanned(
+        &service,
+        &format!("SELECT max(v) FROM p.events$lake WHERE dt = '{DAY_2}'"),
+    )
+    .await?;
+    println!(
+        "files scanned: {one_day} for one of three partitions, {every_file} for the whole \
+         table ({} in the lake, {day_2_files} of them in {DAY_2})",
+        paths.len()
+    );
+    ensure!(
+        every_file == paths.len() as u64 && one_day == day_2_files && one_day < every_file,
+        "a query of {DAY_2} scans {one_day} files, the table {every_file}; the lake holds {} \
+         files, {day_2_files} of them in {DAY_2}",
+        paths.len()
+    );
+    let counted = rows(
+        &service,
+        &format!("SELECT count(*) FROM p.events$lake WHERE dt = '{DAY_2}'"),
+    )
+    .await?;
+    ensure!(
+        counted == [written.event_rows(&[DAY_2]).len().to_string()],
+        "count of {DAY_2}: {counted:?}"
+    );
+
+    // A dropped partition leaves the hot store; its rows stay in the lake (history), and
+    // tiering and verify go on with the partitions left.
+    let admin = connection.get_admin()?;
+    for table in ["events", "users"] {
+        admin
+            .drop_partition(&TablePath::new(DB, table), &spec(DAY_1), false)
+            .await?;
+    }
+    write(&connection, DAY_3, 2260..2300, &mut written).await?;
+    wait_caught_up(&third, Driver::Wait, 2, Duration::from_secs(90)).await?;
+    same(
+        &service,
+        "SELECT dt, id, v FROM p.events$lake",
+        written.event_rows(&all),
+        "events$lake after the drop of {DAY_1}",
+    )
+    .await?;
+    verify(&server, &lake_root, "events").await?;
+    verify(&server, &lake_root, "users").await?;
+    third.shutdown(Duration::from_secs(30)).await;
+    Ok(())
+}
