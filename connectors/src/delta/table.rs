@@ -365,7 +365,7 @@ impl LakeTable {
             )));
         }
         let partition_columns = self.config.partition_columns();
-        if state.metadata().partition_columns() != &partition_columns {
+        if *state.metadata().partition_columns() != partition_columns {
             return Err(mismatch(format!(
                 "it is partitioned by {:?}, the sink needs {partition_columns:?}",
                 state.metadata().partition_columns()

@@ -214,7 +214,7 @@ impl FlussSource {
     /// carries its batch's commit timestamp, so `__offset` is a range and `__timestamp` one
     /// value; only a primary-key changelog reads a change type per row (a log table's rows are
     /// all appends).
-    fn to_batches(&mut self, slot: Slot, records: &[ScanRecord]) -> Result<()> {
+    fn queue_batches(&mut self, slot: Slot, records: &[ScanRecord]) -> Result<()> {
         let end = self
             .end_offsets
             .as_ref()
@@ -923,7 +923,7 @@ impl Source for FlussSource {
         for (slot, records) in by_slot {
             // Records the client fetched before a dropped partition was released.
             if self.next_offsets.contains_key(&slot) {
-                self.to_batches(slot, &records)?;
+                self.queue_batches(slot, &records)?;
             }
         }
         Ok(SourcePoll::Idle(Duration::ZERO))

@@ -132,7 +132,7 @@ impl Side {
                 .and_then(|f| f.as_any().downcast_ref::<StringArray>());
             let mut last_file: Option<Arc<str>> = None;
             let index = kept.len();
-            for i in 0..batch.num_rows() {
+            for (i, &bucket) in buckets.iter().enumerate() {
                 let change = match &changes {
                     Some(c) => ChangeType::from_i8(c.value(i))
                         .ok_or_else(|| anyhow!("unknown change type {}", c.value(i)))?,
@@ -155,7 +155,7 @@ impl Side {
                         .as_ref()
                         .map(|k| k.row(i).as_ref().to_vec())
                         .unwrap_or_default(),
-                    bucket: buckets[i],
+                    bucket,
                     offset: offsets.value(i),
                     change,
                     at: (index, i),
