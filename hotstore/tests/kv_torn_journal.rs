@@ -36,7 +36,11 @@ fn a_torn_journal_batch_is_dropped_on_reopen() {
         for i in 0..50u32 {
             let key = format!("k{i}");
             tablet
-                .apply(&[(key.as_bytes(), Some(b"v".as_slice()))], i64::from(i) + 1)
+                .apply(
+                    &[(key.as_bytes(), Some(b"v".as_slice()))],
+                    1,
+                    i64::from(i) + 1,
+                )
                 .unwrap();
         }
         store.persist().unwrap();

@@ -377,9 +377,6 @@ async fn flink_sql_basics() -> Result<()> {
 /// Flink's `COUNT(*)` in batch mode asks GetTableStats (1059), and only for a server without it
 /// falls back to summing ListOffsets, which a primary-key table cannot use: the query then
 /// fails with "The Fluss cluster doesn't support count(*) on primary key table yet".
-// Known failure, kept to be fixed (issue 16, item 2): Flink's COUNT(*) of a primary-key table
-// asks GetTableStats (1059), which silt does not serve yet. Run it with `-- --ignored`.
-#[ignore = "issue 16: silt does not serve GetTableStats (1059), which Flink's COUNT(*) of a primary-key table needs"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flink_sql_count_of_a_primary_key_table() -> Result<()> {
     const TEST: &str = "flink_sql_count_of_a_primary_key_table";

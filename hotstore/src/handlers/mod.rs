@@ -3,7 +3,8 @@
 //! Metadata, DDL, writer ids, lake snapshots), [`log`] produce, fetch and offsets, [`kv`] the
 //! primary-key writes and lookups, [`prefix_lookup`] the bucket-key prefix lookups,
 //! [`limit_scan`] the bounded peek at a bucket's rows,
-//! [`kv_snapshots`] the kv snapshot and snapshot-lease requests. Handlers read [`Service`], the
+//! [`kv_snapshots`] the kv snapshot and snapshot-lease requests, [`table_stats`] the
+//! per-bucket row counts. Handlers read [`Service`], the
 //! server's state; nothing below imports them.
 
 pub(crate) mod ddl;
@@ -12,6 +13,7 @@ pub(crate) mod kv_snapshots;
 pub(crate) mod limit_scan;
 pub(crate) mod log;
 pub(crate) mod prefix_lookup;
+pub(crate) mod table_stats;
 
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, RequestHeader, api, code};
@@ -90,6 +92,7 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
             reply(id, kv_snapshots::release_kv_snapshot_lease(service, body))
         }
         api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
+        api::GET_TABLE_STATS => reply(id, table_stats::get_table_stats(service, body)),
         // The connection answers Authenticate itself (it owns the per-connection state).
         api::AUTHENTICATE => protocol::encode_error(
             id,

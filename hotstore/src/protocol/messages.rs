@@ -756,6 +756,49 @@ pub struct LimitScanResponse {
     pub records: Option<Bytes>,
 }
 
+// ---- table stats ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableStatsRequest {
+    #[prost(int64, required, tag = "1")]
+    pub table_id: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub buckets_req: Vec<PbTableStatsReqForBucket>,
+    /// Column statistics asked for; reserved in Fluss 0.9.1, which answers none.
+    #[prost(int32, repeated, packed = "true", tag = "3")]
+    pub target_columns: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbTableStatsReqForBucket {
+    #[prost(int64, optional, tag = "1")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "2")]
+    pub bucket_id: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetTableStatsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub buckets_resp: Vec<PbTableStatsRespForBucket>,
+}
+
+/// One bucket's stats, or its error: `row_count` is the live keys of a primary-key bucket and
+/// the records between log start and high watermark of a log bucket.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbTableStatsRespForBucket {
+    #[prost(int32, optional, tag = "1")]
+    pub error_code: Option<i32>,
+    #[prost(string, optional, tag = "2")]
+    pub error_message: Option<String>,
+    #[prost(int64, optional, tag = "3")]
+    pub partition_id: Option<i64>,
+    #[prost(int32, required, tag = "4")]
+    pub bucket_id: i32,
+    #[prost(int64, optional, tag = "5")]
+    pub row_count: Option<i64>,
+}
+
 // ---- kv snapshots and their leases ----
 
 #[derive(Clone, PartialEq, prost::Message)]

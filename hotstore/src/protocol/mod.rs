@@ -51,6 +51,7 @@ pub mod api {
     pub const ACQUIRE_KV_SNAPSHOT_LEASE: i16 = 1056;
     pub const RELEASE_KV_SNAPSHOT_LEASE: i16 = 1057;
     pub const DROP_KV_SNAPSHOT_LEASE: i16 = 1058;
+    pub const GET_TABLE_STATS: i16 = 1059;
 
     /// Every API silt serves with the (min, max) version it accepts. ApiVersions answers with
     /// exactly this list, so a client never negotiates a version silt does not implement.
@@ -88,6 +89,7 @@ pub mod api {
         (ACQUIRE_KV_SNAPSHOT_LEASE, 0, 0),
         (RELEASE_KV_SNAPSHOT_LEASE, 0, 0),
         (DROP_KV_SNAPSHOT_LEASE, 0, 0),
+        (GET_TABLE_STATS, 0, 0),
     ];
 }
 

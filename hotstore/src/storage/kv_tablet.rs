@@ -5,7 +5,7 @@
 //! it targets; RocksDB through `rust-rocksdb` would add a long C++ build for no feature we need.
 //!
 //! One fjall database per server ([`KvStore`]), one keyspace per bucket ([`KvTablet`]), and a
-//! shared meta keyspace holding each tablet's applied log offset. One database means one
+//! shared meta keyspace holding each tablet's applied log offset and row count. One database means one
 //! journal, one block cache, one flush/compaction worker pool and one set of file handles for
 //! all buckets; a database per bucket would multiply all of them by the bucket count (each with
 //! its own journal files and threads). It also makes the data change and the applied offset one
@@ -19,6 +19,14 @@
 //!    the OS (it survives a process crash) but does not fsync: a machine crash may lose the
 //!    latest applies, and then their applied offset is lost with them, so replay covers them.
 //! 3. On restart it reads [`KvTablet::applied_offset`] and replays the log from there.
+//!
+//! Row count: [`KvTablet::row_count`] is the number of live keys, what GetTableStats answers
+//! for a primary-key bucket. The caller of `apply` knows it exactly (its changelog says which
+//! puts insert a new key and which deletes remove one) and passes the difference; the count is
+//! committed in the same write batch as the data and the applied offset, so it survives a
+//! restart with them and a replay from the applied offset moves it on from there. A tablet
+//! written before the count was kept has none stored: opening it counts its keys once (a scan
+//! of that one tablet) and stores the result. Debug builds check every delta against the keys.
 //!
 //! Keys and values are opaque bytes (the server encodes primary keys and rows). Keys are at
 //! most 65536 bytes (fjall's limit).
@@ -38,6 +46,7 @@ use super::{Error, Result};
 const META_KEYSPACE: &str = "silt_meta";
 const TABLET_PREFIX: &str = "kv.";
 const APPLIED_OFFSET_KEY_PREFIX: &[u8] = b"applied_offset/";
+const ROW_COUNT_KEY_PREFIX: &[u8] = b"row_count/";
 /// fjall's key size limit.
 pub const KEY_BYTES_MAX: usize = 65_536;
 
@@ -122,18 +131,24 @@ impl KvStore {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes_max)
             })
             .map_err(self.kv_error())?;
-        let mut offset_key = APPLIED_OFFSET_KEY_PREFIX.to_vec();
-        offset_key.extend_from_slice(name.as_bytes());
         let tablet = KvTablet {
             path: self.path.clone(),
             name: name.to_string(),
             db: self.db.clone(),
             data,
             meta: self.meta.clone(),
-            offset_key,
+            offset_key: meta_key(APPLIED_OFFSET_KEY_PREFIX, name),
+            row_count_key: meta_key(ROW_COUNT_KEY_PREFIX, name),
             apply_lock: Mutex::new(()),
         };
         tablet.applied_offset()?;
+        if tablet.stored_row_count()?.is_none() {
+            // A new tablet, or one written before row counts were kept: count once, store it.
+            let keys = tablet.count_keys()?;
+            self.meta
+                .insert(tablet.row_count_key.as_slice(), keys.to_le_bytes())
+                .map_err(self.kv_error())?;
+        }
         Ok(tablet)
     }
 
@@ -148,11 +163,12 @@ impl KvStore {
                 .map_err(self.kv_error())?;
             self.db.delete_keyspace(data).map_err(self.kv_error())?;
         }
-        let mut offset_key = APPLIED_OFFSET_KEY_PREFIX.to_vec();
-        offset_key.extend_from_slice(name.as_bytes());
-        self.meta
-            .remove(offset_key.as_slice())
-            .map_err(self.kv_error())
+        for prefix in [APPLIED_OFFSET_KEY_PREFIX, ROW_COUNT_KEY_PREFIX] {
+            self.meta
+                .remove(meta_key(prefix, name))
+                .map_err(self.kv_error())?;
+        }
+        Ok(())
     }
 
     /// Names of the tablets in this store.
@@ -192,6 +208,13 @@ pub struct KvMemory {
     pub write_buffer_bytes: u64,
 }
 
+/// The meta keyspace key of one tablet's `prefix` entry (applied offset, row count).
+fn meta_key(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
 fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 200
@@ -215,6 +238,7 @@ pub struct KvTablet {
     data: Keyspace,
     meta: Keyspace,
     offset_key: Vec<u8>,
+    row_count_key: Vec<u8>,
     /// Serializes applies so the applied offset only moves forward.
     apply_lock: Mutex<()>,
 }
@@ -256,12 +280,51 @@ impl KvTablet {
         }
     }
 
+    /// The number of live keys (see the module docs): what GetTableStats answers.
+    pub fn row_count(&self) -> Result<i64> {
+        self.stored_row_count()?.ok_or_else(|| Error::CorruptKv {
+            path: self.path.clone(),
+            reason: format!("kv tablet {} has no stored row count", self.name),
+        })
+    }
+
+    fn stored_row_count(&self) -> Result<Option<i64>> {
+        let raw = self
+            .meta
+            .get(&self.row_count_key)
+            .map_err(self.kv_error())?;
+        let Some(raw) = raw else { return Ok(None) };
+        let bytes: [u8; 8] = raw.as_ref().try_into().map_err(|_| Error::CorruptKv {
+            path: self.path.clone(),
+            reason: format!(
+                "row count of kv tablet {} is {} bytes, not 8",
+                self.name,
+                raw.len()
+            ),
+        })?;
+        Ok(Some(i64::from_le_bytes(bytes)))
+    }
+
+    /// Counts the keys by a scan of the whole tablet (only at open, for a tablet without a
+    /// stored count).
+    fn count_keys(&self) -> Result<i64> {
+        let mut keys: i64 = 0;
+        for guard in self.data.iter() {
+            guard.key().map_err(self.kv_error())?;
+            keys += 1;
+        }
+        Ok(keys)
+    }
+
     /// Applies `changes` (key, new image or `None` to delete) in order, atomically together with
-    /// `applied_log_end_offset`, the log end offset the changes reach. The offset must not go
+    /// `applied_log_end_offset`, the log end offset the changes reach, and the row count moved
+    /// by `row_count_delta`: the keys the changes insert minus the keys they remove, which the
+    /// caller knows from its changelog (INSERT +1, DELETE -1). The offset must not go
     /// backwards. Not fsynced (see the module docs).
     pub fn apply<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &self,
         changes: &[(K, Option<V>)],
+        row_count_delta: i64,
         applied_log_end_offset: i64,
     ) -> Result<()> {
         let _serial = self.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -283,6 +346,22 @@ impl KvTablet {
                 key_bytes_max: KEY_BYTES_MAX,
             });
         }
+        #[cfg(debug_assertions)]
+        self.debug_check_row_count_delta(changes, row_count_delta)?;
+        let row_count = self
+            .row_count()?
+            .checked_add(row_count_delta)
+            .filter(|c| *c >= 0);
+        let Some(row_count) = row_count else {
+            return Err(Error::CorruptKv {
+                path: self.path.clone(),
+                reason: format!(
+                    "kv tablet {} would hold {} + {row_count_delta} rows",
+                    self.name,
+                    self.row_count()?
+                ),
+            });
+        };
         let mut batch = self.db.batch();
         for (key, value) in changes {
             match value {
@@ -295,7 +374,39 @@ impl KvTablet {
             self.offset_key.as_slice(),
             applied_log_end_offset.to_le_bytes(),
         );
+        batch.insert(
+            &self.meta,
+            self.row_count_key.as_slice(),
+            row_count.to_le_bytes(),
+        );
         batch.commit().map_err(self.kv_error())
+    }
+
+    /// Debug builds only: the caller's row count delta equals what the changes do to the keys.
+    #[cfg(debug_assertions)]
+    fn debug_check_row_count_delta<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        changes: &[(K, Option<V>)],
+        row_count_delta: i64,
+    ) -> Result<()> {
+        let mut present: std::collections::HashMap<&[u8], bool> = Default::default();
+        let mut delta: i64 = 0;
+        for (key, value) in changes {
+            let key = key.as_ref();
+            let was = match present.get(key) {
+                Some(was) => *was,
+                None => self.data.contains_key(key).map_err(self.kv_error())?,
+            };
+            let is = value.is_some();
+            delta += i64::from(is) - i64::from(was);
+            present.insert(key, is);
+        }
+        debug_assert_eq!(
+            delta, row_count_delta,
+            "row count delta of an apply to kv tablet {}",
+            self.name
+        );
+        Ok(())
     }
 
     /// Every entry in key order, as of the moment of the call (for verification and snapshots).
@@ -329,14 +440,17 @@ mod tests {
 
     type Change = (&'static str, Option<&'static str>);
 
-    /// The one helper: applies rounds of changes to tablet `t` in a fresh store in `dir`, each
-    /// round with an applied offset, reopens the store, and returns the entries and offset.
-    fn apply_and_reopen(dir: &Path, rounds: &[(&[Change], i64)]) -> (Vec<(String, String)>, i64) {
+    /// A round of changes with its row count delta and applied offset.
+    type Round<'a> = (&'a [Change], i64, i64);
+
+    /// The one helper: applies rounds of changes to tablet `t` in a fresh store in `dir`,
+    /// reopens the store, and returns the entries, the applied offset and the row count.
+    fn apply_and_reopen(dir: &Path, rounds: &[Round]) -> (Vec<(String, String)>, i64, i64) {
         {
             let store = KvStore::open(dir, KvConfig::default()).unwrap();
             let tablet = store.open_tablet("t").unwrap();
-            for (changes, offset) in rounds {
-                tablet.apply(changes, *offset).unwrap();
+            for (changes, row_count_delta, offset) in rounds {
+                tablet.apply(changes, *row_count_delta, *offset).unwrap();
             }
         }
         let store = KvStore::open(dir, KvConfig::default()).unwrap();
@@ -351,7 +465,11 @@ mod tests {
                 )
             })
             .collect();
-        (entries, tablet.applied_offset().unwrap())
+        (
+            entries,
+            tablet.applied_offset().unwrap(),
+            tablet.row_count().unwrap(),
+        )
     }
 
     fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -364,20 +482,56 @@ mod tests {
     #[test]
     fn applies_upserts_and_deletes_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let rounds: &[(&[Change], i64)] = &[
-            (&[("a", Some("1")), ("b", Some("2")), ("c", Some("3"))], 3),
-            (&[("b", Some("2b")), ("c", None), ("d", Some("4"))], 7),
-            (&[("d", None), ("d", Some("4b"))], 9),
+        let rounds: &[Round] = &[
+            (
+                &[("a", Some("1")), ("b", Some("2")), ("c", Some("3"))],
+                3,
+                3,
+            ),
+            (&[("b", Some("2b")), ("c", None), ("d", Some("4"))], 0, 7),
+            (&[("d", None), ("d", Some("4b"))], 0, 9),
+            (&[("a", None), ("x", None)], -1, 10),
         ];
-        let (entries, offset) = apply_and_reopen(dir.path(), rounds);
-        assert_eq!(entries, pairs(&[("a", "1"), ("b", "2b"), ("d", "4b")]));
-        assert_eq!(offset, 9);
+        let (entries, offset, row_count) = apply_and_reopen(dir.path(), rounds);
+        assert_eq!(entries, pairs(&[("b", "2b"), ("d", "4b")]));
+        assert_eq!((offset, row_count), (10, 2));
+    }
+
+    #[test]
+    fn a_tablet_without_a_stored_row_count_counts_its_keys_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = KvStore::open(dir.path(), KvConfig::default()).unwrap();
+            let tablet = store.open_tablet("t").unwrap();
+            tablet
+                .apply(&[("a", Some("1")), ("b", Some("2"))], 2, 2)
+                .unwrap();
+            // As a tablet written before row counts were kept.
+            store.meta.remove(tablet.row_count_key.as_slice()).unwrap();
+        }
+        let store = KvStore::open(dir.path(), KvConfig::default()).unwrap();
+        let tablet = store.open_tablet("t").unwrap();
+        assert_eq!(tablet.row_count().unwrap(), 2);
+        tablet.apply(&[("c", Some("3"))], 1, 3).unwrap();
+        assert_eq!(tablet.row_count().unwrap(), 3);
+    }
+
+    /// A caller whose delta disagrees with the keys is a bug that debug builds stop at.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "row count delta")]
+    fn a_wrong_row_count_delta_is_caught_in_debug_builds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = KvStore::open(dir.path(), KvConfig::default()).unwrap();
+        let tablet = store.open_tablet("t").unwrap();
+        tablet.apply(&[("a", Some("1"))], 1, 1).unwrap();
+        tablet.apply(&[("a", Some("2"))], 1, 2).unwrap();
     }
 
     #[test]
     fn a_new_tablet_starts_at_offset_zero() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(apply_and_reopen(dir.path(), &[]), (vec![], 0));
+        assert_eq!(apply_and_reopen(dir.path(), &[]), (vec![], 0, 0));
     }
 
     #[test]
@@ -386,12 +540,12 @@ mod tests {
         let store = KvStore::open(dir.path(), KvConfig::default()).unwrap();
         let tablet = store.open_tablet("t1_b0").unwrap();
         let other = store.open_tablet("t1_b1").unwrap();
-        tablet.apply(&[("k", Some("v1"))], 1).unwrap();
-        tablet.apply(&[("k", Some("v2"))], 2).unwrap();
+        tablet.apply(&[("k", Some("v1"))], 1, 1).unwrap();
+        tablet.apply(&[("k", Some("v2"))], 0, 2).unwrap();
         assert_eq!(tablet.get(b"k").unwrap(), Some(Bytes::from_static(b"v2")));
         assert_eq!(other.get(b"k").unwrap(), None, "tablets are isolated");
         assert_eq!(other.applied_offset().unwrap(), 0);
-        assert!(tablet.apply(&[("k", Some("v0"))], 1).is_err());
+        assert!(tablet.apply(&[("k", Some("v0"))], 0, 1).is_err());
         assert_eq!(tablet.get(b"k").unwrap(), Some(Bytes::from_static(b"v2")));
         assert_eq!(tablet.applied_offset().unwrap(), 2);
         let mut names = store.tablet_names();
@@ -443,7 +597,11 @@ mod tests {
                 })
                 .collect();
             tablet
-                .apply(&changes, (batch * batch_rows + batch_rows) as i64)
+                .apply(
+                    &changes,
+                    batch_rows as i64,
+                    (batch * batch_rows + batch_rows) as i64,
+                )
                 .unwrap();
         }
         let elapsed = started.elapsed();

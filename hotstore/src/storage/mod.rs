@@ -51,14 +51,16 @@
 //! fn tablet_names(&self) -> Vec<String>
 //! fn persist(&self) -> Result<()>                                  // fsync the journal
 //! KvTablet::get(&self, key: &[u8]) -> Result<Option<Bytes>>
-//! fn apply<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, changes: &[(K, Option<V>)], applied_log_end_offset: i64) -> Result<()>
+//! fn apply<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, changes: &[(K, Option<V>)], row_count_delta: i64, applied_log_end_offset: i64) -> Result<()>
 //! fn applied_offset(&self) -> Result<i64>                          // 0 for a new tablet
+//! fn row_count(&self) -> Result<i64>                               // live keys, kept with the offset
 //! fn iter(&self) -> impl Iterator<Item = Result<(Bytes, Bytes)>>   // key order
 //! ```
 //!
 //! See [`kv_tablet`]. The log is the write-ahead log: append the changelog to the log tablet,
-//! then `apply` the changes to the kv tablet together with the log end offset they reach; on
-//! restart, replay the log from `applied_offset()`.
+//! then `apply` the changes to the kv tablet together with the log end offset they reach and
+//! the keys they add (INSERT +1, DELETE -1 of the changelog); on restart, replay the log from
+//! `applied_offset()`.
 
 pub mod durability;
 mod index;

@@ -183,13 +183,27 @@ pub(crate) async fn write(
     crate::storage::durability::after_durable_write();
     let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
         pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-    if let Err(e) = kv.apply(&changes, info.next_offset) {
+    let row_count_delta = row_count_delta(&change_types);
+    if let Err(e) = kv.apply(&changes, row_count_delta, info.next_offset) {
         bucket
             .kv_behind
             .store(true, std::sync::atomic::Ordering::Release);
         return Err(bucket.storage_error(&context, e));
     }
     Ok(info.next_offset)
+}
+
+/// How many keys a changelog adds to its kv tablet: an INSERT is a key that was absent, a
+/// DELETE one that goes; an update pair leaves the count alone.
+pub(crate) fn row_count_delta(change_types: &[u8]) -> i64 {
+    change_types
+        .iter()
+        .map(|&change| match change {
+            INSERT => 1,
+            DELETE => -1,
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The rules a write goes by: the table's, or none under [`MergeMode::Overwrite`]. A table

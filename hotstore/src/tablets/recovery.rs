@@ -81,6 +81,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 fluss::row::ColumnarRow::new(record_batch.clone(), row_type.clone(), 0, None)
                     .map_err(|e| corrupt(e.to_string()))?;
             let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+            let mut applied_change_types = Vec::new();
             for i in 0..record_batch.num_rows() {
                 if view.base_offset() + (i as i64) < applied {
                     continue;
@@ -89,6 +90,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 if change == UPDATE_BEFORE {
                     continue;
                 }
+                applied_change_types.push(change);
                 row.set_row_id(i);
                 let key = key_encoder
                     .encode_key(&row)
@@ -101,7 +103,8 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 };
                 changes.push((key, value));
             }
-            kv.apply(&changes, next)
+            let row_count_delta = super::changelog::row_count_delta(&applied_change_types);
+            kv.apply(&changes, row_count_delta, next)
                 .map_err(|e| bucket.storage_error(&context, e))?;
             applied = next;
         }
