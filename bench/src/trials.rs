@@ -11,7 +11,11 @@
 //! as a real client's would be. In each of a few phases one fault drawn from the seed strikes
 //! while the workload runs:
 //!
-//! - `kill`: SIGKILL of `silt up` at a random moment, restarted after a random pause;
+//! - `kill`: SIGKILL of `silt up` at a random moment, restarted after a random pause; half
+//!   the restarts after a kill (or a power loss) are armed with `--crash-at` and crash again at
+//!   the first tiering commit that reaches a committer point (`crash-before-commit`: files
+//!   written, nothing committed; `crash-after-commit`: the Delta commit durable, neither the
+//!   hot store's registry nor the job's checkpoint updated);
 //! - `abort-after-durable-write`: a start may be armed (`SILT_FAULT_ABORT_AFTER_DURABLE_WRITE`,
 //!   a random N) to abort right after its N-th durable write, before acknowledging it; the
 //!   trial counts the fault when the process aborts, and restarts it;
@@ -33,6 +37,11 @@
 //!   smaller later one still fits. Both are skipped with a printed reason where tmpfs cannot be
 //!   mounted.
 //!
+//! In a seeded share of the trials, a day-partitioned log table and a partitioned primary-key
+//! table are written too, partition by partition, with partitions created, dropped and created
+//! again under a dropped name before or after each phase's fault; [`partitions`] says how,
+//! and what is checked per partition (the lake, read directly, beside `silt verify`).
+//!
 //! After the phases: faults cleared, silt running, every write resolved; then every table is
 //! verified ([`crate::verify`]: wait for the lake, compare as multisets) and the hot store is
 //! judged against what the workload wrote ([`check`]): only writes whose own future resolved
@@ -45,6 +54,7 @@
 //! clients, faults, arming), not the same interleaving.
 
 mod check;
+mod partitions;
 mod process;
 mod stored;
 mod workload;
@@ -61,14 +71,17 @@ use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{
-    BUCKET_COLUMN, BucketKey, ChangeType, OFFSET_COLUMN, table_buckets,
+    BUCKET_COLUMN, BucketKey, ChangeType, OFFSET_COLUMN, PARTITION_ID_COLUMN,
 };
 use silt_connectors::delta::read_lake_offsets;
 
 use self::check::{Change, LogFindings, PkFindings, Place};
-use self::process::{Exit, Silt, SiltSetup, SmallDisk};
+use self::partitions::{PartitionCounts, PartitionPlan, Partitions};
+use self::process::{Armed, CommitPoint, Exit, Silt, SiltSetup, SmallDisk};
 use self::stored::StoredLog;
-use self::workload::{ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, first_line};
+use self::workload::{
+    ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, WorkloadPlan, first_line,
+};
 use crate::report::Table;
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, TieringConfig, TieringService};
 use silt_jobs::verify::{Verdict, VerifyOptions, read_changelog, read_lake, verify_table};
@@ -81,6 +94,8 @@ pub const WITHOUT_FEATURE: &str = "this silt-bench binary was built without the 
     silt-bench has the feature)";
 
 const DB: &str = "trial";
+/// The partition column of the partitioned tables ([`partitions`]): a day.
+const PARTITION_COLUMN: &str = "dt";
 /// How long the workload's writes may take to resolve at the end of a trial, silt running.
 const RESOLVE_DEADLINE: Duration = Duration::from_secs(30);
 /// Largest N a start is armed with (`SILT_FAULT_ABORT_AFTER_DURABLE_WRITE`); drawn
@@ -90,6 +105,10 @@ const ABORT_AFTER_MAX: f64 = 400.0;
 const DISK_BYTES: u64 = 320 << 20;
 /// How many rows of each kind of finding are shown.
 const SHOW_MAX: usize = 5;
+/// How often an admin request (creating or dropping a partition, reading offsets) is tried
+/// while `silt up` may be restarting, and how long each try may take.
+const ADMIN_ATTEMPTS_MAX: u32 = 20;
+const ADMIN_ATTEMPT_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The flags of `silt bench trials`.
 #[derive(Debug, Clone, clap::Args)]
@@ -164,6 +183,8 @@ struct Outcome {
     retention_seeds: u64,
     buckets_cut: u64,
     rows_below_log_start: u64,
+    /// What the seeds with partitioned tables did with them, and checked.
+    partitioned: PartitionCounts,
     notes: Vec<String>,
 }
 
@@ -192,6 +213,7 @@ impl Outcome {
         self.retention_seeds += other.retention_seeds;
         self.buckets_cut += other.buckets_cut;
         self.rows_below_log_start += other.rows_below_log_start;
+        self.partitioned.add(&other.partitioned);
     }
 }
 
@@ -200,6 +222,9 @@ struct TableSpec {
     name: String,
     primary_key: bool,
     buckets: i32,
+    /// Of a partitioned table: the day (the value of [`PARTITION_COLUMN`]) the workload's rows
+    /// carry, so they land in that partition.
+    day: Option<String>,
 }
 
 pub async fn run(options: TrialsOptions) -> Result<u8> {
@@ -343,6 +368,10 @@ fn print_summary(
             ),
         ])
         .row([
+            "partitioned tables".to_string(),
+            totals.partitioned.describe(),
+        ])
+        .row([
             "faults injected".to_string(),
             faults_line(&totals.faults, false),
         ]);
@@ -441,7 +470,7 @@ struct Retention {
 
 impl Retention {
     fn draw(seed: u64) -> Option<Retention> {
-        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5EED_0F_7E7E);
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x005E_ED0F_7E7E);
         rng.random_bool(0.5).then(|| Retention {
             log_ttl_ms: [300, 1000, 3000][rng.random_range(0..3)],
             check_interval_ms: [100, 500][rng.random_range(0..2)],
@@ -479,6 +508,11 @@ struct Trial<'a> {
     /// Arming and pauses of restarts, which follow aborts at moments no seed fixes: a stream
     /// of their own keeps the plan above the same whatever the timing.
     restart_rng: SmallRng,
+    /// Draws added after the plan above was fixed (crashes at committer points, the second
+    /// job's table), from a stream of their own, so that a seed's older draws stay the same.
+    extra_rng: SmallRng,
+    /// The committer point the next restart after a kill is armed to crash at.
+    crash_next: Option<CommitPoint>,
     setup: SiltSetup,
     silt: Silt,
     starts: u32,
@@ -512,21 +546,24 @@ impl Trial<'_> {
     /// Starts `silt up` again (the previous process is gone), on the same port and data.
     fn restart(&mut self) -> Result<()> {
         self.starts += 1;
-        let abort_after = if self.settling {
-            None
+        let armed = if self.settling {
+            Armed::default()
         } else {
-            draw_abort(&mut self.restart_rng)
+            Armed {
+                abort_after: draw_abort(&mut self.restart_rng),
+                crash_at: self.crash_next.take(),
+            }
         };
         let starts = self.starts;
         let setup = &self.setup;
         if !self.disk_filled {
             let attempts = process::START_ATTEMPTS_MAX;
-            self.silt = tokio::task::block_in_place(|| setup.start(starts, abort_after, attempts))?;
+            self.silt = tokio::task::block_in_place(|| setup.start(starts, armed, attempts))?;
             return Ok(());
         }
         // A start on a full disk may fail (silt writes its catalog as it opens): then it
         // waits for the disk to have room, as an operator would.
-        match tokio::task::block_in_place(|| setup.start(starts, abort_after, 1)) {
+        match tokio::task::block_in_place(|| setup.start(starts, armed, 1)) {
             Ok(silt) => self.silt = silt,
             Err(e) => {
                 self.down = true;
@@ -558,6 +595,9 @@ impl Trial<'_> {
                     .faults
                     .entry(Fault::AbortAfterDurableWrite.name())
                     .or_default() += 1;
+            }
+            Exit::CommitCrash(point) => {
+                *self.outcome.faults.entry(point.fault_name()).or_default() += 1;
             }
             Exit::StorageFailed(why) if self.disk_faulted => {
                 // The designed fail-stop: a full disk poisoned the kv store (or failed an
@@ -642,7 +682,52 @@ impl Trial<'_> {
             self.count(Fault::Kill);
         }
         tokio::time::sleep(Duration::from_millis(self.rng.random_range(0..1000))).await;
+        // Half the restarts after a kill crash again at the first tiering commit that reaches
+        // a committer point: before the Delta commit (its files written) or right after it
+        // (before the registry and the job's checkpoint hear of it).
+        if !self.settling && self.extra_rng.random_bool(0.5) {
+            self.crash_next = Some(if self.extra_rng.random_bool(0.5) {
+                CommitPoint::BeforeCommit
+            } else {
+                CommitPoint::AfterCommit
+            });
+        }
         self.restart()
+    }
+
+    /// Awaits `work` while watching `silt up`, restarting it whenever it exits (an armed start
+    /// may abort at any moment, and writes wait for it to be back).
+    async fn drive<F: std::future::Future>(&mut self, work: F) -> Result<F::Output> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return Ok(out),
+                () = tokio::time::sleep(Duration::from_millis(100)) => self.reap().await?,
+            }
+        }
+    }
+
+    /// Runs `op` against `silt up` until it succeeds, restarting silt when it exited
+    /// meanwhile; at most [`ADMIN_ATTEMPTS_MAX`] times, [`ADMIN_ATTEMPT_DEADLINE`] each.
+    async fn admin<T, F, Fut>(&mut self, what: &str, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match tokio::time::timeout(ADMIN_ATTEMPT_DEADLINE, op()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) => e,
+                Err(_) => anyhow!("no answer within {ADMIN_ATTEMPT_DEADLINE:?}"),
+            };
+            if attempt >= ADMIN_ATTEMPTS_MAX {
+                return Err(error.context(format!("{what} ({attempt} attempts)")));
+            }
+            self.reap().await?;
+            tokio::time::sleep(Duration::from_millis(100 << attempt.min(4))).await;
+        }
     }
 }
 
@@ -652,6 +737,9 @@ struct Plan {
     clients: Vec<ClientPlan>,
     pk_keys: i64,
     phases: i32,
+    /// The partitioned tables of a seeded share of the trials, and what happens to their
+    /// partitions in each phase.
+    partitions: Option<PartitionPlan>,
 }
 
 async fn trial(
@@ -661,19 +749,18 @@ async fn trial(
     options: &TrialsOptions,
 ) -> Result<Outcome> {
     let epoch = Instant::now();
-    let (mut trial, plan) = set_up(seed, dir, disk)?;
+    let (mut trial, mut plan) = set_up(seed, dir, disk)?;
     trial.outcome.retention_seeds = u64::from(trial.retention.is_some());
     let bootstrap = trial.setup.bootstrap();
     create_tables(&bootstrap, &plan.tables, &mut trial.rng).await?;
-    let workload = Workload::start(
-        &bootstrap,
-        &plan.tables,
-        &plan.clients,
-        plan.pk_keys,
-        epoch,
-        &mut trial.rng,
-    )
-    .await?;
+    let workload_plan = WorkloadPlan {
+        tables: &plan.tables,
+        clients: &plan.clients,
+        pk_keys: plan.pk_keys,
+        first_id: 0,
+        thread_name: "trial-workload".into(),
+    };
+    let workload = Workload::start(&bootstrap, &workload_plan, epoch, &mut trial.rng).await?;
     let described: Vec<String> = plan.clients.iter().map(ClientPlan::describe).collect();
     let retention = trial
         .retention
@@ -686,19 +773,50 @@ async fn trial(
         described.join("; "),
         plan.pk_keys
     ));
+    let mut partitions = match plan.partitions.take() {
+        Some(p) => Some(Partitions::start(&mut trial, p, epoch).await?),
+        None => None,
+    };
+    let partitioned: Vec<TableSpec> = partitions
+        .as_ref()
+        .map(|p| p.specs().to_vec())
+        .unwrap_or_default();
     let mut probes = ProbeIds::default();
-    for _ in 0..plan.phases {
+    for phase in 0..plan.phases as usize {
         let pause = Duration::from_millis(trial.rng.random_range(200..1200));
         trial.watch(pause).await?;
         let fault = pick_fault(&mut trial.rng, trial.disk.is_some());
-        inject(&mut trial, fault, &plan.tables, &mut probes).await?;
+        if let Some(p) = partitions.as_mut() {
+            p.step(&mut trial, phase, true).await?;
+        }
+        inject(&mut trial, fault, &plan.tables, &partitioned, &mut probes).await?;
+        if let Some(p) = partitions.as_mut() {
+            p.step(&mut trial, phase, false).await?;
+        }
     }
-    let records = settle(&mut trial, workload, &plan.tables).await?;
+    let writing = partitions.as_mut().map(Partitions::take_open);
+    let (records, partition_records) = settle(
+        &mut trial,
+        workload,
+        writing.unwrap_or_default(),
+        &plan.tables,
+    )
+    .await?;
+    if let Some(p) = partitions.as_mut() {
+        p.finished(&mut trial, partition_records);
+    }
     if options.plant {
         plant(&bootstrap, &plan.tables, &mut probes).await?;
+        if let Some(p) = &partitions {
+            p.plant(&mut trial).await?;
+        }
     }
-    trial.outcome.rows_acked = records.acked() + probes.acked();
+    let partition_acked = partitions.as_ref().map_or(0, Partitions::acked);
+    trial.outcome.rows_acked = records.acked() + probes.acked() + partition_acked;
     check_tables(&mut trial, &plan.tables, &records, &probes, options).await?;
+    if let Some(p) = &partitions {
+        p.check(&mut trial, options).await?;
+    }
     let outcome = std::mem::take(&mut trial.outcome);
     drop(trial);
     Ok(outcome)
@@ -731,9 +849,16 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
     let phases = 3 + rng.random_range(0..3);
     let abort_after = draw_abort(&mut rng);
     let attempts = process::START_ATTEMPTS_MAX;
-    let silt = tokio::task::block_in_place(|| setup.start(0, abort_after, attempts))?;
+    let armed = Armed {
+        abort_after,
+        crash_at: None,
+    };
+    let silt = tokio::task::block_in_place(|| setup.start(0, armed, attempts))?;
+    let partitions = PartitionPlan::draw(seed, phases);
     let trial = Trial {
         restart_rng: SmallRng::seed_from_u64(rng.random()),
+        extra_rng: SmallRng::seed_from_u64(seed ^ 0xE7_7A_C0_11),
+        crash_next: None,
         rng,
         setup,
         silt,
@@ -753,32 +878,35 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
         clients,
         pk_keys,
         phases,
+        partitions,
     };
     Ok((trial, plan))
 }
 
-/// Ends the faults and lets every write resolve against a running silt; notes writes never
-/// answered (a failure), refused, or retried after a table lookup.
+/// Ends the faults and lets every write resolve against a running silt, the partitions'
+/// workloads' (`partitions`) too; notes writes never answered (a failure), refused, or retried
+/// after a table lookup. Answers what the trial's workload and each of `partitions` wrote.
 async fn settle(
     trial: &mut Trial<'_>,
     workload: Workload,
+    partitions: Vec<(Workload, String)>,
     tables: &[TableSpec],
-) -> Result<Records> {
+) -> Result<(Records, Vec<Records>)> {
     trial.settling = true;
     std::fs::write(&trial.setup.control, "ok")?;
-    if trial.silt.abort_after.is_some() && trial.silt.exited().is_none() {
+    let armed = trial.silt.armed;
+    if (armed.abort_after.is_some() || armed.crash_at.is_some()) && trial.silt.exited().is_none() {
         // Armed but not fired yet: a kill at a random moment instead.
         trial.kill_and_restart(false).await?;
     }
     trial.reap().await?;
-    let finish = workload.finish(RESOLVE_DEADLINE);
-    tokio::pin!(finish);
-    let records = loop {
-        tokio::select! {
-            records = &mut finish => break records,
-            () = tokio::time::sleep(Duration::from_millis(100)) => trial.reap().await?,
-        }
-    };
+    let finish = futures::future::join(
+        workload.finish(RESOLVE_DEADLINE),
+        futures::future::join_all(partitions.into_iter().map(|(w, thread)| {
+            w.finish_unless(RESOLVE_DEADLINE, move || partitions::client_died(&thread))
+        })),
+    );
+    let (records, partition_records) = trial.drive(finish).await?;
     note_unresolved(trial, &records, tables);
     if !records.errors.is_empty() {
         let refused: u64 = records.errors.values().sum();
@@ -803,7 +931,7 @@ async fn settle(
             records.table_lookups
         ));
     }
-    Ok(records)
+    Ok((records, partition_records))
 }
 
 /// silt is up and the faults are over: every write should have been answered.
@@ -837,19 +965,30 @@ async fn check_tables(
     probes: &ProbeIds,
     options: &TrialsOptions,
 ) -> Result<()> {
-    let bootstrap = trial.setup.bootstrap();
     for (t, spec) in tables.iter().enumerate() {
-        let mut o = VerifyOptions::new(&bootstrap, lake_root(&trial.setup.data));
-        o.deadline = options.catch_up;
-        o.show_max = 5;
-        let report = verify_table_with_retry(&bootstrap, &spec.name, &o).await?;
-        if report.verdict != Verdict::Match {
-            trial.outcome.fail("lake differs from the hot store");
-            trial.outcome.rows_lost += report.missing as u64;
-            trial.outcome.rows_duplicated += report.extra as u64;
-            trial.note(report.render());
-        }
+        verify_caught_up(trial, &spec.name, options).await?;
         judge_table(trial, t, spec, records, probes).await?;
+    }
+    Ok(())
+}
+
+/// `silt verify` of one table once the lake caught up (a partitioned table's partitions the
+/// hot store has), its differences counted as lost and duplicated rows.
+async fn verify_caught_up(
+    trial: &mut Trial<'_>,
+    table: &str,
+    options: &TrialsOptions,
+) -> Result<()> {
+    let bootstrap = trial.setup.bootstrap();
+    let mut o = VerifyOptions::new(&bootstrap, lake_root(&trial.setup.data));
+    o.deadline = options.catch_up;
+    o.show_max = 5;
+    let report = verify_table_with_retry(&bootstrap, table, &o).await?;
+    if report.verdict != Verdict::Match {
+        trial.outcome.fail("lake differs from the hot store");
+        trial.outcome.rows_lost += report.missing as u64;
+        trial.outcome.rows_duplicated += report.extra as u64;
+        trial.note(report.render());
     }
     Ok(())
 }
@@ -902,10 +1041,13 @@ async fn plant(bootstrap: &str, tables: &[TableSpec], probes: &mut ProbeIds) -> 
     Ok(())
 }
 
+/// Strikes with `fault` while the workload runs. `partitioned`: the trial's partitioned tables,
+/// which a second job may pick and whose lake must stay a prefix while its store is down.
 async fn inject(
     trial: &mut Trial<'_>,
     fault: Fault,
     tables: &[TableSpec],
+    partitioned: &[TableSpec],
     probes: &mut ProbeIds,
 ) -> Result<()> {
     // An armed silt may have aborted during the pause's last moments.
@@ -925,7 +1067,10 @@ async fn inject(
         Fault::AbortAfterDurableWrite => {}
         Fault::SecondJob => {
             trial.count(fault);
-            let table = &tables[trial.rng.random_range(0..tables.len())];
+            let mut table = &tables[trial.rng.random_range(0..tables.len())];
+            if !partitioned.is_empty() && trial.extra_rng.random_bool(0.5) {
+                table = &partitioned[trial.extra_rng.random_range(0..partitioned.len())];
+            }
             let note = match second_job(&bootstrap, &data, &trial.setup.dir, table, &mut trial.rng)
                 .await
             {
@@ -950,7 +1095,7 @@ async fn inject(
             trial.watch(pause).await?;
             // Nothing partial may be visible while the store fails: the lake at its current
             // version is a consistent prefix of every table's changelog.
-            for t in tables {
+            for t in tables.iter().chain(partitioned) {
                 let mut o = VerifyOptions::new(&bootstrap, lake_root(&data));
                 o.wait_for_lake = false;
                 o.show_max = 3;
@@ -1117,6 +1262,7 @@ fn random_tables(rng: &mut SmallRng) -> Vec<TableSpec> {
             name: format!("log{i}"),
             primary_key: false,
             buckets: rng.random_range(1..5),
+            day: None,
         });
     }
     for i in 0..pks {
@@ -1124,6 +1270,7 @@ fn random_tables(rng: &mut SmallRng) -> Vec<TableSpec> {
             name: format!("pk{i}"),
             primary_key: true,
             buckets: rng.random_range(1..5),
+            day: None,
         });
     }
     out
@@ -1213,34 +1360,124 @@ async fn judge_table(
 ) -> Result<()> {
     let bootstrap = trial.setup.bootstrap();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
-    let (mut batches, read_up_to, log_start) = hot_changelog(&connection, &bootstrap, spec).await?;
     let table_id = connection
         .get_admin()?
         .get_table_info(&TablePath::new(DB, &spec.name))
         .await?
         .table_id;
-    // Below each log start, the rows are the lake's alone (hot retention deleted them there).
-    let below = lake_rows_below(&trial.setup.data, spec, table_id, &log_start).await?;
-    for problem in &below.problems {
-        trial.outcome.fail("hot retention passed the lake");
-        trial.note(format!("{}: {problem}", spec.name));
+    let view = HotView::read(
+        &trial.setup.data,
+        &connection,
+        &bootstrap,
+        spec,
+        table_id,
+        None,
+    )
+    .await?;
+    let mut written = Written::default();
+    for w in records.log.iter().filter(|w| w.table == t) {
+        written.log.insert(w.id, w.stamp.acked_us.is_some());
+        written.origins.insert(w.id, (w.origin, w.stamp.acked_us));
     }
-    trial.outcome.buckets_cut += log_start.values().filter(|s| **s > 0).count() as u64;
-    trial.outcome.rows_below_log_start += below
+    for &(id, acked) in probes.written.get(&spec.name).into_iter().flatten() {
+        written.log.insert(id, acked);
+    }
+    written.pk = records
+        .pk
+        .iter()
+        .filter(|w| w.table == t)
+        .copied()
+        .collect();
+    judge_view(trial, &spec.name, spec.primary_key, &view, &written)
+}
+
+/// What the hot store holds of one table, or of one partition of a partitioned table: its
+/// changelog from each bucket's log start up to its high watermark, and below each log start
+/// the lake's rows (hot retention deleted them in the hot store). Buckets are those of the
+/// table, or of the partition.
+struct HotView {
+    batches: Vec<RecordBatch>,
+    read_up_to: BTreeMap<i32, i64>,
+    log_start: BTreeMap<i32, i64>,
+    below: BelowLogStart,
+    stored: StoredLog,
+}
+
+impl HotView {
+    /// Reads the view of `spec` (table `table_id`), or of its partition `(id, name)`.
+    async fn read(
+        data: &Path,
+        connection: &FlussConnection,
+        bootstrap: &str,
+        spec: &TableSpec,
+        table_id: i64,
+        partition: Option<(i64, &str)>,
+    ) -> Result<HotView> {
+        let (batches, read_up_to, log_start) =
+            hot_changelog(connection, bootstrap, spec, partition).await?;
+        let partition_id = partition.map(|(id, _)| id);
+        let below = lake_rows_below(data, spec, table_id, partition_id, &log_start).await?;
+        let stored = StoredLog::read(data, table_id, partition_id, spec.buckets);
+        Ok(HotView {
+            batches,
+            read_up_to,
+            log_start,
+            below,
+            stored,
+        })
+    }
+
+    /// Every row of a log table's view: where it is stored (or, below the log start, where
+    /// the lake says it was) and its id.
+    fn log_rows(&self) -> Result<Vec<(Place, i64)>> {
+        let mut rows = log_rows(&self.batches)?;
+        rows.extend(log_rows(&self.below.batches)?);
+        Ok(rows)
+    }
+
+    /// Every change of a primary-key table's view, above the log starts.
+    fn pk_changes(&self) -> Result<Vec<Change>> {
+        pk_changes(&self.batches)
+    }
+}
+
+/// What was written to one table (or one partition): per log id, whether it was acknowledged
+/// and, for the workload's writes, by whom and when; every primary-key op.
+#[derive(Debug, Default)]
+struct Written {
+    log: HashMap<i64, bool>,
+    origins: HashMap<i64, (Origin, Option<u64>)>,
+    pk: Vec<PkWrite>,
+}
+
+/// Judges a view of the hot store against what was written to it, adding to the trial's
+/// outcome. `name` names the table (or partition) in the notes.
+fn judge_view(
+    trial: &mut Trial<'_>,
+    name: &str,
+    primary_key: bool,
+    view: &HotView,
+    written: &Written,
+) -> Result<()> {
+    for problem in &view.below.problems {
+        trial.outcome.fail("hot retention passed the lake");
+        trial.note(format!("{name}: {problem}"));
+    }
+    trial.outcome.buckets_cut += view.log_start.values().filter(|s| **s > 0).count() as u64;
+    trial.outcome.rows_below_log_start += view
+        .below
         .batches
         .iter()
         .map(|b| b.num_rows() as u64)
         .sum::<u64>();
-    let stored = StoredLog::read(&trial.setup.data, table_id, spec.buckets);
+    let stored = &view.stored;
     for problem in stored.problems.iter().take(SHOW_MAX) {
-        trial.note(format!(
-            "{}: reading the stored batches: {problem}",
-            spec.name
-        ));
+        trial.note(format!("{name}: reading the stored batches: {problem}"));
     }
     // Whether the stored logs hold more than was readable: rows "lost" may lie beyond the
     // high watermark.
-    let ends: Vec<String> = read_up_to
+    let ends: Vec<String> = view
+        .read_up_to
         .iter()
         .filter_map(|(bucket, hw)| {
             let end = stored.end(*bucket)?;
@@ -1249,47 +1486,30 @@ async fn judge_table(
         .collect();
     if !ends.is_empty() {
         trial.note(format!(
-            "{}: the high watermark is not the stored log end: {}",
-            spec.name,
+            "{name}: the high watermark is not the stored log end: {}",
             ends.join("; ")
         ));
     }
-    if spec.primary_key {
-        let changes = pk_changes(&batches)?;
-        let initial = lake_images(&below.batches)?;
-        let ops: Vec<PkWrite> = records
-            .pk
-            .iter()
-            .filter(|w| w.table == t)
-            .copied()
-            .collect();
-        let findings = check::check_pk(&initial, &changes, &ops, &log_start);
-        trial.count_lost(&spec.name, findings.wrong.len() as u64);
+    if primary_key {
+        let changes = view.pk_changes()?;
+        let initial = lake_images(&view.below.batches)?;
+        let findings = check::check_pk(&initial, &changes, &written.pk, &view.log_start);
+        trial.count_lost(name, findings.wrong.len() as u64);
         trial.outcome.rows_duplicated += findings.extra_copies();
         if !findings.inconsistent.is_empty() {
             trial.outcome.fail("changelog disagrees with itself");
         }
-        let notes = report_pk(spec, &findings, &changes, &ops, &stored);
+        let notes = report_pk(name, &findings, &changes, &written.pk, stored);
         trial.outcome.notes.extend(notes);
     } else {
-        batches.extend(below.batches);
-        let rows = log_rows(&batches)?;
-        let mut written: HashMap<i64, bool> = HashMap::new();
-        let mut origins: HashMap<i64, (Origin, Option<u64>)> = HashMap::new();
-        for w in records.log.iter().filter(|w| w.table == t) {
-            written.insert(w.id, w.stamp.acked_us.is_some());
-            origins.insert(w.id, (w.origin, w.stamp.acked_us));
-        }
-        for &(id, acked) in probes.written.get(&spec.name).into_iter().flatten() {
-            written.insert(id, acked);
-        }
-        let findings = check::check_log(&rows, &written);
-        trial.count_lost(&spec.name, findings.lost.len() as u64);
+        let rows = view.log_rows()?;
+        let findings = check::check_log(&rows, &written.log);
+        trial.count_lost(name, findings.lost.len() as u64);
         trial.outcome.rows_duplicated += findings.extra_copies();
         if !findings.phantom.is_empty() {
             trial.outcome.fail("rows no one wrote");
         }
-        let notes = report_log(spec, &findings, &rows, &origins, &stored);
+        let notes = report_log(name, &findings, &rows, &written.origins, stored);
         trial.outcome.notes.extend(notes);
     }
     Ok(())
@@ -1297,7 +1517,7 @@ async fn judge_table(
 
 /// Lost, duplicated and phantom rows of a log table, each with the stored batches involved.
 fn report_log(
-    spec: &TableSpec,
+    name: &str,
     findings: &LogFindings,
     rows: &[(Place, i64)],
     origins: &HashMap<i64, (Origin, Option<u64>)>,
@@ -1319,7 +1539,7 @@ fn report_log(
         }
         notes.push(format!(
             "{}: {} rows stored more than once ({} extra copies), in {} sets of batches:",
-            spec.name,
+            name,
             findings.duplicated.len(),
             findings.extra_copies(),
             groups.len()
@@ -1340,7 +1560,7 @@ fn report_log(
     if !findings.lost.is_empty() {
         notes.push(format!(
             "{}: {} acknowledged rows missing from the hot store: ids {}",
-            spec.name,
+            name,
             findings.lost.len(),
             id_ranges(&findings.lost)
         ));
@@ -1359,7 +1579,7 @@ fn report_log(
     for (id, at) in findings.phantom.iter().take(SHOW_MAX) {
         notes.push(format!(
             "{}: id {id} was never written, yet is stored at {}",
-            spec.name,
+            name,
             stored.describe_copy(at.bucket, at.offset)
         ));
     }
@@ -1441,7 +1661,7 @@ fn id_ranges(ids: &[i64]) -> String {
 /// Wrong keys, images stored twice and an inconsistent changelog of a primary-key table, with
 /// the stored batches involved.
 fn report_pk(
-    spec: &TableSpec,
+    name: &str,
     findings: &PkFindings,
     changes: &[Change],
     ops: &[PkWrite],
@@ -1459,7 +1679,7 @@ fn report_pk(
     if !findings.wrong.is_empty() {
         notes.push(format!(
             "{}: {} keys contradict their acknowledged writes:",
-            spec.name,
+            name,
             findings.wrong.len()
         ));
     }
@@ -1491,7 +1711,7 @@ fn report_pk(
     if !findings.duplicated.is_empty() {
         notes.push(format!(
             "{}: {} images stored more than once ({} extra copies):",
-            spec.name,
+            name,
             findings.duplicated.len(),
             findings.extra_copies()
         ));
@@ -1516,7 +1736,7 @@ fn report_pk(
     if !findings.inconsistent.is_empty() {
         notes.push(format!(
             "{}: the changelog disagrees with itself in {} records:",
-            spec.name,
+            name,
             findings.inconsistent.len()
         ));
         for line in findings.inconsistent.iter().take(SHOW_MAX) {
@@ -1571,40 +1791,58 @@ fn pk_changes(batches: &[RecordBatch]) -> Result<Vec<Change>> {
     Ok(changes)
 }
 
-/// The changelog of every bucket from its log start up to its high watermark, those high
-/// watermarks and those log starts. Hot retention may move a log start while this reads (the
-/// read then fails out of range): it reads again from the new starts.
+/// The changelog of every bucket (of the table, or of its partition `(id, name)`) from its log
+/// start up to its high watermark, those high watermarks and those log starts. Hot retention
+/// may move a log start while this reads (the read then fails out of range): it reads again
+/// from the new starts.
 async fn hot_changelog(
     connection: &FlussConnection,
     bootstrap: &str,
     spec: &TableSpec,
+    partition: Option<(i64, &str)>,
 ) -> Result<(Vec<RecordBatch>, BTreeMap<i32, i64>, BTreeMap<i32, i64>)> {
     const READS_MAX: u32 = 20;
     let admin = connection.get_admin()?;
     let path = TablePath::new(DB, &spec.name);
     let ids: Vec<i32> = (0..spec.buckets).collect();
-    let latest = admin.list_offsets(&path, &ids, OffsetSpec::Latest).await?;
-    let end: BTreeMap<i32, i64> = ids
-        .iter()
-        .map(|b| (*b, latest.get(b).copied().unwrap_or(0)))
-        .collect();
+    let offsets = |which: OffsetSpec| {
+        let (admin, path, ids) = (&admin, &path, &ids);
+        async move {
+            let listed = match partition {
+                None => admin.list_offsets(path, ids, which).await?,
+                Some((_, name)) => admin.list_partition_offsets(path, name, ids, which).await?,
+            };
+            Ok::<_, anyhow::Error>(
+                ids.iter()
+                    .map(|b| (*b, listed.get(b).copied().unwrap_or(0)))
+                    .collect::<BTreeMap<i32, i64>>(),
+            )
+        }
+    };
+    let keyed = |offsets: &BTreeMap<i32, i64>| -> BTreeMap<BucketKey, i64> {
+        offsets
+            .iter()
+            .map(|(b, o)| {
+                let key = BucketKey {
+                    partition: partition.map(|(id, _)| id),
+                    bucket: *b,
+                };
+                (key, *o)
+            })
+            .collect()
+    };
+    let end = offsets(OffsetSpec::Latest).await?;
     let mut reads = 0;
     loop {
         reads += 1;
-        let earliest = admin
-            .list_offsets(&path, &ids, OffsetSpec::Earliest)
-            .await?;
-        let start: BTreeMap<i32, i64> = ids
-            .iter()
-            .map(|b| (*b, earliest.get(b).copied().unwrap_or(0)))
-            .collect();
+        let start = offsets(OffsetSpec::Earliest).await?;
         match read_changelog(
             bootstrap,
             None,
             DB,
             &spec.name,
-            table_buckets(start.clone()),
-            table_buckets(end.clone()),
+            keyed(&start),
+            keyed(&end),
             Duration::from_secs(30),
         )
         .await
@@ -1626,13 +1864,14 @@ struct BelowLogStart {
     problems: Vec<String>,
 }
 
-/// Reads the lake's rows below each bucket's log start, with deltalake's table provider at the
-/// lake's newest version (whose txn offsets are past every log start: retention never cuts
-/// beyond what the lake covered).
+/// Reads the lake's rows below each bucket's log start (of the table, or of its partition
+/// `partition`), with deltalake's table provider at the lake's newest version (whose txn
+/// offsets are past every log start: retention never cuts beyond what the lake covered).
 async fn lake_rows_below(
     data: &Path,
     spec: &TableSpec,
     table_id: i64,
+    partition: Option<i64>,
     log_start: &BTreeMap<i32, i64>,
 ) -> Result<BelowLogStart> {
     let mut below = BelowLogStart {
@@ -1644,7 +1883,8 @@ async fn lake_rows_below(
     }
     let uri = format!("{}/{DB}/{}", lake_root(data), spec.name);
     let none = HashMap::new();
-    let buckets: Vec<BucketKey> = (0..spec.buckets as i32).map(BucketKey::table).collect();
+    let key = |bucket: i32| BucketKey { partition, bucket };
+    let buckets: Vec<BucketKey> = (0..spec.buckets).map(key).collect();
     let lake = read_lake_offsets(&uri, &none, &table_id.to_string(), &buckets)
         .await
         .with_context(|| format!("reading the lake offsets of {}", spec.name))?;
@@ -1655,15 +1895,12 @@ async fn lake_rows_below(
         return Ok(below);
     };
     for (bucket, start) in log_start {
-        let covered = lake
-            .bucket_offsets
-            .get(&BucketKey::table(*bucket))
-            .copied()
-            .unwrap_or(0);
+        let covered = lake.bucket_offsets.get(&key(*bucket)).copied().unwrap_or(0);
         if *start > covered {
             below.problems.push(format!(
-                "bucket {bucket}: log start {start} lies beyond the lake's txn offset {covered} \
-                 (lake version {})",
+                "{}: log start {start} lies beyond the lake's txn offset {covered} (lake \
+                 version {})",
+                key(*bucket),
                 lake.delta_version
             ));
         }
@@ -1671,10 +1908,17 @@ async fn lake_rows_below(
     for batch in read_lake(&uri, &none, lake.delta_version).await? {
         let buckets = i64_column(&batch, BUCKET_COLUMN)?;
         let offsets = i64_column(&batch, OFFSET_COLUMN)?;
+        let partitions = match partition {
+            Some(_) => Some(i64_column(&batch, PARTITION_ID_COLUMN)?),
+            None => None,
+        };
         let keep: BooleanArray = (0..batch.num_rows())
             .map(|i| {
+                let ours = partitions
+                    .as_ref()
+                    .is_none_or(|p| Some(p.value(i)) == partition);
                 let start = log_start.get(&(buckets.value(i) as i32)).copied();
-                Some(offsets.value(i) < start.unwrap_or(0))
+                Some(ours && offsets.value(i) < start.unwrap_or(0))
             })
             .collect();
         below

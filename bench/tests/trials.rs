@@ -1,9 +1,15 @@
 //! The seeded fault trials (`silt bench trials`) in `cargo test`: a handful of seeds, each a
 //! concurrent workload (several clients per table, pipelined and small dynamic batches) against
-//! `silt up` on a fixed port with faults (SIGKILL, abort between a durable write and its
-//! acknowledgement, power loss, a second tiering job, a failing lake store, a full and a nearly
-//! full disk), then catch-up and verify of every table. Zero acknowledged rows lost, zero
-//! duplicated, zero verify failures, no unexpected exit.
+//! `silt up` on a fixed port with faults (SIGKILL, a crash at a tiering committer point, abort
+//! between a durable write and its acknowledgement, power loss, a second tiering job, a failing
+//! lake store, a full and a nearly full disk), then catch-up and verify of every table. Zero
+//! acknowledged rows lost, zero duplicated, zero verify failures, no unexpected exit.
+//!
+//! Half the seeds (seeds 1, 7 and 9 among them) also write a day-partitioned log table and a
+//! partitioned primary-key table, creating, dropping and creating again partitions between
+//! the faults, and check the lake partition by partition (`bench/src/trials/partitions.rs`).
+//! Those seeds take longer (seed 1: 7 s without partitions, 11 s with them); the share keeps the
+//! file's run about as long as before they were added.
 //!
 //! The trials need the `silt-bench` binary (`silt bench`) built with the `fault-injection`
 //! feature, which every `cargo test` build of silt-bench has (bench/Cargo.toml); without it
@@ -44,6 +50,18 @@ fn trials(args: &[&str]) -> Option<Output> {
     Some(out)
 }
 
+/// The number just before `what` in `text` (a summary line's value).
+fn number_before(text: &str, what: &str) -> u64 {
+    let head = &text[..text
+        .find(what)
+        .unwrap_or_else(|| panic!("no {what:?} in {text}"))];
+    let number = head.split_whitespace().last().unwrap_or_default();
+    number
+        .trim_start_matches('(')
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {what:?} in {text}"))
+}
+
 /// The value of the summary line starting with `label`.
 fn summary(out: &Output, label: &str) -> String {
     String::from_utf8_lossy(&out.stdout)
@@ -75,17 +93,34 @@ fn seeded_fault_trials_lose_and_duplicate_nothing() {
             .any(|f| faults.contains(f)),
         "crashes were injected: {faults}"
     );
+    if (first..first + seeds).contains(&1) {
+        // Seed 1 has partitioned tables: one partition dropped once tiered and created again,
+        // another dropped with rows the lake may not have had.
+        let partitioned = line("partitioned tables");
+        let count = |what: &str| number_before(&partitioned, what);
+        assert!(count(" seeds") >= 1, "{partitioned}");
+        assert!(count(" partitions created") >= 3, "{partitioned}");
+        assert!(count(" dropped (") >= 2, "{partitioned}");
+        assert!(count(" created again") >= 1, "{partitioned}");
+        assert!(count(" in live partitions") > 0, "{partitioned}");
+        assert!(count(" in dropped ones") > 0, "{partitioned}");
+        assert!(
+            faults.contains("crash-before-commit") || faults.contains("crash-after-commit"),
+            "crashes at committer points: {faults}"
+        );
+    }
     assert_eq!(out.status.code(), Some(0), "silt bench trials passed");
 }
 
-/// A seed drawn with hot retention (a TTL of 300 ms, 64 KiB segments, checked every 100 ms):
-/// tiered segments are deleted while clients write and faults strike, and every acknowledged
-/// row is still found exactly once, in the lake below each bucket's log start and in the hot
-/// store above it. (Were the lake's rows below the log start not read, those rows would count
-/// as lost.)
+/// A seed drawn with hot retention (a TTL of 300 ms, 16 KiB segments, checked every 100 ms)
+/// and partitioned tables: tiered segments are deleted while clients write and faults strike,
+/// and every acknowledged row is still found exactly once, in the lake below each bucket's log
+/// start and in the hot store above it; no partition's bucket is cut past the lake's txn
+/// offset of that (partition, bucket). (Were the lake's rows below the log start not read,
+/// those rows would count as lost.)
 #[test]
 fn seeded_fault_trials_under_hot_retention_lose_and_duplicate_nothing() {
-    let Some(out) = trials(&["--seeds", "1", "--seed", "3003"]) else {
+    let Some(out) = trials(&["--seeds", "1", "--seed", "9"]) else {
         return;
     };
     let line = |label: &str| summary(&out, label);
@@ -94,26 +129,27 @@ fn seeded_fault_trials_under_hot_retention_lose_and_duplicate_nothing() {
     assert_eq!(line("verify failures"), "0");
     assert_eq!(line("unexpected exits"), "0");
     let retention = line("hot retention");
-    let number_before = |what: &str| -> u64 {
-        let head = &retention[..retention
-            .find(what)
-            .unwrap_or_else(|| panic!("{retention}"))];
-        head.split_whitespace().last().unwrap().parse().unwrap()
-    };
-    assert_eq!(number_before(" seeds"), 1, "{retention}");
+    assert_eq!(number_before(&retention, " seeds"), 1, "{retention}");
     assert!(
-        number_before(" buckets had") > 0,
+        number_before(&retention, " buckets had") > 0,
         "retention cut: {retention}"
     );
     assert!(
-        number_before(" rows below") > 0,
+        number_before(&retention, " rows below") > 0,
         "rows read from the lake: {retention}"
+    );
+    let partitioned = line("partitioned tables");
+    assert!(
+        number_before(&partitioned, " partition buckets had") > 0,
+        "retention cut partitions: {partitioned}"
     );
     assert_eq!(out.status.code(), Some(0), "silt bench trials passed");
 }
 
 /// The checker itself: a row stored twice and an acknowledged row never stored are reported,
-/// each with the stored batch of every copy, and the seed's directory is kept.
+/// each with the stored batch of every copy, and the seed's directory is kept. Seed 7 has
+/// partitioned tables: a lake file of a dropped partition committed a second time is reported
+/// by the lake check, which `silt verify` (it leaves dropped partitions out) cannot see.
 #[test]
 fn the_trials_report_a_planted_loss_and_duplicate_with_their_batches() {
     let Some(out) = trials(&["--seeds", "1", "--seed", "7", "--plant"]) else {
@@ -128,7 +164,21 @@ fn the_trials_report_a_planted_loss_and_duplicate_with_their_batches() {
         .expect("the seed's directory is kept");
     let _ = std::fs::remove_dir_all(&kept);
     assert_eq!(summary(&out, "rows lost"), "1");
-    assert_eq!(summary(&out, "rows duplicated"), "5");
+    let planted = stdout
+        .lines()
+        .find(|l| l.trim().starts_with("planted: "))
+        .unwrap_or_else(|| panic!("a lake file was planted: {stdout}"));
+    let planted_rows = number_before(planted, " rows)");
+    assert!(planted_rows > 0, "{planted}");
+    assert_eq!(
+        summary(&out, "rows duplicated"),
+        (5 + planted_rows).to_string()
+    );
+    assert_eq!(summary(&out, "  partitioned lake: a row twice"), "1");
+    assert!(
+        !stdout.contains("lake differs from the hot store"),
+        "verify does not see a dropped partition: {stdout}"
+    );
     assert!(stdout.contains("5 rows stored more than once"), "{stdout}");
     assert!(
         stdout.contains("in batch base"),

@@ -14,6 +14,10 @@ use silt_hotstore::storage::durability::ABORT_AFTER_DURABLE_WRITE_ENV;
 /// What `silt up` writes to stderr when the fault hook aborts it (hotstore's `durability.rs`).
 const ABORT_MARKER: &str = "fault injection: aborting after durable write";
 
+/// What `silt up --crash-at` writes to stderr when it aborts at a tiering committer point
+/// (`jobs/src/tiering.rs`).
+const COMMIT_CRASH_MARKER: &str = "crash injected at";
+
 /// What `silt up` prints when it stops on a storage failure (`up.rs`).
 const STORAGE_FAILED_MARKER: &str = "the hot store's storage failed";
 
@@ -40,16 +44,62 @@ pub(super) enum Exit {
     /// silt stopped itself because its storage failed in a way only a restart recovers (e.g. a
     /// full disk poisoned the kv store): by design under a disk fault, a bug otherwise.
     StorageFailed(String),
+    /// `--crash-at` fired: the planned crash at a tiering committer point.
+    CommitCrash(CommitPoint),
     /// Anything else: a crash silt should not have had. Carries the status and the log's tail.
     Unexpected(String),
+}
+
+/// A tiering committer point `silt up --crash-at` aborts at (connectors' `FaultPoint`): with the
+/// writers' files written but nothing committed, or with the Delta commit durable but neither
+/// the hot store's lake-offset registry nor the job's checkpoint updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CommitPoint {
+    BeforeCommit,
+    AfterCommit,
+}
+
+impl CommitPoint {
+    /// The value of `--crash-at`.
+    fn flag(self) -> &'static str {
+        match self {
+            CommitPoint::BeforeCommit => "before-commit",
+            CommitPoint::AfterCommit => "after-commit",
+        }
+    }
+
+    /// The file `silt up` creates when it crashes there (once per file: `jobs/src/up.rs`).
+    fn marker(self, data: &Path) -> PathBuf {
+        data.join(match self {
+            CommitPoint::BeforeCommit => ".crashed-BeforeCommit",
+            CommitPoint::AfterCommit => ".crashed-AfterCommit",
+        })
+    }
+
+    /// The fault's name in the trials' counts.
+    pub fn fault_name(self) -> &'static str {
+        match self {
+            CommitPoint::BeforeCommit => "crash-before-commit",
+            CommitPoint::AfterCommit => "crash-after-commit",
+        }
+    }
+}
+
+/// How a start is armed to crash by itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Armed {
+    /// Abort right after this durable write (`SILT_FAULT_ABORT_AFTER_DURABLE_WRITE`).
+    pub abort_after: Option<u64>,
+    /// Abort at the first tiering commit that reaches this point (`--crash-at`).
+    pub crash_at: Option<CommitPoint>,
 }
 
 /// A running `silt up`.
 pub(super) struct Silt {
     child: Child,
     log: PathBuf,
-    /// The durable write this process aborts after, when armed.
-    pub abort_after: Option<u64>,
+    /// The crashes this process is armed with.
+    pub armed: Armed,
 }
 
 impl SiltSetup {
@@ -57,13 +107,21 @@ impl SiltSetup {
         self.listen.to_string()
     }
 
-    /// Starts `silt up` (the `starts`-th of this trial), armed to abort after its
-    /// `abort_after`-th durable write when given; tries up to `attempts` times.
-    pub fn start(&self, starts: u32, abort_after: Option<u64>, attempts: u32) -> Result<Silt> {
+    /// Starts `silt up` (the `starts`-th of this trial), armed as `armed` says; tries up to
+    /// `attempts` times.
+    pub fn start(&self, starts: u32, armed: Armed, attempts: u32) -> Result<Silt> {
+        if let Some(point) = armed.crash_at {
+            // silt crashes at a point only while its marker is absent.
+            let marker = point.marker(&self.data);
+            if marker.exists() {
+                std::fs::remove_file(&marker)
+                    .with_context(|| format!("removing {}", marker.display()))?;
+            }
+        }
         let mut last = None;
         for attempt in 0..attempts.clamp(1, START_ATTEMPTS_MAX) {
             let log = self.dir.join(format!("silt-{starts}.log"));
-            match self.start_once(&log, abort_after) {
+            match self.start_once(&log, armed) {
                 Ok(silt) => return Ok(silt),
                 Err(e) => last = Some(e),
             }
@@ -72,7 +130,7 @@ impl SiltSetup {
         Err(last.expect("at least one attempt"))
     }
 
-    fn start_once(&self, log: &Path, abort_after: Option<u64>) -> Result<Silt> {
+    fn start_once(&self, log: &Path, armed: Armed) -> Result<Silt> {
         let (exe, silt) = crate::silt_program()?;
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -91,6 +149,12 @@ impl SiltSetup {
                 "--status-every-s",
                 "3600",
             ])
+            .args(
+                armed
+                    .crash_at
+                    .iter()
+                    .flat_map(|point| ["--crash-at", point.flag()]),
+            )
             .env("SILT_HOTSTORE__LISTEN", self.listen.to_string())
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             // Flight SQL is not exercised here; its fixed default port would clash.
@@ -101,7 +165,7 @@ impl SiltSetup {
             .stderr(Stdio::from(stderr));
         #[cfg(feature = "fault-injection")]
         command.env(silt_jobs::lake_faults::ENV, &self.control);
-        if let Some(n) = abort_after {
+        if let Some(n) = armed.abort_after {
             command.env(ABORT_AFTER_DURABLE_WRITE_ENV, n.to_string());
         }
         let mut child = command.spawn().context("starting silt up")?;
@@ -118,7 +182,7 @@ impl SiltSetup {
         let mut silt = Silt {
             child,
             log: log.to_path_buf(),
-            abort_after,
+            armed,
         };
         match reported {
             Ok(addr) if addr == self.listen.to_string() => Ok(silt),
@@ -148,6 +212,12 @@ impl Silt {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         Some(if log.contains(ABORT_MARKER) {
             Exit::Aborted
+        } else if let Some(point) = self
+            .armed
+            .crash_at
+            .filter(|_| log.contains(COMMIT_CRASH_MARKER))
+        {
+            Exit::CommitCrash(point)
         } else if log.contains(STORAGE_FAILED_MARKER) {
             Exit::StorageFailed(format!("{status}: {}", log_tail(&self.log, 1)))
         } else {

@@ -1,6 +1,6 @@
 //! The batches a table's log tablets hold on disk, read straight from the segment files under
-//! the data directory (`hotstore/tables/table-<id>/bucket-<b>/log/<base offset>.log`, whole
-//! batches back to back), so a finding can name the batch each copy of a row came in: its base
+//! the data directory (`hotstore/tables/table-<id>/bucket-<b>/log/<base offset>.log`, a
+//! partition's under `table-<id>/partition-<partition id>/`, whole batches back to back), so a finding can name the batch each copy of a row came in: its base
 //! offset, writer id and batch sequence.
 
 use std::collections::BTreeMap;
@@ -48,12 +48,16 @@ pub(super) struct StoredLog {
 }
 
 impl StoredLog {
-    pub fn read(data: &Path, table_id: i64, buckets: i32) -> StoredLog {
+    /// Reads the buckets of table `table_id`, or of its partition `partition`.
+    pub fn read(data: &Path, table_id: i64, partition: Option<i64>, buckets: i32) -> StoredLog {
         let mut stored = StoredLog::default();
-        let table = data
+        let mut table = data
             .join("hotstore")
             .join("tables")
             .join(format!("table-{table_id}"));
+        if let Some(id) = partition {
+            table = table.join(format!("partition-{id}"));
+        }
         for bucket in 0..buckets {
             let dir = table.join(format!("bucket-{bucket}")).join("log");
             let batches = stored.buckets.entry(bucket).or_default();
@@ -180,7 +184,7 @@ mod tests {
         std::fs::write(log.join(format!("{:020}.log", 5)), second).unwrap();
         std::fs::write(log.join(format!("{:020}.index", 0)), b"not a log").unwrap();
 
-        let stored = StoredLog::read(dir.path(), 7, 2);
+        let stored = StoredLog::read(dir.path(), 7, None, 2);
         let cases = [
             (0, 2, Some((0, 11, 0))),
             (0, 4, Some((3, 12, 0))),

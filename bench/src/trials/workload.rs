@@ -112,7 +112,23 @@ impl Records {
         (log.count() + pk.count()) as u64
     }
 
-    fn extend(&mut self, other: Records) {
+    /// Writes still unresolved count as refused (`why`): their client died, and nothing will
+    /// answer them (they may have been stored, as any refused write may).
+    pub fn give_up(&mut self, why: &str) -> u64 {
+        let log = self.log.iter_mut().map(|w| &mut w.stamp);
+        let pk = self.pk.iter_mut().map(|w| &mut w.stamp);
+        let mut given_up = 0;
+        for stamp in log.chain(pk).filter(|s| s.unresolved()) {
+            stamp.refused = true;
+            given_up += 1;
+        }
+        if given_up > 0 {
+            *self.errors.entry(why.to_string()).or_default() += given_up;
+        }
+        given_up
+    }
+
+    pub fn extend(&mut self, other: Records) {
         self.log.extend(other.log);
         self.pk.extend(other.pk);
         for (e, n) in other.errors {
@@ -210,6 +226,18 @@ enum TableWriter {
     PkPartial(UpsertWriter),
 }
 
+/// What a workload writes, and how.
+pub(super) struct WorkloadPlan<'a> {
+    pub tables: &'a [TableSpec],
+    pub clients: &'a [ClientPlan],
+    pub pk_keys: i64,
+    /// Log ids and primary-key `ver`s count up from here, so workloads started with ranges
+    /// apart write ids no other one writes.
+    pub first_id: i64,
+    /// The name of the threads of the workload's runtime (whose panics are the clients').
+    pub thread_name: String,
+}
+
 /// The running workload.
 pub(super) struct Workload {
     /// The workload's own runtime: a client that spins (fluss-rs 1.0 retries a retriable error
@@ -251,13 +279,18 @@ async fn connect(
             .get_table(&TablePath::new(DB, &t.name))
             .await
             .with_context(|| format!("opening {DB}.{}", t.name))?;
+        // A partitioned table's key holds its partition column, which a partial update names.
+        let partial: &[&str] = match t.day {
+            None => &["id", "ver", "score"],
+            Some(_) => &["id", "ver", "score", super::PARTITION_COLUMN],
+        };
         writers.push(match (t.primary_key, plan.partial_updates) {
             (false, _) => TableWriter::Log(table.new_append()?.create_writer()?),
             (true, false) => TableWriter::Pk(table.new_upsert()?.create_writer()?),
             (true, true) => TableWriter::PkPartial(
                 table
                     .new_upsert()?
-                    .partial_update_with_column_names(&["id", "ver", "score"])?
+                    .partial_update_with_column_names(partial)?
                     .create_writer()?,
             ),
         });
@@ -269,34 +302,42 @@ impl Workload {
     /// Connects every client and starts its tasks; `silt up` must be running.
     pub async fn start(
         bootstrap: &str,
-        tables: &[TableSpec],
-        clients: &[ClientPlan],
-        pk_keys: i64,
+        plan: &WorkloadPlan<'_>,
         epoch: Instant,
         rng: &mut SmallRng,
     ) -> Result<Workload> {
+        let WorkloadPlan {
+            tables,
+            clients,
+            pk_keys,
+            first_id,
+            ..
+        } = *plan;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .thread_name("trial-workload")
+            .thread_name(&plan.thread_name)
             .enable_all()
             .build()
             .context("starting the workload's runtime")?;
+        let handle = runtime.handle().clone();
+        // Owned by the workload at once: a start that fails (silt may be down) drops it through
+        // `Drop for Workload`, which may run on the driver's runtime.
         let mut workload = Workload {
-            runtime: None,
+            runtime: Some(runtime),
             stop: watch::channel(false).0,
             tasks: Vec::new(),
             connections: Vec::new(),
         };
         let stop_rx = workload.stop.subscribe();
         let tables = Arc::new(tables.to_vec());
-        let next_id = Arc::new(AtomicI64::new(0));
-        let next_ver = Arc::new(AtomicI64::new(0));
+        let next_id = Arc::new(AtomicI64::new(first_id));
+        let next_ver = Arc::new(AtomicI64::new(first_id));
         // Every client connects before any task writes: an armed `silt up` may abort at its
         // first durable writes, and a connection attempt should not be what that interrupts.
         let mut client_writers = Vec::new();
         for (c, plan) in clients.iter().enumerate() {
             let connecting = connect(bootstrap.to_string(), plan.clone(), tables.clone());
-            let connected = runtime.spawn(connecting).await?;
+            let connected = handle.spawn(connecting).await?;
             let (connection, writers) =
                 connected.with_context(|| format!("connecting workload client {c}"))?;
             client_writers.push((Arc::new(writers), connection.get_metadata()));
@@ -322,25 +363,40 @@ impl Workload {
                     stop: stop_rx.clone(),
                     table_unknown: Default::default(),
                 };
-                let handle = runtime.spawn(run_task(context));
-                workload.tasks.push((handle, records));
+                let task = handle.spawn(run_task(context));
+                workload.tasks.push((task, records));
             }
         }
-        workload.runtime = Some(runtime);
         Ok(workload)
     }
 
     /// Tells the tasks to issue nothing more, waits up to `deadline` for every write already
     /// issued to resolve, and returns what was written. Writes still unresolved at the deadline
     /// are left as attempted (their tasks are stopped).
-    pub async fn finish(mut self, deadline: Duration) -> Records {
+    pub async fn finish(self, deadline: Duration) -> Records {
+        self.finish_unless(deadline, || false).await
+    }
+
+    /// As [`Workload::finish`], but stops waiting as soon as `dead()` says the clients can no
+    /// longer answer.
+    pub async fn finish_unless(mut self, deadline: Duration, dead: impl Fn() -> bool) -> Records {
+        const POLL: Duration = Duration::from_millis(100);
         let _ = self.stop.send(true);
         let until = tokio::time::Instant::now() + deadline;
         let mut all = Records::default();
         for (handle, records) in std::mem::take(&mut self.tasks) {
             let abort = handle.abort_handle();
-            if tokio::time::timeout_at(until, handle).await.is_err() {
-                abort.abort();
+            tokio::pin!(handle);
+            loop {
+                if tokio::time::Instant::now() >= until || dead() {
+                    abort.abort();
+                    break;
+                }
+                let tick = (tokio::time::Instant::now() + POLL).min(until);
+                tokio::select! {
+                    _ = &mut handle => break,
+                    () = tokio::time::sleep_until(tick) => {}
+                }
             }
             let records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
             all.extend(records);
@@ -420,10 +476,13 @@ fn issue_log_group(context: &TaskContext, t: usize, writer: &AppendWriter, n: us
     let first = context.next_id.fetch_add(n as i64, Ordering::Relaxed);
     for id in first..first + n as i64 {
         let payload = format!("{}-{id}", spec.name);
-        let mut row = GenericRow::new(3);
+        let mut row = GenericRow::new(3 + usize::from(spec.day.is_some()));
         row.set_field(0, id);
         row.set_field(1, (id % 1000) as i32);
         row.set_field(2, payload.as_str());
+        if let Some(day) = &spec.day {
+            row.set_field(3, day.as_str());
+        }
         let index = records.log.len();
         records.log.push(LogWrite {
             table: t,
@@ -450,18 +509,22 @@ fn issue_pk_group(
     n: usize,
     rng: &mut SmallRng,
 ) -> Pending {
+    let day = context.tables[t].day.as_deref();
     let mut pending = Vec::with_capacity(n);
     let mut records = context.records.lock().unwrap_or_else(|p| p.into_inner());
     for _ in 0..n {
         let key = rng.random_range(0..context.pk_keys);
         let ver = context.next_ver.fetch_add(1, Ordering::Relaxed);
         let note = format!("note-{ver}");
-        let mut row = GenericRow::new(4);
+        let mut row = GenericRow::new(4 + usize::from(day.is_some()));
         row.set_field(0, key);
         row.set_field(1, ver);
         row.set_field(2, rng.random_range(-1000i64..1000));
         if op != PkOp::Partial {
             row.set_field(3, note.as_str());
+        }
+        if let Some(day) = day {
+            row.set_field(4, day);
         }
         let index = records.pk.len();
         records.pk.push(PkWrite {
@@ -507,9 +570,14 @@ async fn await_group(context: &TaskContext, pending: Pending) {
         let now = now_us(context.epoch);
         let mut records = context.records.lock().unwrap_or_else(|p| p.into_inner());
         let stamp = if log {
-            &mut records.log[index].stamp
+            records.log.get_mut(index).map(|w| &mut w.stamp)
         } else {
-            &mut records.pk[index].stamp
+            records.pk.get_mut(index).map(|w| &mut w.stamp)
+        };
+        // Taken by `Workload::finish` while this task, aborted, still ran: the write stays
+        // unresolved there (attempted, maybe stored).
+        let Some(stamp) = stamp else {
+            return;
         };
         match result {
             Ok(()) => stamp.acked_us = Some(now),
@@ -545,10 +613,12 @@ pub(super) async fn probe_write(
     ids: &[i64],
     payload_bytes: usize,
 ) -> Result<Option<ProbeRefused>> {
-    let mut config = fluss::config::Config::default();
-    config.bootstrap_servers = bootstrap.to_string();
-    config.writer_retries = 0;
-    config.writer_enable_idempotence = false;
+    let config = fluss::config::Config {
+        bootstrap_servers: bootstrap.to_string(),
+        writer_retries: 0,
+        writer_enable_idempotence: false,
+        ..Default::default()
+    };
     let connection = FlussConnection::new(config).await?;
     let table = connection.get_table(&TablePath::new(DB, table)).await?;
     let appender = table.new_append()?.create_writer()?;

@@ -1,0 +1,1302 @@
+//! Partitioned tables in the trials (issue 17): in a seeded share of the trials, beside the
+//! random tables, a day-partitioned lake-enabled log table (`plog`) and a partitioned
+//! primary-key table (`ppk`, keyed by `id` and the day), written through fluss-rs into several
+//! partitions while the faults strike, with partitions created, dropped and created again
+//! under a dropped name between and around the faults.
+//!
+//! Every partition is written by its own incarnation of the workload ([`Workload`]: its own
+//! client, so its own connection and writer id, with ids and `ver`s from a range of its own):
+//! fluss-rs caches a partition's id by name for as long as a connection lives, so a partition
+//! created again under a dropped name is written through a fresh one, as an application
+//! would. A partition is dropped the way day partitions are: its writers stop first (their
+//! writes resolve), then its rows are read back from the hot store (the last time they can
+//! be), then it is dropped, right away or once the lake covers it.
+//!
+//! The checks, per partition (each incarnation of a day apart):
+//! - the hot store against what was written, as for any table ([`super::judge_view`]); a
+//!   dropped partition as it was read just before its drop;
+//! - `silt verify` of each table: MATCH over the partitions the hot store still has;
+//! - the lake at its newest version, read directly: every row of a log partition once, at the
+//!   (bucket, offset) the hot store gave it, every offset below the partition's txn offset
+//!   present (no gap), no id in two places of the lake; a primary-key partition holds the last
+//!   image per key of its changelog up to its txn offsets, once. A live partition's txn offsets
+//!   reach the hot high watermarks; a dropped partition's rows tiered before its drop stay
+//!   (its txn offsets never go back), and those are exactly the rows it held, once;
+//! - hot retention never moved a partition bucket's log start past its lake txn offset.
+//!
+//! fluss-rs 1.0's sender panics (`cluster.rs`: `get_table_path_by_id(..).unwrap()`) when it
+//! refreshes a partition's metadata after it re-initialized its cluster from the bootstrap
+//! server, which it does when `silt up` was unreachable: the new cluster knows no table. The
+//! client's writes never resolve after that. A panic hook tells which client died (by its
+//! runtime's thread name); its partition gets a new client, as an application would restart
+//! a dead writer, and the dead one's unresolved writes count as refused (they may be stored,
+//! as any refused write may). The summary counts these panics.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use arrow::array::{Array, RecordBatch};
+use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
+use fluss::rpc::message::OffsetSpec;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use silt_connectors::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
+use silt_connectors::delta::{LakeOffsets, read_lake_offsets};
+use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
+use silt_jobs::verify::read_lake;
+
+use super::check::{Change, Place};
+use super::workload::{ClientPlan, Records, Workload, WorkloadPlan};
+use super::{
+    DB, HotView, PARTITION_COLUMN, RESOLVE_DEADLINE, SHOW_MAX, TableSpec, Trial, TrialsOptions,
+    Written, i64_column, judge_view, lake_root,
+};
+
+/// The partitioned log table and primary-key table.
+const LOG_TABLE: &str = "plog";
+const PK_TABLE: &str = "ppk";
+/// The share of seeds that have partitioned tables: half, which keeps a run of the suite
+/// about as long as before (see the module's figures in bench/tests/trials.rs).
+const SHARE: f64 = 0.5;
+/// The ids and `ver`s of incarnation k of a partition are `FIRST_ID + k * ID_SPAN ..`: apart
+/// from the main workload's (from 0), the probes' (from 2^40) and every other incarnation's.
+const FIRST_ID: i64 = 1 << 44;
+const ID_SPAN: i64 = 1 << 32;
+/// Each client of an incarnation (a new one replaces one that died) writes ids from a range
+/// of its own inside the incarnation's: at most [`CLIENTS_MAX`] of them.
+const CLIENT_SPAN: i64 = 1 << 26;
+const CLIENTS_MAX: u32 = (ID_SPAN / CLIENT_SPAN) as u32;
+/// The threads of the partitions' workloads: `trial-partition-<incarnation>-<client>`.
+const THREAD_PREFIX: &str = "trial-partition-";
+const DEAD_CLIENT: &str = "its client died: fluss-rs 1.0's sender panicked";
+
+/// The threads on which fluss-rs panicked: their clients are dead.
+static PANICKED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+static PANIC_HOOK: Once = Once::new();
+
+/// Records fluss-rs's panics on the partitions' workload threads (see the module's doc),
+/// leaving every other panic to the previous hook.
+fn watch_client_panics() {
+    PANIC_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current()
+                .name()
+                .unwrap_or_default()
+                .to_string();
+            let known = info.location().is_some_and(|l| {
+                l.file().contains("fluss-rs") && l.file().ends_with("src/cluster/cluster.rs")
+            });
+            if known && thread.starts_with(THREAD_PREFIX) {
+                PANICKED
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(thread);
+                return;
+            }
+            previous(info);
+        }));
+    });
+}
+
+pub(super) fn client_died(thread: &str) -> bool {
+    PANICKED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(thread)
+}
+/// How long a drop planned for a tiered partition waits for the lake to cover it.
+const TIERED_WAIT: Duration = Duration::from_secs(20);
+
+/// What happens to the partitions at one moment of a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A partition for the next day, written from now on.
+    Create,
+    /// The oldest partition written stops being written (it stays, and is tiered).
+    Close,
+    /// The oldest live partition stops being written and is dropped: once the lake covers it
+    /// (`tiered`), or at once, with rows the lake may not have yet.
+    Drop { tiered: bool },
+    /// The day dropped last is created again (a new partition under the old name) and written.
+    Recreate,
+}
+
+impl Step {
+    fn describe(self) -> &'static str {
+        match self {
+            Step::Create => "create",
+            Step::Close => "close",
+            Step::Drop { tiered: true } => "drop once tiered",
+            Step::Drop { tiered: false } => "drop",
+            Step::Recreate => "create a dropped day again",
+        }
+    }
+}
+
+/// A seed's partitioned tables and what happens to their partitions, drawn from a stream of
+/// its own (the rest of the seed's plan is what it was before partitions were drawn).
+pub(super) struct PartitionPlan {
+    log_buckets: i32,
+    pk_buckets: i32,
+    pk_keys: i64,
+    freshness_ms: [u64; 2],
+    /// The client every incarnation of a partition writes through (each its own).
+    client: ClientPlan,
+    /// Per phase: its steps, and whether they come before the phase's fault (else after it).
+    phases: Vec<(Vec<Step>, bool)>,
+    rng: SmallRng,
+}
+
+impl PartitionPlan {
+    pub fn draw(seed: u64, phases: i32) -> Option<PartitionPlan> {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x9A27_0017);
+        if !rng.random_bool(SHARE) {
+            return None;
+        }
+        let mut client = ClientPlan::draw(1, &mut rng);
+        client.tasks = rng.random_range(2..4);
+        let drop_step = |rng: &mut SmallRng| Step::Drop {
+            tiered: rng.random_bool(0.5),
+        };
+        // The first two phases drop a partition and create its day again; the others draw.
+        let phases = (0..phases)
+            .map(|phase| {
+                let steps = match phase {
+                    0 => vec![Step::Create, drop_step(&mut rng)],
+                    1 => vec![Step::Recreate],
+                    _ => match rng.random_range(0..5) {
+                        0 => vec![Step::Create],
+                        1 => vec![Step::Close],
+                        2 => vec![drop_step(&mut rng)],
+                        3 => vec![Step::Recreate],
+                        _ => vec![Step::Create, drop_step(&mut rng)],
+                    },
+                };
+                (steps, rng.random_bool(0.5))
+            })
+            .collect();
+        Some(PartitionPlan {
+            log_buckets: rng.random_range(1..4),
+            pk_buckets: rng.random_range(1..4),
+            pk_keys: [20, 150][rng.random_range(0..2)],
+            freshness_ms: [rng.random_range(200..700), rng.random_range(200..700)],
+            client,
+            phases,
+            rng,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let phases: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(steps, before)| {
+                let steps: Vec<&str> = steps.iter().map(|s| s.describe()).collect();
+                format!(
+                    "{} {} the fault",
+                    steps.join(" + "),
+                    if *before { "before" } else { "after" }
+                )
+            })
+            .collect();
+        format!(
+            "partitioned tables: {LOG_TABLE} ({} buckets), {PK_TABLE} ({} buckets, {} keys per \
+             partition); each partition written by {}; phases: {}",
+            self.log_buckets,
+            self.pk_buckets,
+            self.pk_keys,
+            self.client.describe(),
+            phases.join("; ")
+        )
+    }
+}
+
+/// What the seeds with partitioned tables did with them, and what was checked.
+#[derive(Debug, Default, Clone)]
+pub(super) struct PartitionCounts {
+    pub seeds: u64,
+    pub created: u64,
+    pub dropped: u64,
+    /// Partitions created under the name of a dropped one.
+    pub recreated: u64,
+    /// Drops that waited for the lake to cover the partition first.
+    pub dropped_tiered: u64,
+    /// Rows and primary-key ops acknowledged to partitions.
+    pub acked: u64,
+    /// Lake rows checked against the hot store, of live and of dropped partitions.
+    pub lake_rows_live: u64,
+    pub lake_rows_dropped: u64,
+    /// Partition buckets whose log start hot retention had moved.
+    pub buckets_cut: u64,
+    /// Clients of partitions whose fluss-rs sender panicked (see the module's doc).
+    pub client_panics: u64,
+}
+
+impl PartitionCounts {
+    pub fn add(&mut self, other: &PartitionCounts) {
+        self.seeds += other.seeds;
+        self.created += other.created;
+        self.dropped += other.dropped;
+        self.recreated += other.recreated;
+        self.dropped_tiered += other.dropped_tiered;
+        self.acked += other.acked;
+        self.lake_rows_live += other.lake_rows_live;
+        self.lake_rows_dropped += other.lake_rows_dropped;
+        self.buckets_cut += other.buckets_cut;
+        self.client_panics += other.client_panics;
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "{} seeds; {} partitions created, {} dropped ({} once tiered), {} created again \
+             under a dropped name; {} rows and ops acknowledged; lake rows checked: {} in live \
+             partitions, {} in dropped ones; {} partition buckets had their log start moved; \
+             {} clients replaced after fluss-rs 1.0's sender panicked",
+            self.seeds,
+            self.created,
+            self.dropped,
+            self.dropped_tiered,
+            self.recreated,
+            self.acked,
+            self.lake_rows_live,
+            self.lake_rows_dropped,
+            self.buckets_cut,
+            self.client_panics
+        )
+    }
+}
+
+/// What a dropped partition held just before its drop.
+struct Dropped {
+    /// Per table (log, primary key): the hot store's view of the partition.
+    views: [HotView; 2],
+    /// Per table: the lake's txn offsets of the partition's buckets just before the drop.
+    lake: [BTreeMap<i32, i64>; 2],
+}
+
+/// One partition: a day created once (a day created again is another incarnation).
+struct Incarnation {
+    day: String,
+    /// Its partition id in each table (log, primary key).
+    ids: [i64; 2],
+    /// Its workloads' ids and `ver`s start here.
+    first_id: i64,
+    /// Writing, while open.
+    workload: Option<Workload>,
+    /// Clients started so far, and the thread name of the current one's runtime.
+    clients: u32,
+    thread: String,
+    /// What its workloads wrote, once they stopped.
+    records: Records,
+    dropped: Option<Dropped>,
+}
+
+impl Incarnation {
+    fn name(&self, table: usize) -> String {
+        let t = [LOG_TABLE, PK_TABLE][table];
+        format!("{t}[{}, p{}]", self.day, self.ids[table])
+    }
+
+    fn live(&self) -> bool {
+        self.dropped.is_none()
+    }
+}
+
+/// The partitioned tables of a running trial.
+pub(super) struct Partitions {
+    plan: PartitionPlan,
+    /// The log table and the primary-key table.
+    specs: [TableSpec; 2],
+    table_ids: [i64; 2],
+    incarnations: Vec<Incarnation>,
+    /// Days created so far.
+    days: u32,
+    epoch: Instant,
+    /// The incarnations whose workloads [`Partitions::take_open`] took.
+    taken: Vec<usize>,
+}
+
+impl Partitions {
+    /// Creates the tables and two partitions, and starts writing them.
+    pub async fn start(
+        trial: &mut Trial<'_>,
+        plan: PartitionPlan,
+        epoch: Instant,
+    ) -> Result<Partitions> {
+        watch_client_panics();
+        trial.note(plan.describe());
+        let spec = |name: &str, primary_key: bool, buckets: i32| TableSpec {
+            name: name.to_string(),
+            primary_key,
+            buckets,
+            day: None,
+        };
+        let specs = [
+            spec(LOG_TABLE, false, plan.log_buckets),
+            spec(PK_TABLE, true, plan.pk_buckets),
+        ];
+        let mut table_ids = [0; 2];
+        for (t, spec) in specs.iter().enumerate() {
+            let descriptor = descriptor(spec, plan.freshness_ms[t])?;
+            let bootstrap = trial.setup.bootstrap();
+            let path = TablePath::new(DB, &spec.name);
+            table_ids[t] = trial
+                .admin(&format!("creating {DB}.{}", spec.name), || {
+                    let (bootstrap, path, descriptor) = (&bootstrap, &path, &descriptor);
+                    async move {
+                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
+                        let admin = connection.get_admin()?;
+                        admin.create_table(path, descriptor, true).await?;
+                        Ok(admin.get_table_info(path).await?.table_id)
+                    }
+                })
+                .await?;
+        }
+        let mut partitions = Partitions {
+            plan,
+            specs,
+            table_ids,
+            incarnations: Vec::new(),
+            days: 0,
+            epoch,
+            taken: Vec::new(),
+        };
+        trial.outcome.partitioned.seeds = 1;
+        for _ in 0..2 {
+            partitions.create(trial).await?;
+        }
+        Ok(partitions)
+    }
+
+    /// The tables' specs (no day: the whole table).
+    pub fn specs(&self) -> &[TableSpec] {
+        &self.specs
+    }
+
+    /// Replaces every open partition's client that died (see the module's doc).
+    async fn revive(&mut self, trial: &mut Trial<'_>) -> Result<()> {
+        for i in self.open().collect::<Vec<_>>() {
+            let inc = &self.incarnations[i];
+            if !client_died(&inc.thread) || inc.clients >= CLIENTS_MAX {
+                continue;
+            }
+            let day = inc.day.clone();
+            let workload = self.incarnations[i].workload.take().expect("open");
+            // Its writes will never be answered: nothing to wait for.
+            let mut records = trial
+                .drive(workload.finish_unless(RESOLVE_DEADLINE, || true))
+                .await?;
+            let given_up = records.give_up(DEAD_CLIENT);
+            self.incarnations[i].records.extend(records);
+            trial.outcome.partitioned.client_panics += 1;
+            trial.note(format!(
+                "partition {day}: fluss-rs's sender panicked; {given_up} writes in flight count \
+                 as refused, a new client writes on"
+            ));
+            let workload = self.start_client(trial, i).await?;
+            self.incarnations[i].workload = Some(workload);
+        }
+        Ok(())
+    }
+
+    /// Starts the next client of incarnation `i` (its own connection and id range).
+    async fn start_client(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<Workload> {
+        let inc = &mut self.incarnations[i];
+        let day = inc.day.clone();
+        let thread_name = format!("{THREAD_PREFIX}{i}-{}", inc.clients);
+        let first_id = inc.first_id + i64::from(inc.clients) * CLIENT_SPAN;
+        inc.clients += 1;
+        inc.thread = thread_name.clone();
+        let tables: Vec<TableSpec> = self
+            .specs
+            .iter()
+            .map(|s| TableSpec {
+                day: Some(day.clone()),
+                ..s.clone()
+            })
+            .collect();
+        let clients = [self.plan.client.clone()];
+        let plan = WorkloadPlan {
+            tables: &tables,
+            clients: &clients,
+            pk_keys: self.plan.pk_keys,
+            first_id,
+            thread_name,
+        };
+        let epoch = self.epoch;
+        let seed: u64 = self.plan.rng.random();
+        let bootstrap = trial.setup.bootstrap();
+        trial
+            .admin(&format!("starting the writers of partition {day}"), || {
+                let (bootstrap, plan) = (&bootstrap, &plan);
+                async move {
+                    let mut rng = SmallRng::seed_from_u64(seed);
+                    Workload::start(bootstrap, plan, epoch, &mut rng).await
+                }
+            })
+            .await
+    }
+
+    /// Runs the steps of `phase` that come before its fault (`before`) or after it.
+    pub async fn step(&mut self, trial: &mut Trial<'_>, phase: usize, before: bool) -> Result<()> {
+        let Some((steps, when)) = self.plan.phases.get(phase).cloned() else {
+            return Ok(());
+        };
+        self.revive(trial).await?;
+        if when != before {
+            return Ok(());
+        }
+        for step in steps {
+            match step {
+                Step::Create => self.create(trial).await?,
+                Step::Close => {
+                    let open: Vec<usize> = self.open().collect();
+                    if open.len() > 1 {
+                        self.close(trial, open[0]).await?;
+                    }
+                }
+                Step::Drop { tiered } => {
+                    // The oldest live partition, unless it is the only one written.
+                    let open = self.open().count();
+                    let target = self
+                        .incarnations
+                        .iter()
+                        .position(|i| i.live() && (i.workload.is_none() || open > 1));
+                    if let Some(i) = target {
+                        self.drop(trial, i, tiered).await?;
+                    }
+                }
+                Step::Recreate => {
+                    let dropped = self.incarnations.iter().rev().find(|i| {
+                        !i.live() && !self.incarnations.iter().any(|j| j.live() && j.day == i.day)
+                    });
+                    if let Some(day) = dropped.map(|i| i.day.clone()) {
+                        self.create_day(trial, day, true).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.incarnations.len()).filter(|i| self.incarnations[*i].workload.is_some())
+    }
+
+    async fn create(&mut self, trial: &mut Trial<'_>) -> Result<()> {
+        self.days += 1;
+        let day = format!("2026-12-{:02}", self.days);
+        self.create_day(trial, day, false).await
+    }
+
+    /// Creates the partition `day` in both tables and starts its workload.
+    async fn create_day(&mut self, trial: &mut Trial<'_>, day: String, again: bool) -> Result<()> {
+        let bootstrap = trial.setup.bootstrap();
+        let mut ids = [0; 2];
+        for (t, spec) in self.specs.iter().enumerate() {
+            let path = TablePath::new(DB, &spec.name);
+            let what = format!("creating partition {day} of {DB}.{}", spec.name);
+            ids[t] = trial
+                .admin(&what, || {
+                    let (bootstrap, path, day) = (&bootstrap, &path, &day);
+                    async move {
+                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
+                        let admin = connection.get_admin()?;
+                        admin.create_partition(path, &spec_of(day), true).await?;
+                        let infos = admin.list_partition_infos(path).await?;
+                        infos
+                            .iter()
+                            .find(|p| p.get_partition_name() == *day)
+                            .map(|p| p.get_partition_id())
+                            .ok_or_else(|| anyhow!("partition {day} is not listed"))
+                    }
+                })
+                .await?;
+        }
+        let k = self.incarnations.len();
+        self.incarnations.push(Incarnation {
+            day: day.clone(),
+            ids,
+            first_id: FIRST_ID + k as i64 * ID_SPAN,
+            workload: None,
+            clients: 0,
+            thread: String::new(),
+            records: Records::default(),
+            dropped: None,
+        });
+        let workload = self.start_client(trial, k).await?;
+        self.incarnations[k].workload = Some(workload);
+        let counts = &mut trial.outcome.partitioned;
+        counts.created += 1;
+        counts.recreated += u64::from(again);
+        trial.note(format!(
+            "partition {day} created{} (p{} in {LOG_TABLE}, p{} in {PK_TABLE})",
+            if again { " again" } else { "" },
+            ids[0],
+            ids[1]
+        ));
+        Ok(())
+    }
+
+    /// Stops writing incarnation `i` and waits for its writes to resolve.
+    async fn close(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<()> {
+        let Some(workload) = self.incarnations[i].workload.take() else {
+            return Ok(());
+        };
+        let thread = self.incarnations[i].thread.clone();
+        let finish = workload.finish_unless(RESOLVE_DEADLINE, move || client_died(&thread));
+        let records = trial.drive(finish).await?;
+        self.collect(trial, i, records);
+        Ok(())
+    }
+
+    /// Adds what a stopped workload of incarnation `i` wrote; unresolved writes of a client
+    /// that died count as refused.
+    fn collect(&mut self, trial: &mut Trial<'_>, i: usize, mut records: Records) {
+        let inc = &mut self.incarnations[i];
+        if client_died(&inc.thread) {
+            let given_up = records.give_up(DEAD_CLIENT);
+            trial.outcome.partitioned.client_panics += 1;
+            trial.note(format!(
+                "partition {}: fluss-rs's sender panicked; {given_up} writes in flight count as \
+                 refused",
+                inc.day
+            ));
+        }
+        inc.records.extend(records);
+    }
+
+    /// Stops writing incarnation `i`, reads what the hot store holds of it (once the lake
+    /// covers it when `tiered`), and drops it.
+    async fn drop(&mut self, trial: &mut Trial<'_>, i: usize, tiered: bool) -> Result<()> {
+        self.close(trial, i).await?;
+        let inc = &self.incarnations[i];
+        let (day, ids) = (inc.day.clone(), inc.ids);
+        let covered = tiered && self.wait_tiered(trial, i).await?;
+        let bootstrap = trial.setup.bootstrap();
+        let data = trial.setup.data.clone();
+        let mut views = Vec::new();
+        let mut lake = Vec::new();
+        for (t, spec) in self.specs.iter().enumerate() {
+            let table_id = self.table_ids[t];
+            let what = format!("reading partition {day} of {DB}.{}", spec.name);
+            let view = trial
+                .admin(&what, || {
+                    let (bootstrap, data, day) = (&bootstrap, &data, &day);
+                    async move {
+                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
+                        let partition = Some((ids[t], day.as_str()));
+                        HotView::read(data, &connection, bootstrap, spec, table_id, partition).await
+                    }
+                })
+                .await?;
+            views.push(view);
+            let offsets = self.lake_offsets(trial, t, &[ids[t]]).await?;
+            lake.push(partition_offsets(offsets.as_ref(), ids[t]));
+        }
+        for spec in &self.specs {
+            let path = TablePath::new(DB, &spec.name);
+            let what = format!("dropping partition {day} of {DB}.{}", spec.name);
+            trial
+                .admin(&what, || {
+                    let (bootstrap, path, day) = (&bootstrap, &path, &day);
+                    async move {
+                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
+                        let admin = connection.get_admin()?;
+                        admin.drop_partition(path, &spec_of(day), true).await?;
+                        Ok(())
+                    }
+                })
+                .await?;
+        }
+        let held: Vec<String> = views
+            .iter()
+            .zip(&lake)
+            .map(|(v, l)| {
+                let hw: i64 = v.read_up_to.values().sum();
+                let tiered: i64 = l.values().sum();
+                format!("{tiered} of {hw} offsets tiered")
+            })
+            .collect();
+        trial.note(format!(
+            "partition {day} dropped{} ({LOG_TABLE}: {}; {PK_TABLE}: {})",
+            if !tiered {
+                ""
+            } else if covered {
+                " once the lake covered it"
+            } else {
+                " (the lake did not cover it in time)"
+            },
+            held[0],
+            held[1]
+        ));
+        let counts = &mut trial.outcome.partitioned;
+        counts.dropped += 1;
+        counts.dropped_tiered += u64::from(covered);
+        let [log, pk]: [HotView; 2] = views.try_into().map_err(|_| anyhow!("two views"))?;
+        let [log_lake, pk_lake]: [BTreeMap<i32, i64>; 2] =
+            lake.try_into().map_err(|_| anyhow!("two lakes"))?;
+        self.incarnations[i].dropped = Some(Dropped {
+            views: [log, pk],
+            lake: [log_lake, pk_lake],
+        });
+        Ok(())
+    }
+
+    /// Waits (up to [`TIERED_WAIT`]) until the lake's txn offsets of incarnation `i` reach its
+    /// high watermarks in both tables; whether they did.
+    async fn wait_tiered(&self, trial: &mut Trial<'_>, i: usize) -> Result<bool> {
+        let until = Instant::now() + TIERED_WAIT;
+        let inc = &self.incarnations[i];
+        let (day, ids) = (inc.day.clone(), inc.ids);
+        let bootstrap = trial.setup.bootstrap();
+        while Instant::now() < until {
+            trial.reap().await?;
+            let mut covered = true;
+            for (t, spec) in self.specs.iter().enumerate() {
+                let high = high_watermarks(&bootstrap, spec, &day).await;
+                let lake = self.lake_offsets(trial, t, &[ids[t]]).await;
+                let (Ok(high), Ok(lake)) = (high, lake) else {
+                    covered = false;
+                    break;
+                };
+                let lake = partition_offsets(lake.as_ref(), ids[t]);
+                covered &= high
+                    .iter()
+                    .all(|(b, hw)| lake.get(b).copied().unwrap_or(0) >= *hw);
+            }
+            if covered {
+                return Ok(true);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(false)
+    }
+
+    /// The lake's txn offsets of the buckets of `partitions` in table `t` (none without a lake).
+    async fn lake_offsets(
+        &self,
+        trial: &Trial<'_>,
+        t: usize,
+        partitions: &[i64],
+    ) -> Result<Option<LakeOffsets>> {
+        let spec = &self.specs[t];
+        let uri = format!("{}/{DB}/{}", lake_root(&trial.setup.data), spec.name);
+        let buckets: Vec<BucketKey> = partitions
+            .iter()
+            .flat_map(|p| (0..spec.buckets).map(|b| BucketKey::partition(*p, b)))
+            .collect();
+        read_lake_offsets(
+            &uri,
+            &HashMap::new(),
+            &self.table_ids[t].to_string(),
+            &buckets,
+        )
+        .await
+        .with_context(|| format!("reading the lake offsets of {}", spec.name))
+    }
+
+    /// The workloads still writing, taken to be finished with the trial's own, each with the
+    /// thread name that tells whether its client died.
+    pub fn take_open(&mut self) -> Vec<(Workload, String)> {
+        self.taken = self.open().collect();
+        let taken = self.taken.clone();
+        taken
+            .into_iter()
+            .filter_map(|i| {
+                let inc = &mut self.incarnations[i];
+                Some((inc.workload.take()?, inc.thread.clone()))
+            })
+            .collect()
+    }
+
+    /// What the workloads [`Partitions::take_open`] took wrote, in the same order.
+    pub fn finished(&mut self, trial: &mut Trial<'_>, records: Vec<Records>) {
+        for (i, records) in std::mem::take(&mut self.taken).into_iter().zip(records) {
+            self.collect(trial, i, records);
+        }
+        let mut unresolved = 0;
+        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+        for r in self.incarnations.iter().map(|i| &i.records) {
+            unresolved += r.unresolved();
+            for (e, n) in &r.errors {
+                *errors.entry(e.clone()).or_default() += n;
+            }
+        }
+        if unresolved > 0 {
+            trial.outcome.fail("writes never answered");
+            trial.note(format!(
+                "{unresolved} writes to partitions neither acknowledged nor refused {} s after \
+                 they stopped",
+                RESOLVE_DEADLINE.as_secs()
+            ));
+        }
+        if let Some((first, _)) = errors.iter().max_by_key(|(_, n)| **n) {
+            let refused: u64 = errors.values().sum();
+            trial.note(format!(
+                "{refused} writes to partitions refused by the client or server (most often: \
+                 {first})"
+            ));
+        }
+        trial.outcome.partitioned.acked = self.acked();
+    }
+
+    /// Rows and ops acknowledged to every partition.
+    pub fn acked(&self) -> u64 {
+        self.incarnations.iter().map(|i| i.records.acked()).sum()
+    }
+
+    /// Tests of the checker (`--plant`): commits a data file of a dropped partition of the log
+    /// table's lake a second time (a copy under a new name, added by a Delta commit of its own),
+    /// which `silt verify` cannot see (it leaves dropped partitions out) and the lake check
+    /// must report as rows twice. Answers the rows planted.
+    pub async fn plant(&self, trial: &mut Trial<'_>) -> Result<u64> {
+        use deltalake::kernel::Action;
+        use deltalake::kernel::transaction::{CommitBuilder, TableReference};
+        use deltalake::protocol::{DeltaOperation, SaveMode};
+        let dropped: Vec<String> = self
+            .incarnations
+            .iter()
+            .filter(|i| !i.live())
+            .map(|i| i.ids[0].to_string())
+            .collect();
+        let dir = trial.setup.data.join("lake").join(DB).join(LOG_TABLE);
+        let url = deltalake::ensure_table_uri(dir.to_string_lossy())?;
+        let table = deltalake::open_table(url).await?;
+        let snapshot = table.snapshot()?;
+        let file = snapshot.log_data().iter().find(|f| {
+            f.partition_values_map()
+                .get(PARTITION_ID_COLUMN)
+                .cloned()
+                .flatten()
+                .is_some_and(|p| dropped.contains(&p))
+        });
+        let Some(file) = file else {
+            trial.note(format!(
+                "planted nothing in {LOG_TABLE}'s lake: no dropped partition has a file"
+            ));
+            return Ok(0);
+        };
+        #[allow(deprecated)] // the file's own add action, to commit again under a new name
+        let mut add = file.add_action();
+        let copy = format!("{}-planted.parquet", add.path.trim_end_matches(".parquet"));
+        std::fs::copy(dir.join(&add.path), dir.join(&copy))?;
+        let rows = file.num_records().unwrap_or(0) as u64;
+        trial.note(format!(
+            "planted: {} of {LOG_TABLE} committed again as {copy} ({rows} rows)",
+            add.path
+        ));
+        add.path = copy;
+        add.data_change = true;
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        CommitBuilder::default()
+            .with_actions(vec![Action::Add(add)])
+            .build(
+                Some(snapshot as &dyn TableReference),
+                table.log_store(),
+                operation,
+            )
+            .await?;
+        Ok(rows)
+    }
+
+    /// The checks of the module's contract, once the faults are over and every write resolved.
+    pub async fn check(&self, trial: &mut Trial<'_>, options: &TrialsOptions) -> Result<()> {
+        for spec in &self.specs {
+            super::verify_caught_up(trial, &spec.name, options).await?;
+        }
+        let bootstrap = trial.setup.bootstrap();
+        let data = trial.setup.data.clone();
+        // Live partitions as the hot store holds them now; dropped ones as it held them.
+        let mut live: Vec<[Option<HotView>; 2]> = Vec::new();
+        for inc in &self.incarnations {
+            let mut views = [None, None];
+            if inc.live() {
+                for (t, spec) in self.specs.iter().enumerate() {
+                    let table_id = self.table_ids[t];
+                    let partition = Some((inc.ids[t], inc.day.as_str()));
+                    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+                    let view =
+                        HotView::read(&data, &connection, &bootstrap, spec, table_id, partition)
+                            .await
+                            .with_context(|| format!("reading {}", inc.name(t)))?;
+                    views[t] = Some(view);
+                }
+            }
+            live.push(views);
+        }
+        for (inc, views) in self.incarnations.iter().zip(&live) {
+            for (t, written) in written(inc).iter().enumerate() {
+                let view = self.view(inc, views, t);
+                trial.outcome.partitioned.buckets_cut +=
+                    view.log_start.values().filter(|s| **s > 0).count() as u64;
+                judge_view(trial, &inc.name(t), t == 1, view, written)?;
+            }
+        }
+        for t in 0..2 {
+            self.check_lake(trial, t, &live).await?;
+        }
+        Ok(())
+    }
+
+    fn view<'a>(
+        &self,
+        inc: &'a Incarnation,
+        live: &'a [Option<HotView>; 2],
+        t: usize,
+    ) -> &'a HotView {
+        match &inc.dropped {
+            Some(d) => &d.views[t],
+            None => live[t].as_ref().expect("a live partition's view was read"),
+        }
+    }
+
+    /// The lake of table `t` at its newest version, partition by partition, against what the
+    /// hot store held (see the module's contract).
+    async fn check_lake(
+        &self,
+        trial: &mut Trial<'_>,
+        t: usize,
+        live: &[[Option<HotView>; 2]],
+    ) -> Result<()> {
+        let spec = &self.specs[t];
+        let ids: Vec<i64> = self.incarnations.iter().map(|i| i.ids[t]).collect();
+        let Some(lake) = self.lake_offsets(trial, t, &ids).await? else {
+            let held = |(i, views): (&Incarnation, &[Option<HotView>; 2])| {
+                self.view(i, views, t).read_up_to.values().any(|hw| *hw > 0)
+            };
+            if self.incarnations.iter().zip(live).any(held) {
+                trial.outcome.fail("partitioned lake: missing");
+                trial.note(format!(
+                    "{}: no lake, yet its partitions hold rows",
+                    spec.name
+                ));
+            }
+            return Ok(());
+        };
+        let uri = format!("{}/{DB}/{}", lake_root(&trial.setup.data), spec.name);
+        let rows = lake_rows(
+            &read_lake(&uri, &HashMap::new(), lake.delta_version).await?,
+            t == 1,
+        )?;
+        let mut by_partition: HashMap<i64, Vec<LakeRow>> = HashMap::new();
+        for row in rows {
+            by_partition.entry(row.partition).or_default().push(row);
+        }
+        let mut problems = Problems::default();
+        let dropped: BTreeSet<i64> = self
+            .incarnations
+            .iter()
+            .filter(|i| !i.live())
+            .map(|i| i.ids[t])
+            .collect();
+        // An id (log) is written once in a trial: two lake rows of it are one row twice, in
+        // whichever partitions they lie. (Verify counts those of live partitions as extra
+        // rows: only those of dropped ones count here.)
+        if t == 0 {
+            let mut seen: HashMap<i64, (i64, Place)> = HashMap::new();
+            for row in by_partition.values().flatten() {
+                if let Some((p, at)) = seen.insert(row.id, (row.partition, row.at)) {
+                    if dropped.contains(&p) || dropped.contains(&row.partition) {
+                        problems.twice += 1;
+                    }
+                    problems.push(
+                        "partitioned lake: a row twice",
+                        format!(
+                            "{}: id {} in p{p} {at:?} and in p{} {:?}",
+                            spec.name, row.id, row.partition, row.at
+                        ),
+                    );
+                }
+            }
+        }
+        for partition in by_partition.keys().filter(|p| !ids.contains(p)) {
+            problems.push(
+                "partitioned lake: rows of a partition no one created",
+                format!(
+                    "{}: {} rows of p{partition}",
+                    spec.name,
+                    by_partition[partition].len()
+                ),
+            );
+        }
+        for (inc, views) in self.incarnations.iter().zip(live) {
+            let p = inc.ids[t];
+            let view = self.view(inc, views, t);
+            let txn = partition_offsets(Some(&lake), p);
+            let rows = by_partition.remove(&p).unwrap_or_default();
+            let name = inc.name(t);
+            check_offsets(&name, inc, t, view, &txn, &mut problems);
+            if t == 0 {
+                check_log_partition(&name, inc, view, &txn, &rows, &mut problems)?;
+            } else {
+                check_pk_partition(&name, inc.live(), view, &txn, &rows, &mut problems)?;
+            }
+            let counts = &mut trial.outcome.partitioned;
+            if inc.live() {
+                counts.lake_rows_live += rows.len() as u64;
+            } else {
+                counts.lake_rows_dropped += rows.len() as u64;
+            }
+        }
+        trial.outcome.rows_duplicated += problems.twice;
+        for (kind, notes) in problems.kinds {
+            trial.outcome.fail(kind);
+            for note in notes.iter().take(SHOW_MAX) {
+                trial.note(note.clone());
+            }
+            if notes.len() > SHOW_MAX {
+                trial.note(format!("  and {} more ({kind})", notes.len() - SHOW_MAX));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a partition's lake check found, by kind.
+#[derive(Default)]
+struct Problems {
+    kinds: BTreeMap<&'static str, Vec<String>>,
+    /// Rows (or images) of dropped partitions the lake holds more than once.
+    twice: u64,
+}
+
+impl Problems {
+    fn push(&mut self, kind: &'static str, note: String) {
+        self.kinds.entry(kind).or_default().push(note);
+    }
+}
+
+/// A live partition's txn offsets reach its high watermarks and never pass them; a dropped
+/// one's never went back from what they were at its drop.
+fn check_offsets(
+    name: &str,
+    inc: &Incarnation,
+    t: usize,
+    view: &HotView,
+    txn: &BTreeMap<i32, i64>,
+    problems: &mut Problems,
+) {
+    for (bucket, hw) in &view.read_up_to {
+        let at = txn.get(bucket).copied().unwrap_or(0);
+        if at > *hw {
+            problems.push(
+                "partitioned lake: offsets the partition never had",
+                format!("{name}: bucket {bucket}: lake txn offset {at} > high watermark {hw}"),
+            );
+        }
+        match &inc.dropped {
+            None if at < *hw => problems.push(
+                "partitioned lake: behind the hot store after catch-up",
+                format!("{name}: bucket {bucket}: lake txn offset {at} < high watermark {hw}"),
+            ),
+            Some(d) => {
+                let before = d.lake[t].get(bucket).copied().unwrap_or(0);
+                if at < before {
+                    problems.push(
+                        "partitioned lake: a dropped partition's offsets went back",
+                        format!(
+                            "{name}: bucket {bucket}: lake txn offset {at}, {before} at the drop"
+                        ),
+                    );
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// A log partition's lake rows: every offset below the txn offset once, each the row the hot
+/// store holds there (below the log start: one of the partition's own ids).
+fn check_log_partition(
+    name: &str,
+    inc: &Incarnation,
+    view: &HotView,
+    txn: &BTreeMap<i32, i64>,
+    rows: &[LakeRow],
+    problems: &mut Problems,
+) -> Result<()> {
+    let hot: BTreeMap<Place, i64> = view.log_rows()?.into_iter().collect();
+    let mut at: BTreeMap<i32, BTreeMap<i64, u32>> = BTreeMap::new();
+    for row in rows {
+        *at.entry(row.at.bucket)
+            .or_default()
+            .entry(row.at.offset)
+            .or_default() += 1;
+        let own = (inc.first_id..inc.first_id + ID_SPAN).contains(&row.id);
+        match hot.get(&row.at) {
+            Some(id) if *id == row.id => {}
+            Some(id) => problems.push(
+                "partitioned lake: differs from the hot store",
+                format!(
+                    "{name}: {:?} holds id {} in the lake, {id} in the hot store",
+                    row.at, row.id
+                ),
+            ),
+            None if own => {}
+            None => problems.push(
+                "partitioned lake: rows no one wrote to the partition",
+                format!(
+                    "{name}: {:?} holds id {}, not one of the partition's",
+                    row.at, row.id
+                ),
+            ),
+        }
+    }
+    for bucket in 0..view.read_up_to.len() as i32 {
+        let end = txn.get(&bucket).copied().unwrap_or(0);
+        let offsets = at.remove(&bucket).unwrap_or_default();
+        let twice: Vec<i64> = offsets
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(o, _)| *o)
+            .collect();
+        if !twice.is_empty() {
+            problems.push(
+                "partitioned lake: an offset twice",
+                format!(
+                    "{name}: bucket {bucket}: {} offsets twice, first {}",
+                    twice.len(),
+                    twice[0]
+                ),
+            );
+        }
+        let beyond = offsets.keys().filter(|o| **o >= end).count();
+        if beyond > 0 {
+            problems.push(
+                "partitioned lake: rows past the txn offset",
+                format!("{name}: bucket {bucket}: {beyond} rows at or past txn offset {end}"),
+            );
+        }
+        let missing: Vec<i64> = (0..end).filter(|o| !offsets.contains_key(o)).collect();
+        if !missing.is_empty() {
+            problems.push(
+                "partitioned lake: rows missing below the txn offset",
+                format!(
+                    "{name}: bucket {bucket}: {} of the offsets below {end} missing, first {}",
+                    missing.len(),
+                    missing[0]
+                ),
+            );
+        }
+    }
+    if !at.is_empty() {
+        problems.push(
+            "partitioned lake: rows of buckets the table does not have",
+            format!("{name}: buckets {:?}", at.keys().collect::<Vec<_>>()),
+        );
+    }
+    Ok(())
+}
+
+/// A primary-key partition's lake rows: one image per key, the last one its changelog has
+/// below the txn offsets (a key the held changelog says nothing of lies below its bucket's
+/// log start, where hot retention cut it).
+fn check_pk_partition(
+    name: &str,
+    live: bool,
+    view: &HotView,
+    txn: &BTreeMap<i32, i64>,
+    rows: &[LakeRow],
+    problems: &mut Problems,
+) -> Result<()> {
+    let mut changes = view.pk_changes()?;
+    changes.sort_by_key(|c| c.at);
+    let mut want: HashMap<i64, Option<&Change>> = HashMap::new();
+    for c in &changes {
+        if c.at.offset >= txn.get(&c.at.bucket).copied().unwrap_or(0) {
+            continue;
+        }
+        if c.change.is_upsert() {
+            want.insert(c.key, Some(c));
+        } else if c.change == silt_connectors::changelog::ChangeType::Delete {
+            want.insert(c.key, None);
+        }
+    }
+    let mut lake: HashMap<i64, &LakeRow> = HashMap::new();
+    for row in rows {
+        if let Some(first) = lake.insert(row.id, row) {
+            problems.twice += u64::from(!live);
+            problems.push(
+                "partitioned lake: an image twice",
+                format!(
+                    "{name}: key {} at {:?} and at {:?}",
+                    row.id, first.at, row.at
+                ),
+            );
+        }
+    }
+    for (key, image) in &want {
+        match (image, lake.get(key)) {
+            (Some(c), Some(row)) if c.ver == row.ver => {}
+            (None, None) => {}
+            (Some(c), Some(row)) => problems.push(
+                "partitioned lake: not the last image per key",
+                format!(
+                    "{name}: key {key}: ver {:?} in the lake (at {:?}), the changelog's last is \
+                     ver {:?} at {:?}",
+                    row.ver, row.at, c.ver, c.at
+                ),
+            ),
+            (Some(c), None) => problems.push(
+                "partitioned lake: not the last image per key",
+                format!(
+                    "{name}: key {key}: absent from the lake, last ver {:?} at {:?}",
+                    c.ver, c.at
+                ),
+            ),
+            (None, Some(row)) => problems.push(
+                "partitioned lake: not the last image per key",
+                format!(
+                    "{name}: key {key}: deleted, yet in the lake (ver {:?} at {:?})",
+                    row.ver, row.at
+                ),
+            ),
+        }
+    }
+    for (key, row) in &lake {
+        let start = view.log_start.get(&row.at.bucket).copied().unwrap_or(0);
+        if !want.contains_key(key) && row.at.offset >= start {
+            problems.push(
+                "partitioned lake: not the last image per key",
+                format!(
+                    "{name}: key {key}: ver {:?} at {:?} in the lake, which no change of the \
+                     changelog explains",
+                    row.ver, row.at
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A lake row of a partitioned table: its partition, where the hot store had it, its id (the
+/// key of a primary-key table) and `ver`.
+#[derive(Debug, Clone, Copy)]
+struct LakeRow {
+    partition: i64,
+    at: Place,
+    id: i64,
+    ver: Option<i64>,
+}
+
+fn lake_rows(batches: &[RecordBatch], primary_key: bool) -> Result<Vec<LakeRow>> {
+    let mut rows = Vec::new();
+    for b in batches {
+        let partitions = i64_column(b, PARTITION_ID_COLUMN)?;
+        let buckets = i64_column(b, BUCKET_COLUMN)?;
+        let offsets = i64_column(b, OFFSET_COLUMN)?;
+        let ids = i64_column(b, "id")?;
+        let vers = if primary_key {
+            Some(i64_column(b, "ver")?)
+        } else {
+            None
+        };
+        for i in 0..b.num_rows() {
+            rows.push(LakeRow {
+                partition: partitions.value(i),
+                at: Place {
+                    bucket: buckets.value(i) as i32,
+                    offset: offsets.value(i),
+                },
+                id: ids.value(i),
+                ver: vers
+                    .as_ref()
+                    .and_then(|v| (!v.is_null(i)).then(|| v.value(i))),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The txn offsets of partition `partition`'s buckets.
+fn partition_offsets(lake: Option<&LakeOffsets>, partition: i64) -> BTreeMap<i32, i64> {
+    lake.iter()
+        .flat_map(|l| &l.bucket_offsets)
+        .filter(|(k, _)| k.partition == Some(partition))
+        .map(|(k, o)| (k.bucket, *o))
+        .collect()
+}
+
+/// What incarnation `inc` wrote to each table.
+fn written(inc: &Incarnation) -> [Written; 2] {
+    let mut out = [Written::default(), Written::default()];
+    let records = &inc.records;
+    for w in records.log.iter().filter(|w| w.table == 0) {
+        out[0].log.insert(w.id, w.stamp.acked_us.is_some());
+        out[0].origins.insert(w.id, (w.origin, w.stamp.acked_us));
+    }
+    out[1].pk = records
+        .pk
+        .iter()
+        .filter(|w| w.table == 1)
+        .copied()
+        .collect();
+    out
+}
+
+async fn high_watermarks(
+    bootstrap: &str,
+    spec: &TableSpec,
+    day: &str,
+) -> Result<BTreeMap<i32, i64>> {
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let ids: Vec<i32> = (0..spec.buckets).collect();
+    let listed = connection
+        .get_admin()?
+        .list_partition_offsets(
+            &TablePath::new(DB, &spec.name),
+            day,
+            &ids,
+            OffsetSpec::Latest,
+        )
+        .await?;
+    Ok(ids
+        .iter()
+        .map(|b| (*b, listed.get(b).copied().unwrap_or(0)))
+        .collect())
+}
+
+fn spec_of(day: &str) -> PartitionSpec {
+    PartitionSpec::new(HashMap::from([(PARTITION_COLUMN, day)]))
+}
+
+/// A partitioned table: the day partitions it, and is part of a primary key.
+fn descriptor(spec: &TableSpec, freshness_ms: u64) -> Result<TableDescriptor> {
+    let schema = if spec.primary_key {
+        Schema::builder()
+            .column("id", DataTypes::bigint())
+            .column("ver", DataTypes::bigint())
+            .column("score", DataTypes::bigint())
+            .column("note", DataTypes::string())
+            .column(PARTITION_COLUMN, DataTypes::string())
+            .primary_key(vec!["id", PARTITION_COLUMN])?
+            .build()?
+    } else {
+        Schema::builder()
+            .column("id", DataTypes::bigint())
+            .column("n", DataTypes::int())
+            .column("payload", DataTypes::string())
+            .column(PARTITION_COLUMN, DataTypes::string())
+            .build()?
+    };
+    let bucket_keys = if spec.primary_key {
+        vec!["id".to_string()]
+    } else {
+        vec![]
+    };
+    Ok(TableDescriptor::builder()
+        .schema(schema)
+        .partitioned_by(vec![PARTITION_COLUMN.to_string()])
+        .distributed_by(Some(spec.buckets), bucket_keys)
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, format!("{freshness_ms}ms"))
+        .build()?)
+}
