@@ -309,6 +309,22 @@ impl DeltaSinkConfig {
         lake_partition_columns(&self.partition_keys)
     }
 
+    /// The columns that tell a primary-key lake's rows apart (`None` for a log table): the
+    /// key columns, and for a partitioned table `__partition_id` too. A partition dropped and
+    /// created again under its name is another partition with the same keys (its partition
+    /// columns are its name): the lake keeps the dropped one's last images, and the new one's
+    /// changes must neither replace them nor be reduced together with them.
+    pub(crate) fn lake_key_columns(&self) -> Option<Vec<String>> {
+        let TableKind::PrimaryKey { key_columns } = &self.kind else {
+            return None;
+        };
+        let mut columns = key_columns.clone();
+        if self.is_partitioned() {
+            columns.push(crate::changelog::PARTITION_ID_COLUMN.to_string());
+        }
+        Some(columns)
+    }
+
     fn column_names(&self) -> Vec<&str> {
         self.user_schema
             .fields()

@@ -620,12 +620,13 @@ impl LakeTable {
                 actions.extend(self.compact_log_tails(&appended).await?);
                 self.commit_actions(actions, properties).await?
             }
-            TableKind::PrimaryKey { key_columns } => {
+            TableKind::PrimaryKey { .. } => {
+                let key_columns = self.config.lake_key_columns().expect("a primary-key table");
                 let merged = if self.has_deletion_vectors()? {
-                    self.commit_with_deletion_vectors(plan, key_columns, properties.clone())
+                    self.commit_with_deletion_vectors(plan, &key_columns, properties.clone())
                         .await?
                 } else {
-                    self.merge(plan, key_columns, properties.clone()).await?
+                    self.merge(plan, &key_columns, properties.clone()).await?
                 };
                 match merged {
                     Some(v) => v,

@@ -161,7 +161,7 @@ impl DeltaWriter {
 
     /// Reduces the buffered changes to the last per key and writes them to a staging file.
     async fn stage(&mut self) -> Result<()> {
-        let TableKind::PrimaryKey { key_columns } = &self.config.kind else {
+        let Some(key_columns) = self.config.lake_key_columns() else {
             return Ok(());
         };
         if self.changes.is_empty() {
@@ -172,7 +172,7 @@ impl DeltaWriter {
             self.lake()?.staged_schema(),
         );
         let all = arrow::compute::concat_batches(&schema, &self.changes)?;
-        let reduced = last_change_per_key(&all, key_columns)?;
+        let reduced = last_change_per_key(&all, &key_columns)?;
         let mut bytes = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(self.writer_properties()))?;
         writer.write(&reduced)?;
