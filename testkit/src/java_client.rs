@@ -2,14 +2,14 @@
 //! (its `run.sh`: build if needed, then one JVM running the named scenarios) against a Fluss
 //! endpoint. The jars and classes are cached in `java-client/.cache` across runs.
 
-use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+use crate::process::{drain, wait_until};
 
 /// run.sh's (build.sh's) exit code for "skipped: java, javac, mvn or the jars are missing".
 pub const EXIT_SKIP: i32 = 77;
@@ -126,34 +126,4 @@ pub fn run_with_env(
         stderr,
         duration: started.elapsed(),
     }))
-}
-
-fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut pipe) = pipe {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            text = String::from_utf8_lossy(&bytes).into_owned();
-        }
-        text
-    })
-}
-
-/// The child's exit status, or None once `deadline` passed (the child's group is then killed).
-fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<ExitStatus>> {
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if Instant::now() > deadline {
-            // The group of the child this function started, and only it.
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
-                .status();
-            child.wait()?;
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
