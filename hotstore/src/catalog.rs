@@ -50,8 +50,10 @@ pub struct TableEntry {
     pub database: String,
     pub name: String,
     pub schema_id: i32,
-    /// The complete table JSON served to clients.
+    /// The complete table JSON as created and altered (what silt itself goes by).
     pub json: Vec<u8>,
+    /// The table JSON served to clients: [`client_view`] of `json`.
+    pub client_json: Vec<u8>,
     pub created_ms: i64,
     pub modified_ms: i64,
     pub descriptor: TableDescriptor,
@@ -313,6 +315,7 @@ impl Catalog {
             database: database.to_string(),
             name: name.to_string(),
             schema_id: SCHEMA_ID,
+            client_json: client_view(&json),
             json,
             created_ms: now,
             modified_ms: now,
@@ -623,6 +626,7 @@ impl Catalog {
             )
         })?;
         let entry = Arc::new(TableEntry {
+            client_json: client_view(&json),
             json,
             descriptor,
             modified_ms: now_ms(),
@@ -850,9 +854,44 @@ impl Catalog {
 
 const TABLE_PROPERTY_PREFIX: &str = "table.";
 
+/// Whether silt tiers a table into its Delta lake: the Fluss table property a client sets at
+/// CreateTable or AlterTable.
+pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+/// The custom property under which clients see [`DATALAKE_ENABLED`] (see [`client_view`]).
+pub const DATALAKE_ENABLED_SHOWN: &str = "silt.datalake.enabled";
+
+/// The table JSON as clients are shown it: `table.datalake.enabled` moves to the custom
+/// property `silt.datalake.enabled`. To a Fluss client, `table.datalake.enabled=true` means
+/// "union-read this table's history from its lake with the plugin of `table.datalake.format`"
+/// (Paimon, Iceberg or Lance): Flink's connector plans such a lake source for every read of
+/// it, and fails, since silt's lake is Delta and no Fluss plugin reads Delta. Shown as a plain
+/// Fluss table, it reads from the hot store like any other (its history is in the lake, for
+/// silt's queries and Delta readers). Everything else is served as stored.
+pub fn client_view(json: &[u8]) -> Vec<u8> {
+    let Ok(mut value) = serde_json::from_slice::<Value>(json) else {
+        return json.to_vec();
+    };
+    let enabled = value
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+        .and_then(|p| p.remove(DATALAKE_ENABLED));
+    let Some(enabled) = enabled else {
+        return json.to_vec();
+    };
+    if let Some(object) = value.as_object_mut() {
+        let custom = object
+            .entry("custom_properties")
+            .or_insert_with(|| json!({}));
+        if let Some(custom) = custom.as_object_mut() {
+            custom.insert(DATALAKE_ENABLED_SHOWN.to_string(), enabled);
+        }
+    }
+    serde_json::to_vec(&value).unwrap_or_else(|_| json.to_vec())
+}
+
 /// The `table.*` properties Fluss 0.9.1 lets AlterTable change (`FlussConfigUtils`).
 pub const ALTERABLE_PROPERTIES: &[&str] = &[
-    "table.datalake.enabled",
+    DATALAKE_ENABLED,
     "table.datalake.freshness",
     "table.log.tiered.local-segments",
 ];
@@ -978,6 +1017,7 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
             modified_ms: t["modified_ms"].as_i64().unwrap_or(0),
             database: database.clone(),
             name: name.clone(),
+            client_json: client_view(&json),
             json,
             descriptor,
             bucket_count,
@@ -1134,6 +1174,60 @@ mod tests {
             value["bucket_count"] = json!(count);
         }
         serde_json::to_vec(&value).unwrap()
+    }
+
+    /// Clients see `table.datalake.enabled` as the custom property `silt.datalake.enabled`
+    /// (Flink's connector would plan a lake union read of the table otherwise); the stored JSON
+    /// keeps it, and the view follows an AlterTable and a reopen.
+    #[test]
+    fn clients_see_datalake_enabled_as_a_custom_property() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path(), 3, 64).unwrap();
+        let entry = catalog
+            .create_table("fluss", "t", &log_table_json(None), false)
+            .unwrap()
+            .unwrap();
+        let shown =
+            |entry: &TableEntry| -> Value { serde_json::from_slice(&entry.client_json).unwrap() };
+        let stored: Value = serde_json::from_slice(&entry.json).unwrap();
+        assert_eq!(stored["properties"][DATALAKE_ENABLED], json!("true"));
+        let view = shown(&entry);
+        assert_eq!(view["properties"].get(DATALAKE_ENABLED), None);
+        assert_eq!(
+            view["custom_properties"][DATALAKE_ENABLED_SHOWN],
+            json!("true")
+        );
+        assert_eq!(view["bucket_count"], stored["bucket_count"]);
+        assert_eq!(view["schema"], stored["schema"]);
+
+        let altered = catalog
+            .alter_table_properties(
+                "fluss",
+                "t",
+                &[PropertyChange::Set {
+                    key: DATALAKE_ENABLED.to_string(),
+                    value: "false".to_string(),
+                }],
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            shown(&altered)["custom_properties"][DATALAKE_ENABLED_SHOWN],
+            json!("false")
+        );
+        drop(catalog);
+        let reopened = Catalog::open(dir.path(), 3, 64).unwrap();
+        let view = shown(&reopened.table("fluss", "t").unwrap());
+        assert_eq!(view["properties"].get(DATALAKE_ENABLED), None);
+        assert_eq!(
+            view["custom_properties"][DATALAKE_ENABLED_SHOWN],
+            json!("false")
+        );
+
+        // A table without the property is served as stored.
+        let plain = br#"{"properties":{"table.log.ttl":"1 h"},"custom_properties":{}}"#;
+        assert_eq!(client_view(plain), plain.to_vec());
     }
 
     #[test]

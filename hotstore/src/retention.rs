@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::catalog::TableEntry;
+use crate::catalog::{DATALAKE_ENABLED, TableEntry};
 use crate::protocol::{ApiError, code};
 use crate::service::Service;
 
@@ -32,7 +32,6 @@ use crate::service::Service;
 pub const LOG_TTL: &str = "table.log.ttl";
 /// Fluss's default `table.log.ttl`.
 pub const LOG_TTL_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
-const DATALAKE_ENABLED: &str = "table.datalake.enabled";
 
 /// Parses a Fluss duration as Fluss's configuration does: a number with an optional unit (`ms`,
 /// `s`, `min`, `h`, `d` and their long forms), a bare number being milliseconds. A negative

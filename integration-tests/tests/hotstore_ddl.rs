@@ -100,13 +100,20 @@ async fn databases_and_tables_round_trip() -> Result<()> {
 
     let orders_info = admin.get_table_info(&orders).await?;
     assert_eq!(orders_info.get_num_buckets(), 3);
+    // Shown as a custom property, so Fluss clients do not plan a lake union read (see
+    // catalog::client_view); silt's own readers take either.
+    assert_eq!(
+        orders_info.get_properties().get("table.datalake.enabled"),
+        None
+    );
     assert_eq!(
         orders_info
-            .get_properties()
-            .get("table.datalake.enabled")
+            .get_custom_properties()
+            .get("silt.datalake.enabled")
             .map(String::as_str),
         Some("true")
     );
+    assert!(silt_connectors::fluss::is_lake_enabled(&orders_info));
     assert_eq!(
         orders_info
             .get_properties()

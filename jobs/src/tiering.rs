@@ -38,7 +38,7 @@ use silt_engine::{
 };
 use tracing::{info, warn};
 
-pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+pub use silt_connectors::fluss::DATALAKE_ENABLED;
 pub const DATALAKE_FRESHNESS: &str = "table.datalake.freshness";
 
 /// Records a lake snapshot in the hot store's registry: `(database, table, snapshot id,
@@ -416,11 +416,7 @@ impl TieringService {
                     }
                 };
                 ids.insert((database.clone(), table.clone()), info.get_table_id());
-                let lake_enabled = info
-                    .get_properties()
-                    .get(DATALAKE_ENABLED)
-                    .map(|v| v.eq_ignore_ascii_case("true"))
-                    == Some(true);
+                let lake_enabled = silt_connectors::fluss::is_lake_enabled(&info);
                 if lake_enabled {
                     seen.insert((database.clone(), table.clone()), info);
                 }

@@ -28,3 +28,17 @@ pub use source::{
     connect, connect_with, list_bucket_offsets, table_arrow_schema,
 };
 pub use union::LakeStart;
+
+/// The Fluss table property that turns tiering on (set at CreateTable or AlterTable).
+pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+/// The custom property silt's hot store shows [`DATALAKE_ENABLED`] under, so that Fluss
+/// clients (Flink's connector) do not plan a union read of a Delta lake no Fluss plugin reads.
+pub const DATALAKE_ENABLED_SHOWN: &str = "silt.datalake.enabled";
+
+/// Whether a table is lake-enabled, as silt's hot store shows it ([`DATALAKE_ENABLED_SHOWN`])
+/// or a Fluss cluster does ([`DATALAKE_ENABLED`]).
+pub fn is_lake_enabled(info: &::fluss::metadata::TableInfo) -> bool {
+    let is_true = |v: Option<&String>| v.is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    is_true(info.get_properties().get(DATALAKE_ENABLED))
+        || is_true(info.get_custom_properties().get(DATALAKE_ENABLED_SHOWN))
+}

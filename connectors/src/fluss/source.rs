@@ -730,10 +730,7 @@ impl Source for FlussSource {
             listed
                 .extend(list_owned_offsets(&admin, &path, *partition, slots, spec.clone()).await?);
         }
-        let lake_enabled = info
-            .get_properties()
-            .get("table.datalake.enabled")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let lake_enabled = super::is_lake_enabled(&info);
         let expired: Vec<String> = listed
             .iter()
             .filter(|(_, start)| **start > 0)

@@ -396,10 +396,7 @@ impl LakeCatalog {
         };
         let user_schema = fluss::record::to_arrow_schema(info.get_row_type())
             .map_err(Error::fluss(&format!("schema of {}", name.base())))?;
-        let lake_enabled = info
-            .get_properties()
-            .get("table.datalake.enabled")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let lake_enabled = crate::fluss::is_lake_enabled(&info);
         Ok(TableMeta {
             database: name.database.clone(),
             table: name.table.clone(),

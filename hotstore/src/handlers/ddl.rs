@@ -204,7 +204,7 @@ pub(crate) fn get_table_info(
     Ok(GetTableInfoResponse {
         table_id: table.id,
         schema_id: table.schema_id,
-        table_json: table.json.clone(),
+        table_json: table.client_json.clone(),
         created_time: table.created_ms,
         modified_time: table.modified_ms,
         remote_data_dir: None,
@@ -473,7 +473,7 @@ fn table_metadata_of(table: &TableEntry) -> PbTableMetadata {
         },
         table_id: table.id,
         schema_id: table.schema_id,
-        table_json: table.json.clone(),
+        table_json: table.client_json.clone(),
         bucket_metadata,
         created_time: table.created_ms,
         modified_time: table.modified_ms,

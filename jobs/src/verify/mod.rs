@@ -235,11 +235,7 @@ pub async fn lake_enabled_tables(connection: &FlussConnection) -> Result<Vec<(St
                 .get_table_info(&path)
                 .await
                 .map_err(fluss(format!("table {database}.{table}")))?;
-            if info
-                .get_properties()
-                .get(DATALAKE_ENABLED)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-            {
+            if silt_connectors::fluss::is_lake_enabled(&info) {
                 out.push((database.clone(), table));
             }
         }
@@ -394,11 +390,7 @@ impl Target {
                 );
             }
         };
-        if !info
-            .get_properties()
-            .get(DATALAKE_ENABLED)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        {
+        if !silt_connectors::fluss::is_lake_enabled(&info) {
             bail!(
                 "table {name} is not lake-enabled ({DATALAKE_ENABLED} is not true), so it has no lake to verify"
             );

@@ -125,10 +125,7 @@ impl Catalog {
             buckets: info.get_num_buckets().max(1) as u32,
             primary_key: info.get_primary_keys().clone(),
             schema,
-            lake_enabled: info
-                .get_properties()
-                .get(crate::tiering::DATALAKE_ENABLED)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            lake_enabled: silt_connectors::fluss::is_lake_enabled(&info),
             partition_keys: info.get_partition_keys().to_vec(),
         })
     }
