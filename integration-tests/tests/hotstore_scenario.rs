@@ -30,6 +30,28 @@ async fn scenario_against_hotstore() -> Result<()> {
     assert_eq!(api("create_table/duplicate"), Some(8));
     assert_eq!(api("get_table_info/unknown_table"), Some(7));
     assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
+    // GetTableStats: a log bucket's rows are those scanned from it; the PK table has one
+    // live key (1) after the sequence and the partial update.
+    let scanned_per_bucket: Vec<scenario::BucketRows> = (0..scenario::LOG_BUCKETS)
+        .map(|b| {
+            let n = record.log.scanned.get(&b).map_or(0, Vec::len);
+            (b, Some(n as i64), None)
+        })
+        .collect();
+    assert_eq!(
+        record.table_stats[scenario::LOG_TABLE],
+        Ok(scanned_per_bucket)
+    );
+    let pk_rows: i64 = record.table_stats[scenario::PK_TABLE]
+        .as_ref()
+        .expect("GetTableStats of the PK table")
+        .iter()
+        .map(|(_, rows, error)| {
+            assert_eq!(*error, None);
+            rows.expect("a row count")
+        })
+        .sum();
+    assert_eq!(pk_rows, 1);
     let rows = 2 * scenario::LOG_ROWS_PER_BATCH as usize;
     assert_eq!(
         record.log.scanned.values().map(Vec::len).sum::<usize>(),
