@@ -229,6 +229,8 @@ fn fetch_request(table_id: i64, bucket_id: i32, fetch_offset: i64) -> FetchLogRe
             table_id,
             projection_pushdown_enabled: false,
             projected_fields: vec![],
+            filter_predicate: None,
+            filter_schema_id: None,
             buckets_req: vec![PbFetchLogReqForBucket {
                 partition_id: None,
                 bucket_id,

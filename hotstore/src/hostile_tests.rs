@@ -202,6 +202,8 @@ fn fetch(table_id: i64, bucket_id: i32) -> FetchLogRequest {
             table_id,
             projection_pushdown_enabled: false,
             projected_fields: vec![],
+            filter_predicate: None,
+            filter_schema_id: None,
             buckets_req: vec![PbFetchLogReqForBucket {
                 partition_id: None,
                 bucket_id,

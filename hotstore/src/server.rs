@@ -986,6 +986,8 @@ mod tests {
                 table_id,
                 projection_pushdown_enabled: false,
                 projected_fields: vec![],
+                filter_predicate: None,
+                filter_schema_id: None,
                 buckets_req: (0..2)
                     .map(|bucket_id| PbFetchLogReqForBucket {
                         partition_id: None,

@@ -341,6 +341,17 @@ impl Batch {
         self.header.schema_id
     }
 
+    /// The statistics block (magic 1 and 2, when the writer collected statistics), unparsed:
+    /// see [`crate::codec::statistics`].
+    pub fn statistics(&self) -> Option<&[u8]> {
+        let length = usize::try_from(self.header.statistics_length?).ok()?;
+        if length == 0 {
+            return None;
+        }
+        let start = header_bytes(self.header.magic)?;
+        self.data.get(start..start.checked_add(length)?)
+    }
+
     /// The change-type bytes (empty for an append-only batch) and the Arrow IPC message.
     pub fn records(&self) -> Result<(Bytes, Bytes)> {
         let h = &self.header;

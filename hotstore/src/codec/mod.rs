@@ -6,6 +6,7 @@
 pub mod arrow;
 pub mod build;
 pub mod header;
+pub mod statistics;
 
 pub use header::{Batch, BatchHeader, BatchSpan, NO_WRITER_ID};
 

@@ -6,6 +6,7 @@
 //! A fetch with nothing to return waits, up to `max_wait_ms` capped by `fetch_wait_max_ms`, for
 //! any of its buckets to grow.
 
+use super::log_filter::{self, LogFilter};
 use crate::codec::Batch;
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
@@ -147,6 +148,8 @@ async fn append_client_batches(bucket: &Bucket, records: Bytes) -> Result<i64, A
 struct FetchTarget {
     table: Arc<TableRuntime>,
     projection: Option<Vec<usize>>,
+    /// A pushed-down filter and the table's column types its statistics are read with.
+    filter: Option<(LogFilter, Vec<fluss::metadata::DataType>)>,
     buckets: Vec<PbFetchLogReqForBucket>,
 }
 
@@ -165,9 +168,26 @@ pub async fn fetch(service: &Service, body: Bytes) -> Result<FetchLogResponse, A
                 } else {
                     None
                 };
+                let filter = log_filter::from_request(
+                    &table,
+                    table_request.filter_predicate.as_ref(),
+                    table_request.filter_schema_id,
+                )?
+                .map(|filter| {
+                    let types = table
+                        .entry
+                        .descriptor
+                        .schema()
+                        .columns()
+                        .iter()
+                        .map(|c| c.data_type().clone())
+                        .collect();
+                    (filter, types)
+                });
                 targets.push(FetchTarget {
                     table,
                     projection,
+                    filter,
                     buckets: table_request.buckets_req,
                 });
             }
@@ -185,9 +205,12 @@ pub async fn fetch(service: &Service, body: Bytes) -> Result<FetchLogResponse, A
         .unwrap_or(0)
         .clamp(1, service.config.fetch_response_bytes_max);
     loop {
-        let (mut response, bytes, any_error) = read_targets(&targets, response_bytes_max);
+        let (mut response, bytes, any_error, any_pruned) =
+            read_targets(&targets, response_bytes_max);
         let now = Instant::now();
-        if bytes >= min_bytes || any_error || now >= deadline {
+        // A bucket whose batches a filter left out has moved on (its filtered end offset):
+        // answer at once, or the client's next fetch would wait out the poll for nothing.
+        if bytes >= min_bytes || any_error || any_pruned || now >= deadline {
             for (table_request, error) in &unknown_tables {
                 response.tables_resp.push(PbFetchLogRespForTable {
                     table_id: table_request.table_id,
@@ -237,15 +260,17 @@ fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize
     Ok(projection)
 }
 
-/// Reads every requested bucket once; returns the response, its record bytes and whether
-/// any bucket answered an error (which ends a long poll at once).
+/// Reads every requested bucket once; returns the response, its record bytes, whether any
+/// bucket answered an error and whether a filter left batches out of any (either ends a long
+/// poll at once).
 fn read_targets(
     targets: &[FetchTarget],
     response_bytes_max: usize,
-) -> (FetchLogResponse, usize, bool) {
+) -> (FetchLogResponse, usize, bool, bool) {
     let mut budget = response_bytes_max;
     let mut total = 0usize;
     let mut any_error = false;
+    let mut any_pruned = false;
     let mut response = FetchLogResponse {
         tables_resp: Vec::with_capacity(targets.len()),
     };
@@ -255,6 +280,7 @@ fn read_targets(
             let result = read_bucket(target, bucket_request, budget);
             match result {
                 Ok(resp) => {
+                    any_pruned |= resp.filtered_end_offset.is_some();
                     let len = resp.records.as_ref().map_or(0, Bytes::len);
                     total += len;
                     budget = budget.saturating_sub(len).max(1);
@@ -271,7 +297,7 @@ fn read_targets(
             buckets_resp,
         });
     }
-    (response, total, any_error)
+    (response, total, any_error, any_pruned)
 }
 
 fn read_bucket(
@@ -303,15 +329,21 @@ fn read_bucket(
     let max_bytes = usize::try_from(request.max_fetch_bytes)
         .unwrap_or(0)
         .clamp(1, budget.max(1));
+    let mut filtered_end_offset = None;
     let records = if offset == high_watermark {
         Bytes::new()
     } else {
-        let data = bucket.log.read(offset, max_bytes).map_err(|e| {
+        let mut data = bucket.log.read(offset, max_bytes).map_err(|e| {
             storage_error(
                 &format!("{} {}", target.table.entry.qualified_name(), bucket.name()),
                 e,
             )
         })?;
+        if let Some((filter, types)) = &target.filter {
+            let (kept, end) = prune(&target.table, data, filter, types)?;
+            data = kept;
+            filtered_end_offset = end;
+        }
         match &target.projection {
             Some(projection) => project(&target.table, data, projection)?,
             None => data,
@@ -325,7 +357,43 @@ fn read_bucket(
         high_watermark: Some(high_watermark),
         log_start_offset: Some(log_start),
         records: Some(records),
+        filtered_end_offset,
     })
+}
+
+/// The batches of `data` the filter may match, and, when it left any out, the offset after the
+/// last batch read (the client's next fetch starts at least there). Whole batches only; a run
+/// of kept batches is one slice of `data`.
+fn prune(
+    table: &TableRuntime,
+    data: Bytes,
+    filter: &LogFilter,
+    types: &[fluss::metadata::DataType],
+) -> Result<(Bytes, Option<i64>), ApiError> {
+    let batches = Batch::split(data.clone(), false).map_err(|e| {
+        ApiError::new(
+            code::LOG_STORAGE_EXCEPTION,
+            format!(
+                "cannot read stored batches of {}: {e}",
+                table.entry.qualified_name()
+            ),
+        )
+    })?;
+    let keep: Vec<bool> = batches
+        .iter()
+        .map(|batch| filter.may_match_batch(batch, types))
+        .collect();
+    if keep.iter().all(|k| *k) {
+        return Ok((data, None));
+    }
+    let end = batches.last().map(Batch::next_offset);
+    let mut out = BytesMut::new();
+    for (batch, kept) in batches.iter().zip(&keep) {
+        if *kept {
+            out.extend_from_slice(&batch.data);
+        }
+    }
+    Ok((out.freeze(), end))
 }
 
 fn project(table: &TableRuntime, data: Bytes, projection: &[usize]) -> Result<Bytes, ApiError> {
@@ -380,6 +448,7 @@ fn bucket_error(request: &PbFetchLogReqForBucket, error: ApiError) -> PbFetchLog
         high_watermark: None,
         log_start_offset: None,
         records: None,
+        filtered_end_offset: None,
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod kv;
 pub(crate) mod kv_snapshots;
 pub(crate) mod limit_scan;
 pub(crate) mod log;
+pub(crate) mod log_filter;
 pub(crate) mod prefix_lookup;
 pub(crate) mod table_stats;
 

@@ -458,6 +458,78 @@ pub struct PbFetchLogReqForTable {
     pub projected_fields: Vec<i32>,
     #[prost(message, repeated, tag = "4")]
     pub buckets_req: Vec<PbFetchLogReqForBucket>,
+    /// A filter the server may prune whole batches by (Fluss 1.0; fluss-rs's
+    /// `new_scan().filter(..)`): the client filters rows itself, so a superset is correct.
+    #[prost(message, optional, tag = "5")]
+    pub filter_predicate: Option<PbPredicate>,
+    /// The schema the predicate's field ids refer to; required with a predicate.
+    #[prost(int32, optional, tag = "6")]
+    pub filter_schema_id: Option<i32>,
+}
+
+/// `type`: 0 a leaf, 1 a compound.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbPredicate {
+    #[prost(int32, required, tag = "1")]
+    pub r#type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub leaf: Option<PbLeafPredicate>,
+    #[prost(message, optional, boxed, tag = "3")]
+    pub compound: Option<Box<PbCompoundPredicate>>,
+}
+
+/// `function`: EQUAL 0, NOT_EQUAL 1, LESS_THAN 2, LESS_OR_EQUAL 3, GREATER_THAN 4,
+/// GREATER_OR_EQUAL 5, IS_NULL 6, IS_NOT_NULL 7, STARTS_WITH 8, CONTAINS 9, ENDS_WITH 10,
+/// IN 11, NOT_IN 12. `field_id` is the schema's column id of a top-level column.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLeafPredicate {
+    #[prost(int32, required, tag = "1")]
+    pub function: i32,
+    #[prost(int32, required, tag = "2")]
+    pub field_id: i32,
+    #[prost(message, repeated, tag = "3")]
+    pub literals: Vec<PbLiteralValue>,
+}
+
+/// `function`: AND 0, OR 1.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbCompoundPredicate {
+    #[prost(int32, required, tag = "1")]
+    pub function: i32,
+    #[prost(message, repeated, tag = "2")]
+    pub children: Vec<PbPredicate>,
+}
+
+/// A literal in the type of its column (`literal_type`, Fluss's data type root: BOOLEAN 0 ..
+/// BYTES 15). DATE travels in `bigint_value`, TIME (ms) in `int_value`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLiteralValue {
+    #[prost(int32, required, tag = "1")]
+    pub literal_type: i32,
+    #[prost(bool, required, tag = "2")]
+    pub is_null: bool,
+    #[prost(bool, optional, tag = "3")]
+    pub boolean_value: Option<bool>,
+    #[prost(int32, optional, tag = "4")]
+    pub int_value: Option<i32>,
+    #[prost(int64, optional, tag = "5")]
+    pub bigint_value: Option<i64>,
+    #[prost(float, optional, tag = "6")]
+    pub float_value: Option<f32>,
+    #[prost(double, optional, tag = "7")]
+    pub double_value: Option<f64>,
+    #[prost(string, optional, tag = "8")]
+    pub string_value: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "9")]
+    pub binary_value: Option<Vec<u8>>,
+    #[prost(int64, optional, tag = "10")]
+    pub decimal_value: Option<i64>,
+    #[prost(int64, optional, tag = "11")]
+    pub timestamp_millis_value: Option<i64>,
+    #[prost(int32, optional, tag = "12")]
+    pub timestamp_nano_of_millis_value: Option<i32>,
+    #[prost(bytes = "vec", optional, tag = "13")]
+    pub decimal_bytes: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -502,6 +574,9 @@ pub struct PbFetchLogRespForBucket {
     pub log_start_offset: Option<i64>,
     #[prost(bytes = "bytes", optional, tag = "8")]
     pub records: Option<Bytes>,
+    /// Set when a filter pruned batches: the client's next fetch starts at least here.
+    #[prost(int64, optional, tag = "9")]
+    pub filtered_end_offset: Option<i64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
