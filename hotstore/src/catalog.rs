@@ -733,6 +733,33 @@ impl Catalog {
                 .ok_or_else(|| invalid("table properties are not an object".into()))?
                 .insert(auto_partition::NUM_PRECREATE.into(), json!("0"));
         }
+        match descriptor
+            .properties()
+            .get(KV_FORMAT_VERSION)
+            .map(|v| v.trim())
+        {
+            None if descriptor.has_primary_key() => {
+                // As Fluss 0.9.1: a new primary-key table's keys are at kv format version 2
+                // (clients encode a bucket key that differs from the primary key with the
+                // compacted encoder rather than the lake's).
+                object
+                    .entry("properties")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .ok_or_else(|| invalid("table properties are not an object".into()))?
+                    .insert(KV_FORMAT_VERSION.into(), json!(KV_FORMAT_VERSION_CURRENT));
+            }
+            None | Some("1" | "2") => {}
+            Some(other) => {
+                return Err(ApiError::new(
+                    code::INVALID_CONFIG,
+                    format!(
+                        "table {database}.{name}: {KV_FORMAT_VERSION} '{other}' is not supported; \
+                         use 1 or 2 (the default for a primary-key table, as in Fluss 0.9.1)"
+                    ),
+                ));
+            }
+        }
         if rules.engine != MergeEngine::LastWrite
             && !descriptor.properties().contains_key(DELETE_BEHAVIOR)
         {
@@ -853,6 +880,14 @@ impl Catalog {
 }
 
 const TABLE_PROPERTY_PREFIX: &str = "table.";
+
+/// The kv format version of a primary-key table: how clients encode its keys.
+pub const KV_FORMAT_VERSION: &str = "table.kv.format-version";
+/// What CreateTable gives a primary-key table that names none (Fluss 0.9.1's current).
+const KV_FORMAT_VERSION_CURRENT: &str = "2";
+/// The lake format a Fluss table names (silt's lake is Delta and sets none; a client-set value
+/// decides the clients' key encoders at kv format version 1).
+pub const DATALAKE_FORMAT: &str = "table.datalake.format";
 
 /// Whether silt tiers a table into its Delta lake: the Fluss table property a client sets at
 /// CreateTable or AlterTable.

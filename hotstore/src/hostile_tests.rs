@@ -949,3 +949,100 @@ async fn produce_validation_throughput() {
     );
     server.shutdown().await.unwrap();
 }
+
+/// Version 1 of PutKv, Lookup and PrefixLookup (Fluss 0.9.1) is advertised; a new primary-key
+/// table is at `table.kv.format-version` 2, and a version 0 request is refused
+/// (UNSUPPORTED_VERSION) for a table whose keys that older clients would encode differently (it
+/// names a lake format and its bucket key is not its primary key), answered for any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_requests_of_version_0_are_refused_where_older_clients_encode_keys_differently() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let client = connect(&server, None).await.unwrap();
+    let admin = client.get_admin().unwrap();
+    let descriptor = |lake_format: Option<&str>| {
+        let schema = Schema::builder()
+            .column("customer", DataTypes::string())
+            .column("order_id", DataTypes::int())
+            .column("amount", DataTypes::bigint())
+            .primary_key(vec!["customer", "order_id"])
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut builder = TableDescriptor::builder()
+            .schema(schema)
+            .distributed_by(Some(1), vec!["customer".to_string()]);
+        if let Some(format) = lake_format {
+            builder = builder.property("table.datalake.format", format);
+        }
+        builder.build().unwrap()
+    };
+    let lake_keyed = TablePath::new("fluss", "lake_keyed");
+    let plain = TablePath::new("fluss", "plain");
+    admin
+        .create_table(&lake_keyed, &descriptor(Some("paimon")), false)
+        .await
+        .unwrap();
+    admin
+        .create_table(&plain, &descriptor(None), false)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for path in [&lake_keyed, &plain] {
+        let info = admin.get_table_info(path).await.unwrap();
+        assert_eq!(
+            info.get_properties()
+                .get("table.kv.format-version")
+                .map(String::as_str),
+            Some("2"),
+            "{path}"
+        );
+        ids.push(info.get_table_id());
+    }
+    let bad_version = TableDescriptor::builder()
+        .schema(descriptor(None).schema().clone())
+        .distributed_by(Some(1), vec![])
+        .property("table.kv.format-version", "3")
+        .build()
+        .unwrap();
+    let refused = admin
+        .create_table(&TablePath::new("fluss", "v3"), &bad_version, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.api_error(),
+        Some(FlussError::InvalidConfigException),
+        "{refused}"
+    );
+
+    let mut raw = Raw::open(&server).await;
+    let versions: ApiVersionsResponse = success(raw.call(api::API_VERSIONS, 0, b"").await);
+    for key in [api::PUT_KV, api::LOOKUP, api::PREFIX_LOOKUP] {
+        let served = versions
+            .api_versions
+            .iter()
+            .find(|v| v.api_key == i32::from(key))
+            .unwrap();
+        assert_eq!((served.min_version, served.max_version), (0, 1), "{key}");
+    }
+    let lookup = |table_id: i64| {
+        LookupRequest {
+            table_id,
+            buckets_req: vec![PbLookupReqForBucket {
+                partition_id: None,
+                bucket_id: 0,
+                keys: vec![Bytes::from_static(b"\x01a\x01\x00\x00\x00")],
+            }],
+        }
+        .encode_to_vec()
+    };
+    let (lake_keyed_id, plain_id) = (ids[0], ids[1]);
+    assert_eq!(
+        error_code(raw.call(api::LOOKUP, 0, &lookup(lake_keyed_id)).await),
+        code::UNSUPPORTED_VERSION
+    );
+    let _: LookupResponse = success(raw.call(api::LOOKUP, 1, &lookup(lake_keyed_id)).await);
+    let _: LookupResponse = success(raw.call(api::LOOKUP, 0, &lookup(plain_id)).await);
+    let _: LookupResponse = success(raw.call(api::LOOKUP, 1, &lookup(plain_id)).await);
+    server.shutdown().await.unwrap();
+}

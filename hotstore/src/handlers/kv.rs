@@ -23,9 +23,14 @@ use fluss::record::kv::{KV_RECORD_LENGTH_LENGTH, KvRecord, KvRecordBatch, RECORD
 use futures::future::join_all;
 use std::sync::Arc;
 
-pub async fn put(service: &Service, body: Bytes) -> Result<PutKvResponse, ApiError> {
+pub async fn put(
+    service: &Service,
+    body: Bytes,
+    api_version: i16,
+) -> Result<PutKvResponse, ApiError> {
     let request: PutKvRequest = protocol::decode(body, "PutKv")?;
     let table = service.table_runtime(request.table_id)?;
+    check_client_version(&table.entry, api_version)?;
     if !table.entry.has_primary_key() {
         return Err(ApiError::new(
             code::NON_PRIMARY_KEY_TABLE,
@@ -236,9 +241,14 @@ fn varint_len(mut value: u32) -> usize {
     bytes
 }
 
-pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, ApiError> {
+pub async fn lookup(
+    service: &Service,
+    body: Bytes,
+    api_version: i16,
+) -> Result<LookupResponse, ApiError> {
     let request: LookupRequest = protocol::decode(body, "Lookup")?;
     let table = service.table_runtime(request.table_id)?;
+    check_client_version(&table.entry, api_version)?;
     if !table.entry.has_primary_key() {
         return Err(ApiError::new(
             code::NON_PRIMARY_KEY_TABLE,
@@ -301,4 +311,48 @@ pub async fn lookup(service: &Service, body: Bytes) -> Result<LookupResponse, Ap
         })
         .collect();
     Ok(LookupResponse { buckets_resp })
+}
+
+/// Version 1 of PutKv, Lookup and PrefixLookup (Fluss 0.9.1) says the client knows kv format
+/// version 2: for a primary-key table at version 2 that names a lake format and whose bucket
+/// key is not its primary key, such a client encodes keys with the compacted encoder, and an
+/// older (version 0) client with the lake's, which would write and look up other bytes for the
+/// same key. Fluss refuses version 0 for such a table with UNSUPPORTED_VERSION, and so does
+/// silt (for the whole request, where Fluss answers each bucket with it).
+pub(crate) fn check_client_version(
+    table: &crate::catalog::TableEntry,
+    api_version: i16,
+) -> Result<(), ApiError> {
+    use crate::catalog::{DATALAKE_FORMAT, KV_FORMAT_VERSION};
+    if api_version >= 1 {
+        return Ok(());
+    }
+    let descriptor = &table.descriptor;
+    let properties = descriptor.properties();
+    let format_2 = properties
+        .get(KV_FORMAT_VERSION)
+        .is_some_and(|v| v.trim() == "2");
+    let names_lake_format = properties.contains_key(DATALAKE_FORMAT);
+    // The default bucket key is the primary key less the partition keys.
+    let partition_keys = descriptor.partition_keys();
+    let physical_key: Vec<&str> = descriptor
+        .schema()
+        .primary_key_column_names()
+        .into_iter()
+        .filter(|k| !partition_keys.iter().any(|p| p == k))
+        .collect();
+    let bucket_keys = descriptor.bucket_keys();
+    let default_bucket_key = bucket_keys.is_empty() || bucket_keys == physical_key;
+    if format_2 && names_lake_format && !default_bucket_key {
+        return Err(ApiError::new(
+            code::UNSUPPORTED_VERSION,
+            format!(
+                "client API version 0 is not supported for table {}: its keys are at {KV_FORMAT_VERSION} 2 \
+                 with a bucket key other than the primary key, which a version 0 client encodes \
+                 differently; upgrade the Fluss client (0.9.1 or later)",
+                table.qualified_name()
+            ),
+        ));
+    }
+    Ok(())
 }

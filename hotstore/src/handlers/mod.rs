@@ -75,10 +75,13 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::PRODUCE_LOG => reply(id, log::produce(service, body).await),
         api::FETCH_LOG => reply(id, log::fetch(service, body).await),
         api::LIST_OFFSETS => reply(id, log::list_offsets(service, body).await),
-        api::PUT_KV => reply(id, kv::put(service, body).await),
-        api::LOOKUP => reply(id, kv::lookup(service, body).await),
+        api::PUT_KV => reply(id, kv::put(service, body, header.api_version).await),
+        api::LOOKUP => reply(id, kv::lookup(service, body, header.api_version).await),
         api::LIMIT_SCAN => reply(id, limit_scan::limit_scan(service, body)),
-        api::PREFIX_LOOKUP => reply(id, prefix_lookup::prefix_lookup(service, body)),
+        api::PREFIX_LOOKUP => reply(
+            id,
+            prefix_lookup::prefix_lookup(service, body, header.api_version),
+        ),
         api::ALTER_TABLE => reply(id, ddl::alter_table(service, body)),
         api::GET_LATEST_KV_SNAPSHOTS => {
             reply(id, kv_snapshots::get_latest_kv_snapshots(service, body))

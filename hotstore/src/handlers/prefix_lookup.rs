@@ -24,21 +24,21 @@
 //! RECORD_TOO_LARGE, never answered with fewer rows. Bucket-level failures (an unknown bucket, a
 //! storage error) are that bucket's error in the response, as Fluss puts them.
 
+use crate::catalog::{DATALAKE_FORMAT, KV_FORMAT_VERSION};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use crate::tablets::{Bucket, TableRuntime};
 use bytes::Bytes;
 
-const KV_FORMAT_VERSION: &str = "table.kv.format-version";
-const DATALAKE_FORMAT: &str = "table.datalake.format";
-
 pub(crate) fn prefix_lookup(
     service: &Service,
     body: Bytes,
+    api_version: i16,
 ) -> Result<PrefixLookupResponse, ApiError> {
     let request: PrefixLookupRequest = protocol::decode(body, "PrefixLookup")?;
     let table = service.table_runtime(request.table_id)?;
+    super::kv::check_client_version(&table.entry, api_version)?;
     check_prefix_layout(&table)?;
     let keys: usize = request.buckets_req.iter().map(|b| b.keys.len()).sum();
     let keys_max = service.config.lookup_keys_max;

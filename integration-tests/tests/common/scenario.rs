@@ -208,8 +208,7 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
 }
 
 /// GetTableStats of every bucket of a table: (bucket, row count, error code), or how the call
-/// failed (Fluss 0.9.1 does not serve it; fluss-rs refuses the call from the server's
-/// ApiVersions).
+/// failed (fluss-rs 1.0 asks the coordinator, which in Fluss 0.9.1 does not serve it).
 async fn row_counts(
     admin: &FlussAdmin,
     path: &TablePath,
@@ -927,7 +926,7 @@ pub fn check_limit_scans_and_kv_snapshots(record: &ScenarioRecord) -> Result<()>
 pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
         "table_stats",
-        "Fluss 0.9.1 does not serve GetTableStats (1059; Fluss 1.0's, whose server jar the Maven registry here lacks) and fluss-rs refuses the call from its ApiVersions; silt serves it as 1.0 defines it, checked in hotstore_scenario",
+        "fluss-rs 1.0 sends GetTableStats to the coordinator, which in Fluss 0.9.1 does not serve it (a tablet server RPC there): UnsupportedVersion; silt, one node in both roles, answers it, checked in hotstore_scenario",
     ),
     (
         "unchanged_upsert_changelog",

@@ -209,9 +209,13 @@ impl Harness {
             }],
             agg_mode: write.agg_mode,
         };
-        let response = kv::put(self.server.service(), Bytes::from(request.encode_to_vec()))
-            .await
-            .map_err(|error| format!("{}: {}", error.code, error.message))?;
+        let response = kv::put(
+            self.server.service(),
+            Bytes::from(request.encode_to_vec()),
+            1,
+        )
+        .await
+        .map_err(|error| format!("{}: {}", error.code, error.message))?;
         let bucket = &response.buckets_resp[0];
         match bucket.error_code {
             None | Some(0) => Ok(bucket.log_end_offset.unwrap()),
