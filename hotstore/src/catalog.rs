@@ -1211,17 +1211,23 @@ mod tests {
         serde_json::to_vec(&value).unwrap()
     }
 
+    /// A catalog of 3 default buckets holding the lake-enabled log table `fluss.t`.
+    fn catalog_with_log_table(dir: &std::path::Path) -> (Catalog, Arc<TableEntry>) {
+        let catalog = Catalog::open(dir, 3, 64).unwrap();
+        let entry = catalog
+            .create_table("fluss", "t", &log_table_json(None), false)
+            .unwrap()
+            .unwrap();
+        (catalog, entry)
+    }
+
     /// Clients see `table.datalake.enabled` as the custom property `silt.datalake.enabled`
     /// (Flink's connector would plan a lake union read of the table otherwise); the stored JSON
     /// keeps it, and the view follows an AlterTable and a reopen.
     #[test]
     fn clients_see_datalake_enabled_as_a_custom_property() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = Catalog::open(dir.path(), 3, 64).unwrap();
-        let entry = catalog
-            .create_table("fluss", "t", &log_table_json(None), false)
-            .unwrap()
-            .unwrap();
+        let (catalog, entry) = catalog_with_log_table(dir.path());
         let shown =
             |entry: &TableEntry| -> Value { serde_json::from_slice(&entry.client_json).unwrap() };
         let stored: Value = serde_json::from_slice(&entry.json).unwrap();
@@ -1268,11 +1274,7 @@ mod tests {
     #[test]
     fn table_json_is_completed_and_persisted() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = Catalog::open(dir.path(), 3, 64).unwrap();
-        let entry = catalog
-            .create_table("fluss", "t", &log_table_json(None), false)
-            .unwrap()
-            .unwrap();
+        let (catalog, entry) = catalog_with_log_table(dir.path());
         assert_eq!(entry.bucket_count, 3);
         let stored: Value = serde_json::from_slice(&entry.json).unwrap();
         assert_eq!(stored["bucket_count"], json!(3));
