@@ -9,9 +9,11 @@
 //! disk, the lake's Parquet and deletion-vector files on disk, the files its tables reference
 //! now and its `_delta_log` entries, the key index's bytes, the tiering lag (from
 //! `GET /v1/tables`), and the latency of
-//! `SELECT count(*)` on `t$lake` and on `t` (through `POST /v1/query`). At the end it prints
-//! every sample and, per figure, the least-squares slope per hour over the samples after
-//! `warmup`, also as a percentage of the figure's mean (the target for RSS: at most 1% an hour),
+//! `SELECT count(*)` on `t$lake` and on `t` (through `POST /v1/query`); a thread reads the RSS
+//! every `rss_every` too, and `rss_avg` is the mean of those reads over the sample's interval.
+//! At the end it prints every sample and, per figure, the least-squares slope per hour over
+//! the samples after `warmup`, also as a percentage of the figure's mean, and whether
+//! `rss_avg`'s slope meets the target (at most 1% an hour),
 //! and the result of `silt verify --all` once the writers stopped.
 
 use std::path::{Path, PathBuf};
@@ -43,6 +45,11 @@ pub struct SoakOptions {
     /// Time between samples.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub sample_every: Duration,
+    /// Time between reads of the resident set; each sample's `rss_avg` is the mean of the
+    /// reads since the previous sample, so a flush cycle shorter than `sample_every` does not
+    /// alias into the slope as a point read can.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub rss_every: Duration,
     /// Samples before this are left out of the slopes.
     #[arg(long, default_value = "10min", value_parser = humantime::parse_duration)]
     pub warmup: Duration,
@@ -88,6 +95,8 @@ fn parse_key_value(text: &str) -> Result<(String, String), String> {
 struct Sample {
     at_s: f64,
     rss_mb: f64,
+    /// The mean of the resident set read every `rss_every` since the previous sample.
+    rss_avg_mb: f64,
     /// Of the resident set, pages of mapped files (the binary).
     rss_file_mb: f64,
     /// What the heap holds live (jemalloc's `stats.allocated` less what the threads' caches
@@ -129,9 +138,10 @@ struct Sample {
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 25] {
+fn figures(s: &Sample) -> [(&'static str, f64); 26] {
     [
         ("rss_mb", s.rss_mb),
+        ("rss_avg", s.rss_avg_mb),
         ("heap_mb", s.heap_mb),
         ("cache_mb", s.cache_mb),
         ("memtbl_mb", s.memtable_mb),
@@ -248,16 +258,63 @@ impl SiltChild {
     /// build's grows as more of its 200+ MB is run, up to its size), in MB (10^6 bytes, as
     /// the heap figures).
     fn rss_mb(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-                .map_or(0.0, |kib| kib * 1024.0 / 1e6)
-        };
-        (field("VmRSS:"), field("RssFile:"))
+        resident_set_mb(self.child.id())
+    }
+}
+
+fn resident_set_mb(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kib| kib * 1024.0 / 1e6)
+    };
+    (field("VmRSS:"), field("RssFile:"))
+}
+
+/// Reads the child's resident set every `every` on a thread of its own (not the bench's
+/// runtime, which the queries of a sample occupy) and hands out the mean since the last take.
+struct RssPoller {
+    reads: Arc<std::sync::Mutex<(f64, u32)>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl RssPoller {
+    fn start(pid: u32, every: Duration) -> RssPoller {
+        let reads = Arc::new(std::sync::Mutex::new((0.0, 0)));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (thread_reads, thread_stop) = (reads.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !thread_stop.load(Ordering::Relaxed) {
+                let (rss, _) = resident_set_mb(pid);
+                if rss > 0.0 {
+                    let mut reads = thread_reads.lock().unwrap_or_else(|e| e.into_inner());
+                    reads.0 += rss;
+                    reads.1 += 1;
+                }
+                std::thread::sleep(every);
+            }
+        });
+        RssPoller { reads, stop }
+    }
+
+    /// The mean of the reads since the previous call (NaN when there were none).
+    fn take_mean(&self) -> f64 {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        let (sum, count) = std::mem::take(&mut *reads);
+        if count == 0 {
+            f64::NAN
+        } else {
+            sum / f64::from(count)
+        }
+    }
+}
+
+impl Drop for RssPoller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -320,11 +377,13 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
     let http = reqwest::Client::new();
     let started = Instant::now();
     let mut samples = Vec::new();
+    let rss_poller = RssPoller::start(silt.child.id(), options.rss_every);
     print_header();
     loop {
         let next = samples.len() as u32 * options.sample_every;
         tokio::time::sleep_until(tokio::time::Instant::from_std(started + next)).await;
-        let sample = take_sample(&silt, &http, &data_dir, started, &written).await;
+        let mut sample = take_sample(&silt, &http, &data_dir, started, &written).await;
+        sample.rss_avg_mb = rss_poller.take_mean();
         print_sample(&sample);
         samples.push(sample);
         if started.elapsed() >= options.duration {
@@ -342,6 +401,7 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
             Err(e) => println!("soak: the {name} writer panicked: {e}"),
         }
     }
+    drop(rss_poller);
     print_slopes(&samples, options.warmup);
     verify_all(&silt, &data_dir, &options.env)?;
     drop(silt);
@@ -534,6 +594,8 @@ async fn take_sample(
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb,
+        // Set by the caller from the poller.
+        rss_avg_mb: f64::NAN,
         rss_file_mb,
         // jemalloc counts what the threads' caches hold as allocated; the live heap is the rest.
         heap_mb: memory.as_ref().map_or(f64::NAN, |m| {
@@ -782,6 +844,15 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
             format!("{percent:+.2}%"),
             format!("{mean:.1}"),
         ]);
+    }
+    let rss: Vec<f64> = after.iter().map(|s| s.rss_avg_mb).collect();
+    if rss.iter().all(|r| r.is_finite()) {
+        let mean = rss.iter().sum::<f64>() / rss.len() as f64;
+        let percent = 100.0 * slope(&xs, &rss) / mean;
+        table.note(format!(
+            "  rss_avg slope {percent:+.2}% of its mean per hour: the target (at most +1%/h) is {}",
+            if percent <= 1.0 { "met" } else { "not met" }
+        ));
     }
     // Query and commit latency should stay flat: compare the last quarter with the first.
     let quarter = (after.len() / 4).max(1);

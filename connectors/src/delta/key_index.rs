@@ -134,8 +134,15 @@ pub const CACHE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// fjall's minimum. Its default (512 MiB) kept most of a steady load's index in the journal
 /// and in memtables: 239 MB on disk for 100k keys after 15 minutes, and growing memory.
 const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
-/// The keys keyspace's memtable is flushed at this size (fjall's default is 64 MiB).
-const MEMTABLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// The keys keyspace's memtable is flushed at this size (fjall's default is 64 MiB; 16 MiB
+/// made a sawtooth of minutes in a steady load's resident set).
+const MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+/// The meta keyspace takes a few keys rewritten at every commit; a memtable keeps each version
+/// until it is flushed, so it is bounded small (fjall's default is 64 MiB).
+fn meta_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default().max_memtable_size(1024 * 1024)
+}
 
 /// The keys keyspace is read by random point lookups: blocks are left uncompressed and carry
 /// a hash index, so a lookup that misses the cache costs one block read and no decompression.
@@ -179,9 +186,7 @@ impl KeyIndex {
         };
         let db = database(&dir, cache_bytes)?;
         let keys = db.keyspace(KEYS, keys_options).map_err(kv_error(&dir))?;
-        let meta = db
-            .keyspace(META, KeyspaceCreateOptions::default)
-            .map_err(kv_error(&dir))?;
+        let meta = db.keyspace(META, meta_options).map_err(kv_error(&dir))?;
         let converter = RowConverter::new(
             key_types
                 .iter()
@@ -261,7 +266,7 @@ impl KeyIndex {
             .map_err(kv_error(&dir))?;
         self.meta = self
             .db
-            .keyspace(META, KeyspaceCreateOptions::default)
+            .keyspace(META, meta_options)
             .map_err(kv_error(&dir))?;
         self.paths.clear();
         self.ids.clear();
