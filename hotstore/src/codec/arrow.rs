@@ -105,8 +105,20 @@ fn parse_arrow_message<'a>(
             "arrow batch has {nodes} field nodes, the table's schema needs {expected_nodes}"
         ));
     }
+    // Nodes come in the schema's depth-first order: each column's own node first, then its
+    // children's. A column has at most a value per row; a child of a list or map holds the
+    // elements of every row, so only ARROW_ROWS_MAX bounds it.
+    let mut column_nodes = schema.fields().iter().flat_map(|f| {
+        std::iter::once(true).chain(std::iter::repeat_n(false, field_nodes(f.data_type()) - 1))
+    });
     for node in batch.nodes().into_iter().flatten() {
-        if !(0..=rows).contains(&node.length()) || !(0..=node.length()).contains(&node.null_count())
+        let values_max = if column_nodes.next() == Some(true) {
+            rows
+        } else {
+            ARROW_ROWS_MAX
+        };
+        if !(0..=values_max).contains(&node.length())
+            || !(0..=node.length()).contains(&node.null_count())
         {
             return Err(format!(
                 "arrow field of {} values ({} null) in a batch of {rows} rows",
@@ -259,6 +271,48 @@ mod tests {
         let decoded = decode_arrow_message(&message, &projected_schema, None).unwrap();
         assert_eq!(decoded.num_columns(), 1);
         assert_eq!(decoded.num_rows(), 2);
+    }
+
+    /// Regression (issue 16, item 5): every log batch with an ARRAY column was refused as
+    /// corrupt (and fluss-rs retried it forever) when its rows held more elements than the
+    /// batch has rows: the list's child node was bounded by the row count.
+    #[test]
+    fn a_list_may_hold_more_elements_than_the_batch_has_rows() {
+        use arrow::array::{Array, ListArray, StructArray};
+        use arrow::datatypes::Int32Type;
+        let items = ListArray::from_iter_primitive::<Int32Type, _, _>([
+            Some(vec![Some(1), Some(2), None, Some(3)]),
+            None,
+        ]);
+        let rows = StructArray::from(vec![(
+            Arc::new(Field::new("items", items.data_type().clone(), true)),
+            Arc::new(items.clone()) as _,
+        )]);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("items", items.data_type().clone(), true),
+            Field::new("row", rows.data_type().clone(), true),
+        ]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(items), Arc::new(rows)]).unwrap();
+        let message = encode_arrow_message(&batch).unwrap();
+        assert_eq!(
+            check_arrow_message(&Bytes::from(message.clone()), &schema),
+            Ok(2)
+        );
+        let decoded =
+            decode_arrow_message(&Bytes::from(message.clone()), &schema, Some(&[1])).unwrap();
+        assert_eq!(decoded.column(0).as_ref(), batch.column(1).as_ref());
+
+        // A column (the list itself) is still bounded by the rows of the batch. Field nodes
+        // are (length, null count) pairs of i64; the list column's (2, 1) comes first.
+        let mut lying = message;
+        let node = lying
+            .windows(16)
+            .position(|w| w[..8] == 2i64.to_le_bytes() && w[8..] == 1i64.to_le_bytes())
+            .expect("the list column's field node");
+        lying[node..node + 8].copy_from_slice(&3i64.to_le_bytes());
+        let error = check_arrow_message(&Bytes::from(lying), &schema).unwrap_err();
+        assert!(error.contains("arrow field of 3 values"), "{error}");
     }
 
     #[test]
