@@ -19,7 +19,7 @@ use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 
 use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
-use crate::delta::last_change_per_key;
+use crate::delta::{lake_data_type, last_change_per_key};
 use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 
 pub(super) async fn provider(
@@ -97,12 +97,20 @@ pub(super) async fn provider(
     Ok(Arc::new(ViewTable::new(plan, None)))
 }
 
-/// The user's columns, cast to the types the Fluss client reads (both tiers then agree).
+/// The user's columns, cast to the types the lake stores them in, so both tiers agree: the
+/// tail's casts are the lossless ones tiering makes (`lake_data_type`), and the lake's only
+/// undo how DataFusion reads it (views of strings and binaries). Going the other way, from the
+/// lake to the types the Fluss client reads, has no cast for a BINARY(n) (FixedSizeBinary).
+/// A type the lake cannot store (a table that is not tiered) stays as the client reads it.
 fn user_columns(schema: &SchemaRef) -> Vec<Expr> {
     schema
         .fields()
         .iter()
-        .map(|f| cast(ident(f.name()), f.data_type().clone()).alias(f.name()))
+        .map(|f| {
+            let lake_type =
+                lake_data_type(f.name(), f.data_type()).unwrap_or_else(|_| f.data_type().clone());
+            cast(ident(f.name()), lake_type).alias(f.name())
+        })
         .collect()
 }
 
