@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Configuration of the hotstore server. `jobs/` maps silt's config file onto it. Its
 /// `Default` holds `conf/silt.yaml`'s values, so tests run with the product's limits; a test
@@ -78,6 +79,35 @@ pub struct ServerConfig {
     /// ones dropped (Fluss's `auto-partition.check.interval`, whose default this is). A new
     /// table gets its pre-created partitions at CreateTable.
     pub auto_partition_check_interval_ms: u64,
+    /// Checks the schema of a table that will be tiered, at CreateTable of a lake-enabled
+    /// table and at an AlterTable turning `table.datalake.enabled` on; a schema it refuses is
+    /// refused with its message. `None` accepts every schema (a hot store without a lake).
+    pub lake_schema_check: Option<LakeSchemaCheck>,
+}
+
+/// Why the lake cannot store a table of this row type, if it cannot. The hot store knows
+/// nothing of the lake's format: `silt up` gives it the Delta lake's check.
+#[derive(Clone)]
+pub struct LakeSchemaCheck(
+    pub Arc<dyn Fn(&fluss::metadata::RowType) -> Result<(), String> + Send + Sync>,
+);
+
+impl LakeSchemaCheck {
+    pub fn new(
+        check: impl Fn(&fluss::metadata::RowType) -> Result<(), String> + Send + Sync + 'static,
+    ) -> LakeSchemaCheck {
+        LakeSchemaCheck(Arc::new(check))
+    }
+
+    pub fn check(&self, row_type: &fluss::metadata::RowType) -> Result<(), String> {
+        (self.0)(row_type)
+    }
+}
+
+impl std::fmt::Debug for LakeSchemaCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LakeSchemaCheck")
+    }
 }
 
 impl Default for ServerConfig {
@@ -111,6 +141,7 @@ impl Default for ServerConfig {
             retention_check_interval_ms: 300_000,
             retention_lake_lag_ms: 600_000,
             auto_partition_check_interval_ms: 600_000,
+            lake_schema_check: None,
         }
     }
 }

@@ -56,7 +56,7 @@ pub use auth::{SaslConfig, SaslUser};
 pub use auto_partitions::AutoPartitionRun;
 pub use lake_registry::LakeSnapshot;
 pub use retention::{BucketRetention, LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
-pub use server::{Server, ServerConfig, ServerHandle};
+pub use server::{LakeSchemaCheck, Server, ServerConfig, ServerHandle};
 pub use storage::kv_tablet::KvMemory;
 
 use std::net::SocketAddr;

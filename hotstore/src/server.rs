@@ -13,7 +13,7 @@
 //! Beyond `connections_max` a connection is closed on accept.
 
 use crate::auth::{ConnectionAuth, Decision};
-pub use crate::config::ServerConfig;
+pub use crate::config::{LakeSchemaCheck, ServerConfig};
 use crate::handlers;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
-use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use silt_hotstore::{LakeSchemaCheck, Server, ServerConfig, ServerHandle};
 use tracing::{info, warn};
 
 use crate::config::Config;
@@ -31,6 +31,15 @@ pub struct UpOptions {
     /// Tests only: abort once at this tiering committer point.
     #[cfg(feature = "fault-injection")]
     pub crash_at: Option<silt_connectors::delta::FaultPoint>,
+}
+
+/// What the hot store asks before it accepts a table to tier: whether the Delta lake can
+/// store its columns (CreateTable of a table the lake cannot store is refused, naming the
+/// column, instead of its tiering failing later).
+pub fn lake_schema_check() -> LakeSchemaCheck {
+    LakeSchemaCheck::new(|row_type| {
+        silt_connectors::delta::check_lake_row_type(row_type).map_err(|e| e.to_string())
+    })
 }
 
 pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
@@ -66,6 +75,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         // expose (index spacing, writers remembered, kv workers and journal).
         ..ServerConfig::default()
     };
+    server.lake_schema_check = Some(lake_schema_check());
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
     server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
     server.kv.cache_bytes = config.hotstore.kv_cache_bytes;
@@ -441,9 +451,11 @@ mod tests {
         let config = Config::load(None, std::iter::empty(), &[]).unwrap();
         let mut from_file = hotstore_config(&config).unwrap();
         let defaults = ServerConfig::default();
-        // Where it listens and stores are the deployment's, not limits.
+        // Where it listens and stores are the deployment's, not limits; the lake's schema
+        // check is wiring (the hot store alone has no lake).
         from_file.bind_addr = defaults.bind_addr;
         from_file.data_dir = defaults.data_dir.clone();
+        assert!(from_file.lake_schema_check.take().is_some());
         assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
     }
 

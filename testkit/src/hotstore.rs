@@ -19,7 +19,8 @@ pub async fn start(data_dir: &Path) -> Result<ServerHandle> {
     start_with(data_dir, |_| {}).await
 }
 
-/// As [`start`], with `configure` changing the configuration before the server starts.
+/// As [`start`], with `configure` changing the configuration before the server starts. Like
+/// `silt up`'s, the hot store refuses a lake-enabled table whose columns the lake cannot store.
 pub async fn start_with(
     data_dir: &Path,
     configure: impl FnOnce(&mut ServerConfig),
@@ -27,6 +28,7 @@ pub async fn start_with(
     let mut config = ServerConfig {
         bind_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.to_path_buf(),
+        lake_schema_check: Some(silt_jobs::up::lake_schema_check()),
         ..ServerConfig::default()
     };
     configure(&mut config);

@@ -89,7 +89,7 @@ pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
-pub use schema::{lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
+pub use schema::{check_lake_row_type, lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
 pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, bucket_of_app_id, read_lake_offsets};
 pub(crate) use table::{load_existing, txn_versions};
 pub use writer::DeltaWriter;

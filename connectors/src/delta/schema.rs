@@ -59,7 +59,7 @@ pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
         }
         DataType::Time32(_) | DataType::Time64(_) => {
             return Err(unsupported(
-                "Delta has no time-of-day type (cast the column to INT or STRING in a transform)",
+                "Delta has no time-of-day type (declare the column INT, for milliseconds of the day, or STRING, or cast it in a transform)",
             ));
         }
         DataType::Date64 => return Err(unsupported("use a DATE (date32) or a TIMESTAMP column")),
@@ -96,6 +96,61 @@ pub fn lake_data_type(column: &str, data_type: &DataType) -> Result<DataType> {
             ));
         }
     })
+}
+
+/// Checks that the lake can store a table of Fluss row type `row_type` (CreateTable of a
+/// lake-enabled table asks, so a table is refused before it is written, not when it is
+/// tiered): no column is named as a system column, and Delta has a type for every column and
+/// for every element, key, value and field inside one. The error names the column (`c`,
+/// `c.element`, `c.key`, `c.value`, `c.field`) and its Fluss type, and says what to declare.
+pub fn check_lake_row_type(row_type: &fluss::metadata::RowType) -> Result<()> {
+    for field in row_type.fields() {
+        if is_system_column(field.name()) {
+            return Err(Error::Config(format!(
+                "user column {:?} clashes with a system column (rename it)",
+                field.name()
+            )));
+        }
+        check_fluss_type(field.name(), field.data_type())?;
+    }
+    Ok(())
+}
+
+/// The compound types are walked here, so that an error names the Fluss type of the part that
+/// fails; each scalar is mapped as tiering maps it (`lake_data_type` of the Arrow type the
+/// Fluss client reads), so the two cannot disagree.
+fn check_fluss_type(column: &str, data_type: &fluss::metadata::DataType) -> Result<()> {
+    use fluss::metadata::DataType as Fluss;
+    match data_type {
+        Fluss::Array(array) => {
+            check_fluss_type(&format!("{column}.element"), array.get_element_type())
+        }
+        Fluss::Map(map) => {
+            check_fluss_type(&format!("{column}.key"), map.key_type())?;
+            check_fluss_type(&format!("{column}.value"), map.value_type())
+        }
+        Fluss::Row(row) => row
+            .fields()
+            .iter()
+            .try_for_each(|f| check_fluss_type(&format!("{column}.{}", f.name()), f.data_type())),
+        scalar => {
+            let arrow =
+                fluss::record::to_arrow_type(scalar).map_err(|e| Error::UnsupportedType {
+                    column: column.to_string(),
+                    data_type: scalar.to_string(),
+                    hint: format!("it has no Arrow type ({e})"),
+                })?;
+            match lake_data_type(column, &arrow) {
+                Ok(_) => Ok(()),
+                Err(Error::UnsupportedType { hint, .. }) => Err(Error::UnsupportedType {
+                    column: column.to_string(),
+                    data_type: scalar.to_string(),
+                    hint,
+                }),
+                Err(other) => Err(other),
+            }
+        }
+    }
 }
 
 fn lake_fields(column: &str, fields: &Fields) -> Result<Fields> {
@@ -297,6 +352,66 @@ mod tests {
             true,
         )]));
         assert!(map(bad).unwrap_err().starts_with("column c.t has type"));
+    }
+
+    /// The column `c` of Fluss type `t` as CreateTable of a lake-enabled table checks it: `Ok`
+    /// or the error message.
+    fn check(t: fluss::metadata::DataType) -> std::result::Result<(), String> {
+        let row = fluss::metadata::RowType::new(vec![fluss::metadata::DataTypes::field("c", t)]);
+        check_lake_row_type(&row).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn create_table_checks_every_fluss_type_and_names_the_part_delta_cannot_store() {
+        use fluss::metadata::DataTypes as T;
+        let time = T::time_with_precision(3);
+        let row = |fields| T::row(fields);
+        for ok in [
+            T::boolean(),
+            T::tinyint(),
+            T::decimal(38, 10),
+            T::binary(4),
+            T::timestamp_with_precision(6),
+            T::timestamp_ltz_with_precision(0),
+            T::array(T::array(T::int().as_non_nullable())),
+            T::map(T::date(), row(vec![T::field("x", T::bytes())])),
+        ] {
+            assert_eq!(check(ok.clone()), Ok(()), "{ok}");
+        }
+        let refused = [
+            (time.clone(), "column c has type TIME(3)", "time-of-day"),
+            (
+                T::timestamp_with_precision(9),
+                "column c has type TIMESTAMP(9)",
+                "declare the column TIMESTAMP(6)",
+            ),
+            (
+                T::timestamp_ltz_with_precision(7),
+                "column c has type TIMESTAMP_LTZ(7)",
+                "microsecond",
+            ),
+            (
+                T::array(time.clone()),
+                "column c.element has type TIME(3)",
+                "INT",
+            ),
+            (
+                T::map(T::string(), T::array(time.clone())),
+                "column c.value.element has type TIME(3)",
+                "STRING",
+            ),
+            (
+                row(vec![T::field("ok", T::int()), T::field("t", time)]),
+                "column c.t has type TIME(3)",
+                "time-of-day",
+            ),
+        ];
+        for (t, names, fix) in refused {
+            let e = check(t.clone()).expect_err("refused");
+            assert!(e.starts_with(names) && e.contains(fix), "{t}: {e}");
+        }
+        let clash = fluss::metadata::RowType::new(vec![T::field("__offset", T::bigint())]);
+        assert!(check_lake_row_type(&clash).is_err());
     }
 
     #[test]

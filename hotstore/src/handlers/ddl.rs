@@ -1,11 +1,12 @@
 //! Catalog-level handlers: databases, tables, partitions, metadata, writer ids and lake
 //! snapshots.
 
-use crate::catalog::{PartitionEntry, PropertyChange, TableEntry};
+use crate::catalog::{DATALAKE_ENABLED, PartitionEntry, PropertyChange, TableEntry};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::{NODE_ID, Service};
 use bytes::Bytes;
+use fluss::metadata::{JsonSerde, TableDescriptor};
 
 pub(crate) fn create_database(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     let request: CreateDatabaseRequest = protocol::decode(body, "CreateDatabase")?;
@@ -77,6 +78,19 @@ pub(crate) fn get_database_info(
 pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     let request: CreateTableRequest = protocol::decode(body, "CreateTable")?;
     let path = request.table_path;
+    // A JSON that does not parse is the catalog's to refuse, with its own message.
+    let requested = serde_json::from_slice(&request.table_json)
+        .ok()
+        .and_then(|json| TableDescriptor::deserialize_json(&json).ok());
+    if let Some(descriptor) = requested
+        && is_lake_enabled(descriptor.properties())
+    {
+        let name = format!("{}.{}", path.database_name, path.table_name);
+        check_lake_schema(service, &name, descriptor.schema().row_type()).map_err(|reason| {
+            let fix = format!("or create the table without {DATALAKE_ENABLED}");
+            ApiError::new(code::INVALID_TABLE, format!("{reason}; {fix}"))
+        })?;
+    }
     let created = service.catalog.create_table(
         &path.database_name,
         &path.table_name,
@@ -157,6 +171,19 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
             ),
         ));
     }
+    let enables_lake = changes.iter().any(|change| {
+        matches!(change, PropertyChange::Set { key, value }
+            if key == DATALAKE_ENABLED && value.eq_ignore_ascii_case("true"))
+    });
+    if enables_lake && let Ok(entry) = service.catalog.table(&path.database_name, &path.table_name)
+    {
+        check_lake_schema(service, &name, entry.descriptor.schema().row_type()).map_err(
+            |reason| {
+                let fix = "the table stays as it is, without the lake";
+                ApiError::new(code::INVALID_ALTER_TABLE, format!("{reason}; {fix}"))
+            },
+        )?;
+    }
     service.catalog.alter_table_properties(
         &path.database_name,
         &path.table_name,
@@ -164,6 +191,27 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
         request.ignore_if_not_exists,
     )?;
     Ok(Empty {})
+}
+
+fn is_lake_enabled(properties: &std::collections::HashMap<String, String>) -> bool {
+    properties
+        .get(DATALAKE_ENABLED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Why `table` cannot be tiered with columns `row_type`, as the message of the refusal
+/// (`ServerConfig::lake_schema_check`; without one, every table can).
+fn check_lake_schema(
+    service: &Service,
+    table: &str,
+    row_type: &fluss::metadata::RowType,
+) -> Result<(), String> {
+    let Some(check) = &service.config.lake_schema_check else {
+        return Ok(());
+    };
+    check.check(row_type).map_err(|reason| {
+        format!("table {table} has {DATALAKE_ENABLED}=true but its lake cannot store it: {reason}")
+    })
 }
 
 fn property_change(table: &str, change: &PbAlterConfig) -> Result<PropertyChange, ApiError> {
