@@ -15,8 +15,13 @@
 //! store is refused at CreateTable (and the lake cannot be turned on for one by AlterTable),
 //! naming the column and its type.
 //!
+//! The official Java client (1.0.0 and 0.9.1-incubating, the harness's `data-types` scenario)
+//! writes compound types and reads them back itself; fluss-rs then reads the same values, and
+//! tiered they have the matching Delta types and the same rows in `db.t$lake` and `db.t`.
+//!
 //! Values are compared as text: what was written and what every reader returned are rendered
-//! by the same rules (`render` and `render_arrow`), timestamps as nanoseconds since the epoch.
+//! by the same rules (`render` and `render_arrow`), timestamps as nanoseconds since the epoch,
+//! map entries sorted (a map has no order).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,6 +41,7 @@ use fluss::row::{
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_testkit::hotstore::{self, DEADLINE};
+use silt_testkit::java_client::{self, CLIENT_VERSIONS};
 use silt_testkit::tables::Table;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
@@ -386,10 +392,12 @@ fn render(v: &V, ty: &DataType) -> String {
             format!("[{}]", items.join(", "))
         }
         (V::Map(entries), DataType::Map(m)) => {
-            let entries: Vec<String> = entries
+            let mut entries: Vec<String> = entries
                 .iter()
                 .map(|(k, v)| format!("{}: {}", render(k, m.key_type()), render(v, m.value_type())))
                 .collect();
+            // A map has no order: clients may write its entries in any.
+            entries.sort();
             format!("map{{{}}}", entries.join(", "))
         }
         (V::Row(fields), DataType::Row(r)) => {
@@ -482,9 +490,10 @@ fn render_arrow(array: &dyn Array, i: usize) -> String {
         ArrowType::Map(..) => {
             let entries = array.as_map().value(i);
             let (keys, values) = (entries.column(0), entries.column(1));
-            let entries: Vec<String> = (0..entries.len())
+            let mut entries: Vec<String> = (0..entries.len())
                 .map(|e| format!("{}: {}", render_arrow(keys, e), render_arrow(values, e)))
                 .collect();
+            entries.sort();
             format!("map{{{}}}", entries.join(", "))
         }
         ArrowType::Struct(fields) => {
@@ -688,7 +697,8 @@ fn columns(
 /// A table of the test: its name, its columns (`id BIGINT` first, the primary key of a
 /// primary-key table), and whether it is tiered.
 struct Shape {
-    name: &'static str,
+    database: String,
+    name: String,
     columns: Vec<(String, DataType)>,
     primary_key: bool,
     lake: bool,
@@ -697,9 +707,9 @@ struct Shape {
 impl Shape {
     fn table(&self) -> Table {
         let mut table = if self.primary_key {
-            Table::primary_key(DATABASE, self.name, &["id"])
+            Table::primary_key(&self.database, &self.name, &["id"])
         } else {
-            Table::log(DATABASE, self.name)
+            Table::log(&self.database, &self.name)
         };
         for (name, ty) in &self.columns {
             table = table.column(name, ty.clone());
@@ -713,11 +723,11 @@ impl Shape {
     }
 
     fn path(&self) -> TablePath {
-        TablePath::new(DATABASE, self.name)
+        TablePath::new(&self.database, &self.name)
     }
 
     fn qualified(&self) -> String {
-        format!("{DATABASE}.{}", self.name)
+        format!("{}.{}", self.database, self.name)
     }
 
     /// Row `id` filled with `fill`.
@@ -980,13 +990,15 @@ fn lake_shapes() -> [Shape; 2] {
     let columns = columns(lake_scalars(), lake_compounds());
     [
         Shape {
-            name: "log_lake",
+            database: DATABASE.into(),
+            name: "log_lake".into(),
             columns: columns.clone(),
             primary_key: false,
             lake: true,
         },
         Shape {
-            name: "pk_lake",
+            database: DATABASE.into(),
+            name: "pk_lake".into(),
             columns,
             primary_key: true,
             lake: true,
@@ -998,13 +1010,15 @@ fn hot_shapes() -> [Shape; 2] {
     let columns = columns(hot_only_scalars(), hot_only_compounds());
     [
         Shape {
-            name: "log_hot",
+            database: DATABASE.into(),
+            name: "log_hot".into(),
             columns: columns.clone(),
             primary_key: false,
             lake: false,
         },
         Shape {
-            name: "pk_hot",
+            database: DATABASE.into(),
+            name: "pk_hot".into(),
             columns,
             primary_key: true,
             lake: false,
@@ -1016,7 +1030,6 @@ fn hot_shapes() -> [Shape; 2] {
 /// reads them back through fluss-rs and answers what the table holds.
 async fn write_and_read_back(connection: &FlussConnection, shape: &Shape) -> Result<Vec<Vec<V>>> {
     shape.table().create(connection).await?;
-    println!("{}: created", shape.qualified());
     let first = first_rows(shape);
     write(connection, shape, &first, &[]).await?;
     let mut writes: Vec<(&[Vec<V>], &[i64])> = vec![(&first, &[])];
@@ -1284,7 +1297,7 @@ fn delta_text(ty: &deltalake::kernel::DataType, nullable: bool) -> String {
 
 /// The Delta table of `shape` stores each column in the matching Delta type.
 async fn check_delta_types(lake: &Path, shape: &Shape) -> Result<()> {
-    let uri = lake.join(DATABASE).join(shape.name);
+    let uri = lake.join(&shape.database).join(&shape.name);
     let table = deltalake::open_table(deltalake::ensure_table_uri(uri.to_string_lossy())?).await?;
     let schema = table.snapshot()?.schema();
     let mut mismatches = Vec::new();
@@ -1400,7 +1413,8 @@ async fn a_not_null_field_of_a_null_row_reads_null() -> Result<()> {
     let server = hotstore::start_for_tiering(dir.path(), 1).await?;
     let connection = hotstore::connect(&server).await?;
     let shape = Shape {
-        name: "null_rows",
+        database: DATABASE.into(),
+        name: "null_rows".into(),
         columns: vec![
             ("id".into(), DataTypes::bigint().as_non_nullable()),
             (
@@ -1436,4 +1450,143 @@ async fn a_not_null_field_of_a_null_row_reads_null() -> Result<()> {
         })
         .collect();
     check(&sql, &want, &query(&queries, &sql).await?)
+}
+
+/// What a table written by the Java client's `data-types` scenario must hold, as it wrote
+/// it down (`<database>.<table>.rows`: a `columns: ...` line, then its rows, sorted).
+struct JavaTable {
+    shape: Shape,
+    rows: Vec<String>,
+}
+
+/// The tables the Java client left in `dir`, with their columns as the hot store describes
+/// them.
+async fn java_tables(connection: &FlussConnection, dir: &Path) -> Result<Vec<JavaTable>> {
+    let mut tables = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let file = entry?.path();
+        let text = std::fs::read_to_string(&file)?;
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        let Some((database, table)) = name.strip_suffix(".rows").and_then(|n| n.split_once('.'))
+        else {
+            bail!("{}: not <database>.<table>.rows", file.display());
+        };
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_default();
+        let info = connection
+            .get_admin()?
+            .get_table_info(&TablePath::new(database, table))
+            .await?;
+        let columns: Vec<(String, DataType)> = info
+            .get_row_type()
+            .fields()
+            .iter()
+            .map(|f| (f.name().to_string(), f.data_type().clone()))
+            .collect();
+        let shape = Shape {
+            database: database.to_string(),
+            name: table.to_string(),
+            columns,
+            primary_key: info.has_primary_key(),
+            lake: true,
+        };
+        ensure!(
+            header == format!("columns: {}", shape.column_list()),
+            "{}: the Java client wrote {header:?}, the hot store has {}",
+            shape.qualified(),
+            shape.column_list()
+        );
+        tables.push(JavaTable {
+            shape,
+            rows: lines.map(str::to_string).collect(),
+        });
+    }
+    tables.sort_by_key(|t| t.shape.qualified());
+    Ok(tables)
+}
+
+/// Compound types written by the official Java client (fluss-client 1.0.0 and
+/// 0.9.1-incubating; its `data-types` scenario reads them back itself): fluss-rs reads the
+/// same values (the log scanner, lookups), and once tiered the Delta types match and
+/// `db.t$lake` and `db.t` hold the rows the Java client wrote down. Skipped, saying why,
+/// where Java or Maven is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() -> Result<()> {
+    const TEST: &str = "compound_types_written_by_the_java_client_read_back_and_tier_alike";
+    let started = Instant::now();
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
+    let bootstrap = server.local_addr().to_string();
+    let output = dir.path().join("expected");
+    std::fs::create_dir(&output)?;
+    let mut versions = Vec::new();
+    for version in CLIENT_VERSIONS {
+        let env = vec![(
+            "JAVA_CLIENT_OUTPUT_DIR",
+            output.to_string_lossy().to_string(),
+        )];
+        if java_client::run_scenario(TEST, version, &bootstrap, "data-types", env).await? {
+            versions.push(version);
+        }
+    }
+    if versions.is_empty() {
+        return silt_testkit::skip(
+            TEST,
+            "no fluss-client version could run here (reasons above)",
+        );
+    }
+    let connection = hotstore::connect(&server).await?;
+    let tables = java_tables(&connection, &output).await?;
+    ensure!(
+        tables.len() == 2 * versions.len(),
+        "the Java client left rows of {} tables, {versions:?} write 2 each",
+        tables.len()
+    );
+    for table in &tables {
+        let shape = &table.shape;
+        if shape.primary_key {
+            let got = lookups(&connection, shape, &[1, 2, 3]).await?;
+            let got: Vec<String> = got.into_values().flatten().collect();
+            check(
+                &format!("{} through fluss-rs lookups", shape.qualified()),
+                &table.rows,
+                &got,
+            )?;
+        } else {
+            let got = scan(&connection, shape, None, table.rows.len()).await?;
+            check(
+                &format!("{} through fluss-rs", shape.qualified()),
+                &table.rows,
+                &got,
+            )?;
+        }
+    }
+
+    let service = tiering::service(dir.path(), &server);
+    tiering::wait_caught_up(
+        &service,
+        Driver::Wait,
+        tables.len(),
+        Duration::from_secs(60),
+    )
+    .await?;
+    service.shutdown(Duration::from_secs(30)).await;
+    let queries = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
+        bootstrap,
+        dir.path().join("lake").to_string_lossy().to_string(),
+    )));
+    for table in &tables {
+        let shape = &table.shape;
+        check_delta_types(&dir.path().join("lake"), shape).await?;
+        for name in [format!("{}$lake", shape.qualified()), shape.qualified()] {
+            let sql = format!("SELECT {} FROM {name}", shape.column_list());
+            check(&sql, &table.rows, &query(&queries, &sql).await?)?;
+        }
+    }
+    println!(
+        "{TEST}: {} tables of fluss-client {versions:?} in {:.1} s",
+        tables.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -18,7 +18,6 @@
 //! reported as `SKIPPED: <test>: <why>`. Flink SQL is not covered: there is no Flink harness.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -31,8 +30,9 @@ use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore;
-use silt_testkit::java_client::{self, CLIENT_VERSIONS, Finished, Ran};
+use silt_testkit::java_client::{self, CLIENT_VERSIONS};
 use silt_testkit::lake::{rows_of, sorted};
+use silt_testkit::skip;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
 
@@ -42,9 +42,6 @@ const PYTHON_TABLES: usize = 2;
 
 /// Bound on tiering every table of a run, on a loaded two-core machine.
 const TIERING_DEADLINE: Duration = Duration::from_secs(120);
-
-/// Lines of a failed Java run's stderr kept in the message.
-const STDERR_LINES_MAX: usize = 60;
 
 /// Where the Python scenario is.
 const PYTHON_SCRIPT: &str = "python/partitioned_lake.py";
@@ -79,6 +76,7 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
     let started = Instant::now();
     let dir = tempfile::tempdir()?;
     let server = hotstore::start_for_tiering(dir.path(), 2).await?;
+    let bootstrap = server.local_addr().to_string();
     let output = dir.path().join("expected");
     std::fs::create_dir(&output)?;
     let mut versions = Vec::new();
@@ -87,7 +85,7 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
             "JAVA_CLIENT_OUTPUT_DIR",
             output.to_string_lossy().to_string(),
         )];
-        if run_java(TEST, version, &server, "partitioned-lake", env).await? {
+        if java_client::run_scenario(TEST, version, &bootstrap, "partitioned-lake", env).await? {
             versions.push(version);
         }
     }
@@ -108,7 +106,14 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
     );
     tier_and_check(dir.path(), &server, &expected).await?;
     for version in &versions {
-        run_java(TEST, version, &server, "partitioned-lake-snapshot", vec![]).await?;
+        java_client::run_scenario(
+            TEST,
+            version,
+            &bootstrap,
+            "partitioned-lake-snapshot",
+            vec![],
+        )
+        .await?;
     }
     println!(
         "{TEST}: {} tables of fluss-client {versions:?} in {:.1} s",
@@ -264,47 +269,6 @@ fn read_expected(dir: &Path) -> Result<Vec<Expected>> {
     Ok(expected)
 }
 
-/// Runs one scenario of the Java harness with fluss-client `version` and `env`: true once it
-/// passed, false if this version cannot run here (reported as skipped for `test`); fails if
-/// the scenario failed.
-async fn run_java(
-    test: &str,
-    version: &'static str,
-    server: &ServerHandle,
-    scenario: &'static str,
-    env: Vec<(&'static str, String)>,
-) -> Result<bool> {
-    let bootstrap = server.local_addr().to_string();
-    let ran = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        java_client::run_with_env(version, &bootstrap, &[scenario], &env)
-    })
-    .await??;
-    let run: Finished = match ran {
-        Ran::Skipped(reason) => {
-            skip(test, &format!("fluss-client {version}: {reason}"))?;
-            return Ok(false);
-        }
-        Ran::Finished(run) => run,
-    };
-    println!(
-        "fluss-client {version}, {scenario}, {:.1} s:\n{}",
-        run.duration.as_secs_f64(),
-        run.stdout
-    );
-    let stderr: Vec<&str> = run.stderr.lines().collect();
-    let tail = &stderr[stderr.len().saturating_sub(STDERR_LINES_MAX)..];
-    ensure!(
-        run.all_ok(&[scenario]),
-        "fluss-client {version}, {scenario} ({}):\n{}stderr (last {} lines):\n{}",
-        run.status,
-        run.stdout,
-        tail.len(),
-        tail.join("\n")
-    );
-    Ok(true)
-}
-
 /// Why the Python scenario cannot run here, if it cannot.
 fn python_ready() -> Result<(), String> {
     let probe = Command::new("python3")
@@ -347,12 +311,5 @@ async fn run_python(server: &ServerHandle, phase: &'static str, output: &Path) -
         "partitioned_lake.py {phase} failed ({}):\n{stdout}\n{stderr}",
         ran.status
     );
-    Ok(())
-}
-
-fn skip(test: &str, reason: &str) -> Result<()> {
-    // Straight to the stderr handle: the test harness captures println!/eprintln!, and a skip
-    // must be visible without --nocapture.
-    std::io::stderr().write_all(format!("SKIPPED: {test}: {reason}\n").as_bytes())?;
     Ok(())
 }

@@ -28,6 +28,9 @@ const SCENARIO_DEADLINE: Duration = Duration::from_secs(300);
 /// JVM start-up and compiling the harness, on a loaded machine.
 const RUN_SLACK: Duration = Duration::from_secs(60);
 
+/// Lines of a failed run's stderr (stack traces, the client's warnings) kept in its error.
+const STDERR_LINES_MAX: usize = 60;
+
 pub enum Ran {
     Finished(Finished),
     /// Why the harness could not run here (printed by the caller as SKIPPED).
@@ -126,4 +129,46 @@ pub fn run_with_env(
         stderr,
         duration: started.elapsed(),
     }))
+}
+
+/// Runs `scenario` with fluss-client `version` against `bootstrap` from an async test (on a
+/// blocking thread), with `env` added (see [`run_with_env`]), and prints what it said.
+/// `Ok(false)`: it cannot run here, printed as `SKIPPED: <test>: fluss-client <version>: <why>`.
+/// An error: the scenario failed; it holds the scenario's lines and the tail of its stderr.
+pub async fn run_scenario(
+    test: &str,
+    version: &'static str,
+    bootstrap: &str,
+    scenario: &'static str,
+    env: Vec<(&'static str, String)>,
+) -> Result<bool> {
+    let endpoint = bootstrap.to_string();
+    let ran = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_with_env(version, &endpoint, &[scenario], &env)
+    })
+    .await??;
+    let run = match ran {
+        Ran::Skipped(reason) => {
+            crate::skip(test, &format!("fluss-client {version}: {reason}"))?;
+            return Ok(false);
+        }
+        Ran::Finished(run) => run,
+    };
+    println!(
+        "fluss-client {version}, {scenario}, {:.1} s:\n{}",
+        run.duration.as_secs_f64(),
+        run.stdout
+    );
+    let stderr: Vec<&str> = run.stderr.lines().collect();
+    let tail = &stderr[stderr.len().saturating_sub(STDERR_LINES_MAX)..];
+    anyhow::ensure!(
+        run.all_ok(&[scenario]),
+        "fluss-client {version}, {scenario} ({}):\n{}stderr (last {} lines):\n{}",
+        run.status,
+        run.stdout,
+        tail.len(),
+        tail.join("\n")
+    );
+    Ok(true)
 }

@@ -41,3 +41,12 @@ pub fn read_conf(relative: &str) -> String {
     let path = repo_dir().join("conf").join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// Reports that `test` did not run here and why, as `SKIPPED: <test>: <reason>` on stderr. It
+/// writes to the stderr handle itself: the test harness captures `println!`/`eprintln!`, and a
+/// skip must be visible without `--nocapture`.
+pub fn skip(test: &str, reason: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    std::io::stderr().write_all(format!("SKIPPED: {test}: {reason}\n").as_bytes())?;
+    Ok(())
+}

@@ -29,7 +29,8 @@ public final class Main {
                     new LimitScan(),
                     new KvSnapshotsScenario(),
                     new PrefixLookupAndAlterTable(),
-                    new PartitionedLake());
+                    new PartitionedLake(),
+                    new DataTypesScenario());
 
     /**
      * Scenarios run by name only, not by {@code all}: they check what an earlier scenario left,
