@@ -9,7 +9,7 @@
 //!
 //! Read back through the log scanner (all columns, and a projection of compound columns only)
 //! and lookups, they must equal what was written. Tiered, the Delta tables must have the
-//! matching Delta types (nullability included), and `db.t$lake` and `db.t` (the lake plus a
+//! matching Delta types (nullability included), `silt verify` must answer MATCH, and `db.t$lake` and `db.t` (the lake plus a
 //! hot tail written after tiering) must answer the same rows through silt's query service,
 //! with field access into rows, maps and arrays. A lake-enabled table with a type Delta cannot
 //! store is refused at CreateTable (and the lake cannot be turned on for one by AlterTable),
@@ -40,6 +40,7 @@ use fluss::row::{
 };
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
+use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::java_client::{self, CLIENT_VERSIONS};
 use silt_testkit::tables::Table;
@@ -1073,8 +1074,18 @@ async fn every_type_is_written_read_back_and_tiered_into_matching_delta_types() 
     )
     .await?;
     println!("tiered in {:.1} s", started.elapsed().as_secs_f64());
+    let lake_root = dir.path().join("lake").to_string_lossy().to_string();
+    let mut options = VerifyOptions::new(server.local_addr().to_string(), lake_root.clone());
+    options.deadline = Duration::from_secs(30);
     for shape in &shapes {
         check_delta_types(&dir.path().join("lake"), shape).await?;
+        let report = verify_table(&connection, &shape.database, &shape.name, &options).await?;
+        ensure!(
+            report.verdict == Verdict::Match,
+            "verify {}:\n{}",
+            shape.qualified(),
+            report.render()
+        );
     }
 
     // A hot tail the lake does not hold (tiering stopped): new log rows, one of them nulls; a
@@ -1091,7 +1102,6 @@ async fn every_type_is_written_read_back_and_tiered_into_matching_delta_types() 
     ];
     let gone = [expected[1][2].clone()];
     write(&connection, &shapes[1], &change, &gone).await?;
-    let lake_root = dir.path().join("lake").to_string_lossy().to_string();
     let queries = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
         server.local_addr().to_string(),
         lake_root,
