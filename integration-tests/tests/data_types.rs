@@ -9,9 +9,9 @@
 //!
 //! Read back through the log scanner (all columns, and a projection of compound columns only)
 //! and lookups, they must equal what was written. Tiered, the Delta tables must have the
-//! matching Delta types (nullability included), `silt verify` must answer MATCH, and `db.t$lake` and `db.t` (the lake plus a
-//! hot tail written after tiering) must answer the same rows through silt's query service,
-//! with field access into rows, maps and arrays. A lake-enabled table with a type Delta cannot
+//! matching Delta types (nullability included), `silt verify` must answer MATCH, and
+//! `db.t$lake` and `db.t` (the lake plus a hot tail written after tiering) must answer the same
+//! rows through silt's query service, with field access into rows, maps and arrays. A lake-enabled table with a type Delta cannot
 //! store is refused at CreateTable (and the lake cannot be turned on for one by AlterTable),
 //! naming the column and its type.
 //!
