@@ -1411,57 +1411,6 @@ async fn a_lake_table_with_a_type_delta_cannot_store_is_refused_at_create_table(
     Ok(())
 }
 
-/// SQL reads a field of a null ROW as null. Not so today: DataFusion 55's `get_field` returns
-/// the child column without the parent's nulls (apache/datafusion#25120, fixed upstream after
-/// 55), and a NOT NULL field of a null row holds whatever the Parquet reader filled in, so
-/// `SELECT r['a']` answers a number where `r` is null. A nullable field reads null (its
-/// Parquet definition level says so), which `every_type_...` checks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "DataFusion 55 get_field drops the parent row's nulls (apache/datafusion#25120)"]
-async fn a_not_null_field_of_a_null_row_reads_null() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start_for_tiering(dir.path(), 1).await?;
-    let connection = hotstore::connect(&server).await?;
-    let shape = Shape {
-        database: DATABASE.into(),
-        name: "null_rows".into(),
-        columns: vec![
-            ("id".into(), DataTypes::bigint().as_non_nullable()),
-            (
-                "r".into(),
-                DataTypes::row(vec![field("a", DataTypes::int().as_non_nullable())]),
-            ),
-        ],
-        primary_key: false,
-        lake: true,
-    };
-    shape.table().create(&connection).await?;
-    let rows = [
-        shape.values(1, Fill::Values(1)),
-        shape.values(2, Fill::Nulls),
-    ];
-    write(&connection, &shape, &rows, &[]).await?;
-    let service = tiering::service(dir.path(), &server);
-    tiering::wait_caught_up(&service, Driver::Wait, 1, Duration::from_secs(60)).await?;
-    service.shutdown(Duration::from_secs(30)).await;
-    let queries = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
-        server.local_addr().to_string(),
-        dir.path().join("lake").to_string_lossy().to_string(),
-    )));
-    let sql = format!("SELECT id, r['a'] FROM {}$lake", shape.qualified());
-    let want: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "{} | {}",
-                render(&r[0], &shape.columns[0].1),
-                field_text((&r[1], &shape.columns[1].1), &["a"])
-            )
-        })
-        .collect();
-    check(&sql, &want, &query(&queries, &sql).await?)
-}
-
 /// What a table written by the Java client's `data-types` scenario must hold, as it wrote
 /// it down (`<database>.<table>.rows`: a `columns: ...` line, then its rows, sorted).
 struct JavaTable {
