@@ -892,6 +892,13 @@ pub const DATALAKE_FORMAT: &str = "table.datalake.format";
 /// Whether silt tiers a table into its Delta lake: the Fluss table property a client sets at
 /// CreateTable or AlterTable.
 pub const DATALAKE_ENABLED: &str = "table.datalake.enabled";
+/// Whether table `properties` turn tiering on ([`DATALAKE_ENABLED`] is true).
+pub(crate) fn is_lake_enabled(properties: &std::collections::HashMap<String, String>) -> bool {
+    properties
+        .get(DATALAKE_ENABLED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// The custom property under which clients see [`DATALAKE_ENABLED`] (see [`client_view`]).
 pub const DATALAKE_ENABLED_SHOWN: &str = "silt.datalake.enabled";
 

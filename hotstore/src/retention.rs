@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::catalog::{DATALAKE_ENABLED, TableEntry};
+use crate::catalog::TableEntry;
 use crate::protocol::{ApiError, code};
 use crate::service::Service;
 
@@ -81,11 +81,7 @@ pub(crate) fn table_ttl(
 }
 
 pub(crate) fn lake_enabled(entry: &TableEntry) -> bool {
-    entry
-        .descriptor
-        .properties()
-        .get(DATALAKE_ENABLED)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    crate::catalog::is_lake_enabled(entry.descriptor.properties())
 }
 
 /// What retention left of one bucket.

@@ -42,7 +42,7 @@ use silt_connectors::lake::LakeCatalogConfig;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore::{self, DEADLINE};
-use silt_testkit::java_client::{self, CLIENT_VERSIONS};
+use silt_testkit::java_client;
 use silt_testkit::tables::Table;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
@@ -1478,16 +1478,9 @@ async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() ->
     let bootstrap = server.local_addr().to_string();
     let output = dir.path().join("expected");
     std::fs::create_dir(&output)?;
-    let mut versions = Vec::new();
-    for version in CLIENT_VERSIONS {
-        let env = vec![(
-            "JAVA_CLIENT_OUTPUT_DIR",
-            output.to_string_lossy().to_string(),
-        )];
-        if java_client::run_scenario(TEST, version, &bootstrap, "data-types", env).await? {
-            versions.push(version);
-        }
-    }
+    let versions =
+        java_client::run_scenario_with_every_version(TEST, &bootstrap, "data-types", &output)
+            .await?;
     if versions.is_empty() {
         return silt_testkit::skip(
             TEST,

@@ -30,7 +30,7 @@ use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore;
-use silt_testkit::java_client::{self, CLIENT_VERSIONS};
+use silt_testkit::java_client;
 use silt_testkit::lake::{rows_of, sorted};
 use silt_testkit::skip;
 use silt_testkit::tiering::{self, Driver};
@@ -79,16 +79,9 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
     let bootstrap = server.local_addr().to_string();
     let output = dir.path().join("expected");
     std::fs::create_dir(&output)?;
-    let mut versions = Vec::new();
-    for version in CLIENT_VERSIONS {
-        let env = vec![(
-            "JAVA_CLIENT_OUTPUT_DIR",
-            output.to_string_lossy().to_string(),
-        )];
-        if java_client::run_scenario(TEST, version, &bootstrap, "partitioned-lake", env).await? {
-            versions.push(version);
-        }
-    }
+    let versions =
+        java_client::run_scenario_with_every_version(TEST, &bootstrap, "partitioned-lake", &output)
+            .await?;
     if versions.is_empty() {
         return skip(
             TEST,

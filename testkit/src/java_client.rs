@@ -131,6 +131,28 @@ pub fn run_with_env(
     }))
 }
 
+/// Runs `scenario` with every client version of [`CLIENT_VERSIONS`], each writing what it
+/// wrote down into `output` (`JAVA_CLIENT_OUTPUT_DIR`); the versions that ran (a version that
+/// could not run here printed SKIPPED with its reason).
+pub async fn run_scenario_with_every_version(
+    test: &str,
+    bootstrap: &str,
+    scenario: &'static str,
+    output: &std::path::Path,
+) -> Result<Vec<&'static str>> {
+    let mut versions = Vec::new();
+    for version in CLIENT_VERSIONS {
+        let env = vec![(
+            "JAVA_CLIENT_OUTPUT_DIR",
+            output.to_string_lossy().to_string(),
+        )];
+        if run_scenario(test, version, bootstrap, scenario, env).await? {
+            versions.push(version);
+        }
+    }
+    Ok(versions)
+}
+
 /// Runs `scenario` with fluss-client `version` against `bootstrap` from an async test (on a
 /// blocking thread), with `env` added (see [`run_with_env`]), and prints what it said.
 /// `Ok(false)`: it cannot run here, printed as `SKIPPED: <test>: fluss-client <version>: <why>`.

@@ -83,7 +83,7 @@ pub(crate) async fn create_table(service: &Service, body: Bytes) -> Result<Empty
         .ok()
         .and_then(|json| TableDescriptor::deserialize_json(&json).ok());
     if let Some(descriptor) = requested
-        && is_lake_enabled(descriptor.properties())
+        && crate::catalog::is_lake_enabled(descriptor.properties())
     {
         let name = format!("{}.{}", path.database_name, path.table_name);
         check_lake_schema(service, &name, descriptor.schema().row_type()).map_err(|reason| {
@@ -191,12 +191,6 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
         request.ignore_if_not_exists,
     )?;
     Ok(Empty {})
-}
-
-fn is_lake_enabled(properties: &std::collections::HashMap<String, String>) -> bool {
-    properties
-        .get(DATALAKE_ENABLED)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// Why `table` cannot be tiered with columns `row_type`, as the message of the refusal
