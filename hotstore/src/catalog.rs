@@ -13,12 +13,14 @@
 pub(crate) mod auto_partition;
 mod merge_engine;
 mod partitions;
+mod schemas;
 
 pub(crate) use auto_partition::AutoPartitionStrategy;
 pub(crate) use merge_engine::{
     DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules, Version, VersionColumn,
 };
 pub use partitions::PartitionEntry;
+pub use schemas::{EarlierSchema, NewColumn};
 
 use crate::protocol::{ApiError, code};
 use fluss::metadata::{JsonSerde, TableDescriptor};
@@ -29,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 /// The database every fresh data directory starts with, as in Fluss.
 pub const DEFAULT_DATABASE: &str = "fluss";
-/// Schema ids start at 1 in Fluss; silt does not evolve schemas yet.
+/// A table's first schema id, as in Fluss; each added column makes the next one.
 pub const SCHEMA_ID: i32 = 1;
 const NAME_BYTES_MAX: usize = 200;
 const CATALOG_FILE: &str = "catalog.json";
@@ -49,7 +51,10 @@ pub struct TableEntry {
     pub id: i64,
     pub database: String,
     pub name: String,
+    /// The current schema's id (the schema in `descriptor`).
     pub schema_id: i32,
+    /// The schemas before the current one, oldest first ([`Catalog::add_columns`]).
+    pub earlier_schemas: Arc<Vec<EarlierSchema>>,
     /// The complete table JSON as created and altered (what silt itself goes by).
     pub json: Vec<u8>,
     /// The table JSON served to clients: [`client_view`] of `json`.
@@ -315,6 +320,7 @@ impl Catalog {
             database: database.to_string(),
             name: name.to_string(),
             schema_id: SCHEMA_ID,
+            earlier_schemas: Arc::new(Vec::new()),
             client_json: client_view(&json),
             json,
             created_ms: now,
@@ -847,6 +853,7 @@ impl Catalog {
                     "database": t.database,
                     "name": t.name,
                     "schema_id": t.schema_id,
+                    "earlier_schemas": schemas::earlier_schemas_json(t),
                     "json": String::from_utf8_lossy(&t.json),
                     "created_ms": t.created_ms,
                     "modified_ms": t.modified_ms,
@@ -1055,6 +1062,10 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
         let entry = TableEntry {
             id: t["id"].as_i64().ok_or("table without id")?,
             schema_id: t["schema_id"].as_i64().unwrap_or(i64::from(SCHEMA_ID)) as i32,
+            earlier_schemas: Arc::new(
+                schemas::earlier_schemas_from(&t["earlier_schemas"])
+                    .map_err(|e| format!("table {database}.{name}: {e}"))?,
+            ),
             created_ms: t["created_ms"].as_i64().unwrap_or(0),
             modified_ms: t["modified_ms"].as_i64().unwrap_or(0),
             database: database.clone(),

@@ -612,20 +612,41 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
         ]),
         proptest::option::weighted(0.8, "[a-z0-9 -]{0,6}"),
         -1..5i32,
-        proptest::option::weighted(0.1, "[a-z]{0,4}"),
+        proptest::option::weighted(
+            0.3,
+            (
+                "[a-z]{0,4}",
+                prop::sample::select(vec![
+                    r#"{"type":"INTEGER"}"#,
+                    r#"{"type":"STRING","nullable":false}"#,
+                    r#"{"type":"ROW","fields":[{"name":"a","field_type":{"type":"INTEGER"}}]}"#,
+                    r#"{"type":"NO_SUCH_TYPE"}"#,
+                    "not json",
+                ]),
+            ),
+        ),
     )
         .prop_map(|(table_path, ignore, key, value, op_type, column)| {
-            let request = AlterTableRequest {
-                table_path,
-                ignore_if_not_exists: ignore,
-                config_changes: vec![PbAlterConfig {
+            // A request changes properties or columns; both at once are refused.
+            let config_changes = match &column {
+                Some(_) => Vec::new(),
+                None => vec![PbAlterConfig {
                     config_key: key.to_string(),
                     config_value: value,
                     op_type,
                 }],
+            };
+            let request = AlterTableRequest {
+                table_path,
+                ignore_if_not_exists: ignore,
+                config_changes,
                 add_columns: column
-                    .map(|name| PbColumnChange {
-                        column_name: Some(name),
+                    .map(|(name, data_type)| PbAddColumn {
+                        column_name: name,
+                        data_type_json: data_type.as_bytes().to_vec(),
+                        comment: None,
+                        column_position_type: op_type,
+                        agg_function_type: None,
                     })
                     .into_iter()
                     .collect(),

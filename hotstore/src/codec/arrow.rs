@@ -193,18 +193,58 @@ pub fn project_batch(
     schema: &SchemaRef,
     projection: &[usize],
 ) -> Result<Bytes, String> {
+    project_evolved_batch(batch, schema, (schema, batch.schema_id()), projection)
+}
+
+/// [`project_batch`] of a batch written under the schema `written` to the table's `current`
+/// schema (with its id), which may have more columns: schemas only grow by columns added at
+/// the end, so a projected column the batch lacks is null in each of its rows, and the
+/// rewritten batch carries the current schema's id.
+pub fn project_evolved_batch(
+    batch: &Batch,
+    written: &SchemaRef,
+    (current, current_id): (&SchemaRef, i16),
+    projection: &[usize],
+) -> Result<Bytes, String> {
     if batch.record_count() == 0 {
         return Ok(batch.data.clone());
     }
     let (change_types, message) = batch.records().map_err(|e| e.to_string())?;
-    let projected = decode_arrow_message(&message, schema, Some(projection))?;
+    let written_count = written.fields().len();
+    let (projected, schema_id) = if written_count >= current.fields().len() {
+        let projected = decode_arrow_message(&message, written, Some(projection))?;
+        (projected, batch.schema_id())
+    } else {
+        let kept: Vec<usize> = projection
+            .iter()
+            .copied()
+            .filter(|&index| index < written_count)
+            .collect();
+        let decoded = decode_arrow_message(&message, written, Some(&kept))?;
+        let rows = decoded.num_rows();
+        let mut columns = decoded.columns().to_vec().into_iter();
+        let mut fields = Vec::with_capacity(projection.len());
+        let mut arrays = Vec::with_capacity(projection.len());
+        for &index in projection {
+            let field = current.field(index).clone();
+            arrays.push(if index < written_count {
+                columns.next().ok_or("projected column missing")?
+            } else {
+                arrow::array::new_null_array(field.data_type(), rows)
+            });
+            fields.push(field);
+        }
+        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+        let projected = RecordBatch::try_new(schema, arrays).map_err(|e| e.to_string())?;
+        (projected, current_id)
+    };
     let arrow_message = encode_arrow_message(&projected).map_err(|e| e.to_string())?;
     let h = &batch.header;
     Ok(build_batch(
         HeaderFields {
             base_offset: h.base_offset,
             commit_timestamp: h.commit_timestamp_ms,
-            schema_id: h.schema_id,
+            schema_id,
             append_only: h.is_append_only(),
             writer_id: h.writer_id,
             batch_sequence: h.batch_sequence,

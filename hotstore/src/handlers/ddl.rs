@@ -1,7 +1,7 @@
 //! Catalog-level handlers: databases, tables, partitions, metadata, writer ids and lake
 //! snapshots.
 
-use crate::catalog::{DATALAKE_ENABLED, PartitionEntry, PropertyChange, TableEntry};
+use crate::catalog::{DATALAKE_ENABLED, NewColumn, PartitionEntry, PropertyChange, TableEntry};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::{NODE_ID, Service};
@@ -131,12 +131,14 @@ pub(crate) async fn drop_table(service: &Service, body: Bytes) -> Result<Empty, 
     Ok(Empty {})
 }
 
-/// AlterTable of properties as Fluss 0.9.1 answers it (`CoordinatorService.alterTable`,
-/// `TableDescriptorValidation.validateAlterTableProperties`): SET and DELETE (reset) of the
-/// alterable `table.*` options and of any custom property; APPEND and SUBTRACT are refused, and
-/// a request may change properties or the schema, not both. The tiering service sees a table's
-/// new `table.datalake.enabled` at its next poll. Schema changes (add, drop, rename, modify
-/// column) are refused: silt does not evolve schemas.
+/// AlterTable as Fluss 0.9.1 answers it (`CoordinatorService.alterTable`,
+/// `TableDescriptorValidation.validateAlterTableProperties`, `SchemaUpdate`): SET and DELETE
+/// (reset) of the alterable `table.*` options and of any custom property (APPEND and SUBTRACT
+/// are refused), or nullable columns added at the end ([`Catalog::add_columns`]); drop, rename
+/// and modify column are refused, and a request may change properties or the schema, not both.
+/// The tiering service sees a table's new `table.datalake.enabled` at its next poll.
+///
+/// [`Catalog::add_columns`]: crate::catalog::Catalog::add_columns
 pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     let request: AlterTableRequest = protocol::decode(body, "AlterTable")?;
     let path = &request.table_path;
@@ -146,13 +148,23 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
         .iter()
         .map(|change| property_change(&name, change))
         .collect::<Result<Vec<_>, _>>()?;
-    let schema_changes = [
-        ("add", &request.add_columns),
+    let refused_changes = [
         ("drop", &request.drop_columns),
         ("rename", &request.rename_columns),
         ("modify", &request.modify_columns),
     ];
-    if let Some((kind, columns)) = schema_changes.iter().find(|(_, c)| !c.is_empty()) {
+    if let Some((kind, columns)) = refused_changes.iter().find(|(_, c)| !c.is_empty()) {
+        let column = columns[0].column_name.as_deref().unwrap_or("?");
+        return Err(ApiError::new(
+            code::INVALID_ALTER_TABLE,
+            format!(
+                "alter table {name}: {kind} column '{column}' is not supported (Fluss 0.9.1 and \
+                 silt evolve a schema by adding nullable columns at the end only); create a new \
+                 table with the schema you need"
+            ),
+        ));
+    }
+    if !request.add_columns.is_empty() {
         if !changes.is_empty() {
             return Err(ApiError::new(
                 code::INVALID_ALTER_TABLE,
@@ -162,14 +174,7 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
                 ),
             ));
         }
-        let column = columns[0].column_name.as_deref().unwrap_or("?");
-        return Err(ApiError::new(
-            code::INVALID_ALTER_TABLE,
-            format!(
-                "alter table {name}: {kind} column '{column}' is not supported by silt's hotstore, \
-                 which does not evolve schemas yet; create a new table with the schema you need"
-            ),
-        ));
+        return add_columns(service, &request, &name);
     }
     let enables_lake = changes.iter().any(|change| {
         matches!(change, PropertyChange::Set { key, value }
@@ -190,6 +195,56 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
         &changes,
         request.ignore_if_not_exists,
     )?;
+    Ok(Empty {})
+}
+
+/// Adds AlterTable's columns to a table and gives its open tablets the new schema. A
+/// lake-enabled table keeps its schema: its Delta table does not evolve yet, and tiering rows
+/// with a column its lake lacks would drop that column's values from the lake.
+fn add_columns(
+    service: &Service,
+    request: &AlterTableRequest,
+    name: &str,
+) -> Result<Empty, ApiError> {
+    let path = &request.table_path;
+    if let Ok(entry) = service.catalog.table(&path.database_name, &path.table_name)
+        && crate::catalog::is_lake_enabled(entry.descriptor.properties())
+    {
+        return Err(ApiError::new(
+            code::INVALID_ALTER_TABLE,
+            format!(
+                "alter table {name}: adding a column to a table with {DATALAKE_ENABLED}=true is \
+                 not supported yet (silt does not evolve its Delta table's schema); the table \
+                 keeps its schema"
+            ),
+        ));
+    }
+    let columns: Vec<NewColumn> = request
+        .add_columns
+        .iter()
+        .map(|column| NewColumn {
+            name: column.column_name.clone(),
+            data_type_json: column.data_type_json.clone(),
+            comment: column.comment.clone(),
+            position: column.column_position_type,
+            aggregation: column.agg_function_type.clone(),
+        })
+        .collect();
+    let Some(entry) = service.catalog.add_columns(
+        &path.database_name,
+        &path.table_name,
+        &columns,
+        request.ignore_if_not_exists,
+    )?
+    else {
+        return Ok(Empty {});
+    };
+    service.tablets.evolve(entry).map_err(|e| {
+        ApiError::new(
+            code::UNKNOWN_SERVER_ERROR,
+            format!("alter table {name}: the new schema is kept, but its tablets: {e}"),
+        )
+    })?;
     Ok(Empty {})
 }
 
@@ -357,28 +412,21 @@ pub(crate) fn get_table_schema(
         &request.table_path.database_name,
         &request.table_path.table_name,
     )?;
-    if let Some(schema_id) = request.schema_id
-        && schema_id != table.schema_id
-    {
+    let schema_id = request.schema_id.unwrap_or(table.schema_id);
+    let Some(schema) = table.schema_json(schema_id) else {
         return Err(ApiError::new(
             code::SCHEMA_NOT_EXIST,
             format!(
-                "table {} has no schema {schema_id} (only {})",
+                "table {} has no schema {schema_id} (its schemas are 1 to {})",
                 table.qualified_name(),
                 table.schema_id
             ),
         ));
-    }
-    let value: serde_json::Value = serde_json::from_slice(&table.json).map_err(|e| {
-        ApiError::new(
-            code::UNKNOWN_SERVER_ERROR,
-            format!("stored table json: {e}"),
-        )
-    })?;
-    let schema_json = serde_json::to_vec(&value["schema"])
+    };
+    let schema_json = serde_json::to_vec(&schema)
         .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("schema json: {e}")))?;
     Ok(GetTableSchemaResponse {
-        schema_id: table.schema_id,
+        schema_id,
         schema_json,
     })
 }

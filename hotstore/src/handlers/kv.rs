@@ -18,6 +18,7 @@ use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use crate::tablets::TableRuntime;
 use crate::tablets::changelog::{self, KvWrite, MergeMode};
+use crate::tablets::rows::RowCodec;
 use bytes::Bytes;
 use fluss::record::kv::{KV_RECORD_LENGTH_LENGTH, KvRecord, KvRecordBatch, RECORDS_OFFSET};
 use futures::future::join_all;
@@ -165,6 +166,7 @@ fn decode_writes(
     let mut writes = Vec::new();
     let mut position = 0usize;
     let mut writer = (crate::codec::NO_WRITER_ID, -1);
+    let mut codec: Option<RowCodec> = None;
     while position < records.len() {
         let kv_batch = KvRecordBatch::new(records.clone(), position);
         let size = kv_batch
@@ -182,15 +184,21 @@ fn decode_writes(
             return Err(corrupt(format!("batch at byte {position} fails its CRC")));
         }
         let schema_id = kv_batch.schema_id().map_err(|e| corrupt(e.to_string()))?;
-        if i32::from(schema_id) != table.entry.schema_id {
+        // Rows of a batch written under an earlier schema are turned into the current one.
+        let earlier_schema = i32::from(schema_id) != table.entry.schema_id;
+        if earlier_schema && table.entry.schema_of(i32::from(schema_id)).is_none() {
             return Err(ApiError::new(
                 code::SCHEMA_NOT_EXIST,
                 format!(
-                    "kv batch of {} has schema id {schema_id}, but the table has only schema {}",
+                    "kv batch of {} has schema id {schema_id}, but the table's schemas are 1 to \
+                     {}; refresh the client's table metadata",
                     table.entry.qualified_name(),
                     table.entry.schema_id
                 ),
             ));
+        }
+        if earlier_schema && codec.is_none() {
+            codec = Some(RowCodec::new(table)?);
         }
         if position == 0 {
             writer = (
@@ -222,7 +230,13 @@ fn decode_writes(
                     + KV_RECORD_LENGTH_LENGTH
                     + varint_len(key.len() as u32)
                     + key.len();
-                Some(batch_bytes.slice(value_start..record_position + record_size))
+                let row = batch_bytes.slice(value_start..record_position + record_size);
+                match &codec {
+                    Some(codec) if earlier_schema => Some(Bytes::from(
+                        codec.row_in_current(schema_id, &row)?.into_owned(),
+                    )),
+                    _ => Some(row),
+                }
             };
             writes.push((key, value));
             record_position += record_size;

@@ -95,25 +95,15 @@ pub(crate) fn check_client_batches(
                 format!("batch {index} of {name}: {reason}"),
             )
         };
-        let schema_id = view.schema_id();
-        if i32::from(schema_id) != table.entry.schema_id {
-            return Err(ApiError::new(
-                code::SCHEMA_NOT_EXIST,
-                format!(
-                    "batch {index} of {name} has schema id {schema_id}, but the table has only schema {}",
-                    table.entry.schema_id
-                ),
-            ));
-        }
+        let arrow_schema = table.arrow_schema_of(view.schema_id())?;
         let (_, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
         let invalid = |reason: String| corrupt(format!("no valid Arrow data: {reason}"));
         let rows = if decode {
-            crate::codec::arrow::decode_arrow_message(&message, &table.arrow_schema, None)
+            crate::codec::arrow::decode_arrow_message(&message, &arrow_schema, None)
                 .map_err(invalid)?
                 .num_rows() as i64
         } else {
-            crate::codec::arrow::check_arrow_message(&message, &table.arrow_schema)
-                .map_err(invalid)?
+            crate::codec::arrow::check_arrow_message(&message, &arrow_schema).map_err(invalid)?
         };
         if rows != i64::from(view.record_count()) {
             return Err(corrupt(format!(
@@ -381,7 +371,12 @@ fn prune(
     })?;
     let keep: Vec<bool> = batches
         .iter()
-        .map(|batch| filter.may_match_batch(batch, types))
+        // A batch written under an earlier schema has statistics of its own columns, which
+        // the filter's column positions (the current schema's) need not match: kept.
+        .map(|batch| {
+            i32::from(batch.schema_id()) != table.entry.schema_id
+                || filter.may_match_batch(batch, types)
+        })
         .collect();
     if keep.iter().all(|k| *k) {
         return Ok((data, None));
@@ -408,8 +403,10 @@ fn project(table: &TableRuntime, data: Bytes, projection: &[usize]) -> Result<By
     };
     let mut out = BytesMut::with_capacity(data.len());
     for view in Batch::split(data, false).map_err(|e| storage_error(e.to_string()))? {
+        let written = table.arrow_schema_of(view.schema_id())?;
+        let current = (&table.arrow_schema, table.entry.schema_id as i16);
         out.extend_from_slice(
-            &crate::codec::arrow::project_batch(&view, &table.arrow_schema, projection)
+            &crate::codec::arrow::project_evolved_batch(&view, &written, current, projection)
                 .map_err(storage_error)?,
         );
     }

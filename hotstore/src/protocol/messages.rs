@@ -776,7 +776,7 @@ pub struct AlterTableRequest {
     #[prost(message, repeated, tag = "3")]
     pub config_changes: Vec<PbAlterConfig>,
     #[prost(message, repeated, tag = "4")]
-    pub add_columns: Vec<PbColumnChange>,
+    pub add_columns: Vec<PbAddColumn>,
     #[prost(message, repeated, tag = "5")]
     pub drop_columns: Vec<PbColumnChange>,
     #[prost(message, repeated, tag = "6")]
@@ -796,8 +796,24 @@ pub struct PbAlterConfig {
     pub op_type: i32,
 }
 
-/// A schema change (PbAddColumn, PbDropColumn, PbRenameColumn, PbModifyColumn): silt refuses
-/// them all, so only the column name (field 1 in each) is read, to name it in the error.
+/// A column added by AlterTable.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbAddColumn {
+    #[prost(string, required, tag = "1")]
+    pub column_name: String,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub data_type_json: Vec<u8>,
+    #[prost(string, optional, tag = "3")]
+    pub comment: Option<String>,
+    /// LAST = 0, FIRST = 1, AFTER = 3.
+    #[prost(int32, required, tag = "4")]
+    pub column_position_type: i32,
+    #[prost(string, optional, tag = "5")]
+    pub agg_function_type: Option<String>,
+}
+
+/// A schema change silt refuses, as Fluss 0.9.1 does (PbDropColumn, PbRenameColumn,
+/// PbModifyColumn): only the column name (field 1 in each) is read, to name it in the error.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PbColumnChange {
     #[prost(string, optional, tag = "1")]

@@ -128,7 +128,9 @@ pub(crate) async fn write(
             None => kv
                 .get(&key)
                 .map_err(|e| bucket.storage_error(&context, e))?
-                .map(|v| v.to_vec()),
+                // A row stored under an earlier schema is merged and logged in the current one.
+                .map(|v| codec.current_stored(v.to_vec()))
+                .transpose()?,
         };
         let old_row = old
             .as_deref()

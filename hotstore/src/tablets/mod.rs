@@ -106,8 +106,37 @@ pub struct TableRuntime {
     pub arrow_schema: SchemaRef,
     /// The buckets of a table without partitions; empty for a partitioned table.
     pub buckets: Vec<Arc<Bucket>>,
-    /// A partitioned table's partitions by id.
-    partitions: RwLock<BTreeMap<i64, Arc<PartitionRuntime>>>,
+    /// A partitioned table's partitions by id (shared with the runtime of the table's next
+    /// schema, [`Tablets::evolve`]).
+    partitions: Arc<RwLock<BTreeMap<i64, Arc<PartitionRuntime>>>>,
+}
+
+impl TableRuntime {
+    /// The arrow schema of the table's schema `schema_id` (the current or an earlier one), for
+    /// batches written under it; an id the table never had is SCHEMA_NOT_EXIST.
+    pub fn arrow_schema_of(&self, schema_id: i16) -> Result<SchemaRef, ApiError> {
+        let id = i32::from(schema_id);
+        if id == self.entry.schema_id {
+            return Ok(self.arrow_schema.clone());
+        }
+        let name = self.entry.qualified_name();
+        let schema = self.entry.schema_of(id).ok_or_else(|| {
+            ApiError::new(
+                code::SCHEMA_NOT_EXIST,
+                format!(
+                    "a batch of {name} has schema id {schema_id}, but the table's schemas are 1 \
+                     to {}; refresh the client's table metadata",
+                    self.entry.schema_id
+                ),
+            )
+        })?;
+        fluss::record::to_arrow_schema(schema.row_type()).map_err(|e| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("schema {schema_id} of {name} has no arrow schema: {e}"),
+            )
+        })
+    }
 }
 
 /// One partition of a partitioned table: the table's bucket count of buckets.
@@ -281,14 +310,7 @@ impl Tablets {
         entry: Arc<TableEntry>,
         partitions: Vec<PartitionEntry>,
     ) -> crate::Result<()> {
-        let row_type = entry.descriptor.schema().row_type();
-        let arrow_schema =
-            fluss::record::to_arrow_schema(row_type).map_err(|e| crate::Error::Config {
-                message: format!(
-                    "table {} has a schema silt cannot map to arrow: {e}",
-                    entry.qualified_name()
-                ),
-            })?;
+        let arrow_schema = arrow_schema_of(&entry)?;
         let buckets = if entry.is_partitioned() {
             Vec::new()
         } else {
@@ -298,7 +320,7 @@ impl Tablets {
             entry: entry.clone(),
             arrow_schema,
             buckets,
-            partitions: RwLock::new(BTreeMap::new()),
+            partitions: Arc::new(RwLock::new(BTreeMap::new())),
         });
         recover_buckets(&runtime, &runtime.buckets)?;
         for partition in partitions {
@@ -386,6 +408,25 @@ impl Tablets {
             .unwrap_or_else(|p| p.into_inner())
             .get(&table_id)
             .cloned()
+    }
+
+    /// Gives an open table its altered entry (a new schema): the same buckets and partitions
+    /// under the new schema's arrow schema. Requests that hold the old runtime finish under the
+    /// old schema, whose rows stay readable by their schema id.
+    pub fn evolve(&self, entry: Arc<TableEntry>) -> crate::Result<()> {
+        let arrow_schema = arrow_schema_of(&entry)?;
+        let mut tables = self.tables.write().unwrap_or_else(|p| p.into_inner());
+        let Some(old) = tables.get(&entry.id) else {
+            return Ok(());
+        };
+        let runtime = Arc::new(TableRuntime {
+            entry: entry.clone(),
+            arrow_schema,
+            buckets: old.buckets.clone(),
+            partitions: old.partitions.clone(),
+        });
+        tables.insert(entry.id, runtime);
+        Ok(())
     }
 
     /// Forgets the table and deletes its files (every partition's) once in-flight writes
@@ -515,4 +556,16 @@ fn remove_dir(dir: &std::path::Path, what: &str) {
     {
         tracing::warn!(dir = %dir.display(), %error, "cannot delete files of {what}");
     }
+}
+
+/// The arrow schema of a table's current schema, as clients read its log batches.
+fn arrow_schema_of(entry: &TableEntry) -> crate::Result<SchemaRef> {
+    fluss::record::to_arrow_schema(entry.descriptor.schema().row_type()).map_err(|e| {
+        crate::Error::Config {
+            message: format!(
+                "table {} has a schema silt cannot map to arrow: {e}",
+                entry.qualified_name()
+            ),
+        }
+    })
 }

@@ -73,13 +73,29 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 continue;
             }
             let (change_types, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
+            // A batch logged under an earlier schema is read under it; its rows go into the
+            // kv in the current schema, with nulls in the columns added since.
+            let written = table.arrow_schema_of(view.schema_id())?;
+            let written_row_type =
+                if Arc::ptr_eq(&written, &table.arrow_schema) {
+                    row_type.clone()
+                } else {
+                    let schema = table.entry.schema_of(i32::from(view.schema_id()));
+                    Arc::new(schema.map(|s| s.row_type().clone()).ok_or_else(|| {
+                        corrupt(format!("schema {} is unknown", view.schema_id()))
+                    })?)
+                };
             let record_batch = Arc::new(
-                crate::codec::arrow::decode_arrow_message(&message, &table.arrow_schema, None)
+                crate::codec::arrow::decode_arrow_message(&message, &written, None)
                     .map_err(corrupt)?,
             );
-            let mut row =
-                fluss::row::ColumnarRow::new(record_batch.clone(), row_type.clone(), 0, None)
-                    .map_err(|e| corrupt(e.to_string()))?;
+            let mut row = fluss::row::ColumnarRow::new(
+                record_batch.clone(),
+                written_row_type.clone(),
+                0,
+                None,
+            )
+            .map_err(|e| corrupt(e.to_string()))?;
             let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
             let mut applied_change_types = Vec::new();
             for i in 0..record_batch.num_rows() {
@@ -99,7 +115,8 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 let value = if change == DELETE {
                     None
                 } else {
-                    Some(codec.stored(&codec.encode_row(&row)?))
+                    let fields = written_row_type.fields().len();
+                    Some(codec.stored(&codec.encode_row(&row, fields)?))
                 };
                 changes.push((key, value));
             }

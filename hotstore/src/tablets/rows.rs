@@ -8,6 +8,7 @@ use fluss::metadata::KvFormat;
 use fluss::row::encode::{RowEncoder, RowEncoderFactory};
 use fluss::row::field_getter::FieldGetter;
 use fluss::row::{Datum, RowDecoder, RowDecoderFactory};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) const INSERT: u8 = 1;
@@ -30,21 +31,47 @@ fn kv_format(table: &TableRuntime) -> KvFormat {
 }
 
 pub(crate) struct RowCodec {
+    /// The decoder of rows in the table's current schema.
     pub(crate) decoder: Arc<dyn RowDecoder>,
     pub(crate) getters: Box<[FieldGetter]>,
     pub(crate) field_count: usize,
     pub(crate) kv_format: KvFormat,
     pub(crate) row_type: fluss::metadata::RowType,
     pub(crate) schema_id: i16,
+    /// Decoders of the table's earlier schemas, for rows written under them.
+    earlier: Vec<EarlierCodec>,
+}
+
+struct EarlierCodec {
+    schema_id: i16,
+    decoder: Arc<dyn RowDecoder>,
+    getters: Box<[FieldGetter]>,
 }
 
 impl RowCodec {
     pub(crate) fn new(table: &TableRuntime) -> Result<RowCodec, ApiError> {
         let row_type = table.entry.descriptor.schema().row_type().clone();
         let kv_format = kv_format(table);
-        let decoder = RowDecoderFactory::create(kv_format, row_type.clone())
-            .map_err(|e| ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row decoder: {e}")))?;
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row decoder: {e}"))
+        };
+        let decoder = RowDecoderFactory::create(kv_format, row_type.clone()).map_err(internal)?;
+        let earlier = table
+            .entry
+            .earlier_schemas
+            .iter()
+            .map(|earlier| {
+                let row_type = earlier.schema.row_type();
+                Ok(EarlierCodec {
+                    schema_id: earlier.id as i16,
+                    decoder: RowDecoderFactory::create(kv_format, row_type.clone())
+                        .map_err(internal)?,
+                    getters: FieldGetter::create_field_getters(row_type),
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
         Ok(RowCodec {
+            earlier,
             getters: FieldGetter::create_field_getters(&row_type),
             field_count: row_type.fields().len(),
             decoder,
@@ -61,10 +88,74 @@ impl RowCodec {
         value
     }
 
-    /// Encodes any row (e.g. one read back from the changelog) in the table's kv format.
+    /// A stored value (schema id and row) in the current schema: as it is when written under
+    /// it, else re-encoded with [`RowCodec::row_in_current`].
+    pub(crate) fn current_stored(&self, stored: Vec<u8>) -> Result<Vec<u8>, ApiError> {
+        let Some(id) = stored.get(..SCHEMA_ID_BYTES) else {
+            return Ok(stored);
+        };
+        let schema_id = i16::from_le_bytes([id[0], id[1]]);
+        if schema_id == self.schema_id {
+            return Ok(stored);
+        }
+        let row = self.row_in_current(schema_id, &stored[SCHEMA_ID_BYTES..])?;
+        Ok(self.stored(&row))
+    }
+
+    /// A row (without schema id) written under schema `schema_id`, in the current schema:
+    /// schemas only grow by nullable columns added at the end, so the row keeps its values by
+    /// position and the columns added since are null.
+    pub(crate) fn row_in_current<'a>(
+        &self,
+        schema_id: i16,
+        row: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>, ApiError> {
+        if schema_id == self.schema_id {
+            return Ok(Cow::Borrowed(row));
+        }
+        let earlier = self
+            .earlier
+            .iter()
+            .find(|earlier| earlier.schema_id == schema_id)
+            .ok_or_else(|| {
+                ApiError::new(
+                    code::SCHEMA_NOT_EXIST,
+                    format!(
+                        "a row has schema id {schema_id}, but the table's schemas are 1 to {}",
+                        self.schema_id
+                    ),
+                )
+            })?;
+        let internal = |e: fluss::error::Error| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!(
+                    "row of schema {schema_id} in schema {}: {e}",
+                    self.schema_id
+                ),
+            )
+        };
+        let decoded = earlier.decoder.decode(row);
+        let mut encoder =
+            RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
+        encoder.start_new_row().map_err(internal)?;
+        for pos in 0..self.field_count {
+            let datum = match earlier.getters.get(pos) {
+                Some(getter) => getter.get_field(&decoded).map_err(internal)?,
+                None => Datum::Null,
+            };
+            encoder.encode_field(pos, datum).map_err(internal)?;
+        }
+        Ok(Cow::Owned(encoder.finish_row().map_err(internal)?.to_vec()))
+    }
+
+    /// Encodes any row (e.g. one read back from the changelog) of `fields` columns in the
+    /// table's kv format; the current schema's columns after those (added since the row was
+    /// written) are null.
     pub(crate) fn encode_row(
         &self,
         row: &dyn fluss::row::InternalRow,
+        fields: usize,
     ) -> Result<Vec<u8>, ApiError> {
         let internal = |e: fluss::error::Error| {
             ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row encode: {e}"))
@@ -73,9 +164,12 @@ impl RowCodec {
             RowEncoderFactory::create(self.kv_format, self.row_type.clone()).map_err(internal)?;
         encoder.start_new_row().map_err(internal)?;
         for pos in 0..self.field_count {
-            encoder
-                .encode_field(pos, self.getters[pos].get_field(row).map_err(internal)?)
-                .map_err(internal)?;
+            let datum = if pos < fields {
+                self.getters[pos].get_field(row).map_err(internal)?
+            } else {
+                Datum::Null
+            };
+            encoder.encode_field(pos, datum).map_err(internal)?;
         }
         Ok(encoder.finish_row().map_err(internal)?.to_vec())
     }

@@ -42,8 +42,10 @@ final class PrefixLookupAndAlterTable implements Scenario {
             TablePath path = client.createFreshTable("silt_java", "orders", orders());
             prefixLookups(client, path);
             alterTable(client, path);
+            addColumn(client, path);
             return "prefix lookups of 4 customers (one updated, one deleted order); "
-                    + "alter table set, reset, and a refused option";
+                    + "alter table set, reset, and a refused option; add column: rows of "
+                    + "schema 1 read with a null note, rows of schema 2 with theirs";
         }
     }
 
@@ -92,6 +94,67 @@ final class PrefixLookupAndAlterTable implements Scenario {
                         path, List.of(TableChange.set("table.log.ttl", "1d")), false),
                 InvalidAlterTableException.class,
                 "altering table.log.ttl of " + path);
+    }
+
+    /**
+     * ADD COLUMN as Fluss evolves a schema: schema 2 has a nullable {@code note} at the end; rows
+     * written under schema 1 read back with a null note, a row written under schema 2 with its
+     * own; a NOT NULL column is refused.
+     */
+    private static void addColumn(Client client, TablePath path) throws Exception {
+        await(
+                client.admin.alterTable(
+                        path,
+                        List.of(
+                                TableChange.addColumn(
+                                        "note",
+                                        DataTypes.STRING(),
+                                        "added later",
+                                        TableChange.ColumnPosition.last())),
+                        false),
+                "add column note to " + path);
+        TableInfo info = await(client.admin.getTableInfo(path), "table info of " + path);
+        checkEquals(2, info.getSchemaId(), "schema id of " + path + " after add column");
+        checkEquals(
+                List.of("customer", "order_id", "amount", "note"),
+                info.getSchema().getColumnNames(),
+                "columns of " + path);
+        awaitFailure(
+                client.admin.alterTable(
+                        path,
+                        List.of(
+                                TableChange.addColumn(
+                                        "strict",
+                                        DataTypes.INT().copy(false),
+                                        null,
+                                        TableChange.ColumnPosition.last())),
+                        false),
+                InvalidAlterTableException.class,
+                "adding a NOT NULL column to " + path);
+        try (Table table = client.connection.getTable(path)) {
+            UpsertWriter writer = table.newUpsert().createWriter();
+            writer.upsert(
+                    GenericRow.of(
+                            BinaryString.fromString("b"),
+                            2,
+                            20L,
+                            BinaryString.fromString("new")));
+            writer.flush();
+            Lookuper lookuper = table.newLookup().lookupBy("customer").createLookuper();
+            List<String> found = new ArrayList<>();
+            for (InternalRow row :
+                    await(
+                                    lookuper.lookup(GenericRow.of(BinaryString.fromString("b"))),
+                                    "prefix lookup of b after add column")
+                            .getRowList()) {
+                found.add(
+                        row.getInt(1)
+                                + ":"
+                                + (row.isNullAt(3) ? "null" : row.getString(3).toString()));
+            }
+            Collections.sort(found);
+            checkEquals(List.of("1:null", "2:new"), found, "orders of b after add column");
+        }
     }
 
     private static List<String> lookup(Lookuper lookuper, String customer) throws Exception {
