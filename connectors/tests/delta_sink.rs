@@ -1394,7 +1394,7 @@ async fn python_deltalake_reads_the_tiered_table() {
     ];
     let plan = lake.plan(&committables).await.unwrap();
     lake.apply(&plan).await.unwrap();
-    if let Some(stdout) = python_deltalake(
+    if let Some(stdout) = silt_testkit::lake::python_deltalake(
         "python_deltalake_reads_the_tiered_table",
         "a = t.to_pyarrow_table()\n\
          print(a.num_rows, sorted(set(a.column('__bucket').to_pylist())), t.version())",
@@ -1598,7 +1598,7 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
         .unwrap();
     assert_eq!(offsets.bucket_offsets, table_buckets(model.next.clone()));
 
-    let Some(stdout) = python_deltalake(
+    let Some(stdout) = silt_testkit::lake::python_deltalake(
         "pk_commits_mark_superseded_rows_in_deletion_vectors",
         "import pyarrow as pa\n\
          a = pa.RecordBatchReader.from_stream(t.scan(columns=['k', 'v'])).read_all()\n\
@@ -1843,7 +1843,7 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         Some(&((commits + 1) * 10))
     );
     // An outside reader (python deltalake) after maintenance: every offset once.
-    if let Some(stdout) = python_deltalake(
+    if let Some(stdout) = silt_testkit::lake::python_deltalake(
         "maintenance_deletes_only_what_no_version_inside_the_retention_needs",
         "a = t.to_pyarrow_table()\n\
          o = a.column('__offset').to_pylist()\n\
@@ -1853,35 +1853,6 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         let all = (commits + 1) * 10;
         assert_eq!(stdout, format!("{all} {all} 0 {}", all - 1));
     }
-}
-
-/// Runs `body` in python with `t = deltalake.DeltaTable(uri)` and returns what it printed;
-/// `None` (saying SKIPPED in `test`) when python's deltalake is missing.
-fn python_deltalake(test: &str, body: &str, uri: &str) -> Option<String> {
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import deltalake"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!(
-            "SKIPPED (python part of {test}): `python3 -c 'import deltalake'` fails (pip install deltalake)"
-        );
-        return None;
-    }
-    // os._exit: python deltalake sometimes aborts in interpreter teardown after the read
-    // succeeded; skip the teardown.
-    let script = format!(
-        "import sys, os, deltalake\nt = deltalake.DeltaTable(sys.argv[1])\n{body}\nsys.stdout.flush()\nos._exit(0)"
-    );
-    let out = std::process::Command::new("python3")
-        .args(["-c", &script, uri])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Deletion-vector files under `dir` (relative paths).

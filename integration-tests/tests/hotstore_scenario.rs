@@ -68,6 +68,25 @@ async fn scenario_against_hotstore() -> Result<()> {
     }
     assert_eq!(record.log.projected_columns, ["id", "amount"]);
     scenario::check_limit_scans_and_kv_snapshots(&record)?;
+    // ADD COLUMN: schema 2 has `note` with the next column id; key 1, written under schema 1,
+    // reads it as null; what Fluss refuses to change is INVALID_ALTER_TABLE (56).
+    let added = &record.added_column;
+    assert_eq!(added.schema_id, 2);
+    assert_eq!(added.first_schema, ["id", "name", "score"]);
+    let second: Vec<(&str, i32)> = added
+        .second_schema
+        .iter()
+        .map(|(name, id)| (name.as_str(), *id))
+        .collect();
+    assert_eq!(second, [("id", 0), ("name", 1), ("score", 2), ("note", 3)]);
+    assert_eq!(added.old_row, Some((4, true)));
+    for change in [
+        "alter_table/add_not_null_column",
+        "alter_table/add_existing_column",
+        "alter_table/drop_column",
+    ] {
+        assert_eq!(api(change), Some(56), "{change}");
+    }
     server.shutdown().await?;
     Ok(())
 }

@@ -239,6 +239,9 @@ struct TableJob {
     /// Started by `tier_table` rather than discovered: discovery leaves it alone.
     explicit: bool,
     table_id: i64,
+    /// The table's schema id the job reads and writes: a table that gained columns since
+    /// (ADD COLUMN) gets a new job, restored from this one's checkpoint.
+    schema_id: i32,
     /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
     /// `DeltaSinkConfig::on_offset_gap`): discovery then starts the job over from the lake.
     lake_behind: Arc<std::sync::atomic::AtomicBool>,
@@ -443,6 +446,25 @@ impl TieringService {
             job.job.cancel().await;
             if ids.get(&key) != Some(&job.table_id) {
                 self.remove_job_state(&key.0, &key.1, job.table_id, true);
+            }
+        }
+        // Tables that gained columns: a new job reads and writes the new schema, restored from
+        // the old one's checkpoint (its sink adds the columns to the lake when it opens). The
+        // old job never tiers a row of the new schema: its source stops at the first one.
+        let evolved: Vec<_> = jobs
+            .iter()
+            .filter(|(key, job)| {
+                !job.explicit
+                    && seen.get(*key).is_some_and(|info| {
+                        info.get_table_id() == job.table_id && info.get_schema_id() != job.schema_id
+                    })
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in evolved {
+            if let Some(job) = jobs.remove(&key) {
+                info!(table = %format!("{}.{}", key.0, key.1), from = job.schema_id, "tiering: the table's schema changed; starting its job again under the new schema");
+                job.job.cancel().await;
             }
         }
         // Jobs whose checkpoint is ahead of their lake: start over from the lake's offsets.
@@ -708,6 +730,7 @@ impl TieringService {
         Ok(TableJob {
             explicit: false,
             table_id,
+            schema_id: info.get_schema_id(),
             lake_behind,
             lake_uri,
             freshness,

@@ -145,3 +145,33 @@ pub fn strings(batches: &[RecordBatch], column: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// Runs `body` in python with `t = deltalake.DeltaTable(uri)` (an outside reader of the lake)
+/// and returns what it printed; `None`, saying SKIPPED in `test`, when python's deltalake is
+/// missing. Panics when the script fails.
+pub fn python_deltalake(test: &str, body: &str, uri: &str) -> Option<String> {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import deltalake"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED (python part of {test}): `python3 -c 'import deltalake'` fails (pip install deltalake)"
+        );
+        return None;
+    }
+    // os._exit: python deltalake sometimes aborts in interpreter teardown after the read
+    // succeeded; skip the teardown.
+    let script = format!(
+        "import sys, os, deltalake\nt = deltalake.DeltaTable(sys.argv[1])\n{body}\nsys.stdout.flush()\nos._exit(0)"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script, uri])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

@@ -1,7 +1,7 @@
 //! Tiering over an in-process hot store: a [`TieringService`] whose lake is `<dir>/lake`,
 //! checkpoints are under `<dir>/checkpoints`, and whose commits update the hot store's
-//! lake-offset registry, as `silt up` wires them; and a wait until the lake covers the hot
-//! store, bounded by a timeout.
+//! lake-offset registry, as `silt up` wires them; a wait until the lake covers the hot store,
+//! bounded by a timeout; and `silt verify` of a table, which must answer MATCH.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,4 +73,25 @@ pub async fn wait_caught_up(
         })
     })
     .await
+}
+
+/// `silt verify` of `database.table` against the lake under `lake_root`: fails with the
+/// report unless it answers MATCH (within 60 s).
+pub async fn verify_match(
+    bootstrap: &str,
+    lake_root: &Path,
+    database: &str,
+    table: &str,
+) -> Result<()> {
+    use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
+    let connection = silt_connectors::fluss::connect(bootstrap).await?;
+    let mut options = VerifyOptions::new(bootstrap, lake_root.to_string_lossy().to_string());
+    options.deadline = Duration::from_secs(60);
+    let report = verify_table(&connection, database, table, &options).await?;
+    anyhow::ensure!(
+        report.verdict == Verdict::Match,
+        "verify {database}.{table}:\n{}",
+        report.render()
+    );
+    Ok(())
 }

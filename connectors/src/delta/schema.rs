@@ -211,6 +211,52 @@ pub fn lake_arrow_schema_of(user_schema: &Schema, partitioned: bool) -> Result<S
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// [`conform`] of a changelog batch on its way into the lake: a user column the lake's schema
+/// lacks is an error rather than dropped (the table gained it after the job read its schema;
+/// the tiering service starts the job again under the new schema, whose sink adds it).
+pub fn conform_changes(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if let Some(unknown) = schema
+        .fields()
+        .iter()
+        .find(|f| !is_system_column(f.name()) && target.index_of(f.name()).is_err())
+    {
+        return Err(Error::Batch(format!(
+            "the changelog has column {:?}, which the lake's schema lacks (the table gained it \
+             after this job read its schema; the job starts again under the new one)",
+            unknown.name()
+        )));
+    }
+    conform(batch, target)
+}
+
+/// [`conform`] of rows read back from a lake file or a staged file: one written before the
+/// table gained a column (Fluss's ADD COLUMN, always nullable) lacks it, and its rows read it
+/// as null, as Delta readers do.
+pub fn conform_stored(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let gained: Vec<_> = target
+        .fields()
+        .iter()
+        .filter(|field| field.is_nullable() && schema.index_of(field.name()).is_err())
+        .collect();
+    if gained.is_empty() {
+        return conform(batch, target);
+    }
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    let mut columns = batch.columns().to_vec();
+    for field in gained {
+        columns.push(arrow::array::new_null_array(
+            field.data_type(),
+            batch.num_rows(),
+        ));
+        fields.push(field.clone());
+    }
+    let widened = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::Batch(format!("null columns for a stored batch: {e}")))?;
+    conform(&widened, target)
+}
+
 /// Projects a changelog batch onto `target` by column name, converting each column to the
 /// target type. Only the lossless conversions `lake_data_type` allows are made.
 /// Columns of the batch that `target` does not name (e.g. `__change_type`) are dropped.

@@ -267,6 +267,7 @@ impl LakeTable {
             removes_seen: maintenance::RemovesSeen::default(),
         };
         lake.check_owner()?;
+        lake.add_gained_columns().await?;
         lake.check_schema()?;
         let owned = recorded_owner(
             lake.table
@@ -321,6 +322,44 @@ impl LakeTable {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Adds to a lake this table owns the nullable columns the table gained since (Fluss's
+    /// ADD COLUMN), in one Delta commit of its own before any rows with them: Delta appends
+    /// them to its schema, and the rows of files written before read them as null. Anything
+    /// else that differs is left for [`LakeTable::check_schema`] to name.
+    async fn add_gained_columns(&mut self) -> Result<()> {
+        let want: StructType = self
+            .lake_schema
+            .as_ref()
+            .try_into_kernel()
+            .map_err(|e| Error::Internal(format!("lake schema: {e}")))?;
+        let Ok(snapshot) = self.table.snapshot() else {
+            return Ok(());
+        };
+        let have = snapshot.schema();
+        let gained: Vec<_> = want
+            .fields()
+            .filter(|field| have.field(field.name()).is_none())
+            .cloned()
+            .collect();
+        let only_gained = have
+            .fields()
+            .all(|field| want.field(field.name()).is_some());
+        let owned = recorded_owner(snapshot.metadata()).as_deref() == Some(&self.config.table_id);
+        if gained.is_empty() || !only_gained || !owned || gained.iter().any(|f| !f.is_nullable()) {
+            return Ok(());
+        }
+        let names: Vec<&str> = gained.iter().map(|f| f.name().as_str()).collect();
+        info!(table = self.uri(), columns = ?names, "the table gained columns: adding them to its lake");
+        self.table = self
+            .table
+            .clone()
+            .add_columns()
+            .with_fields(gained)
+            .await
+            .map_err(Error::delta(self.uri()))?;
+        Ok(())
     }
 
     fn check_schema(&self) -> Result<()> {
@@ -563,7 +602,7 @@ impl LakeTable {
                     continue;
                 }
                 let batch = with_partition_columns(batch, add, &self.lake_schema)?;
-                let batch = super::schema::conform(&batch, &self.lake_schema)?;
+                let batch = super::schema::conform_stored(&batch, &self.lake_schema)?;
                 written += batch.num_rows();
                 deltalake::writer::DeltaWriter::write(&mut writer, batch)
                     .await
@@ -819,7 +858,7 @@ impl LakeTable {
         let keep: BooleanArray = is_delete.iter().map(|d| Some(!d)).collect();
         let upserts = filter_record_batch(&changes, &keep)?;
         if upserts.num_rows() > 0 {
-            let images = super::schema::conform(&upserts, &self.lake_schema)?;
+            let images = super::schema::conform_stored(&upserts, &self.lake_schema)?;
             deltalake::writer::DeltaWriter::write(&mut writer, images)
                 .await
                 .map_err(Error::delta(self.uri()))?;
@@ -1101,7 +1140,7 @@ impl LakeTable {
             }
             let batch = with_partition_columns(batch, file, &self.lake_schema)?;
             copied += batch.num_rows() as u64;
-            let batch = super::schema::conform(&batch, &self.lake_schema)?;
+            let batch = super::schema::conform_stored(&batch, &self.lake_schema)?;
             deltalake::writer::DeltaWriter::write(writer, batch)
                 .await
                 .map_err(Error::delta(self.uri()))?;
@@ -1205,19 +1244,19 @@ impl LakeTable {
     /// The staged rows the lake does not have yet (offset >= the bucket's txn version).
     async fn read_staged(&self, plan: &CommitPlan) -> Result<RecordBatch> {
         let store = self.table.object_store();
+        let staged_schema = self.staged_schema();
         let mut batches = Vec::new();
         for path in &plan.staged {
             let bytes = read_object(store.as_ref(), path).await?;
             for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
                 let batch = batch?;
                 let keep = not_in_lake(&batch, &plan.lake_offsets)?;
-                batches.push(filter_record_batch(&batch, &keep)?);
+                // A file staged before the table gained columns lacks them.
+                let kept = filter_record_batch(&batch, &keep)?;
+                batches.push(super::schema::conform_stored(&kept, &staged_schema)?);
             }
         }
-        let Some(first) = batches.first() else {
-            return Ok(RecordBatch::new_empty(self.staged_schema()));
-        };
-        Ok(concat_batches(&first.schema(), &batches)?)
+        Ok(concat_batches(&staged_schema, &batches)?)
     }
 
     /// Lake columns plus `__change_type`: what primary-key writers stage.

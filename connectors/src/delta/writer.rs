@@ -32,7 +32,7 @@ use tracing::debug;
 
 use super::committable::{BucketRange, Committable, to_batch};
 use super::error::{Error, Result};
-use super::schema::conform;
+use super::schema::conform_changes;
 use super::table::{LakeTable, add_bucket, add_rows, int_column};
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{
@@ -125,7 +125,7 @@ impl DeltaWriter {
 
     async fn write_log(&mut self, batch: RecordBatch) -> Result<()> {
         let schema = self.lake()?.lake_schema().clone();
-        let batch = conform(&batch, &schema)?;
+        let batch = conform_changes(&batch, &schema)?;
         let files = self
             .files
             .as_mut()
@@ -150,7 +150,7 @@ impl DeltaWriter {
         }
         let batch = filter_record_batch(&batch, &keep.into())?;
         let schema = self.lake()?.staged_schema();
-        let batch = conform(&batch, &schema)?;
+        let batch = conform_changes(&batch, &schema)?;
         self.changes_bytes += batch.get_array_memory_size();
         self.changes.push(batch);
         if self.changes_bytes >= self.config.change_buffer_bytes_max {

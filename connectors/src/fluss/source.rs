@@ -172,6 +172,10 @@ pub struct FlussSource {
     /// A partitioned table's partitions, and when to look for new ones (None: unpartitioned).
     partitions: Option<Partitions>,
     output_schema: Option<SchemaRef>,
+    /// The table's columns when the source opened (None under a projection, which pins the
+    /// client to that schema): batches written under an earlier schema get nulls in the
+    /// columns added since, and one written under a later schema stops the source.
+    user_schema: Option<(SchemaRef, i32)>,
     /// A union read's lake phase: where it is, and the rows still to emit.
     lake_phase: Option<LakePhase>,
     lake_rows: Option<LakeRows>,
@@ -190,6 +194,7 @@ impl FlussSource {
             ready: VecDeque::new(),
             queued_next: BTreeMap::new(),
             output_schema: None,
+            user_schema: None,
             lake_phase: None,
             lake_rows: None,
             append_only: false,
@@ -240,6 +245,43 @@ impl FlussSource {
             self.ready.push_back((slot, kept_base, batch));
         }
         Ok(())
+    }
+
+    /// `data` (a slice of a batch as it was written) with the columns of the table's schema
+    /// when the source opened. Schemas only grow by nullable columns added at the end, so a
+    /// batch of an earlier schema gets nulls in the columns it lacks, and a batch with more
+    /// columns was written after the table gained some: the source stops rather than tier
+    /// rows without them, and the job's restart reads the table under its new schema (and the
+    /// lake gains the columns when its sink opens).
+    fn in_user_schema(&self, data: RecordBatch) -> Result<RecordBatch> {
+        let Some((user, schema_id)) = &self.user_schema else {
+            return Ok(data);
+        };
+        let (have, want) = (data.num_columns(), user.fields().len());
+        if have == want {
+            return Ok(data);
+        }
+        if have > want {
+            return Err(Error::operator(format!(
+                "{}.{} gained columns after this job read its schema {schema_id} ({want} \
+                 columns, a batch has {have}); the job restarts to tier them under the new schema",
+                self.config.database, self.config.table
+            )));
+        }
+        let rows = data.num_rows();
+        let mut fields: Vec<_> = data.schema().fields().iter().cloned().collect();
+        let mut columns = data.columns().to_vec();
+        for field in &user.fields()[have..] {
+            columns.push(arrow::array::new_null_array(field.data_type(), rows));
+            fields.push(field.clone());
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| {
+            Error::with_context(
+                silt_engine::Cause::Silt,
+                "a batch of an earlier schema in the current one",
+                e,
+            )
+        })
     }
 
     /// Offsets of a partitioned table must name a partition's buckets: offsets of plain
@@ -354,7 +396,7 @@ impl FlussSource {
         let source = first.row().get_record_batch().ok_or_else(|| {
             Error::operator_bug("the fluss client returned a row without its batch")
         })?;
-        let data = source.slice(first.row().get_row_id(), records.len());
+        let data = self.in_user_schema(source.slice(first.row().get_row_id(), records.len()))?;
         let schema = match &self.output_schema {
             Some(s) => s.clone(),
             None => {
@@ -799,6 +841,13 @@ impl Source for FlussSource {
             scan = scan
                 .project(columns)
                 .map_err(fluss_error(&format!("projection on {name}")))?;
+        } else {
+            // Batches as written (not aligned by the client to the schema it holds, which
+            // would drop the columns of a batch written after the table gained them).
+            scan = scan.with_fixed_schema(false);
+            let user = fluss::record::to_arrow_schema(info.get_row_type())
+                .map_err(fluss_error(&format!("schema of {name}")))?;
+            self.user_schema = Some((user, info.get_schema_id()));
         }
         let scanner = scan
             .create_log_scanner()

@@ -124,18 +124,25 @@ impl LakeRows {
             .map_err(|e| failed("runtime", &e))?;
         let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         crate::delta::read_local_files_on_io_threads(&ctx);
-        ctx.register_table(
-            "lake",
-            table
-                .table_provider()
-                .await
-                .map_err(|e| failed("provider", &e))?,
-        )
-        .map_err(|e| failed("register", &e))?;
+        let provider = table
+            .table_provider()
+            .await
+            .map_err(|e| failed("provider", &e))?;
+        let lake_schema = provider.schema();
+        ctx.register_table("lake", provider)
+            .map_err(|e| failed("register", &e))?;
+        // A column the table gained after the lake's last tiering (Fluss's ADD COLUMN, always
+        // nullable) is null in the lake's rows.
         let columns: Vec<String> = user
             .fields()
             .iter()
-            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+            .map(|f| {
+                let quoted = format!("\"{}\"", f.name().replace('"', "\"\""));
+                match lake_schema.index_of(f.name()) {
+                    Ok(_) => quoted,
+                    Err(_) => format!("NULL AS {quoted}"),
+                }
+            })
             .chain([BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN].map(|c| format!("\"{c}\"")))
             .collect();
         let sql = format!(

@@ -13,8 +13,9 @@ use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
+use datafusion::common::ScalarValue;
 use datafusion::datasource::{MemTable, provider_as_source};
-use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, LogicalPlanBuilder, cast, ident};
+use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, LogicalPlanBuilder, cast, ident, lit};
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 
 use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
@@ -42,11 +43,11 @@ pub(super) async fn provider(
     let lake = match &pinned.table {
         Some(_) => {
             let provider = catalog.lake_provider(meta, pinned).await?;
-            Some(LogicalPlanBuilder::scan(
-                "lake",
-                provider_as_source(provider),
-                None,
-            )?)
+            let lake_schema = provider.schema();
+            Some(
+                LogicalPlanBuilder::scan("lake", provider_as_source(provider), None)?
+                    .project(lake_columns(&user_schema, &lake_schema))?,
+            )
         }
         None => None,
     };
@@ -54,10 +55,7 @@ pub(super) async fn provider(
     let plan: LogicalPlan = if meta.primary_key.is_empty() {
         let tail = tail_plan(tail)?.project(user_columns(&user_schema))?;
         match lake {
-            Some(lake) => lake
-                .project(user_columns(&user_schema))?
-                .union(tail.build()?)?
-                .build()?,
+            Some(lake) => lake.union(tail.build()?)?.build()?,
             None => tail.build()?,
         }
     } else {
@@ -85,8 +83,7 @@ pub(super) async fn provider(
                     .iter()
                     .map(|k| datafusion::common::Column::new(Some("changed"), k))
                     .collect();
-                lake.project(user_columns(&user_schema))?
-                    .alias("lake")?
+                lake.alias("lake")?
                     .join(changed, JoinType::LeftAnti, (left, right), None)?
                     .union(upserts.build()?)?
                     .build()?
@@ -110,6 +107,24 @@ fn user_columns(schema: &SchemaRef) -> Vec<Expr> {
             let lake_type =
                 lake_data_type(f.name(), f.data_type()).unwrap_or_else(|_| f.data_type().clone());
             cast(ident(f.name()), lake_type).alias(f.name())
+        })
+        .collect()
+}
+
+/// [`user_columns`] of the lake, whose schema may lack columns the table gained since its
+/// last tiering (Fluss's ADD COLUMN, always nullable): those read as null, as they do for the
+/// lake's older rows once it has them.
+fn lake_columns(user: &SchemaRef, lake: &SchemaRef) -> Vec<Expr> {
+    user_columns(user)
+        .into_iter()
+        .zip(user.fields())
+        .map(|(column, field)| {
+            if lake.index_of(field.name()).is_ok() {
+                return column;
+            }
+            let lake_type = lake_data_type(field.name(), field.data_type())
+                .unwrap_or_else(|_| field.data_type().clone());
+            cast(lit(ScalarValue::Null), lake_type).alias(field.name())
         })
         .collect()
 }

@@ -60,14 +60,16 @@ impl TableEntry {
 impl Catalog {
     /// Adds `columns` at the end of a table's schema, as Fluss's AlterTable does: each nullable,
     /// at the last position, with a new name. The table's schema id goes up by one and the old
-    /// schema joins its earlier ones. Returns the new entry, or `None` when the table is absent
-    /// and `ignore_if_not_exists`.
+    /// schema joins its earlier ones, once `check` (the caller's rules, e.g. what a lake can
+    /// store) accepts the new entry. Returns it, or `None` when the table is absent and
+    /// `ignore_if_not_exists`.
     pub fn add_columns(
         &self,
         database: &str,
         name: &str,
         columns: &[NewColumn],
         ignore_if_not_exists: bool,
+        check: &dyn Fn(&TableEntry) -> Result<(), String>,
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         let mut state = self.lock();
         let key = (database.to_string(), name.to_string());
@@ -138,6 +140,7 @@ impl Catalog {
             modified_ms: now_ms(),
             ..(*old).clone()
         });
+        check(&entry).map_err(|reason| ApiError::new(code::INVALID_ALTER_TABLE, reason))?;
         state.tables.insert(key.clone(), entry.clone());
         self.persist_or_rollback(&mut state, move |state| {
             state.tables.insert(key, old);

@@ -199,26 +199,21 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
 }
 
 /// Adds AlterTable's columns to a table and gives its open tablets the new schema. A
-/// lake-enabled table keeps its schema: its Delta table does not evolve yet, and tiering rows
-/// with a column its lake lacks would drop that column's values from the lake.
+/// lake-enabled table's new columns must be ones its lake can store; its tiering job meets the
+/// first batch with them, restarts under the new schema and adds them to the Delta table.
 fn add_columns(
     service: &Service,
     request: &AlterTableRequest,
     name: &str,
 ) -> Result<Empty, ApiError> {
     let path = &request.table_path;
-    if let Ok(entry) = service.catalog.table(&path.database_name, &path.table_name)
-        && crate::catalog::is_lake_enabled(entry.descriptor.properties())
-    {
-        return Err(ApiError::new(
-            code::INVALID_ALTER_TABLE,
-            format!(
-                "alter table {name}: adding a column to a table with {DATALAKE_ENABLED}=true is \
-                 not supported yet (silt does not evolve its Delta table's schema); the table \
-                 keeps its schema"
-            ),
-        ));
-    }
+    let lake_check = |entry: &TableEntry| {
+        if !crate::catalog::is_lake_enabled(entry.descriptor.properties()) {
+            return Ok(());
+        }
+        check_lake_schema(service, name, entry.descriptor.schema().row_type())
+            .map_err(|reason| format!("{reason}; the table keeps its schema"))
+    };
     let columns: Vec<NewColumn> = request
         .add_columns
         .iter()
@@ -235,6 +230,7 @@ fn add_columns(
         &path.table_name,
         &columns,
         request.ignore_if_not_exists,
+        &lake_check,
     )?
     else {
         return Ok(Empty {});

@@ -61,6 +61,21 @@ pub struct ScenarioRecord {
     pub table_stats: BTreeMap<String, Result<Vec<BucketRows>, Outcome>>,
     /// Outcome of each deliberate mistake, by a short name of the call.
     pub errors: BTreeMap<String, Outcome>,
+    /// ADD COLUMN `note STRING` on the PK table, at the end of the scenario.
+    pub added_column: AddedColumnRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedColumnRecord {
+    /// The table's schema id after the change.
+    pub schema_id: i32,
+    /// The columns of schema 1, read by id after the change.
+    pub first_schema: Vec<String>,
+    /// The columns of the new schema, with their ids.
+    pub second_schema: Vec<(String, i32)>,
+    /// Key 1 (written under schema 1) looked up through a new connection: its column count,
+    /// and whether `note` is null.
+    pub old_row: Option<(usize, bool)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +204,7 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
     let prefix_lookups = run_prefix_table(&connection, &admin).await?;
     let altered_properties = alter_log_table(&admin, &log_path).await?;
     let errors = record_errors(&connection, &admin, &log_path, &pk_path).await;
+    let added_column = add_column(bootstrap, &admin, &pk_path).await?;
 
     Ok(ScenarioRecord {
         tables,
@@ -204,6 +220,67 @@ pub async fn run_scenario(bootstrap: &str) -> Result<ScenarioRecord> {
         altered_properties,
         table_stats,
         errors,
+        added_column,
+    })
+}
+
+/// Adds `note STRING` to the PK table, reads both schemas back by id, and looks up key 1
+/// (written under schema 1) through a connection that knows only the new schema.
+async fn add_column(
+    bootstrap: &str,
+    admin: &FlussAdmin,
+    path: &TablePath,
+) -> Result<AddedColumnRecord> {
+    use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, JsonSerde};
+    let changes = AlterTableChanges {
+        add_columns: vec![AddColumn {
+            column_name: "note".into(),
+            data_type_json: DataTypes::string()
+                .serialize_json()?
+                .to_string()
+                .into_bytes(),
+            comment: None,
+            position: ColumnPositionType::Last,
+        }],
+        ..AlterTableChanges::default()
+    };
+    admin
+        .alter_table(path, false, changes)
+        .await
+        .context("alter table: add column")?;
+    let schema_id = admin.get_table_info(path).await?.get_schema_id();
+    let first = admin.get_table_schema(path, Some(1)).await?;
+    let second = admin.get_table_schema(path, Some(schema_id)).await?;
+    let mut config = Config::default();
+    config.bootstrap_servers = bootstrap.to_string();
+    let fresh = FlussConnection::new(config).await?;
+    let table = fresh.get_table(path).await?;
+    let mut lookuper = table.new_lookup()?.create_lookuper()?;
+    let mut key = GenericRow::new(1);
+    key.set_field(0, 1_i32);
+    let found = lookuper.lookup(&key).await?;
+    let old_row = match found.get_single_row()? {
+        Some(row) => Some((
+            table.get_table_info().get_schema().columns().len(),
+            row.is_null_at(3)?,
+        )),
+        None => None,
+    };
+    Ok(AddedColumnRecord {
+        schema_id,
+        first_schema: first
+            .schema()
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect(),
+        second_schema: second
+            .schema()
+            .columns()
+            .iter()
+            .map(|c| (c.name().to_string(), c.id()))
+            .collect(),
+        old_row,
     })
 }
 
@@ -862,6 +939,58 @@ async fn record_errors(
                 .await,
         ),
     );
+    let add = |name: &str, data_type: fluss::metadata::DataType| {
+        use fluss::metadata::JsonSerde;
+        fluss::metadata::AlterTableChanges {
+            add_columns: vec![fluss::metadata::AddColumn {
+                column_name: name.into(),
+                data_type_json: data_type
+                    .serialize_json()
+                    .map(|json| json.to_string().into_bytes())
+                    .unwrap_or_default(),
+                comment: None,
+                position: fluss::metadata::ColumnPositionType::Last,
+            }],
+            ..Default::default()
+        }
+    };
+    note(
+        "alter_table/add_not_null_column",
+        Outcome::of(
+            admin
+                .alter_table(
+                    log_path,
+                    false,
+                    add("strict", DataTypes::int().as_non_nullable()),
+                )
+                .await,
+        ),
+    );
+    note(
+        "alter_table/add_existing_column",
+        Outcome::of(
+            admin
+                .alter_table(log_path, false, add("name", DataTypes::string()))
+                .await,
+        ),
+    );
+    note(
+        "alter_table/drop_column",
+        Outcome::of(
+            admin
+                .alter_table(
+                    log_path,
+                    false,
+                    fluss::metadata::AlterTableChanges {
+                        drop_columns: vec![fluss::metadata::DropColumn {
+                            column_name: "name".into(),
+                        }],
+                        ..Default::default()
+                    },
+                )
+                .await,
+        ),
+    );
     note(
         "alter_table/unknown_table_ignored",
         Outcome::of(
@@ -940,6 +1069,14 @@ pub const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "errors/list_offsets/unknown_table",
         "silt answers TableNotExist (7); Fluss fails the Metadata request with UnknownServerError (-1)",
     ),
+    (
+        "errors/alter_table/add_not_null_column",
+        "silt answers InvalidAlterTable (56) naming the column; Fluss's SchemaUpdate throws an IllegalArgumentException the coordinator answers as UnknownServerError (-1)",
+    ),
+    (
+        "errors/alter_table/drop_column",
+        "silt answers InvalidAlterTable (56) naming the column; Fluss's SchemaUpdate throws a SchemaChangeException the coordinator answers as UnknownServerError (-1)",
+    ),
 ];
 
 pub use silt_testkit::differential::Difference;
@@ -983,6 +1120,7 @@ pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Dif
         &ours.altered_properties,
         &reference.altered_properties,
     );
+    compare("added_column", &ours.added_column, &reference.added_column);
     let calls: std::collections::BTreeSet<&String> =
         ours.errors.keys().chain(reference.errors.keys()).collect();
     for name in calls {

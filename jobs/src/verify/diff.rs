@@ -93,11 +93,16 @@ impl Side {
             }
             // Both sides in the lake's types: the tiering writer casts the same way, and the
             // lake reader may hand back view or dictionary types.
+            // A lake not yet tiered since its table gained a column (ADD COLUMN, nullable)
+            // lacks it: its rows read it as null, as Delta readers do.
             let columns: Vec<ArrayRef> = fields
                 .iter()
-                .map(|f| {
-                    let c = column(batch, f.name())?;
-                    Ok(cast(c, f.data_type())?)
+                .map(|f| match (origin, batch.column_by_name(f.name())) {
+                    (Origin::Lake, None) if f.is_nullable() => Ok(arrow::array::new_null_array(
+                        f.data_type(),
+                        batch.num_rows(),
+                    )),
+                    _ => Ok(cast(column(batch, f.name())?, f.data_type())?),
                 })
                 .collect::<Result<_>>()?;
             let converted = converter.convert_columns(&columns)?;
@@ -162,14 +167,10 @@ impl Side {
                     file,
                 });
             }
-            kept.push(
-                batch.project(
-                    &fields
-                        .iter()
-                        .map(|f| batch.schema().index_of(f.name()))
-                        .collect::<Result<Vec<_>, _>>()?,
-                )?,
-            );
+            kept.push(RecordBatch::try_new(
+                Arc::new(arrow::datatypes::Schema::new(fields.to_vec())),
+                columns,
+            )?);
         }
         Ok(Side {
             rows,
