@@ -565,11 +565,8 @@ impl Catalog {
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         let mut state = self.lock();
         let key = (database.to_string(), name.to_string());
-        let Some(old) = state.tables.get(&key).cloned() else {
-            if ignore_if_not_exists {
-                return Ok(None);
-            }
-            return Err(unknown_table(&state, database, name));
+        let Some(old) = table_to_alter(&state, database, name, ignore_if_not_exists)? else {
+            return Ok(None);
         };
         let qualified = old.qualified_name();
         for change in changes {
@@ -1183,6 +1180,20 @@ fn unknown_partition(state: &State, table: &TableEntry, partition_name: &str) ->
             table.qualified_name()
         ),
     )
+}
+
+/// The table an alteration changes: `None` when it is absent and `ignore_if_not_exists`.
+fn table_to_alter(
+    state: &State,
+    database: &str,
+    name: &str,
+    ignore_if_not_exists: bool,
+) -> Result<Option<Arc<TableEntry>>, ApiError> {
+    match state.tables.get(&(database.to_string(), name.to_string())) {
+        Some(table) => Ok(Some(table.clone())),
+        None if ignore_if_not_exists => Ok(None),
+        None => Err(unknown_table(state, database, name)),
+    }
 }
 
 fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {

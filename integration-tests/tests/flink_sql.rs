@@ -28,13 +28,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_hotstore::ServerHandle;
-use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
+use silt_jobs::query::{QueryConfig, QueryService};
 use silt_testkit::flink_sql::{self, Outcome, Ran, Run};
 use silt_testkit::hotstore;
-use silt_testkit::lake::rows_of;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
 
@@ -414,14 +413,7 @@ async fn flink_sql_count_of_a_primary_key_table() -> Result<()> {
 }
 
 async fn query(service: &QueryService, sql: &str) -> Result<Vec<String>> {
-    let batches = service
-        .execute(QueryRequest::new(sql, Duration::from_secs(60)))
-        .await
-        .with_context(|| sql.to_string())?
-        .batches;
-    let mut rows = rows_of(&batches);
-    rows.sort();
-    Ok(rows)
+    silt_testkit::lake::query_rows(service, sql, Duration::from_secs(60)).await
 }
 
 async fn verify(server: &ServerHandle, lake_root: &Path, table: &str) -> Result<()> {

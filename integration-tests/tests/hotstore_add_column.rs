@@ -13,10 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use common::raw_fluss;
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
-use fluss::metadata::{
-    AddColumn, AlterTableChanges, ColumnPositionType, DataType, DataTypes, DropColumn, JsonSerde,
-    TablePath,
-};
+use fluss::metadata::{AlterTableChanges, DataType, DataTypes, DropColumn, TablePath};
 use fluss::record::ScanRecord;
 use fluss::row::{GenericRow, InternalRow};
 use prost::Message;
@@ -34,15 +31,7 @@ use silt_testkit::tables::Table;
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn add_column(name: &str, data_type: DataType) -> Result<AlterTableChanges> {
-    Ok(AlterTableChanges {
-        add_columns: vec![AddColumn {
-            column_name: name.to_string(),
-            data_type_json: data_type.serialize_json()?.to_string().into_bytes(),
-            comment: Some(format!("{name}, added later")),
-            position: ColumnPositionType::Last,
-        }],
-        ..AlterTableChanges::default()
-    })
+    silt_testkit::tables::add_column(name, data_type)
 }
 
 fn row(values: Vec<Option<String>>) -> GenericRow<'static> {

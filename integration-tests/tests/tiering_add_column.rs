@@ -10,16 +10,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use fluss::client::FlussConnection;
-use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, DataTypes, JsonSerde};
+use fluss::metadata::{AlterTableChanges, DataTypes};
 use fluss::row::GenericRow;
 use silt_connectors::lake::LakeCatalogConfig;
-use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
+use silt_jobs::query::{QueryConfig, QueryService};
 use silt_jobs::tiering::TieringService;
 use silt_testkit::hotstore;
-use silt_testkit::lake::{self, rows_of};
-use silt_testkit::tables::Table;
+use silt_testkit::lake;
+use silt_testkit::tables::{self, Table};
 use silt_testkit::tiering::{self, Driver};
 
 fn clicks() -> Table {
@@ -39,18 +39,7 @@ fn accounts() -> Table {
 }
 
 fn add_referrer() -> Result<AlterTableChanges> {
-    Ok(AlterTableChanges {
-        add_columns: vec![AddColumn {
-            column_name: "referrer".into(),
-            data_type_json: DataTypes::string()
-                .serialize_json()?
-                .to_string()
-                .into_bytes(),
-            comment: None,
-            position: ColumnPositionType::Last,
-        }],
-        ..AlterTableChanges::default()
-    })
+    tables::add_column("referrer", DataTypes::string())
 }
 
 /// Writes rows `ids` to both tables through `connection` (whose schema the client holds):
@@ -86,13 +75,7 @@ async fn write(connection: &FlussConnection, ids: std::ops::Range<i64>) -> Resul
 }
 
 async fn query(queries: &QueryService, sql: &str) -> Result<Vec<String>> {
-    let result = queries
-        .execute(QueryRequest::new(sql, Duration::from_secs(30)))
-        .await
-        .with_context(|| sql.to_string())?;
-    let mut rows = rows_of(&result.batches);
-    rows.sort();
-    Ok(rows)
+    lake::query_rows(queries, sql, Duration::from_secs(30)).await
 }
 
 /// `id|page|referrer` of ids `range`, with the referrer of the ids in `with_referrer` (a null

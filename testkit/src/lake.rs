@@ -175,3 +175,16 @@ pub fn python_deltalake(test: &str, body: &str, uri: &str) -> Option<String> {
     );
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
+
+/// `sql` through silt's query service (`timeout` its deadline), as sorted `a|b|c` rows.
+pub async fn query_rows(
+    queries: &silt_jobs::query::QueryService,
+    sql: &str,
+    timeout: Duration,
+) -> Result<Vec<String>> {
+    let result = queries
+        .execute(silt_jobs::query::QueryRequest::new(sql, timeout))
+        .await
+        .with_context(|| sql.to_string())?;
+    Ok(sorted(rows_of(&result.batches)))
+}

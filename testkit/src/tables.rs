@@ -268,3 +268,17 @@ pub async fn write_events_and_users(
     upserter.flush().await?;
     Ok(())
 }
+
+/// AlterTable's ADD COLUMN of a nullable `name` of `data_type` at the end, as fluss-rs sends it.
+pub fn add_column(name: &str, data_type: DataType) -> Result<fluss::metadata::AlterTableChanges> {
+    use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, JsonSerde};
+    Ok(AlterTableChanges {
+        add_columns: vec![AddColumn {
+            column_name: name.to_string(),
+            data_type_json: data_type.serialize_json()?.to_string().into_bytes(),
+            comment: None,
+            position: ColumnPositionType::Last,
+        }],
+        ..AlterTableChanges::default()
+    })
+}

@@ -5,7 +5,7 @@
 //! schema where it combines rows (kv merges, changelogs). Column ids are stable: an added
 //! column (and each field nested in it) takes the next ids after the table's highest.
 
-use super::{Catalog, TableEntry, client_view, now_ms, unknown_table};
+use super::{Catalog, TableEntry, client_view, now_ms, table_to_alter};
 use crate::protocol::{ApiError, code};
 use fluss::metadata::{Column, DataType, JsonSerde, Schema, TableDescriptor, reassign_field_ids};
 use serde_json::{Value, json};
@@ -73,11 +73,8 @@ impl Catalog {
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         let mut state = self.lock();
         let key = (database.to_string(), name.to_string());
-        let Some(old) = state.tables.get(&key).cloned() else {
-            if ignore_if_not_exists {
-                return Ok(None);
-            }
-            return Err(unknown_table(&state, database, name));
+        let Some(old) = table_to_alter(&state, database, name, ignore_if_not_exists)? else {
+            return Ok(None);
         };
         let qualified = old.qualified_name();
         let refuse = |reason: String| {

@@ -231,19 +231,7 @@ async fn add_column(
     admin: &FlussAdmin,
     path: &TablePath,
 ) -> Result<AddedColumnRecord> {
-    use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, JsonSerde};
-    let changes = AlterTableChanges {
-        add_columns: vec![AddColumn {
-            column_name: "note".into(),
-            data_type_json: DataTypes::string()
-                .serialize_json()?
-                .to_string()
-                .into_bytes(),
-            comment: None,
-            position: ColumnPositionType::Last,
-        }],
-        ..AlterTableChanges::default()
-    };
+    let changes = silt_testkit::tables::add_column("note", DataTypes::string())?;
     admin
         .alter_table(path, false, changes)
         .await
@@ -940,19 +928,7 @@ async fn record_errors(
         ),
     );
     let add = |name: &str, data_type: fluss::metadata::DataType| {
-        use fluss::metadata::JsonSerde;
-        fluss::metadata::AlterTableChanges {
-            add_columns: vec![fluss::metadata::AddColumn {
-                column_name: name.into(),
-                data_type_json: data_type
-                    .serialize_json()
-                    .map(|json| json.to_string().into_bytes())
-                    .unwrap_or_default(),
-                comment: None,
-                position: fluss::metadata::ColumnPositionType::Last,
-            }],
-            ..Default::default()
-        }
+        silt_testkit::tables::add_column(name, data_type).unwrap_or_default()
     };
     note(
         "alter_table/add_not_null_column",
