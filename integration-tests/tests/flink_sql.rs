@@ -23,7 +23,6 @@
 //! Each test without Java, Maven or the jars prints `SKIPPED: <test>: <reason>` and returns.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -34,6 +33,7 @@ use silt_hotstore::ServerHandle;
 use silt_jobs::query::{QueryConfig, QueryService};
 use silt_testkit::flink_sql::{self, Outcome, Ran, Run};
 use silt_testkit::hotstore;
+use silt_testkit::skip;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
 
@@ -204,13 +204,6 @@ fn write_lake_tables(data: &Data) -> String {
         sql += &format!("INSERT INTO users VALUES {};\n", values(&data.users[round]));
     }
     sql
-}
-
-fn skip(test: &str, reason: &str) -> Result<()> {
-    // Straight to the stderr handle: the test harness captures println!/eprintln!, and a skip
-    // must be visible without --nocapture.
-    std::io::stderr().write_all(format!("SKIPPED: {test}: {reason}\n").as_bytes())?;
-    Ok(())
 }
 
 /// Runs `scripts` against `server`; None (after printing SKIPPED) when Flink cannot run here.

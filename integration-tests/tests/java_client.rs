@@ -13,12 +13,11 @@
 //! JVMs) runs the same scenarios against Apache Fluss 0.9.1, to show that they hold there; set
 //! `SILT_FLUSS_REAL_BOOTSTRAP=host:port` to use a cluster that is already running.
 
-use std::io::Write;
-
 use anyhow::Result;
 use silt_testkit::hotstore;
 use silt_testkit::java_client::{self, CLIENT_VERSIONS, Ran};
 use silt_testkit::real_fluss::{RealFluss, Started};
+use silt_testkit::skip;
 
 /// What each run executes, in one JVM per client version.
 const SCENARIOS: [&str; 5] = [
@@ -102,12 +101,5 @@ async fn run_every_version(test: &str, bootstrap: String) -> Result<()> {
         "the Java client failed against {bootstrap}:\n{}",
         failures.join("\n")
     );
-    Ok(())
-}
-
-fn skip(test: &str, reason: &str) -> Result<()> {
-    // Straight to the stderr handle: the test harness captures println!/eprintln!, and a skip
-    // must be visible without --nocapture.
-    std::io::stderr().write_all(format!("SKIPPED: {test}: {reason}\n").as_bytes())?;
     Ok(())
 }

@@ -2,16 +2,13 @@
 //! and runs `integration-tests/python` with pytest against it. Skips, saying so, where python3,
 //! pytest or pyfluss are missing (`pip install -r integration-tests/python/requirements.txt`).
 
-use std::io::Write;
 use std::process::Command;
 
 use anyhow::Result;
 use silt_hotstore::{Server, ServerConfig};
 
 fn skip(reason: &str) -> Result<()> {
-    std::io::stderr()
-        .write_all(format!("SKIPPED: pyfluss_against_hotstore: {reason}\n").as_bytes())?;
-    Ok(())
+    silt_testkit::skip("pyfluss_against_hotstore", reason)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
