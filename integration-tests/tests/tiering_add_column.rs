@@ -1,5 +1,5 @@
-//! ADD COLUMN on lake-enabled tables (a log table, and a primary-key table whose lake takes
-//! deletion vectors): the real-time view `db.t` shows the new column at once (null for every
+//! ADD COLUMN on lake-enabled tables (a log table, a primary-key table whose lake takes
+//! deletion vectors, and a log table partitioned by day): the real-time view `db.t` shows the new column at once (null for every
 //! row until one has it), the tiering job stops at the first batch of the new schema, the
 //! tiering service starts it again under the new schema (restored from its checkpoint) and its
 //! sink adds the column to the Delta table, and once tiering has caught up the lake
@@ -7,12 +7,13 @@
 //! deltalake reads it too), `db.t` and `db.t$lake` answer the same rows, and `silt verify`
 //! answers MATCH (also before the lake has the column).
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use fluss::client::FlussConnection;
-use fluss::metadata::{AlterTableChanges, DataTypes};
+use fluss::metadata::{AlterTableChanges, DataTypes, PartitionSpec};
 use fluss::row::GenericRow;
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_jobs::query::{QueryConfig, QueryService};
@@ -38,26 +39,48 @@ fn accounts() -> Table {
         .lake("300ms")
 }
 
+/// `t.visits`: clicks partitioned by day (`dt`, after the columns the others have).
+fn visits() -> Table {
+    Table::log("t", "visits")
+        .column("id", DataTypes::bigint())
+        .column("page", DataTypes::string())
+        .column("dt", DataTypes::string())
+        .partitioned_by(&["dt"])
+        .buckets(2)
+        .lake("300ms")
+}
+
+const DAY: &str = "2026-12-03";
+
+fn all_tables() -> [Table; 3] {
+    [clicks(), accounts(), visits()]
+}
+
 fn add_referrer() -> Result<AlterTableChanges> {
     tables::add_column("referrer", DataTypes::string())
 }
 
-/// Writes rows `ids` to both tables through `connection` (whose schema the client holds):
-/// `(id, "p<id>"[, "r<id>"])` appended to clicks and upserted into accounts.
+/// Writes rows `ids` to every table through `connection` (whose schema the client holds):
+/// `(id, "p<id>"[, DAY][, "r<id>"])` appended to clicks and visits, upserted into accounts.
 async fn write(connection: &FlussConnection, ids: std::ops::Range<i64>) -> Result<()> {
-    for table in [clicks(), accounts()] {
+    for table in all_tables() {
         let handle = connection.get_table(&table.path).await?;
         let fields = handle.get_table_info().get_schema().columns().len();
+        let partitioned = table.path.table() == "visits";
+        let base = if partitioned { 3 } else { 2 };
         let row = |id: i64| {
             let mut row = GenericRow::new(fields);
             row.set_field(0, id);
             row.set_field(1, format!("p{id}"));
-            if fields == 3 {
-                row.set_field(2, format!("r{id}"));
+            if partitioned {
+                row.set_field(2, DAY.to_string());
+            }
+            if fields > base {
+                row.set_field(base, format!("r{id}"));
             }
             row
         };
-        if table.path.table() == "clicks" {
+        if table.path.table() != "accounts" {
             let writer = handle.new_append()?.create_writer()?;
             for id in ids.clone() {
                 writer.append(&row(id))?;
@@ -96,7 +119,7 @@ fn expected(range: std::ops::Range<i64>, with_referrer: std::ops::Range<i64>) ->
 }
 
 async fn wait_caught_up(service: &TieringService) -> Result<()> {
-    tiering::wait_caught_up(service, Driver::Wait, 2, Duration::from_secs(90)).await
+    tiering::wait_caught_up(service, Driver::Wait, 3, Duration::from_secs(90)).await
 }
 
 fn lake_dir(dir: &Path, table: &str) -> std::path::PathBuf {
@@ -109,9 +132,14 @@ async fn an_added_column_reaches_the_lake_and_both_views_agree() -> Result<()> {
     let server = hotstore::start_for_tiering(dir.path(), 2).await?;
     let bootstrap = server.local_addr().to_string();
     let connection = hotstore::connect(&server).await?;
-    for table in [clicks(), accounts()] {
+    for table in all_tables() {
         table.create(&connection).await?;
     }
+    let day = PartitionSpec::new(HashMap::from([("dt".to_string(), DAY.to_string())]));
+    connection
+        .get_admin()?
+        .create_partition(&visits().path, &day, false)
+        .await?;
     write(&connection, 0..100).await?;
     let service = tiering::service(dir.path(), &server);
     wait_caught_up(&service).await?;
@@ -121,7 +149,7 @@ async fn an_added_column_reaches_the_lake_and_both_views_agree() -> Result<()> {
     )));
 
     let admin = connection.get_admin()?;
-    for table in [clicks(), accounts()] {
+    for table in all_tables() {
         admin
             .alter_table(&table.path, false, add_referrer()?)
             .await?;
@@ -129,7 +157,7 @@ async fn an_added_column_reaches_the_lake_and_both_views_agree() -> Result<()> {
     // Before any row has the column, and before the lake has it: null everywhere, and verify
     // (the hot changelog against the lake) still matches.
     let lake_root = dir.path().join("lake");
-    for table in ["clicks", "accounts"] {
+    for table in ["clicks", "accounts", "visits"] {
         tiering::verify_match(&bootstrap, &lake_root, "t", table).await?;
         let rows = query(
             &queries,
@@ -156,6 +184,7 @@ async fn an_added_column_reaches_the_lake_and_both_views_agree() -> Result<()> {
     for (table, want) in [
         ("clicks", &clicks_expected),
         ("accounts", &accounts_expected),
+        ("visits", &clicks_expected),
     ] {
         let sql = "SELECT id, page, referrer FROM lake";
         let in_delta = lake::delta_rows(&lake_dir(dir.path(), table), sql).await?;
