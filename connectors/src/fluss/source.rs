@@ -675,6 +675,267 @@ async fn subscribe(scanner: &LogScanner, offsets: &BTreeMap<Slot, i64>, name: &s
     Ok(())
 }
 
+/// What `open` reads once and its steps share.
+struct Opening<'a> {
+    admin: &'a FlussAdmin,
+    path: &'a TablePath,
+    name: &'a str,
+    info: &'a fluss::metadata::TableInfo,
+}
+
+/// Each partition (or the table) with the buckets of it a subtask owns.
+type Owned<'a> = Vec<(Option<(i64, &'a str)>, Vec<Slot>)>;
+
+/// The offsets of every subtask's checkpointed state, and this subtask's union-read phase (a
+/// checkpoint taken in the lake phase restores only at the parallelism it was taken with).
+fn restored_offsets(
+    restored: &RestoredState,
+    ctx: &TaskContext,
+    name: &str,
+) -> Result<(BTreeMap<Slot, i64>, Option<LakePhase>)> {
+    let mut offsets = BTreeMap::new();
+    let mut own_phase = None;
+    for (index, state) in restored.subtask_states.iter().enumerate() {
+        let Some(state) = state else { continue };
+        match LakePhase::decode(state)? {
+            Some((phase, phase_offsets)) => {
+                if phase.parallelism != ctx.parallelism {
+                    return Err(Error::operator(format!(
+                        "{name}: the checkpoint was taken while the source read the lake with parallelism {}; restore it with that parallelism (now {})",
+                        phase.parallelism, ctx.parallelism
+                    )));
+                }
+                offsets.extend(decode_offsets(phase_offsets)?);
+                if index == ctx.subtask_index as usize {
+                    own_phase = Some(phase);
+                }
+            }
+            None => offsets.extend(decode_offsets(state.clone())?),
+        }
+    }
+    Ok((offsets, own_phase))
+}
+
+fn owned_by_subtask<'a>(
+    partitions: Option<&'a BTreeMap<i64, String>>,
+    buckets: i32,
+    ctx: &TaskContext,
+) -> Owned<'a> {
+    let slots = |partition| owned_slots(partition, buckets, ctx.subtask_index, ctx.parallelism);
+    match partitions {
+        None => vec![(None, slots(None))],
+        Some(known) => known
+            .iter()
+            .map(|(id, partition)| (Some((*id, partition.as_str())), slots(Some(*id))))
+            .collect(),
+    }
+}
+
+impl FlussSource {
+    /// A union read pins the lake when it first starts (its txn offsets are where the log
+    /// part starts); a restore continues the phase its checkpoint was in.
+    async fn pin_lake(
+        &mut self,
+        is_restored: bool,
+        restored_phase: Option<LakePhase>,
+        info: &fluss::metadata::TableInfo,
+        ctx: &TaskContext,
+    ) -> Result<Option<BTreeMap<Slot, i64>>> {
+        let StartPosition::LakeThenLog(lake) = &self.config.start else {
+            return Ok(None);
+        };
+        if is_restored {
+            self.lake_phase = restored_phase;
+            return Ok(None);
+        }
+        let Some((version, offsets)) =
+            union::pin(lake, info.get_num_buckets().max(1) as u32).await?
+        else {
+            return Ok(None);
+        };
+        self.lake_phase = Some(LakePhase {
+            version,
+            emitted: 0,
+            parallelism: ctx.parallelism,
+        });
+        Ok(Some(offsets))
+    }
+
+    /// Where each owned bucket starts: at `start`'s offset (restored, explicit or the lake's)
+    /// where it names one, else where the start position lists it. A bucket `start` does not
+    /// name (a partition created after a checkpoint, say) starts at its earliest offset.
+    async fn start_offsets(
+        &mut self,
+        table: &Opening<'_>,
+        owned: &Owned<'_>,
+        is_restored: bool,
+        start: Option<BTreeMap<Slot, i64>>,
+    ) -> Result<BTreeMap<Slot, i64>> {
+        let spec = match &self.config.start {
+            _ if is_restored => OffsetSpec::Earliest,
+            StartPosition::Latest => OffsetSpec::Latest,
+            StartPosition::Timestamp(ts) => OffsetSpec::Timestamp(*ts),
+            StartPosition::Earliest | StartPosition::Offsets(_) | StartPosition::LakeThenLog(_) => {
+                OffsetSpec::Earliest
+            }
+        };
+        let mut listed = BTreeMap::new();
+        for (partition, slots) in owned {
+            listed.extend(
+                list_owned_offsets(table.admin, table.path, *partition, slots, spec.clone())
+                    .await?,
+            );
+        }
+        let expired: Vec<String> = listed
+            .iter()
+            .filter(|(_, start)| **start > 0)
+            .map(|(slot, start)| format!("{} starts at {start}", slot_name(slot)))
+            .collect();
+        if super::is_lake_enabled(table.info)
+            && !is_restored
+            && matches!(self.config.start, StartPosition::Earliest)
+            && !expired.is_empty()
+        {
+            // Hot retention dropped the oldest changelog, which the lake holds: starting at
+            // the log start would skip those rows without a word.
+            let name = table.name;
+            return Err(Error::operator(format!(
+                "{name}: start: earliest cannot read every row: hot retention (table.log.ttl) moved the changelog's start ({}), and the rows before it are only in the lake; start with `start: lake` and read the history from {name}$lake, or give the table a longer table.log.ttl",
+                expired.join(", ")
+            )));
+        }
+        Ok(listed
+            .into_iter()
+            .map(|(slot, listed)| {
+                let at = start
+                    .as_ref()
+                    .and_then(|s| s.get(&slot).copied())
+                    .unwrap_or(listed);
+                (slot, at)
+            })
+            .collect())
+    }
+
+    /// The exclusive end of each owned bucket, when the read is bounded.
+    async fn end_offsets_of(
+        &mut self,
+        table: &Opening<'_>,
+        owned: &Owned<'_>,
+    ) -> Result<Option<BTreeMap<Slot, i64>>> {
+        Ok(match &self.config.end {
+            EndPosition::Unbounded => None,
+            EndPosition::Offsets(end) => Some(
+                self.next_offsets
+                    .keys()
+                    .map(|s| (*s, end.get(s).copied().unwrap_or(0)))
+                    .collect(),
+            ),
+            EndPosition::LatestAtOpen => {
+                let mut latest = BTreeMap::new();
+                for (partition, slots) in owned {
+                    latest.extend(
+                        list_owned_offsets(
+                            table.admin,
+                            table.path,
+                            *partition,
+                            slots,
+                            OffsetSpec::Latest,
+                        )
+                        .await?,
+                    );
+                }
+                Some(latest)
+            }
+        })
+    }
+
+    /// The client's scanner, subscribed to every owned bucket at its next offset (up to its
+    /// end). Without a projection it reads batches as written and the source keeps the
+    /// table's schema of now (`in_user_schema`).
+    async fn open_scanner(
+        &mut self,
+        connection: &FlussConnection,
+        table: &Opening<'_>,
+    ) -> Result<LogScanner> {
+        let name = table.name;
+        let handle = connection
+            .get_table(table.path)
+            .await
+            .map_err(fluss_error(&format!("table {name}")))?;
+        let mut scan = handle.new_scan();
+        if let Some(columns) = &self.config.projection {
+            scan = scan
+                .project(columns)
+                .map_err(fluss_error(&format!("projection on {name}")))?;
+        } else {
+            // Batches as written (not aligned by the client to the schema it holds, which
+            // would drop the columns of a batch written after the table gained them).
+            scan = scan.with_fixed_schema(false);
+            let user = fluss::record::to_arrow_schema(table.info.get_row_type())
+                .map_err(fluss_error(&format!("schema of {name}")))?;
+            self.user_schema = Some((user, table.info.get_schema_id()));
+        }
+        let scanner = scan
+            .create_log_scanner()
+            .map_err(fluss_error(&format!("scanner on {name}")))?;
+        let subscriptions: BTreeMap<Slot, i64> = self
+            .next_offsets
+            .iter()
+            .filter(|(s, next)| {
+                self.end_offsets
+                    .as_ref()
+                    .is_none_or(|e| e.get(s).is_some_and(|end| *next < end))
+            })
+            .map(|(s, o)| (*s, *o))
+            .collect();
+        subscribe(&scanner, &subscriptions, name).await?;
+        Ok(scanner)
+    }
+
+    /// A union read in its lake phase: the lake's rows at the pinned version, as changes of
+    /// the stream's schema (which the log part then shares).
+    async fn open_lake_rows(&mut self, ctx: &TaskContext, table: &Opening<'_>) -> Result<()> {
+        let (Some(phase), StartPosition::LakeThenLog(lake)) =
+            (&self.lake_phase, &self.config.start)
+        else {
+            return Ok(());
+        };
+        let name = table.name;
+        let mut user = fluss::record::to_arrow_schema(table.info.get_row_type())
+            .map_err(fluss_error(&format!("schema of {name}")))?;
+        if let Some(columns) = &self.config.projection {
+            user = Arc::new(
+                user.project(columns)
+                    .map_err(|e| Error::operator(format!("projection on {name}: {e}")))?,
+            );
+        }
+        let mut fields: Vec<_> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(stream_system_fields());
+        let output = Arc::new(Schema::new(fields));
+        let change = if table.info.get_primary_keys().is_empty() {
+            ChangeType::AppendOnly
+        } else {
+            ChangeType::Insert
+        };
+        let rows = LakeRows::open(
+            lake,
+            phase.version,
+            ctx.subtask_index,
+            ctx.parallelism,
+            &user,
+            output.clone(),
+            phase.emitted,
+            change,
+        )
+        .await?;
+        tracing::info!(table = %name, subtask = ctx.subtask_index, version = phase.version, skip = phase.emitted, "fluss source reads the lake first (union read)");
+        // Lake and changelog batches share one schema.
+        self.output_schema = Some(output);
+        self.lake_rows = Some(rows);
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Source for FlussSource {
     async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()> {
@@ -691,138 +952,33 @@ impl Source for FlussSource {
             .await
             .map_err(fluss_error(&format!("table {name}")))?;
         self.append_only = info.get_primary_keys().is_empty();
+        let table = Opening {
+            admin: &admin,
+            path: &path,
+            name: &name,
+            info: &info,
+        };
 
-        let mut restored_offsets = BTreeMap::new();
-        let mut restored_phase = None;
-        for (index, state) in restored.subtask_states.iter().enumerate() {
-            let Some(state) = state else { continue };
-            match LakePhase::decode(state)? {
-                Some((phase, offsets)) => {
-                    if phase.parallelism != ctx.parallelism {
-                        return Err(Error::operator(format!(
-                            "{name}: the checkpoint was taken while the source read the lake with parallelism {}; restore it with that parallelism (now {})",
-                            phase.parallelism, ctx.parallelism
-                        )));
-                    }
-                    restored_offsets.extend(decode_offsets(offsets)?);
-                    if index == ctx.subtask_index as usize {
-                        restored_phase = Some(phase);
-                    }
-                }
-                None => restored_offsets.extend(decode_offsets(state.clone())?),
-            }
-        }
+        let (restored_offsets, restored_phase) = restored_offsets(&restored, ctx, &name)?;
         let partitions = if info.is_partitioned() {
             self.refuse_bucket_offsets_of_partitioned(&name, info.get_partition_keys())?;
             Some(list_partitions(&admin, &path).await?)
         } else {
             None
         };
-        // Each partition (or the table) with the buckets of it this subtask owns.
-        let owned: Vec<(Option<(i64, &str)>, Vec<Slot>)> = match &partitions {
-            None => vec![(
-                None,
-                owned_slots(
-                    None,
-                    info.get_num_buckets(),
-                    ctx.subtask_index,
-                    ctx.parallelism,
-                ),
-            )],
-            Some(known) => known
-                .iter()
-                .map(|(id, partition)| {
-                    let slots = owned_slots(
-                        Some(*id),
-                        info.get_num_buckets(),
-                        ctx.subtask_index,
-                        ctx.parallelism,
-                    );
-                    (Some((*id, partition.as_str())), slots)
-                })
-                .collect(),
+        let owned = owned_by_subtask(partitions.as_ref(), info.get_num_buckets(), ctx);
+        let lake_offsets = self
+            .pin_lake(restored.is_restored(), restored_phase, &info, ctx)
+            .await?;
+        let start = match (restored.is_restored(), &self.config.start) {
+            (true, _) => Some(restored_offsets),
+            (false, StartPosition::Offsets(offsets)) => Some(offsets.clone()),
+            (false, _) => lake_offsets,
         };
-        let spec = match &self.config.start {
-            _ if restored.is_restored() => OffsetSpec::Earliest,
-            StartPosition::Latest => OffsetSpec::Latest,
-            StartPosition::Timestamp(ts) => OffsetSpec::Timestamp(*ts),
-            StartPosition::Earliest | StartPosition::Offsets(_) | StartPosition::LakeThenLog(_) => {
-                OffsetSpec::Earliest
-            }
-        };
-        // A union read pins the lake when it first starts; a restore continues the phase
-        // its checkpoint was in.
-        let mut lake_offsets = None;
-        if let StartPosition::LakeThenLog(lake) = &self.config.start {
-            if restored.is_restored() {
-                self.lake_phase = restored_phase;
-            } else if let Some((version, offsets)) =
-                union::pin(lake, info.get_num_buckets().max(1) as u32).await?
-            {
-                self.lake_phase = Some(LakePhase {
-                    version,
-                    emitted: 0,
-                    parallelism: ctx.parallelism,
-                });
-                lake_offsets = Some(offsets);
-            }
-        }
-        let mut listed = BTreeMap::new();
-        for (partition, slots) in &owned {
-            listed
-                .extend(list_owned_offsets(&admin, &path, *partition, slots, spec.clone()).await?);
-        }
-        let lake_enabled = super::is_lake_enabled(&info);
-        let expired: Vec<String> = listed
-            .iter()
-            .filter(|(_, start)| **start > 0)
-            .map(|(slot, start)| format!("{} starts at {start}", slot_name(slot)))
-            .collect();
-        if lake_enabled
-            && !restored.is_restored()
-            && matches!(self.config.start, StartPosition::Earliest)
-            && !expired.is_empty()
-        {
-            // Hot retention dropped the oldest changelog, which the lake holds: starting at
-            // the log start would skip those rows without a word.
-            return Err(Error::operator(format!(
-                "{name}: start: earliest cannot read every row: hot retention (table.log.ttl) moved the changelog's start ({}), and the rows before it are only in the lake; start with `start: lake` and read the history from {name}$lake, or give the table a longer table.log.ttl",
-                expired.join(", ")
-            )));
-        }
-        for (&slot, &listed) in &listed {
-            // A bucket that explicit or lake offsets do not name, and a restored partition the
-            // checkpoint does not name (created after it), start at their earliest offset.
-            let start = if restored.is_restored() {
-                restored_offsets.get(&slot).copied().unwrap_or(listed)
-            } else if let StartPosition::Offsets(offsets) = &self.config.start {
-                offsets.get(&slot).copied().unwrap_or(listed)
-            } else if let Some(offsets) = &lake_offsets {
-                offsets.get(&slot).copied().unwrap_or(listed)
-            } else {
-                listed
-            };
-            self.next_offsets.insert(slot, start);
-        }
-        self.end_offsets = match &self.config.end {
-            EndPosition::Unbounded => None,
-            EndPosition::Offsets(end) => Some(
-                self.next_offsets
-                    .keys()
-                    .map(|s| (*s, end.get(s).copied().unwrap_or(0)))
-                    .collect(),
-            ),
-            EndPosition::LatestAtOpen => {
-                let mut latest = BTreeMap::new();
-                for (partition, slots) in &owned {
-                    latest.extend(
-                        list_owned_offsets(&admin, &path, *partition, slots, OffsetSpec::Latest)
-                            .await?,
-                    );
-                }
-                Some(latest)
-            }
-        };
+        self.next_offsets = self
+            .start_offsets(&table, &owned, restored.is_restored(), start)
+            .await?;
+        self.end_offsets = self.end_offsets_of(&table, &owned).await?;
         self.partitions = partitions.map(|known| Partitions {
             known,
             next_discovery: matches!(self.config.end, EndPosition::Unbounded)
@@ -832,74 +988,8 @@ impl Source for FlussSource {
             parallelism: ctx.parallelism,
         });
 
-        let table = connection
-            .get_table(&path)
-            .await
-            .map_err(fluss_error(&format!("table {name}")))?;
-        let mut scan = table.new_scan();
-        if let Some(columns) = &self.config.projection {
-            scan = scan
-                .project(columns)
-                .map_err(fluss_error(&format!("projection on {name}")))?;
-        } else {
-            // Batches as written (not aligned by the client to the schema it holds, which
-            // would drop the columns of a batch written after the table gained them).
-            scan = scan.with_fixed_schema(false);
-            let user = fluss::record::to_arrow_schema(info.get_row_type())
-                .map_err(fluss_error(&format!("schema of {name}")))?;
-            self.user_schema = Some((user, info.get_schema_id()));
-        }
-        let scanner = scan
-            .create_log_scanner()
-            .map_err(fluss_error(&format!("scanner on {name}")))?;
-        let subscriptions: BTreeMap<Slot, i64> = self
-            .next_offsets
-            .iter()
-            .filter(|(s, next)| {
-                self.end_offsets
-                    .as_ref()
-                    .is_none_or(|e| e.get(s).is_some_and(|end| *next < end))
-            })
-            .map(|(s, o)| (*s, *o))
-            .collect();
-        subscribe(&scanner, &subscriptions, &name).await?;
-        drop(table);
-        if let (Some(phase), StartPosition::LakeThenLog(lake)) =
-            (&self.lake_phase, &self.config.start)
-        {
-            let mut user = fluss::record::to_arrow_schema(info.get_row_type())
-                .map_err(fluss_error(&format!("schema of {name}")))?;
-            if let Some(columns) = &self.config.projection {
-                user = Arc::new(
-                    user.project(columns)
-                        .map_err(|e| Error::operator(format!("projection on {name}: {e}")))?,
-                );
-            }
-            let mut fields: Vec<_> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
-            fields.extend(stream_system_fields());
-            let output = Arc::new(Schema::new(fields));
-            // Lake and changelog batches share one schema.
-            self.output_schema = Some(output.clone());
-            let change = if info.get_primary_keys().is_empty() {
-                ChangeType::AppendOnly
-            } else {
-                ChangeType::Insert
-            };
-            self.lake_rows = Some(
-                LakeRows::open(
-                    lake,
-                    phase.version,
-                    ctx.subtask_index,
-                    ctx.parallelism,
-                    &user,
-                    output,
-                    phase.emitted,
-                    change,
-                )
-                .await?,
-            );
-            tracing::info!(table = %name, subtask = ctx.subtask_index, version = phase.version, skip = phase.emitted, "fluss source reads the lake first (union read)");
-        }
+        let scanner = self.open_scanner(&connection, &table).await?;
+        self.open_lake_rows(ctx, &table).await?;
         self.queued_next = self.next_offsets.clone();
         self.scanner = Some(scanner);
         self.connection = Some(connection);
