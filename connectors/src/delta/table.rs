@@ -864,40 +864,8 @@ impl LakeTable {
                 .map_err(Error::delta(self.uri()))?;
         }
 
-        // The files this commit touches: those holding superseded rows, and in the buckets it
-        // changes, the small files once there are more than `small_files_max` of them.
         let store = self.table.object_store();
-        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
-        let changed_buckets: BTreeSet<BucketKey> = bucket_keys(&changes)?.into_iter().collect();
-        let small_bytes = (self.config.target_file_bytes / 8) as i64;
-        let mut small: BTreeMap<BucketKey, Vec<String>> = BTreeMap::new();
-        let mut files: HashMap<String, LiveFile> = HashMap::new();
-        for f in state.log_data().iter() {
-            let path = f.path().to_string();
-            let touched = superseded.contains_key(&path);
-            if !touched && f.size() >= small_bytes {
-                continue; // the common case: neither changed nor small, nothing to build
-            }
-            #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
-            let add = f.add_action();
-            let bucket = add_bucket(&add)?;
-            let is_small = f.size() < small_bytes && changed_buckets.contains(&bucket);
-            if is_small {
-                small.entry(bucket).or_default().push(path.clone());
-            }
-            if is_small || touched {
-                let rows = f.num_records().map(|n| n as u64).ok_or_else(|| {
-                    Error::Internal(format!("data file {path} has no numRecords statistic"))
-                })?;
-                let remove = f.remove_action(true);
-                files.insert(path, LiveFile { add, remove, rows });
-            }
-        }
-        let mut compact: BTreeSet<String> = small
-            .into_values()
-            .filter(|paths| paths.len() > self.config.small_files_max)
-            .flatten()
-            .collect();
+        let (files, mut compact) = self.touched_files(&superseded, &changes)?;
 
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -981,37 +949,80 @@ impl LakeTable {
                 })?;
         }
         actions.extend(new_files.iter().cloned().map(Action::Add));
-        let operation = DeltaOperation::Merge {
-            // No predicate: any concurrent append conflicts with this commit.
-            predicate: None,
-            merge_predicate: Some(format!(
-                "target.{BUCKET_COLUMN} = source.{BUCKET_COLUMN} AND key ({})",
-                key_columns.join(", ")
-            )),
-            matched_predicates: vec![
-                MergePredicate {
-                    action_type: "delete".into(),
-                    predicate: Some("source is a delete".into()),
-                },
-                MergePredicate {
-                    action_type: "update".into(),
-                    predicate: None,
-                },
-            ],
-            not_matched_predicates: vec![MergePredicate {
-                action_type: "insert".into(),
-                predicate: Some("source is not a delete".into()),
-            }],
-            not_matched_by_source_predicates: Vec::new(),
-        };
+        let operation = dv_merge_operation(key_columns);
         let version = self
             .commit_operation(actions, properties, operation)
             .await?;
 
-        // The index follows the commit; if others committed in between, it describes nothing
-        // and the next commit rebuilds it.
+        self.index_the_commit(
+            &new_files,
+            &keys,
+            &is_delete,
+            key_columns,
+            (&table_id, read_version),
+            version,
+        )
+        .await?;
+        Ok(Some(version))
+    }
+
+    /// The files a deletion-vector commit touches: those holding superseded rows, and in the
+    /// buckets it changes, the small files, which it compacts once there are more than
+    /// `small_files_max` of them in a bucket (the second set).
+    fn touched_files(
+        &self,
+        superseded: &BTreeMap<String, Vec<u64>>,
+        changes: &RecordBatch,
+    ) -> Result<(HashMap<String, LiveFile>, BTreeSet<String>)> {
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        let changed_buckets: BTreeSet<BucketKey> = bucket_keys(changes)?.into_iter().collect();
+        let small_bytes = (self.config.target_file_bytes / 8) as i64;
+        let mut small: BTreeMap<BucketKey, Vec<String>> = BTreeMap::new();
+        let mut files: HashMap<String, LiveFile> = HashMap::new();
+        for f in state.log_data().iter() {
+            let path = f.path().to_string();
+            let touched = superseded.contains_key(&path);
+            if !touched && f.size() >= small_bytes {
+                continue; // the common case: neither changed nor small, nothing to build
+            }
+            #[allow(deprecated)] // add_action: the supported way to re-add a file with a new vector
+            let add = f.add_action();
+            let bucket = add_bucket(&add)?;
+            let is_small = f.size() < small_bytes && changed_buckets.contains(&bucket);
+            if is_small {
+                small.entry(bucket).or_default().push(path.clone());
+            }
+            if is_small || touched {
+                let rows = f.num_records().map(|n| n as u64).ok_or_else(|| {
+                    Error::Internal(format!("data file {path} has no numRecords statistic"))
+                })?;
+                let remove = f.remove_action(true);
+                files.insert(path, LiveFile { add, remove, rows });
+            }
+        }
+        let compact = small
+            .into_values()
+            .filter(|paths| paths.len() > self.config.small_files_max)
+            .flatten()
+            .collect();
+        Ok((files, compact))
+    }
+
+    /// After a deletion-vector commit at `version`: the key index forgets the deleted `keys`
+    /// and places the rows of `new_files`. It describes `version` only when the commit read
+    /// `read_version` (nobody committed in between); otherwise the next commit rebuilds it.
+    async fn index_the_commit(
+        &mut self,
+        new_files: &[Add],
+        keys: &[Vec<u8>],
+        is_delete: &[bool],
+        key_columns: &[String],
+        (table_id, read_version): (&str, u64),
+        version: u64,
+    ) -> Result<()> {
+        let store = self.table.object_store();
         let mut placed = Vec::new();
-        for add in &new_files {
+        for add in new_files {
             // Keys are unique per bucket number: a partitioned table's key holds its
             // partition columns.
             let bucket = add_bucket(add)?.bucket;
@@ -1023,7 +1034,7 @@ impl LakeTable {
         }
         let index = self.key_index.as_mut().expect("ensured above");
         let mut batch = index.batch();
-        for (key, _) in keys.iter().zip(&is_delete).filter(|(_, d)| **d) {
+        for (key, _) in keys.iter().zip(is_delete).filter(|(_, d)| **d) {
             batch.remove(key);
         }
         let mut row_in_file: HashMap<String, u64> = HashMap::new();
@@ -1035,9 +1046,9 @@ impl LakeTable {
                 *next += 1;
             }
         }
-        let describes = (version == read_version + 1).then_some((table_id.as_str(), version));
+        let describes = (version == read_version + 1).then_some((table_id, version));
         batch.commit(describes)?;
-        Ok(Some(version))
+        Ok(())
     }
 
     /// The actions that rewrite, in the buckets a log commit appends to, the run of small files
@@ -1278,6 +1289,34 @@ impl LakeTable {
                 warn!(table = self.uri(), path, error = %e, "could not delete a staged change file");
             }
         }
+    }
+}
+
+/// How a deletion-vector commit describes itself in the Delta log: a MERGE by bucket and key,
+/// with no predicate, so any concurrent append conflicts with it.
+fn dv_merge_operation(key_columns: &[String]) -> DeltaOperation {
+    DeltaOperation::Merge {
+        // No predicate: any concurrent append conflicts with this commit.
+        predicate: None,
+        merge_predicate: Some(format!(
+            "target.{BUCKET_COLUMN} = source.{BUCKET_COLUMN} AND key ({})",
+            key_columns.join(", ")
+        )),
+        matched_predicates: vec![
+            MergePredicate {
+                action_type: "delete".into(),
+                predicate: Some("source is a delete".into()),
+            },
+            MergePredicate {
+                action_type: "update".into(),
+                predicate: None,
+            },
+        ],
+        not_matched_predicates: vec![MergePredicate {
+            action_type: "insert".into(),
+            predicate: Some("source is not a delete".into()),
+        }],
+        not_matched_by_source_predicates: Vec::new(),
     }
 }
 
