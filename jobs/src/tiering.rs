@@ -235,6 +235,51 @@ pub struct MaintenanceTotals {
     pub files_on_disk: u64,
 }
 
+/// Every table a discovery pass saw, by `(database, table)`.
+struct Listing {
+    /// The lake-enabled tables, described.
+    seen: BTreeMap<(String, String), fluss::metadata::TableInfo>,
+    /// Every table's id, lake-enabled or not.
+    ids: BTreeMap<(String, String), i64>,
+    /// Tables listed but not described (a transient error): neither started nor cancelled.
+    unknown: std::collections::BTreeSet<(String, String)>,
+}
+
+async fn list_tables(admin: &fluss::client::FlussAdmin) -> Result<Listing> {
+    let mut listing = Listing {
+        seen: BTreeMap::new(),
+        ids: BTreeMap::new(),
+        unknown: std::collections::BTreeSet::new(),
+    };
+    for database in admin
+        .list_databases()
+        .await
+        .map_err(|e| anyhow!("list databases: {e}"))?
+    {
+        for table in admin
+            .list_tables(&database)
+            .await
+            .map_err(|e| anyhow!("list tables of {database}: {e}"))?
+        {
+            let key = (database.clone(), table.clone());
+            let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
+            let info = match admin.get_table_info(&path).await {
+                Ok(info) => info,
+                Err(e) => {
+                    warn!(table = %format!("{database}.{table}"), error = %e, "tiering: cannot describe table");
+                    listing.unknown.insert(key);
+                    continue;
+                }
+            };
+            listing.ids.insert(key.clone(), info.get_table_id());
+            if silt_connectors::fluss::is_lake_enabled(&info) {
+                listing.seen.insert(key, info);
+            }
+        }
+    }
+    Ok(listing)
+}
+
 struct TableJob {
     /// Started by `tier_table` rather than discovered: discovery leaves it alone.
     explicit: bool,
@@ -394,37 +439,7 @@ impl TieringService {
         let admin = connection
             .get_admin()
             .map_err(|e| anyhow!("fluss admin: {e}"))?;
-        let mut seen = BTreeMap::new();
-        // Every table's id, lake-enabled or not.
-        let mut ids = BTreeMap::new();
-        // Tables listed but not described (a transient error): neither started nor cancelled.
-        let mut unknown = std::collections::BTreeSet::new();
-        for database in admin
-            .list_databases()
-            .await
-            .map_err(|e| anyhow!("list databases: {e}"))?
-        {
-            for table in admin
-                .list_tables(&database)
-                .await
-                .map_err(|e| anyhow!("list tables of {database}: {e}"))?
-            {
-                let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
-                let info = match admin.get_table_info(&path).await {
-                    Ok(info) => info,
-                    Err(e) => {
-                        warn!(table = %format!("{database}.{table}"), error = %e, "tiering: cannot describe table");
-                        unknown.insert((database.clone(), table.clone()));
-                        continue;
-                    }
-                };
-                ids.insert((database.clone(), table.clone()), info.get_table_id());
-                let lake_enabled = silt_connectors::fluss::is_lake_enabled(&info);
-                if lake_enabled {
-                    seen.insert((database.clone(), table.clone()), info);
-                }
-            }
-        }
+        let Listing { seen, ids, unknown } = list_tables(&admin).await?;
         let mut jobs = self.jobs.lock().await;
         // Tables gone, recreated, or no longer lake-enabled: stop tracking (and cancel).
         let stale: Vec<_> = jobs
