@@ -103,7 +103,60 @@ pub(crate) async fn write(
         );
         return Ok(next_offset);
     }
-    // Changes of this request by key, so a key written twice in one batch sees its first write.
+    let Staged {
+        pending,
+        change_types,
+        images,
+    } = stage(table, bucket, &rules, &codec, writes, targets)?;
+    if change_types.is_empty() {
+        // Nothing to append, but the sequence must still count, durably.
+        return bucket
+            .log
+            .record_unchanged_write(writer_id, sequence)
+            .map_err(|e| bucket.storage_error(&context, e));
+    }
+    let writer = (writer_id, sequence);
+    let changelog = changelog_batch(table, &codec, writer, &change_types, &images)?;
+    // The changelog is the write-ahead log: once it holds the batch (with its writer id and
+    // sequence), the write is done, and a retry after a failed kv apply or a crash is answered
+    // as a duplicate rather than applied again.
+    let info = bucket.append_changelog(changelog).await?;
+    crate::storage::durability::after_durable_write();
+    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+    let row_count_delta = row_count_delta(&change_types);
+    if let Err(e) = kv.apply(&changes, row_count_delta, info.next_offset) {
+        bucket
+            .kv_behind
+            .store(true, std::sync::atomic::Ordering::Release);
+        return Err(bucket.storage_error(&context, e));
+    }
+    Ok(info.next_offset)
+}
+
+/// A PutKv's changes before they are logged: each key's new value (by key, so a key written
+/// twice in one batch sees its first write), and the changelog's change types and row images.
+struct Staged {
+    pending: HashMap<Bytes, Option<Vec<u8>>>,
+    change_types: Vec<u8>,
+    images: Vec<Vec<u8>>,
+}
+
+/// Reads each written key's current row (in the current schema) and decides, by the table's
+/// merge rules, its new row and the changes it logs.
+fn stage(
+    table: &TableRuntime,
+    bucket: &Bucket,
+    rules: &MergeRules,
+    codec: &RowCodec,
+    writes: Vec<Write>,
+    targets: Option<&[usize]>,
+) -> Result<Staged, ApiError> {
+    let kv = bucket
+        .kv
+        .as_ref()
+        .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
+    let context = bucket.name();
     let mut pending: HashMap<Bytes, Option<Vec<u8>>> = HashMap::new();
     let mut change_types = Vec::new();
     let mut images: Vec<Vec<u8>> = Vec::new();
@@ -169,30 +222,11 @@ pub(crate) async fn write(
         }
         pending.insert(key, new);
     }
-    if change_types.is_empty() {
-        // Nothing to append, but the sequence must still count, durably.
-        return bucket
-            .log
-            .record_unchanged_write(writer_id, sequence)
-            .map_err(|e| bucket.storage_error(&context, e));
-    }
-    let writer = (writer_id, sequence);
-    let changelog = changelog_batch(table, &codec, writer, &change_types, &images)?;
-    // The changelog is the write-ahead log: once it holds the batch (with its writer id and
-    // sequence), the write is done, and a retry after a failed kv apply or a crash is answered
-    // as a duplicate rather than applied again.
-    let info = bucket.append_changelog(changelog).await?;
-    crate::storage::durability::after_durable_write();
-    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-        pending.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-    let row_count_delta = row_count_delta(&change_types);
-    if let Err(e) = kv.apply(&changes, row_count_delta, info.next_offset) {
-        bucket
-            .kv_behind
-            .store(true, std::sync::atomic::Ordering::Release);
-        return Err(bucket.storage_error(&context, e));
-    }
-    Ok(info.next_offset)
+    Ok(Staged {
+        pending,
+        change_types,
+        images,
+    })
 }
 
 /// How many keys a changelog adds to its kv tablet: an INSERT is a key that was absent, a
