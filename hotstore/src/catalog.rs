@@ -684,9 +684,34 @@ impl Catalog {
             serde_json::from_slice(table_json).map_err(|e| invalid(format!("table json: {e}")))?;
         let descriptor =
             TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        let rules = self.check_table_options(database, name, &descriptor)?;
+        let object = value
+            .as_object_mut()
+            .ok_or_else(|| invalid("table json is not an object".into()))?;
+        let properties = object
+            .entry("properties")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .ok_or_else(|| invalid("table properties are not an object".into()))?;
+        store_fluss_defaults(database, name, properties, &descriptor, &rules)?;
+        let bucket_count = self.complete_buckets(database, name, object, &descriptor)?;
+        let descriptor =
+            TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
+        let json = serde_json::to_vec(&value).map_err(|e| invalid(e.to_string()))?;
+        Ok((json, descriptor, bucket_count as i32))
+    }
+
+    /// What CreateTable refuses in a table's options, as Fluss does (and what silt does not
+    /// implement): its partitioning, TTL, log format and merge rules, which it returns.
+    fn check_table_options(
+        &self,
+        database: &str,
+        name: &str,
+        descriptor: &TableDescriptor,
+    ) -> Result<MergeRules, ApiError> {
         partitions::check_partitioning(
             &format!("{database}.{name}"),
-            &descriptor,
+            descriptor,
             self.partitions_per_table_max,
         )?;
         if let Some(ttl) = descriptor.properties().get(crate::retention::LOG_TTL)
@@ -711,70 +736,24 @@ impl Catalog {
                 ),
             ));
         }
-        let rules = MergeRules::of(&descriptor).map_err(|reason| {
+        MergeRules::of(descriptor).map_err(|reason| {
             ApiError::new(
                 code::INVALID_CONFIG,
                 format!("table {database}.{name}: {reason}"),
             )
-        })?;
-        let object = value
-            .as_object_mut()
-            .ok_or_else(|| invalid("table json is not an object".into()))?;
-        let properties = descriptor.properties();
-        if descriptor.partition_keys().len() > 1
-            && properties
-                .get(auto_partition::ENABLED)
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-            && !properties.contains_key(auto_partition::NUM_PRECREATE)
-        {
-            // As Fluss: a table with several partition keys cannot pre-create partitions, and
-            // stores the count it uses.
-            object
-                .entry("properties")
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .ok_or_else(|| invalid("table properties are not an object".into()))?
-                .insert(auto_partition::NUM_PRECREATE.into(), json!("0"));
-        }
-        match descriptor
-            .properties()
-            .get(KV_FORMAT_VERSION)
-            .map(|v| v.trim())
-        {
-            None if descriptor.has_primary_key() => {
-                // As Fluss 0.9.1: a new primary-key table's keys are at kv format version 2
-                // (clients encode a bucket key that differs from the primary key with the
-                // compacted encoder rather than the lake's).
-                object
-                    .entry("properties")
-                    .or_insert_with(|| json!({}))
-                    .as_object_mut()
-                    .ok_or_else(|| invalid("table properties are not an object".into()))?
-                    .insert(KV_FORMAT_VERSION.into(), json!(KV_FORMAT_VERSION_CURRENT));
-            }
-            None | Some("1" | "2") => {}
-            Some(other) => {
-                return Err(ApiError::new(
-                    code::INVALID_CONFIG,
-                    format!(
-                        "table {database}.{name}: {KV_FORMAT_VERSION} '{other}' is not supported; \
-                         use 1 or 2 (the default for a primary-key table, as in Fluss 0.9.1)"
-                    ),
-                ));
-            }
-        }
-        if rules.engine != MergeEngine::LastWrite
-            && !descriptor.properties().contains_key(DELETE_BEHAVIOR)
-        {
-            // Fluss writes the merge engine's default into the table, so clients that read the
-            // table's properties (a sink deciding whether it may delete) see it.
-            let properties = object
-                .entry("properties")
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .ok_or_else(|| invalid("table properties are not an object".into()))?;
-            properties.insert(DELETE_BEHAVIOR.into(), json!("IGNORE"));
-        }
+        })
+    }
+
+    /// The table's bucket count (the configured default when the client sent none, refused
+    /// outside 1..=bucket_count_max) and bucket keys (a primary-key table's default to its
+    /// primary key without partition keys), written into `object`.
+    fn complete_buckets(
+        &self,
+        database: &str,
+        name: &str,
+        object: &mut serde_json::Map<String, Value>,
+        descriptor: &TableDescriptor,
+    ) -> Result<i64, ApiError> {
         let bucket_count = match object.get("bucket_count").and_then(Value::as_i64) {
             Some(count) => count,
             None => i64::from(self.default_bucket_count),
@@ -806,10 +785,7 @@ impl Catalog {
         } else if bucket_keys_empty {
             object.insert("bucket_key".into(), json!([]));
         }
-        let descriptor =
-            TableDescriptor::deserialize_json(&value).map_err(|e| invalid(e.to_string()))?;
-        let json = serde_json::to_vec(&value).map_err(|e| invalid(e.to_string()))?;
-        Ok((json, descriptor, bucket_count as i32))
+        Ok(bucket_count)
     }
 
     /// Persists the state; on failure undoes the in-memory change and reports a storage error.
@@ -1180,6 +1156,60 @@ fn unknown_partition(state: &State, table: &TableEntry, partition_name: &str) ->
             table.qualified_name()
         ),
     )
+}
+
+/// The options Fluss writes into a new table that the client left out, so clients reading
+/// them back see what applies: the pre-created partition count of a table with several
+/// partition keys, a primary-key table's kv format version, a merge engine's delete
+/// behaviour. A kv format version other than 1 or 2 is refused.
+fn store_fluss_defaults(
+    database: &str,
+    name: &str,
+    properties: &mut serde_json::Map<String, Value>,
+    descriptor: &TableDescriptor,
+    rules: &MergeRules,
+) -> Result<(), ApiError> {
+    let options = descriptor.properties();
+    if descriptor.partition_keys().len() > 1
+        && options
+            .get(auto_partition::ENABLED)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        && !options.contains_key(auto_partition::NUM_PRECREATE)
+    {
+        // As Fluss: a table with several partition keys cannot pre-create partitions, and
+        // stores the count it uses.
+        properties.insert(auto_partition::NUM_PRECREATE.into(), json!("0"));
+    }
+    match descriptor
+        .properties()
+        .get(KV_FORMAT_VERSION)
+        .map(|v| v.trim())
+    {
+        None if descriptor.has_primary_key() => {
+            // As Fluss 0.9.1: a new primary-key table's keys are at kv format version 2
+            // (clients encode a bucket key that differs from the primary key with the
+            // compacted encoder rather than the lake's).
+            properties.insert(KV_FORMAT_VERSION.into(), json!(KV_FORMAT_VERSION_CURRENT));
+        }
+        None | Some("1" | "2") => {}
+        Some(other) => {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "table {database}.{name}: {KV_FORMAT_VERSION} '{other}' is not supported; \
+                     use 1 or 2 (the default for a primary-key table, as in Fluss 0.9.1)"
+                ),
+            ));
+        }
+    }
+    if rules.engine != MergeEngine::LastWrite
+        && !descriptor.properties().contains_key(DELETE_BEHAVIOR)
+    {
+        // Fluss writes the merge engine's default into the table, so clients that read the
+        // table's properties (a sink deciding whether it may delete) see it.
+        properties.insert(DELETE_BEHAVIOR.into(), json!("IGNORE"));
+    }
+    Ok(())
 }
 
 /// The table an alteration changes: `None` when it is absent and `ignore_if_not_exists`.
