@@ -39,7 +39,7 @@ use fluss::row::{
     TimestampNtz,
 };
 use silt_connectors::lake::LakeCatalogConfig;
-use silt_jobs::query::{QueryConfig, QueryService};
+use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::java_client;
@@ -1211,8 +1211,16 @@ fn map_text((v, ty): (&V, &DataType), key: &str) -> String {
     }
 }
 
+/// `sql` through the query service, rendered as this file renders rows (not testkit's `a|b`),
+/// sorted.
 async fn query(queries: &QueryService, sql: &str) -> Result<Vec<String>> {
-    silt_testkit::lake::query_rows(queries, sql, Duration::from_secs(30)).await
+    let result = queries
+        .execute(QueryRequest::new(sql, Duration::from_secs(30)))
+        .await
+        .with_context(|| sql.to_string())?;
+    let mut rows = rows_of(&result.batches);
+    rows.sort();
+    Ok(rows)
 }
 
 /// The Delta type a column of Fluss type `ty` must have, as [`delta_text`] renders it.
