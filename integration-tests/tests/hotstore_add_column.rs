@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use common::raw_fluss;
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
-use fluss::metadata::{AlterTableChanges, DataType, DataTypes, DropColumn, TablePath};
+use fluss::metadata::{AlterTableChanges, DataType, DataTypes, TablePath};
 use fluss::record::ScanRecord;
 use fluss::row::{GenericRow, InternalRow};
 use prost::Message;
@@ -138,6 +138,17 @@ async fn batch_schema_ids(server: &ServerHandle, table_id: i64) -> Result<Vec<i1
         .collect())
 }
 
+/// A hot store over `dir` holding `table` (and its database), and a connection to it.
+async fn start_with(
+    table: &Table,
+    dir: &std::path::Path,
+) -> Result<(ServerHandle, FlussConnection)> {
+    let server = hotstore::start(dir).await?;
+    let connection = hotstore::connect(&server).await?;
+    table.create(&connection).await?;
+    Ok((server, connection))
+}
+
 fn clicks() -> Table {
     Table::log("shop", "clicks")
         .column("user", DataTypes::string())
@@ -148,12 +159,9 @@ fn clicks() -> Table {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_table_gains_a_column_and_reads_its_older_rows_with_null() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let path = clicks().path;
+    let (server, connection) = start_with(&clicks(), dir.path()).await?;
     let admin = connection.get_admin()?;
-    let table = clicks();
-    table.create(&connection).await?;
-    let path = table.path.clone();
     // The writer of schema 1 has its own connection: one whose metadata the admin's calls
     // below refresh would write schema 2.
     let old_connection = hotstore::connect(&server).await?;
@@ -255,11 +263,8 @@ async fn lookup(connection: &FlussConnection, path: &TablePath, id: &str) -> Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_table_gains_a_column_and_merges_older_rows_into_it() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
-    let table = accounts();
-    table.create(&connection).await?;
-    let path = table.path.clone();
+    let path = accounts().path;
+    let (server, connection) = start_with(&accounts(), dir.path()).await?;
     let old_connection = hotstore::connect(&server).await?;
     let old_writer = old_connection
         .get_table(&path)
@@ -369,12 +374,9 @@ async fn raw_add_column(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_fluss_refuses_to_add_is_refused_by_name_and_changes_nothing() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let path = clicks().path;
+    let (server, connection) = start_with(&clicks(), dir.path()).await?;
     let admin = connection.get_admin()?;
-    let table = clicks();
-    table.create(&connection).await?;
-    let path = table.path.clone();
 
     let refused = |outcome: Result<(), fluss::error::Error>, needle: &str, what: &str| {
         let error = outcome
@@ -407,16 +409,7 @@ async fn what_fluss_refuses_to_add_is_refused_by_name_and_changes_nothing() -> R
     )?;
     refused(
         admin
-            .alter_table(
-                &path,
-                false,
-                AlterTableChanges {
-                    drop_columns: vec![DropColumn {
-                        column_name: "page".into(),
-                    }],
-                    ..AlterTableChanges::default()
-                },
-            )
+            .alter_table(&path, false, silt_testkit::tables::drop_column("page"))
             .await,
         "drop column 'page' is not supported",
         "a dropped column",

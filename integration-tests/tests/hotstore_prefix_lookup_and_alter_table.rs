@@ -12,9 +12,7 @@ use std::collections::BTreeSet;
 use anyhow::{Result, ensure};
 use common::raw_fluss;
 use fluss::client::FlussTable;
-use fluss::metadata::{
-    AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, DropColumn, TablePath,
-};
+use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, TablePath};
 use fluss::row::{DataGetters, GenericRow};
 use prost::Message;
 use silt_hotstore::ServerHandle;
@@ -375,16 +373,7 @@ async fn alter_table_sets_and_resets_what_fluss_allows_and_keeps_it_across_a_res
         (
             "a schema change",
             admin
-                .alter_table(
-                    &path,
-                    false,
-                    AlterTableChanges {
-                        drop_columns: vec![DropColumn {
-                            column_name: "v".into(),
-                        }],
-                        ..AlterTableChanges::default()
-                    },
-                )
+                .alter_table(&path, false, silt_testkit::tables::drop_column("v"))
                 .await
                 .err(),
             code::INVALID_ALTER_TABLE,

@@ -282,3 +282,13 @@ pub fn add_column(name: &str, data_type: DataType) -> Result<fluss::metadata::Al
         ..AlterTableChanges::default()
     })
 }
+
+/// AlterTable's DROP COLUMN of `name` (which Fluss 0.9.1 and silt refuse).
+pub fn drop_column(name: &str) -> fluss::metadata::AlterTableChanges {
+    fluss::metadata::AlterTableChanges {
+        drop_columns: vec![fluss::metadata::DropColumn {
+            column_name: name.to_string(),
+        }],
+        ..Default::default()
+    }
+}

@@ -104,39 +104,14 @@ pub struct TableRuntime {
     pub entry: Arc<TableEntry>,
     /// Arrow schema of the table's rows, as the client reads log batches.
     pub arrow_schema: SchemaRef,
+    /// The arrow schemas of the table's earlier schemas, by id, for batches written under them
+    /// (made once, when the runtime is).
+    earlier_arrow_schemas: Vec<(i16, SchemaRef)>,
     /// The buckets of a table without partitions; empty for a partitioned table.
     pub buckets: Vec<Arc<Bucket>>,
     /// A partitioned table's partitions by id (shared with the runtime of the table's next
     /// schema, [`Tablets::evolve`]).
     partitions: Arc<RwLock<BTreeMap<i64, Arc<PartitionRuntime>>>>,
-}
-
-impl TableRuntime {
-    /// The arrow schema of the table's schema `schema_id` (the current or an earlier one), for
-    /// batches written under it; an id the table never had is SCHEMA_NOT_EXIST.
-    pub fn arrow_schema_of(&self, schema_id: i16) -> Result<SchemaRef, ApiError> {
-        let id = i32::from(schema_id);
-        if id == self.entry.schema_id {
-            return Ok(self.arrow_schema.clone());
-        }
-        let name = self.entry.qualified_name();
-        let schema = self.entry.schema_of(id).ok_or_else(|| {
-            ApiError::new(
-                code::SCHEMA_NOT_EXIST,
-                format!(
-                    "a batch of {name} has schema id {schema_id}, but the table's schemas are 1 \
-                     to {}; refresh the client's table metadata",
-                    self.entry.schema_id
-                ),
-            )
-        })?;
-        fluss::record::to_arrow_schema(schema.row_type()).map_err(|e| {
-            ApiError::new(
-                code::UNKNOWN_SERVER_ERROR,
-                format!("schema {schema_id} of {name} has no arrow schema: {e}"),
-            )
-        })
-    }
 }
 
 /// One partition of a partitioned table: the table's bucket count of buckets.
@@ -191,6 +166,29 @@ impl Bucket {
 }
 
 impl TableRuntime {
+    /// The arrow schema of the table's schema `schema_id` (the current or an earlier one), for
+    /// batches written under it; an id the table never had is SCHEMA_NOT_EXIST.
+    pub fn arrow_schema_of(&self, schema_id: i16) -> Result<SchemaRef, ApiError> {
+        if i32::from(schema_id) == self.entry.schema_id {
+            return Ok(self.arrow_schema.clone());
+        }
+        self.earlier_arrow_schemas
+            .iter()
+            .find(|(id, _)| *id == schema_id)
+            .map(|(_, schema)| schema.clone())
+            .ok_or_else(|| {
+                ApiError::new(
+                    code::SCHEMA_NOT_EXIST,
+                    format!(
+                        "a batch of {} has schema id {schema_id}, but the table's schemas are 1 \
+                         to {}; refresh the client's table metadata",
+                        self.entry.qualified_name(),
+                        self.entry.schema_id
+                    ),
+                )
+            })
+    }
+
     /// The bucket a request names (Fluss's `TableBucket`): a partition id exactly when the
     /// table is partitioned. Anything else is UNKNOWN_TABLE_OR_BUCKET, which makes a client
     /// refresh its metadata (and learn there that a partition is gone).
@@ -310,7 +308,7 @@ impl Tablets {
         entry: Arc<TableEntry>,
         partitions: Vec<PartitionEntry>,
     ) -> crate::Result<()> {
-        let arrow_schema = arrow_schema_of(&entry)?;
+        let (arrow_schema, earlier_arrow_schemas) = arrow_schemas_of(&entry)?;
         let buckets = if entry.is_partitioned() {
             Vec::new()
         } else {
@@ -319,6 +317,7 @@ impl Tablets {
         let runtime = Arc::new(TableRuntime {
             entry: entry.clone(),
             arrow_schema,
+            earlier_arrow_schemas,
             buckets,
             partitions: Arc::new(RwLock::new(BTreeMap::new())),
         });
@@ -414,7 +413,7 @@ impl Tablets {
     /// under the new schema's arrow schema. Requests that hold the old runtime finish under the
     /// old schema, whose rows stay readable by their schema id.
     pub fn evolve(&self, entry: Arc<TableEntry>) -> crate::Result<()> {
-        let arrow_schema = arrow_schema_of(&entry)?;
+        let (arrow_schema, earlier_arrow_schemas) = arrow_schemas_of(&entry)?;
         let mut tables = self.tables.write().unwrap_or_else(|p| p.into_inner());
         let Some(old) = tables.get(&entry.id) else {
             return Ok(());
@@ -422,6 +421,7 @@ impl Tablets {
         let runtime = Arc::new(TableRuntime {
             entry: entry.clone(),
             arrow_schema,
+            earlier_arrow_schemas,
             buckets: old.buckets.clone(),
             partitions: old.partitions.clone(),
         });
@@ -558,14 +558,21 @@ fn remove_dir(dir: &std::path::Path, what: &str) {
     }
 }
 
-/// The arrow schema of a table's current schema, as clients read its log batches.
-fn arrow_schema_of(entry: &TableEntry) -> crate::Result<SchemaRef> {
-    fluss::record::to_arrow_schema(entry.descriptor.schema().row_type()).map_err(|e| {
-        crate::Error::Config {
+/// The arrow schemas of a table's current schema and of its earlier ones (by id), as clients
+/// read log batches written under them.
+fn arrow_schemas_of(entry: &TableEntry) -> crate::Result<(SchemaRef, Vec<(i16, SchemaRef)>)> {
+    let arrow = |schema: &fluss::metadata::Schema, id: i32| {
+        fluss::record::to_arrow_schema(schema.row_type()).map_err(|e| crate::Error::Config {
             message: format!(
-                "table {} has a schema silt cannot map to arrow: {e}",
+                "schema {id} of table {} has no arrow schema in silt: {e}",
                 entry.qualified_name()
             ),
-        }
-    })
+        })
+    };
+    let earlier = entry
+        .earlier_schemas
+        .iter()
+        .map(|earlier| Ok((earlier.id as i16, arrow(&earlier.schema, earlier.id)?)))
+        .collect::<crate::Result<_>>()?;
+    Ok((arrow(entry.descriptor.schema(), entry.schema_id)?, earlier))
 }

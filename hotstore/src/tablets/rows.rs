@@ -38,8 +38,10 @@ pub(crate) struct RowCodec {
     pub(crate) kv_format: KvFormat,
     pub(crate) row_type: fluss::metadata::RowType,
     pub(crate) schema_id: i16,
-    /// Decoders of the table's earlier schemas, for rows written under them.
-    earlier: Vec<EarlierCodec>,
+    /// The table's earlier schemas, and their decoders, made at the first row written under
+    /// one (most writes meet none, and a table that never gained a column has none).
+    earlier_schemas: Arc<Vec<crate::catalog::EarlierSchema>>,
+    earlier: std::cell::OnceCell<Vec<EarlierCodec>>,
 }
 
 struct EarlierCodec {
@@ -56,22 +58,9 @@ impl RowCodec {
             ApiError::new(code::UNKNOWN_SERVER_ERROR, format!("row decoder: {e}"))
         };
         let decoder = RowDecoderFactory::create(kv_format, row_type.clone()).map_err(internal)?;
-        let earlier = table
-            .entry
-            .earlier_schemas
-            .iter()
-            .map(|earlier| {
-                let row_type = earlier.schema.row_type();
-                Ok(EarlierCodec {
-                    schema_id: earlier.id as i16,
-                    decoder: RowDecoderFactory::create(kv_format, row_type.clone())
-                        .map_err(internal)?,
-                    getters: FieldGetter::create_field_getters(row_type),
-                })
-            })
-            .collect::<Result<Vec<_>, ApiError>>()?;
         Ok(RowCodec {
-            earlier,
+            earlier_schemas: table.entry.earlier_schemas.clone(),
+            earlier: std::cell::OnceCell::new(),
             getters: FieldGetter::create_field_getters(&row_type),
             field_count: row_type.fields().len(),
             decoder,
@@ -102,6 +91,31 @@ impl RowCodec {
         Ok(self.stored(&row))
     }
 
+    fn earlier_codecs(&self) -> Result<&[EarlierCodec], ApiError> {
+        if let Some(codecs) = self.earlier.get() {
+            return Ok(codecs);
+        }
+        let codecs =
+            self.earlier_schemas
+                .iter()
+                .map(|earlier| {
+                    let row_type = earlier.schema.row_type();
+                    Ok(EarlierCodec {
+                        schema_id: earlier.id as i16,
+                        decoder: RowDecoderFactory::create(self.kv_format, row_type.clone())
+                            .map_err(|e| {
+                                ApiError::new(
+                                    code::UNKNOWN_SERVER_ERROR,
+                                    format!("row decoder of schema {}: {e}", earlier.id),
+                                )
+                            })?,
+                        getters: FieldGetter::create_field_getters(row_type),
+                    })
+                })
+                .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok(self.earlier.get_or_init(|| codecs))
+    }
+
     /// A row (without schema id) written under schema `schema_id`, in the current schema:
     /// schemas only grow by nullable columns added at the end, so the row keeps its values by
     /// position and the columns added since are null.
@@ -114,7 +128,7 @@ impl RowCodec {
             return Ok(Cow::Borrowed(row));
         }
         let earlier = self
-            .earlier
+            .earlier_codecs()?
             .iter()
             .find(|earlier| earlier.schema_id == schema_id)
             .ok_or_else(|| {

@@ -954,16 +954,7 @@ async fn record_errors(
         "alter_table/drop_column",
         Outcome::of(
             admin
-                .alter_table(
-                    log_path,
-                    false,
-                    fluss::metadata::AlterTableChanges {
-                        drop_columns: vec![fluss::metadata::DropColumn {
-                            column_name: "name".into(),
-                        }],
-                        ..Default::default()
-                    },
-                )
+                .alter_table(log_path, false, silt_testkit::tables::drop_column("name"))
                 .await,
         ),
     );
