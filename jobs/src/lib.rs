@@ -19,10 +19,10 @@ pub mod job;
 #[cfg(feature = "fault-injection")]
 pub mod lake_faults;
 pub mod memory;
-pub mod metrics;
 pub mod paths;
 pub mod query;
 pub mod rest;
+pub mod status;
 pub mod tiering;
 pub mod up;
 pub mod verify;

@@ -184,21 +184,19 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     // One query service for REST and Flight SQL.
     let query =
         crate::query::QueryService::new(crate::query::QueryConfig::from_config(config, &bootstrap));
-    let rest_state = Arc::new(crate::rest::RestState {
-        config: config.clone(),
-        bootstrap: bootstrap.clone(),
-        tiering: tiering.clone(),
-        jobs: jobs.clone(),
-        hotstore: Some(server.clone()),
-        query: query.clone(),
-    });
-    let flight = crate::query::flight::serve(config, query, stop_tx.subscribe()).await?;
+    let flight = crate::query::flight::serve(config, query.clone(), stop_tx.subscribe()).await?;
     if let Some((flight_addr, _)) = &flight {
         println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
     }
     let (rest_addr, rest) = crate::rest::serve(
         &config.rest.listen,
-        crate::rest::router(rest_state),
+        rest_api(
+            config,
+            jobs.clone(),
+            query,
+            tiering.clone(),
+            Some(server.clone()),
+        ),
         stop_tx.subscribe(),
     )
     .await?;
@@ -206,45 +204,20 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     println!("tiering: lake tables under {}", config.lake_root());
 
     let workload = if options.demo {
-        let credentials = config.fluss_credentials();
-        create_demo_tables(&bootstrap, credentials.as_ref()).await?;
-        let (bootstrap, rate, stop) = (
-            bootstrap.clone(),
-            options.demo_rate_per_s,
-            stop_tx.subscribe(),
-        );
-        Some(tokio::spawn(async move {
-            demo_workload(&bootstrap, credentials.as_ref(), rate, stop).await
-        }))
+        Some(
+            start_demo(
+                config,
+                &bootstrap,
+                options.demo_rate_per_s,
+                stop_tx.subscribe(),
+            )
+            .await?,
+        )
     } else {
         None
     };
 
-    let until = async {
-        match options.run_for {
-            Some(d) => tokio::time::sleep(d).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    };
-    tokio::pin!(until);
-    let mut status = tokio::time::interval(options.status_every);
-    status.tick().await;
-    loop {
-        tokio::select! {
-            _ = &mut until => break,
-            _ = status.tick() => print_status(&tiering).await,
-            reason = server.storage_failed() => {
-                // Nothing more can be written durably; recovery at the next start rebuilds
-                // the state from what is durable. Stop at once, without final checkpoints.
-                bail!(
-                    "the hot store's storage failed ({reason}); silt stops so that a restart \
-                     recovers it (free disk space or fix the disk first)"
-                );
-            }
-        }
-    }
+    serve_until_stopped(&options, &server, &tiering).await?;
 
     println!("shutting down: stopping the workload and the tiering jobs (final checkpoints)");
     let _ = stop_tx.send(true);
@@ -264,6 +237,79 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     jobs.shutdown(Duration::from_secs(60)).await;
     tiering.shutdown(Duration::from_secs(60)).await;
     shutdown_server(server).await
+}
+
+/// Creates the demo's tables and starts its workload, which writes until `stop`.
+async fn start_demo(
+    config: &Config,
+    bootstrap: &str,
+    rate_per_s: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<Result<u64>>> {
+    let credentials = config.fluss_credentials();
+    create_demo_tables(bootstrap, credentials.as_ref()).await?;
+    let bootstrap = bootstrap.to_string();
+    Ok(tokio::spawn(async move {
+        demo_workload(&bootstrap, credentials.as_ref(), rate_per_s, stop).await
+    }))
+}
+
+/// Prints the status every `status_every` until `run_for` has passed or Ctrl-C; fails at once
+/// when the hot store's storage fails.
+async fn serve_until_stopped(
+    options: &UpOptions,
+    server: &ServerHandle,
+    tiering: &TieringService,
+) -> Result<()> {
+    let until = async {
+        match options.run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    tokio::pin!(until);
+    let mut status = tokio::time::interval(options.status_every);
+    status.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut until => return Ok(()),
+            _ = status.tick() => print_status(tiering).await,
+            reason = server.storage_failed() => {
+                // Nothing more can be written durably; recovery at the next start rebuilds
+                // the state from what is durable. Stop at once, without final checkpoints.
+                bail!(
+                    "the hot store's storage failed ({reason}); silt stops so that a restart \
+                     recovers it (free disk space or fix the disk first)"
+                );
+            }
+        }
+    }
+}
+
+/// The REST API: each service's routes over its own state, behind `rest.token`. The one place
+/// that lists them, for `silt up` and for the test that checks the API against its document.
+pub(crate) fn rest_api(
+    config: &Config,
+    jobs: crate::job::service::JobService,
+    query: crate::query::QueryService,
+    tiering: TieringService,
+    hotstore: Option<Arc<ServerHandle>>,
+) -> axum::Router {
+    let query_deadline = Duration::from_millis(config.query.deadline_default_ms.max(1));
+    crate::rest::router(
+        &config.rest.token,
+        [
+            crate::job::routes::routes(jobs.clone()),
+            crate::query::rest::routes(query, query_deadline),
+            crate::status::routes(crate::status::Status {
+                tiering,
+                jobs,
+                hotstore,
+            }),
+        ],
+    )
 }
 
 async fn shutdown_server(server: Arc<ServerHandle>) -> Result<()> {
@@ -428,14 +474,7 @@ async fn demo_workload(
             .await
             .map_err(|e| anyhow!("flush customers: {e}"))?;
     }
-    appender
-        .flush()
-        .await
-        .map_err(|e| anyhow!("flush orders: {e}"))?;
-    upserter
-        .flush()
-        .await
-        .map_err(|e| anyhow!("flush customers: {e}"))?;
+    // Every tick's rows were flushed at its end, before the next select.
     Ok(written)
 }
 

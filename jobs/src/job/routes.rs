@@ -1,9 +1,9 @@
-//! REST routes of the job service and the OpenAPI document (`/metrics` is `crate::metrics`).
+//! REST routes of the job service and the OpenAPI document of the whole API.
 //!
 //! [`ROUTES`] is the one list of what this module serves: the router is built from it and the
 //! OpenAPI document must describe exactly it plus the routes other modules add
 //! ([`OTHER_ROUTES`]). Two tests hold them together: one compares the lists with the
-//! document, the other reads every route of the whole API's router (`rest::router`) and
+//! document, the other reads every route of the whole API's router (`up::rest_api`) and
 //! compares it with the document, so a route added anywhere must be documented here.
 
 use axum::body::Bytes;
@@ -15,9 +15,9 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::definition::ValidationErrors;
-use super::service::{JobError, JobStatus};
+use super::service::{JobError, JobService, JobStatus};
 use super::{Format, parse_submission};
-use crate::rest::{ApiError, SharedState};
+use crate::rest::ApiError;
 
 /// Every `(method, path)` this module routes.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -27,7 +27,6 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/jobs/{id}"),
     ("DELETE", "/v1/jobs/{id}"),
     ("POST", "/v1/jobs/{id}/stop"),
-    ("GET", "/metrics"),
     ("GET", "/openapi.json"),
 ];
 
@@ -36,13 +35,14 @@ pub const OTHER_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/tables"),
     ("GET", "/v1/hot"),
     ("GET", "/v1/memory"),
+    ("GET", "/metrics"),
     ("POST", "/v1/query"),
 ];
 
 /// Request bodies larger than this are refused (a definition is a few KiB).
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
 
-fn handler(method: &str, path: &str) -> MethodRouter<SharedState> {
+fn handler(method: &str, path: &str) -> MethodRouter<JobService> {
     match (method, path) {
         ("POST", "/v1/jobs") => post(submit),
         ("GET", "/v1/jobs") => get(list),
@@ -50,15 +50,14 @@ fn handler(method: &str, path: &str) -> MethodRouter<SharedState> {
         ("GET", "/v1/jobs/{id}") => get(status),
         ("DELETE", "/v1/jobs/{id}") => delete(cancel),
         ("POST", "/v1/jobs/{id}/stop") => post(stop),
-        ("GET", "/metrics") => get(crate::metrics::metrics),
         ("GET", "/openapi.json") => get(openapi_handler),
         _ => unreachable!("ROUTES lists only handled routes: {method} {path}"),
     }
 }
 
-/// The job service's routes, built from [`ROUTES`].
-pub fn routes() -> Router<SharedState> {
-    let mut by_path: Vec<(&str, MethodRouter<SharedState>)> = Vec::new();
+/// The job service's routes, built from [`ROUTES`], over `jobs`.
+pub fn routes(jobs: JobService) -> Router {
+    let mut by_path: Vec<(&str, MethodRouter<JobService>)> = Vec::new();
     for (method, path) in ROUTES {
         match by_path.iter_mut().find(|(p, _)| p == path) {
             Some((_, router)) => *router = std::mem::take(router).merge(handler(method, path)),
@@ -71,6 +70,7 @@ pub fn routes() -> Router<SharedState> {
             router.route(path, methods)
         })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(jobs)
 }
 
 /// 400 with every problem and its path: `{"error": "...", "errors": [{"path", "message"}]}`.
@@ -112,24 +112,24 @@ fn parse_body(
 }
 
 /// `POST /v1/jobs`: a JSON definition or a YAML pipeline; 201 with the job's status.
-async fn submit(State(state): State<SharedState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn submit(State(jobs): State<JobService>, headers: HeaderMap, body: Bytes) -> Response {
     let (definition, paths) = match parse_body(&headers, &body) {
         Ok(parsed) => parsed,
         Err(response) => return response,
     };
-    match state.jobs.submit(definition, paths.as_ref()).await {
+    match jobs.submit(definition, paths.as_ref()).await {
         Ok(status) => (StatusCode::CREATED, Json(status)).into_response(),
         Err(e) => job_error(e),
     }
 }
 
 /// `POST /v1/jobs/validate`: the compiled graph, or 400 with the problems; starts nothing.
-async fn validate(State(state): State<SharedState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn validate(State(jobs): State<JobService>, headers: HeaderMap, body: Bytes) -> Response {
     let (definition, paths) = match parse_body(&headers, &body) {
         Ok(parsed) => parsed,
         Err(response) => return response,
     };
-    match state.jobs.validate(&definition, paths.as_ref()).await {
+    match jobs.validate(&definition, paths.as_ref()).await {
         Ok(compiled) => Json(json!({
             "definition": compiled.definition,
             "graph": compiled.summary,
@@ -139,26 +139,26 @@ async fn validate(State(state): State<SharedState>, headers: HeaderMap, body: By
     }
 }
 
-async fn list(State(state): State<SharedState>) -> Json<Vec<JobStatus>> {
-    Json(state.jobs.list().await)
+async fn list(State(jobs): State<JobService>) -> Json<Vec<JobStatus>> {
+    Json(jobs.list().await)
 }
 
-async fn status(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
-    match state.jobs.status(&id).await {
+async fn status(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
+    match jobs.status(&id).await {
         Ok(s) => Json(s).into_response(),
         Err(e) => job_error(e),
     }
 }
 
-async fn cancel(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
-    match state.jobs.cancel(&id).await {
+async fn cancel(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
+    match jobs.cancel(&id).await {
         Ok(s) => Json(s).into_response(),
         Err(e) => job_error(e),
     }
 }
 
-async fn stop(State(state): State<SharedState>, Path(id): Path<String>) -> Response {
-    match state.jobs.stop(&id).await {
+async fn stop(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
+    match jobs.stop(&id).await {
         Ok(s) => Json(s).into_response(),
         Err(e) => job_error(e),
     }
@@ -438,15 +438,10 @@ mod router_tests {
             &config,
             "127.0.0.1:1",
         ));
-        let state = std::sync::Arc::new(crate::rest::RestState {
-            config,
-            bootstrap: "127.0.0.1:1".into(),
-            tiering,
-            jobs,
-            hotstore: None,
-            query,
-        });
-        let text = format!("{:?}", crate::rest::router(state));
+        let text = format!(
+            "{:?}",
+            crate::up::rest_api(&config, jobs, query, tiering, None)
+        );
         let start = text
             .find("path_router:")
             .expect("axum Debug has path_router");

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::Extension;
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -18,21 +18,19 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::{QueryError, QueryRequest, QueryResult, QueryService, TableRead};
-use crate::rest::{RestState, SharedState};
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
 
-/// The query routes over the process's query service.
-pub fn routes(state: &RestState) -> Router<SharedState> {
-    let service = state.query.clone();
-    let deadline_default = Duration::from_millis(state.config.query.deadline_default_ms.max(1));
+/// The query routes over the process's query service; a request without a deadline gets
+/// `deadline_default`.
+pub fn routes(service: QueryService, deadline_default: Duration) -> Router {
     Router::new()
         .route("/v1/query", post(query))
-        .layer(Extension(QueryRoute {
+        .with_state(QueryRoute {
             service,
             deadline_default,
-        }))
+        })
 }
 
 #[derive(Clone)]
@@ -92,11 +90,7 @@ fn parse_request(body: &[u8], deadline_default: Duration) -> Result<QueryRequest
     })
 }
 
-async fn query(
-    Extension(route): Extension<QueryRoute>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn query(State(route): State<QueryRoute>, headers: HeaderMap, body: Bytes) -> Response {
     let request = match parse_request(&body, route.deadline_default) {
         Ok(r) => r,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, "user", message),

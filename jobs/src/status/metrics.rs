@@ -2,16 +2,18 @@
 //! (tiering lag, commits, lake files) and per hot bucket (bytes, segments, log start,
 //! retention held back by tiering).
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
+use super::Status;
 use crate::job::service::{JobStatus, OperatorStatus};
-use crate::rest::SharedState;
 use crate::tiering::TableTieringStatus;
 
 /// `GET /metrics`.
-pub async fn metrics(State(state): State<SharedState>) -> Response {
+pub async fn metrics(State(state): State<Arc<Status>>) -> Response {
     let mut out = Exposition::default();
     job_metrics(&mut out, &state.jobs.list().await);
     // A tiering status that cannot be read is said at the end, as a comment.
