@@ -456,21 +456,10 @@ async fn run_attempt(
         Ok(controls) => controls,
         Err(e) => return AttemptEnd::Failed(e),
     };
-    let task_count = all_controls.len();
-    let mut coordinator = Coordinator {
-        config,
-        shared,
-        source_controls,
-        all_controls,
-        task_count,
-        next_id: *shared.next_checkpoint_id.lock().unwrap(),
-        pending: None,
-        consecutive_failures: 0,
-        sources_ended: 0,
-        final_requested: None,
-        final_done: None,
-    };
+    let mut coordinator = Coordinator::new(config, shared, source_controls, all_controls);
     let source_count = coordinator.source_controls.len();
+    // Periodic checkpoints, the first one interval after the start; a late tick is delayed,
+    // not made up.
     let mut tick = config.checkpoint.interval.map(|every| {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -571,7 +560,29 @@ struct Coordinator<'a> {
     final_done: Option<u64>,
 }
 
-impl Coordinator<'_> {
+impl<'a> Coordinator<'a> {
+    /// The coordinator of one attempt; checkpoint ids go on from the job's last one.
+    fn new(
+        config: &'a JobConfig,
+        shared: &'a Shared,
+        source_controls: Vec<mpsc::Sender<Control>>,
+        all_controls: Vec<mpsc::Sender<Control>>,
+    ) -> Self {
+        Coordinator {
+            config,
+            shared,
+            task_count: all_controls.len(),
+            source_controls,
+            all_controls,
+            next_id: *shared.next_checkpoint_id.lock().unwrap(),
+            pending: None,
+            consecutive_failures: 0,
+            sources_ended: 0,
+            final_requested: None,
+            final_done: None,
+        }
+    }
+
     async fn trigger(&mut self, is_final: bool) -> Result<()> {
         debug_assert!(self.pending.is_none(), "one checkpoint in flight at a time");
         let barrier = Barrier {

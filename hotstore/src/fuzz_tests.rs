@@ -222,25 +222,7 @@ async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
 }
 
 fn fetch_request(table_id: i64, bucket_id: i32, fetch_offset: i64) -> FetchLogRequest {
-    FetchLogRequest {
-        follower_server_id: -1,
-        max_bytes: 1 << 20,
-        tables_req: vec![PbFetchLogReqForTable {
-            table_id,
-            projection_pushdown_enabled: false,
-            projected_fields: vec![],
-            filter_predicate: None,
-            filter_schema_id: None,
-            buckets_req: vec![PbFetchLogReqForBucket {
-                partition_id: None,
-                bucket_id,
-                fetch_offset,
-                max_fetch_bytes: 1 << 20,
-            }],
-        }],
-        max_wait_ms: Some(0),
-        min_bytes: Some(1),
-    }
+    FetchLogRequest::of_buckets(table_id, &[(bucket_id, fetch_offset)])
 }
 
 /// Byte offset of a log batch header field after the commit timestamp (V2 adds 4 bytes).

@@ -195,25 +195,7 @@ fn produce(table_id: i64, bucket_id: i32, records: Vec<u8>) -> ProduceLogRequest
 }
 
 fn fetch(table_id: i64, bucket_id: i32) -> FetchLogRequest {
-    FetchLogRequest {
-        follower_server_id: -1,
-        max_bytes: 1 << 20,
-        tables_req: vec![PbFetchLogReqForTable {
-            table_id,
-            projection_pushdown_enabled: false,
-            projected_fields: vec![],
-            filter_predicate: None,
-            filter_schema_id: None,
-            buckets_req: vec![PbFetchLogReqForBucket {
-                partition_id: None,
-                bucket_id,
-                fetch_offset: 0,
-                max_fetch_bytes: 1 << 20,
-            }],
-        }],
-        max_wait_ms: Some(0),
-        min_bytes: Some(1),
-    }
+    FetchLogRequest::of_buckets(table_id, &[(bucket_id, 0)])
 }
 
 /// Field positions of a log batch header (little-endian); V2 shifts the fields after the

@@ -15,7 +15,7 @@
 use crate::auth::{ConnectionAuth, Decision};
 pub use crate::config::{LakeSchemaCheck, ServerConfig};
 use crate::handlers;
-use crate::protocol::{self, ApiError, code};
+use crate::protocol::{self, ApiError, RequestHeader, code};
 use crate::service::Service;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
@@ -353,6 +353,27 @@ async fn accept_loop(
     }
 }
 
+/// Answers one request; a handler that panics answers UNKNOWN_SERVER_ERROR (and is logged as
+/// the bug it is) instead of taking the connection down.
+async fn handle_guarded(service: &Service, header: RequestHeader, body: Bytes) -> Bytes {
+    std::panic::AssertUnwindSafe(handlers::handle(service, header, body))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            tracing::error!(
+                api_key = header.api_key,
+                "request handler panicked; this is a bug"
+            );
+            protocol::encode_error(
+                header.request_id,
+                &ApiError::new(
+                    code::UNKNOWN_SERVER_ERROR,
+                    "internal error in silt's hotstore",
+                ),
+            )
+        })
+}
+
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -433,22 +454,7 @@ async fn serve_connection(
                 // was aborted): it is over either way.
                 let _ = previous.await;
             }
-            let response = std::panic::AssertUnwindSafe(handlers::handle(&service, header, body))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| {
-                    tracing::error!(
-                        api_key = header.api_key,
-                        "request handler panicked; this is a bug"
-                    );
-                    protocol::encode_error(
-                        header.request_id,
-                        &ApiError::new(
-                            code::UNKNOWN_SERVER_ERROR,
-                            "internal error in silt's hotstore",
-                        ),
-                    )
-                });
+            let response = handle_guarded(&service, header, body).await;
             if let Some(done) = done {
                 let _ = done.send(());
             }
@@ -980,25 +986,8 @@ mod tests {
             .unwrap();
         let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
         let fetch = |max_wait_ms: i32| FetchLogRequest {
-            follower_server_id: -1,
-            max_bytes: 1 << 20,
-            tables_req: vec![PbFetchLogReqForTable {
-                table_id,
-                projection_pushdown_enabled: false,
-                projected_fields: vec![],
-                filter_predicate: None,
-                filter_schema_id: None,
-                buckets_req: (0..2)
-                    .map(|bucket_id| PbFetchLogReqForBucket {
-                        partition_id: None,
-                        bucket_id,
-                        fetch_offset: 0,
-                        max_fetch_bytes: 1 << 20,
-                    })
-                    .collect(),
-            }],
             max_wait_ms: Some(max_wait_ms),
-            min_bytes: Some(1),
+            ..FetchLogRequest::of_buckets(table_id, &[(0, 0), (1, 0)])
         };
         let records = |body: Bytes| -> usize {
             FetchLogResponse::decode(body).unwrap().tables_resp[0]

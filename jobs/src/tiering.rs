@@ -641,26 +641,59 @@ impl TieringService {
         let lake_uri = self.config.lake_uri(database, table)?;
         let user_schema =
             silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
-        let kind = if info.has_primary_key() {
-            TableKind::PrimaryKey {
-                key_columns: info.get_primary_keys().clone(),
-            }
-        } else {
-            TableKind::Log
-        };
         let lake_id = table_id.to_string();
         self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
             .await?;
-        // The lake's txn actions are the truth about what was tiered: start there, and where
-        // the lake holds nothing of a bucket, at the changelog's start. A partitioned table's
-        // buckets are those of its partitions now; the source reads partitions created later
-        // from their start.
+        let (start_offsets, progress) = self
+            .resume_point(connection, database, table, &lake_uri, &lake_id)
+            .await?;
+        let mut sink =
+            DeltaSinkConfig::new(lake_uri.clone(), lake_id, table_kind(info), user_schema);
+        sink.partition_keys = info.get_partition_keys().to_vec();
+        sink.start_offsets = Some(start_offsets.clone());
+        let lake_behind = self.configure_sink(&mut sink, database, table, table_id, freshness)?;
+        sink.on_commit = Some(commit_hook(
+            database,
+            table,
+            self.registry.clone(),
+            progress.clone(),
+        ));
+        let graph = self.tiering_graph(database, table, buckets, start_offsets, sink)?;
+        let job_config = self.tiering_job_config(database, table, table_id, freshness)?;
+        let job = self.manager.submit(graph, job_config)?;
+        info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
+        Ok(TableJob {
+            explicit: false,
+            table_id,
+            schema_id: info.get_schema_id(),
+            lake_behind,
+            lake_uri,
+            freshness,
+            job,
+            progress,
+        })
+    }
+
+    /// Where a job starts: the lake's txn actions are the truth about what was tiered, so each
+    /// bucket starts at its lake offset, and where the lake holds nothing of a bucket, at the
+    /// changelog's start. A partitioned table's buckets are those of its partitions now; the
+    /// source reads partitions created later from their start. Also repairs a registry that
+    /// missed the last commit (a crash between commit and update).
+    async fn resume_point(
+        &self,
+        connection: &fluss::client::FlussConnection,
+        database: &str,
+        table: &str,
+        lake_uri: &str,
+        lake_id: &str,
+    ) -> Result<(BTreeMap<BucketKey, i64>, Arc<Mutex<Progress>>)> {
+        let name = format!("{database}.{table}");
         let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
         let earliest = list_bucket_offsets(connection, &path, OffsetSpec::Earliest)
             .await
             .with_context(|| format!("listing the earliest offsets of {name}"))?;
         let keys: Vec<BucketKey> = earliest.keys().copied().collect();
-        let lake = read_lake_offsets(&lake_uri, &self.config.storage_options, &lake_id, &keys)
+        let lake = read_lake_offsets(lake_uri, &self.config.storage_options, lake_id, &keys)
             .await
             .with_context(|| format!("reading the lake offsets of {name} at {lake_uri}"))?;
         let lake_offsets = lake
@@ -672,20 +705,30 @@ impl TieringService {
             .map(|(key, earliest)| (*key, lake_offsets.get(key).copied().unwrap_or(*earliest)))
             .collect();
         let progress = Arc::new(Mutex::new(Progress {
-            lake_offsets: lake_offsets.clone(),
+            lake_offsets,
             delta_version: lake.as_ref().map(|l| l.delta_version),
             last_commit_ms: now_ms(),
             ..Progress::default()
         }));
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
-            // Repairs a registry that missed the last commit (a crash between commit and update).
             let offsets: Vec<(BucketKey, i64)> =
                 lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
             registry(database, table, lake.delta_version as i64, &offsets)?;
         }
+        Ok((start_offsets, progress))
+    }
 
-        let mut sink = DeltaSinkConfig::new(lake_uri.clone(), lake_id, kind, user_schema);
-        sink.partition_keys = info.get_partition_keys().to_vec();
+    /// The service's settings of a table's Delta sink: storage, file size, retention, deletion
+    /// vectors, the key index's place, what an offset gap does (and, in test builds, where a
+    /// crash is injected). Returns the flag an offset gap raises.
+    fn configure_sink(
+        &self,
+        sink: &mut DeltaSinkConfig,
+        database: &str,
+        table: &str,
+        table_id: i64,
+        freshness: Duration,
+    ) -> Result<Arc<std::sync::atomic::AtomicBool>> {
         sink.storage_options = self.config.storage_options.clone();
         sink.target_file_bytes = self.config.target_file_bytes;
         // A writer's file waits for its commit at most a checkpoint interval plus a timed-out
@@ -695,7 +738,6 @@ impl TieringService {
             2 * (freshness + self.config.checkpoint_timeout),
         );
         sink.deletion_vectors = self.config.deletion_vectors;
-        sink.start_offsets = Some(start_offsets.clone());
         // A gap means this job's checkpoint is ahead of its lake (a lost committable, or the
         // lake replaced by an older copy). Every restart restores that same checkpoint and meets
         // the same gap, so the job is started over instead: discovery discards its checkpoints
@@ -715,13 +757,6 @@ impl TieringService {
             )?),
             None => None,
         };
-        sink.on_commit = Some(commit_hook(
-            database,
-            table,
-            self.registry.clone(),
-            progress.clone(),
-        ));
-
         #[cfg(feature = "fault-injection")]
         if let Some((point, marker)) = self.config.crash_at.clone() {
             sink.fault_injection = Some(Arc::new(move |at: silt_connectors::delta::FaultPoint| {
@@ -737,21 +772,7 @@ impl TieringService {
                 }
             }));
         }
-
-        let graph = self.tiering_graph(database, table, buckets, start_offsets, sink)?;
-        let job_config = self.tiering_job_config(database, table, table_id, freshness)?;
-        let job = self.manager.submit(graph, job_config)?;
-        info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
-        Ok(TableJob {
-            explicit: false,
-            table_id,
-            schema_id: info.get_schema_id(),
-            lake_behind,
-            lake_uri,
-            freshness,
-            job,
-            progress,
-        })
+        Ok(lake_behind)
     }
 
     /// The tiering job's graph: the Fluss source from `start_offsets`, hashed by bucket into the
@@ -887,6 +908,17 @@ impl TieringService {
                 }
             }
         }
+    }
+}
+
+/// A log table appends; a primary-key table upserts by its key columns.
+fn table_kind(info: &fluss::metadata::TableInfo) -> TableKind {
+    if info.has_primary_key() {
+        TableKind::PrimaryKey {
+            key_columns: info.get_primary_keys().clone(),
+        }
+    } else {
+        TableKind::Log
     }
 }
 

@@ -834,28 +834,13 @@ impl LakeTable {
             return Ok(None);
         };
         let (table_id, read_version) = self.ensure_key_index(key_columns).await?;
-        let index = self.key_index.as_ref().expect("ensured above");
-
-        // Where the superseded rows are.
-        let buckets = int_column::<Int32Array>(&changes, BUCKET_COLUMN)?;
-        let keys = index.encode(buckets.values(), &key_arrays(&changes, key_columns)?)?;
-        let mut superseded: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for at in index.get_many(&keys)?.into_iter().flatten() {
-            superseded.entry(at.path).or_default().push(at.row);
-        }
-        let kinds = int_column::<Int8Array>(&changes, CHANGE_TYPE_COLUMN)?;
-        let is_delete: Vec<bool> = kinds
-            .values()
-            .iter()
-            .map(|&k| k == ChangeType::Delete as i8)
-            .collect();
-
+        let superseded = self.superseded_rows(&changes, key_columns)?;
         // The new images go into new files, and so do the live rows of files compacted below.
         let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
             .map_err(Error::delta(self.uri()))?
             .with_target_file_size(self.config.target_file_bytes)
             .with_writer_properties(writer_properties(&self.config));
-        let keep: BooleanArray = is_delete.iter().map(|d| Some(!d)).collect();
+        let keep: BooleanArray = superseded.is_delete.iter().map(|d| Some(!d)).collect();
         let upserts = filter_record_batch(&changes, &keep)?;
         if upserts.num_rows() > 0 {
             let images = super::schema::conform_stored(&upserts, &self.lake_schema)?;
@@ -863,10 +848,86 @@ impl LakeTable {
                 .await
                 .map_err(Error::delta(self.uri()))?;
         }
+        let (files, compact) = self.touched_files(&superseded.at, &changes)?;
+        let retired = self
+            .retire_superseded(&superseded.at, &files, compact, read_version, &mut writer)
+            .await?;
+        let new_files = deltalake::writer::DeltaWriter::flush(&mut writer)
+            .await
+            .map_err(Error::delta(self.uri()))?;
+        self.count_compaction(&retired, &files);
+        if retired.actions.is_empty() && new_files.is_empty() {
+            return Ok(None);
+        }
+        if !retired.vectors.is_empty() {
+            let path = Path::from(retired.vectors.path());
+            self.table
+                .object_store()
+                .put(&path, retired.vectors.into_bytes().into())
+                .await
+                .map_err(|source| Error::Storage {
+                    path: path.to_string(),
+                    source,
+                })?;
+        }
+        let mut actions = retired.actions;
+        actions.extend(new_files.iter().cloned().map(Action::Add));
+        let operation = dv_merge_operation(key_columns);
+        let version = self
+            .commit_operation(actions, properties, operation)
+            .await?;
+        self.index_the_commit(
+            &new_files,
+            &superseded.keys,
+            &superseded.is_delete,
+            key_columns,
+            (&table_id, read_version),
+            version,
+        )
+        .await?;
+        Ok(Some(version))
+    }
 
+    /// Where the rows that `changes` supersede are, found through the key index: the changes'
+    /// encoded keys, and per file the row numbers of their older images.
+    fn superseded_rows(&self, changes: &RecordBatch, key_columns: &[String]) -> Result<Superseded> {
+        let index = self
+            .key_index
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the key index is not open".into()))?;
+        let buckets = int_column::<Int32Array>(changes, BUCKET_COLUMN)?;
+        let keys = index.encode(buckets.values(), &key_arrays(changes, key_columns)?)?;
+        let mut at: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for location in index.get_many(&keys)?.into_iter().flatten() {
+            at.entry(location.path).or_default().push(location.row);
+        }
+        let kinds = int_column::<Int8Array>(changes, CHANGE_TYPE_COLUMN)?;
+        let is_delete = kinds
+            .values()
+            .iter()
+            .map(|&k| k == ChangeType::Delete as i8)
+            .collect();
+        Ok(Superseded {
+            keys,
+            at,
+            is_delete,
+        })
+    }
+
+    /// The actions that retire superseded rows: each touched file is removed, and added again
+    /// with its rows marked deleted in a deletion vector, or, when it is to be compacted (or at
+    /// least half deleted), its live rows are copied into `writer`; a file with no live row
+    /// just goes. A superseded row the index places where there is no such file or row means
+    /// the index is out of step: it is forgotten (rebuilt at the restart) and the commit fails.
+    async fn retire_superseded(
+        &mut self,
+        superseded: &BTreeMap<String, Vec<u64>>,
+        files: &HashMap<String, LiveFile>,
+        mut compact: BTreeSet<String>,
+        read_version: u64,
+        writer: &mut deltalake::writer::RecordBatchWriter,
+    ) -> Result<Retired> {
         let store = self.table.object_store();
-        let (files, mut compact) = self.touched_files(&superseded, &changes)?;
-
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -877,9 +938,12 @@ impl LakeTable {
                 "the key index of {uri} is out of step with version {read_version} ({path}: {why}); it is rebuilt at the restart"
             ))
         };
-        let mut vectors = DvFileWriter::new();
-        let mut actions = Vec::new();
-        let mut compacted_rows = 0u64;
+        let mut retired = Retired {
+            actions: Vec::new(),
+            vectors: DvFileWriter::new(),
+            compacted: BTreeSet::new(),
+            compacted_rows: 0,
+        };
         let paths: BTreeSet<String> = superseded.keys().chain(compact.iter()).cloned().collect();
         for path in &paths {
             let Some(file) = files.get(path) else {
@@ -896,7 +960,7 @@ impl LakeTable {
                     return Err(stale(path, "the row is already deleted"));
                 }
             }
-            actions.push(Action::Remove(file.remove.clone()));
+            retired.actions.push(Action::Remove(file.remove.clone()));
             if deleted.len() >= file.rows {
                 continue; // every row superseded: the file goes
             }
@@ -906,64 +970,39 @@ impl LakeTable {
                 compact.insert(path.clone());
             }
             if compact.contains(path) {
-                compacted_rows += self
-                    .copy_live_rows(&file.add, &deleted, &mut writer)
-                    .await?;
+                retired.compacted_rows += self.copy_live_rows(&file.add, &deleted, writer).await?;
             } else {
                 let mut add = file.add.clone();
-                add.deletion_vector = Some(vectors.push(&deleted)?);
+                add.deletion_vector = Some(retired.vectors.push(&deleted)?);
                 add.modification_time = now_ms;
                 add.data_change = true;
                 add.stats = add.stats.as_deref().map(loose_bounds);
-                actions.push(Action::Add(add));
+                retired.actions.push(Action::Add(add));
             }
         }
-        let new_files = deltalake::writer::DeltaWriter::flush(&mut writer)
-            .await
-            .map_err(Error::delta(self.uri()))?;
-        if compacted_rows > 0 {
-            info!(
-                table = self.uri(),
-                files = compact.len(),
-                rows = compacted_rows,
-                "compacted small or mostly deleted files into the commit"
-            );
-            let bytes = compact
-                .iter()
-                .filter_map(|path| files.get(path))
-                .map(|f| u64::try_from(f.add.size).unwrap_or(0))
-                .sum();
-            self.compacted.add(compact.len(), compacted_rows, bytes);
-        }
-        if actions.is_empty() && new_files.is_empty() {
-            return Ok(None);
-        }
-        if !vectors.is_empty() {
-            let path = Path::from(vectors.path());
-            store
-                .put(&path, vectors.into_bytes().into())
-                .await
-                .map_err(|source| Error::Storage {
-                    path: path.to_string(),
-                    source,
-                })?;
-        }
-        actions.extend(new_files.iter().cloned().map(Action::Add));
-        let operation = dv_merge_operation(key_columns);
-        let version = self
-            .commit_operation(actions, properties, operation)
-            .await?;
+        retired.compacted = compact;
+        Ok(retired)
+    }
 
-        self.index_the_commit(
-            &new_files,
-            &keys,
-            &is_delete,
-            key_columns,
-            (&table_id, read_version),
-            version,
-        )
-        .await?;
-        Ok(Some(version))
+    /// Counts (and logs) the files a deletion-vector commit compacted.
+    fn count_compaction(&mut self, retired: &Retired, files: &HashMap<String, LiveFile>) {
+        if retired.compacted_rows == 0 {
+            return;
+        }
+        info!(
+            table = self.uri(),
+            files = retired.compacted.len(),
+            rows = retired.compacted_rows,
+            "compacted small or mostly deleted files into the commit"
+        );
+        let bytes = retired
+            .compacted
+            .iter()
+            .filter_map(|path| files.get(path))
+            .map(|f| u64::try_from(f.add.size).unwrap_or(0))
+            .sum();
+        self.compacted
+            .add(retired.compacted.len(), retired.compacted_rows, bytes);
     }
 
     /// The files a deletion-vector commit touches: those holding superseded rows, and in the
@@ -1318,6 +1357,27 @@ fn dv_merge_operation(key_columns: &[String]) -> DeltaOperation {
         }],
         not_matched_by_source_predicates: Vec::new(),
     }
+}
+
+/// The rows a primary-key commit's changes supersede (see `superseded_rows`).
+struct Superseded {
+    /// The changes' keys, encoded by the key index, in the changes' order.
+    keys: Vec<Vec<u8>>,
+    /// Per data file, the row numbers of older images.
+    at: BTreeMap<String, Vec<u64>>,
+    /// Per change, whether it is a delete (no new image).
+    is_delete: Vec<bool>,
+}
+
+/// What retiring superseded rows produced (see `retire_superseded`).
+struct Retired {
+    /// Remove actions, and adds of the files that keep rows under a new deletion vector.
+    actions: Vec<Action>,
+    /// The new deletion vectors, in one file.
+    vectors: DvFileWriter,
+    /// The files whose live rows were copied into the commit's new files.
+    compacted: BTreeSet<String>,
+    compacted_rows: u64,
 }
 
 /// A data file a primary-key commit touches.

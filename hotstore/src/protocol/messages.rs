@@ -1007,3 +1007,33 @@ pub struct DropKvSnapshotLeaseRequest {
     #[prost(string, required, tag = "1")]
     pub lease_id: String,
 }
+
+#[cfg(test)]
+impl FetchLogRequest {
+    /// A client's fetch of one table's `(bucket, offset)`s (unpartitioned, no projection or
+    /// filter, 1 MiB per bucket and in all), answered at once.
+    pub(crate) fn of_buckets(table_id: i64, buckets: &[(i32, i64)]) -> Self {
+        FetchLogRequest {
+            follower_server_id: -1,
+            max_bytes: 1 << 20,
+            tables_req: vec![PbFetchLogReqForTable {
+                table_id,
+                projection_pushdown_enabled: false,
+                projected_fields: vec![],
+                filter_predicate: None,
+                filter_schema_id: None,
+                buckets_req: buckets
+                    .iter()
+                    .map(|&(bucket_id, fetch_offset)| PbFetchLogReqForBucket {
+                        partition_id: None,
+                        bucket_id,
+                        fetch_offset,
+                        max_fetch_bytes: 1 << 20,
+                    })
+                    .collect(),
+            }],
+            max_wait_ms: Some(0),
+            min_bytes: Some(1),
+        }
+    }
+}

@@ -111,36 +111,7 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
     let token = Some(config.rest.token.clone());
     let client = Client::new(&rest_base(config, rest), token)?;
     match command {
-        JobCommand::Validate { file } => {
-            let text = read(&file)?;
-            let ct = content_type(&file, &text);
-            // Syntax and shape first, offline, so a typo is reported without a server.
-            let format = if ct.contains("json") {
-                Format::Json
-            } else {
-                Format::Yaml
-            };
-            if let Err(errors) = parse_submission(&text, format) {
-                let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
-                bail!(
-                    "invalid job ({}):\n{}",
-                    problems(lines.len()),
-                    lines.join("\n")
-                );
-            }
-            let response = client
-                .post("/v1/jobs/validate", ct, text.as_bytes())
-                .await
-                .context("the file parses; checking its tables needs the REST API")?;
-            if response.status != 200 {
-                return Err(failure(&response));
-            }
-            let v = response.json()?;
-            for line in v["graph"].as_array().into_iter().flatten() {
-                println!("{}", line.as_str().unwrap_or_default());
-            }
-            println!("valid");
-        }
+        JobCommand::Validate { file } => validate(&client, &file).await?,
         JobCommand::Submit { file } => {
             let text = read(&file)?;
             let response = client
@@ -155,27 +126,7 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
             }
             println!("submitted job {} ({})", status.id, status.state);
         }
-        JobCommand::List => {
-            let response = client.get("/v1/jobs").await?;
-            if response.status != 200 {
-                return Err(failure(&response));
-            }
-            let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)?;
-            println!(
-                "{:<36} {:<10} {:<10} {:>11} {:>8}",
-                "ID", "STATE", "DESIRED", "CHECKPOINTS", "RESTARTS"
-            );
-            for j in jobs {
-                println!(
-                    "{:<36} {:<10} {:<10} {:>11} {:>8}",
-                    j.id,
-                    j.state,
-                    desired(j.desired),
-                    j.checkpoints_completed,
-                    j.restarts
-                );
-            }
-        }
+        JobCommand::List => list(&client).await?,
         JobCommand::Status { id } => {
             let response = client.get(&format!("/v1/jobs/{id}")).await?;
             if response.status != 200 {
@@ -205,6 +156,63 @@ pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Re
                 last.map_or("-".to_string(), |c| c.to_string())
             );
         }
+    }
+    Ok(())
+}
+
+/// `silt job validate`: syntax and shape first, offline, so a typo is reported without a
+/// server; then the server checks the tables and prints the graph.
+async fn validate(client: &Client, file: &Path) -> Result<()> {
+    let text = read(file)?;
+    let ct = content_type(file, &text);
+    let format = if ct.contains("json") {
+        Format::Json
+    } else {
+        Format::Yaml
+    };
+    if let Err(errors) = parse_submission(&text, format) {
+        let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
+        bail!(
+            "invalid job ({}):\n{}",
+            problems(lines.len()),
+            lines.join("\n")
+        );
+    }
+    let response = client
+        .post("/v1/jobs/validate", ct, text.as_bytes())
+        .await
+        .context("the file parses; checking its tables needs the REST API")?;
+    if response.status != 200 {
+        return Err(failure(&response));
+    }
+    let v = response.json()?;
+    for line in v["graph"].as_array().into_iter().flatten() {
+        println!("{}", line.as_str().unwrap_or_default());
+    }
+    println!("valid");
+    Ok(())
+}
+
+/// `silt job list`: one line per job.
+async fn list(client: &Client) -> Result<()> {
+    let response = client.get("/v1/jobs").await?;
+    if response.status != 200 {
+        return Err(failure(&response));
+    }
+    let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)?;
+    println!(
+        "{:<36} {:<10} {:<10} {:>11} {:>8}",
+        "ID", "STATE", "DESIRED", "CHECKPOINTS", "RESTARTS"
+    );
+    for j in jobs {
+        println!(
+            "{:<36} {:<10} {:<10} {:>11} {:>8}",
+            j.id,
+            j.state,
+            desired(j.desired),
+            j.checkpoints_completed,
+            j.restarts
+        );
     }
     Ok(())
 }

@@ -175,88 +175,15 @@ fn error(path: &str, message: impl Into<String>) -> ValidationErrors {
 impl Pipeline {
     /// Compiles the pipeline into a job definition and the path names that point back here.
     pub fn to_definition(&self) -> Result<(JobDefinition, PipelinePaths), ValidationErrors> {
-        let mut operators = Vec::new();
-        let mut origins = Vec::new();
-        if !matches!(self.source.kind.as_str(), "fluss" | "fluss-source") {
-            return Err(error(
-                "source.type",
-                format!("unknown source type {} (known: fluss)", self.source.kind),
-            ));
-        }
-        let mut source = serde_json::json!({
-            "table": self.source.table,
-            "start": self.source.start,
-        });
-        if let Some(ms) = self.source.timestamp_ms {
-            source["timestamp_ms"] = ms.into();
-        }
-        operators.push(OperatorDef {
-            name: "source".into(),
-            kind: "fluss-source".into(),
-            parallelism: None,
-            config: source,
-        });
-        origins.push(Origin::Source);
+        let mut operators = vec![self.source_operator()?];
+        let mut origins = vec![Origin::Source];
         for (i, rule) in self.transform.iter().enumerate() {
-            if rule.projection.is_none() && rule.filter.is_none() {
-                return Err(error(
-                    &format!("transform[{i}]"),
-                    "a transform rule needs a projection, a filter or both",
-                ));
-            }
-            if let Some(filter) = &rule.filter {
-                operators.push(OperatorDef {
-                    name: format!("transform-{i}-filter"),
-                    kind: "filter".into(),
-                    parallelism: None,
-                    config: serde_json::json!({ "predicate": filter }),
-                });
-                origins.push(Origin::Filter(i));
-            }
-            if let Some(projection) = &rule.projection {
-                let items = split_select_list(projection);
-                if items.iter().any(|s| s.is_empty()) {
-                    return Err(error(
-                        &format!("transform[{i}].projection"),
-                        "an item of the select list is empty (check the commas)",
-                    ));
-                }
-                operators.push(OperatorDef {
-                    name: format!("transform-{i}-projection"),
-                    kind: "project".into(),
-                    parallelism: None,
-                    config: serde_json::json!({ "expressions": items }),
-                });
-                origins.push(Origin::Projection(i));
+            for (operator, origin) in transform_operators(i, rule)? {
+                operators.push(operator);
+                origins.push(origin);
             }
         }
-        let mut sink = self.sink.clone();
-        let kind = match sink.remove("type") {
-            Some(serde_json::Value::String(t)) => t,
-            _ => {
-                return Err(error(
-                    "sink.type",
-                    "missing sink type (use delta, fluss or print)",
-                ));
-            }
-        };
-        let kind = match kind.as_str() {
-            "delta" | "delta-sink" => "delta-sink",
-            "fluss" | "fluss-sink" => "fluss-sink",
-            "print" | "print-sink" => "print-sink",
-            other => {
-                return Err(error(
-                    "sink.type",
-                    format!("unknown sink type {other} (known: delta, fluss, print)"),
-                ));
-            }
-        };
-        operators.push(OperatorDef {
-            name: "sink".into(),
-            kind: kind.into(),
-            parallelism: None,
-            config: serde_json::Value::Object(sink),
-        });
+        operators.push(self.sink_operator()?);
         origins.push(Origin::Sink);
         let checkpoint = match &self.pipeline.checkpoint {
             Some(c) => {
@@ -281,6 +208,104 @@ impl Pipeline {
         };
         Ok((definition, PipelinePaths { origins }))
     }
+
+    /// `source:` as a fluss-source operator.
+    fn source_operator(&self) -> Result<OperatorDef, ValidationErrors> {
+        if !matches!(self.source.kind.as_str(), "fluss" | "fluss-source") {
+            return Err(error(
+                "source.type",
+                format!("unknown source type {} (known: fluss)", self.source.kind),
+            ));
+        }
+        let mut source = serde_json::json!({
+            "table": self.source.table,
+            "start": self.source.start,
+        });
+        if let Some(ms) = self.source.timestamp_ms {
+            source["timestamp_ms"] = ms.into();
+        }
+        Ok(OperatorDef {
+            name: "source".into(),
+            kind: "fluss-source".into(),
+            parallelism: None,
+            config: source,
+        })
+    }
+
+    /// `sink:` as the operator its `type` names, with the rest of its keys as the config.
+    fn sink_operator(&self) -> Result<OperatorDef, ValidationErrors> {
+        let mut sink = self.sink.clone();
+        let kind = match sink.remove("type") {
+            Some(serde_json::Value::String(t)) => t,
+            _ => {
+                return Err(error(
+                    "sink.type",
+                    "missing sink type (use delta, fluss or print)",
+                ));
+            }
+        };
+        let kind = match kind.as_str() {
+            "delta" | "delta-sink" => "delta-sink",
+            "fluss" | "fluss-sink" => "fluss-sink",
+            "print" | "print-sink" => "print-sink",
+            other => {
+                return Err(error(
+                    "sink.type",
+                    format!("unknown sink type {other} (known: delta, fluss, print)"),
+                ));
+            }
+        };
+        Ok(OperatorDef {
+            name: "sink".into(),
+            kind: kind.into(),
+            parallelism: None,
+            config: serde_json::Value::Object(sink),
+        })
+    }
+}
+
+/// `transform[i]` as its filter, then its projection (either may be absent, not both).
+fn transform_operators(
+    i: usize,
+    rule: &TransformRule,
+) -> Result<Vec<(OperatorDef, Origin)>, ValidationErrors> {
+    if rule.projection.is_none() && rule.filter.is_none() {
+        return Err(error(
+            &format!("transform[{i}]"),
+            "a transform rule needs a projection, a filter or both",
+        ));
+    }
+    let mut operators = Vec::new();
+    if let Some(filter) = &rule.filter {
+        operators.push((
+            OperatorDef {
+                name: format!("transform-{i}-filter"),
+                kind: "filter".into(),
+                parallelism: None,
+                config: serde_json::json!({ "predicate": filter }),
+            },
+            Origin::Filter(i),
+        ));
+    }
+    if let Some(projection) = &rule.projection {
+        let items = split_select_list(projection);
+        if items.iter().any(|s| s.is_empty()) {
+            return Err(error(
+                &format!("transform[{i}].projection"),
+                "an item of the select list is empty (check the commas)",
+            ));
+        }
+        operators.push((
+            OperatorDef {
+                name: format!("transform-{i}-projection"),
+                kind: "project".into(),
+                parallelism: None,
+                config: serde_json::json!({ "expressions": items }),
+            },
+            Origin::Projection(i),
+        ));
+    }
+    Ok(operators)
 }
 
 #[cfg(test)]

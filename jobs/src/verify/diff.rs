@@ -91,20 +91,7 @@ impl Side {
             if batch.num_rows() == 0 {
                 continue;
             }
-            // Both sides in the lake's types: the tiering writer casts the same way, and the
-            // lake reader may hand back view or dictionary types.
-            // A lake not yet tiered since its table gained a column (ADD COLUMN, nullable)
-            // lacks it: its rows read it as null, as Delta readers do.
-            let columns: Vec<ArrayRef> = fields
-                .iter()
-                .map(|f| match (origin, batch.column_by_name(f.name())) {
-                    (Origin::Lake, None) if f.is_nullable() => Ok(arrow::array::new_null_array(
-                        f.data_type(),
-                        batch.num_rows(),
-                    )),
-                    _ => Ok(cast(column(batch, f.name())?, f.data_type())?),
-                })
-                .collect::<Result<_>>()?;
+            let columns = user_columns(batch, fields, origin)?;
             let converted = converter.convert_columns(&columns)?;
             let keys = if key_index.is_empty() {
                 None
@@ -115,23 +102,8 @@ impl Side {
             };
             let buckets = bucket_keys(batch)?;
             let offsets = int64(batch, OFFSET_COLUMN)?;
-            let changes = match origin {
-                Origin::Hot => Some(
-                    column(batch, CHANGE_TYPE_COLUMN)?
-                        .as_any()
-                        .downcast_ref::<Int8Array>()
-                        .ok_or_else(|| anyhow!("{CHANGE_TYPE_COLUMN} is not Int8"))?
-                        .clone(),
-                ),
-                Origin::Lake => None,
-            };
-            let files = match origin {
-                Origin::Lake => batch
-                    .column_by_name(FILE_COLUMN)
-                    .map(|c| cast(c, &arrow::datatypes::DataType::Utf8))
-                    .transpose()?,
-                Origin::Hot => None,
-            };
+            let changes = change_types(batch, origin)?;
+            let files = file_names(batch, origin)?;
             let files = files
                 .as_ref()
                 .and_then(|f| f.as_any().downcast_ref::<StringArray>());
@@ -229,6 +201,53 @@ fn short_file(file: &Option<Arc<str>>) -> String {
     }
 }
 
+/// A batch's user columns in the lake's types: the tiering writer casts the same way, and the
+/// lake reader may hand back view or dictionary types. A lake not yet tiered since its table
+/// gained a column (ADD COLUMN, nullable) lacks it: its rows read it as null, as Delta readers
+/// do.
+fn user_columns(
+    batch: &RecordBatch,
+    fields: &[arrow::datatypes::FieldRef],
+    origin: Origin,
+) -> Result<Vec<ArrayRef>> {
+    fields
+        .iter()
+        .map(|f| match (origin, batch.column_by_name(f.name())) {
+            (Origin::Lake, None) if f.is_nullable() => Ok(arrow::array::new_null_array(
+                f.data_type(),
+                batch.num_rows(),
+            )),
+            _ => Ok(cast(column(batch, f.name())?, f.data_type())?),
+        })
+        .collect()
+}
+
+/// The change type of each row of a changelog batch (`None` for the lake's, all appends or
+/// images).
+fn change_types(batch: &RecordBatch, origin: Origin) -> Result<Option<Int8Array>> {
+    Ok(match origin {
+        Origin::Hot => Some(
+            column(batch, CHANGE_TYPE_COLUMN)?
+                .as_any()
+                .downcast_ref::<Int8Array>()
+                .ok_or_else(|| anyhow!("{CHANGE_TYPE_COLUMN} is not Int8"))?
+                .clone(),
+        ),
+        Origin::Lake => None,
+    })
+}
+
+/// The data file of each row of a lake batch, as strings (`None` for the changelog's).
+fn file_names(batch: &RecordBatch, origin: Origin) -> Result<Option<ArrayRef>> {
+    Ok(match origin {
+        Origin::Lake => batch
+            .column_by_name(FILE_COLUMN)
+            .map(|c| cast(c, &arrow::datatypes::DataType::Utf8))
+            .transpose()?,
+        Origin::Hot => None,
+    })
+}
+
 /// Log tables: every hot row once in the lake, nothing else. Rows are matched as a multiset of
 /// user columns; a missing and an extra row at the same `(bucket, offset)` are reported as one
 /// differing row.
@@ -240,6 +259,47 @@ pub(super) fn compare_multisets(
 ) -> Result<()> {
     report.hot_rows = hot.rows.len();
     report.lake_rows = lake.rows.len();
+    let (missing, extra) = surplus_rows(hot, lake);
+    let Unmatched {
+        only_missing,
+        only_extra,
+        differing,
+    } = pair_by_offset(missing, &extra);
+    report.missing = only_missing.len();
+    report.extra = only_extra.len();
+    report.differing = differing.len();
+    section(
+        report,
+        "missing from the lake",
+        &only_missing,
+        show_max,
+        |m| format!("  - {} offset {}: {}", m.bucket, m.offset, hot.show(m)),
+    );
+    if !only_missing.is_empty() {
+        report.details.push(format!(
+            "  missing offsets by bucket: {}",
+            ranges(&only_missing)
+        ));
+    }
+    if !only_extra.is_empty() {
+        show_extra(lake, &only_extra, show_max, report);
+    }
+    section(report, "differing", &differing, show_max, |(h, l)| {
+        format!(
+            "  ~ {} offset {} in {}: hot {{{}}} lake {{{}}}",
+            h.bucket,
+            h.offset,
+            short_file(&l.file),
+            hot.show(h),
+            lake.show(l)
+        )
+    });
+    Ok(())
+}
+
+/// The hot rows the lake lacks and the lake rows the hot side lacks, as multisets: each side
+/// is walked once, taking as many occurrences of a row as its surplus says.
+fn surplus_rows<'s>(hot: &'s Side, lake: &'s Side) -> (Vec<&'s Entry>, Vec<&'s Entry>) {
     let mut counts: HashMap<&[u8], i64> = HashMap::with_capacity(hot.rows.len());
     for e in &hot.rows {
         *counts.entry(&e.row).or_default() += 1;
@@ -247,7 +307,6 @@ pub(super) fn compare_multisets(
     for e in &lake.rows {
         *counts.entry(&e.row).or_default() -= 1;
     }
-    // Walk each side once, taking as many occurrences as the surplus says.
     let mut surplus = counts.clone();
     let mut missing: Vec<&Entry> = Vec::new();
     for e in &hot.rows {
@@ -266,6 +325,19 @@ pub(super) fn compare_multisets(
             extra.push(e);
         }
     }
+    (missing, extra)
+}
+
+/// The rows of a multiset comparison that did not match.
+struct Unmatched<'s> {
+    only_missing: Vec<&'s Entry>,
+    only_extra: Vec<&'s Entry>,
+    /// (hot, lake) at the same `(bucket, offset)`.
+    differing: Vec<(&'s Entry, &'s Entry)>,
+}
+
+/// Missing and extra rows at the same `(bucket, offset)` are one differing row.
+fn pair_by_offset<'s>(missing: Vec<&'s Entry>, extra: &[&'s Entry]) -> Unmatched<'s> {
     let extra_at: HashMap<(BucketKey, i64), usize> = extra
         .iter()
         .enumerate()
@@ -289,91 +361,73 @@ pub(super) fn compare_multisets(
         .filter(|(_, p)| !**p)
         .map(|(e, _)| *e)
         .collect();
-    report.missing = only_missing.len();
-    report.extra = only_extra.len();
-    report.differing = differing.len();
-    if !only_missing.is_empty() {
-        report.details.push(format!(
-            "missing from the lake ({}, first {}):",
-            only_missing.len(),
-            show_max.min(only_missing.len())
-        ));
-        for m in only_missing.iter().take(show_max) {
-            report.details.push(format!(
-                "  - {} offset {}: {}",
-                m.bucket,
-                m.offset,
-                hot.show(m)
-            ));
-        }
-        report.details.push(format!(
-            "  missing offsets by bucket: {}",
-            ranges(&only_missing)
-        ));
+    Unmatched {
+        only_missing,
+        only_extra,
+        differing,
     }
-    if !only_extra.is_empty() {
-        report.details.push(format!(
-            "extra in the lake ({}, first {}):",
-            only_extra.len(),
-            show_max.min(only_extra.len())
-        ));
-        // Which copy of a duplicated row is the extra one is arbitrary: name every file that
-        // holds a row at the same (bucket, offset).
-        let wanted: std::collections::HashSet<(BucketKey, i64)> =
-            only_extra.iter().map(|e| (e.bucket, e.offset)).collect();
-        let mut holders: HashMap<(BucketKey, i64), Vec<&Entry>> = HashMap::new();
-        for e in &lake.rows {
-            if wanted.contains(&(e.bucket, e.offset)) {
-                holders.entry((e.bucket, e.offset)).or_default().push(e);
-            }
-        }
-        for e in only_extra.iter().take(show_max) {
-            let others: Vec<String> = holders
-                .get(&(e.bucket, e.offset))
-                .map(|hs| {
-                    hs.iter()
-                        .filter(|h| h.file != e.file)
-                        .map(|h| short_file(&h.file))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let also = if others.is_empty() {
-                String::new()
-            } else {
-                format!(" (also in {})", others.join(", "))
-            };
-            report.details.push(format!(
-                "  + {} offset {} in {}{also}: {}",
-                e.bucket,
-                e.offset,
-                short_file(&e.file),
-                lake.show(e)
-            ));
-        }
-        let involved: Vec<&Entry> = holders.values().flatten().copied().collect();
-        report.details.push(format!(
-            "  lake files holding the extra rows or other copies of them: {}",
-            by_file(&involved)
-        ));
-    }
-    if !differing.is_empty() {
-        report.details.push(format!(
-            "differing ({}, first {}):",
-            differing.len(),
-            show_max.min(differing.len())
-        ));
-        for (h, l) in differing.iter().take(show_max) {
-            report.details.push(format!(
-                "  ~ {} offset {} in {}: hot {{{}}} lake {{{}}}",
-                h.bucket,
-                h.offset,
-                short_file(&l.file),
-                hot.show(h),
-                lake.show(l)
-            ));
+}
+
+/// The rows only the lake has, each with the files holding another copy at its `(bucket,
+/// offset)` (which copy of a duplicated row is the extra one is arbitrary: every file holding
+/// one is named).
+fn show_extra(lake: &Side, only_extra: &[&Entry], show_max: usize, report: &mut TableReport) {
+    let wanted: std::collections::HashSet<(BucketKey, i64)> =
+        only_extra.iter().map(|e| (e.bucket, e.offset)).collect();
+    let mut holders: HashMap<(BucketKey, i64), Vec<&Entry>> = HashMap::new();
+    for e in &lake.rows {
+        if wanted.contains(&(e.bucket, e.offset)) {
+            holders.entry((e.bucket, e.offset)).or_default().push(e);
         }
     }
-    Ok(())
+    section(report, "extra in the lake", only_extra, show_max, |e| {
+        let others: Vec<String> = holders
+            .get(&(e.bucket, e.offset))
+            .map(|hs| {
+                hs.iter()
+                    .filter(|h| h.file != e.file)
+                    .map(|h| short_file(&h.file))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let also = if others.is_empty() {
+            String::new()
+        } else {
+            format!(" (also in {})", others.join(", "))
+        };
+        format!(
+            "  + {} offset {} in {}{also}: {}",
+            e.bucket,
+            e.offset,
+            short_file(&e.file),
+            lake.show(e)
+        )
+    });
+    let involved: Vec<&Entry> = holders.values().flatten().copied().collect();
+    report.details.push(format!(
+        "  lake files holding the extra rows or other copies of them: {}",
+        by_file(&involved)
+    ));
+}
+
+/// One section of a report: `title (count, first n):`, then a line for each of the first
+/// `show_max` items. Nothing when there are none.
+fn section<T>(
+    report: &mut TableReport,
+    title: &str,
+    items: &[T],
+    show_max: usize,
+    line: impl Fn(&T) -> String,
+) {
+    if items.is_empty() {
+        return;
+    }
+    report.details.push(format!(
+        "{title} ({}, first {}):",
+        items.len(),
+        show_max.min(items.len())
+    ));
+    report.details.extend(items.iter().take(show_max).map(line));
 }
 
 /// `bucket 0: [3, 5), 9; bucket 2: ...`: offsets compressed into ranges.
@@ -495,57 +549,48 @@ pub(super) fn compare_by_key(
     report.missing = missing.len();
     report.extra = extra.len();
     report.differing = differing.len();
-    if !missing.is_empty() {
-        report.details.push(format!(
-            "keys missing from the lake ({}, first {}):",
-            missing.len(),
-            show_max.min(missing.len())
-        ));
-        for m in missing.iter().take(show_max) {
-            report.details.push(format!(
+    section(
+        report,
+        "keys missing from the lake",
+        &missing,
+        show_max,
+        |m| {
+            format!(
                 "  - key {{{}}} ({} offset {}): {}",
                 hot.show_key(m),
                 m.bucket,
                 m.offset,
                 hot.show(m)
-            ));
-        }
-    }
-    if !extra.is_empty() {
-        report.details.push(format!(
-            "extra keys in the lake ({}, first {}):",
-            extra.len(),
-            show_max.min(extra.len())
-        ));
-        for (e, reason) in extra.iter().take(show_max) {
-            report.details.push(format!(
+            )
+        },
+    );
+    section(
+        report,
+        "extra keys in the lake",
+        &extra,
+        show_max,
+        |(e, reason)| {
+            format!(
                 "  + key {{{}}} ({reason}; {} offset {} in {}): {}",
                 lake.show_key(e),
                 e.bucket,
                 e.offset,
                 short_file(&e.file),
                 lake.show(e)
-            ));
-        }
-    }
-    if !differing.is_empty() {
-        report.details.push(format!(
-            "differing keys ({}, first {}):",
-            differing.len(),
-            show_max.min(differing.len())
-        ));
-        for (h, l) in differing.iter().take(show_max) {
-            report.details.push(format!(
-                "  ~ key {{{}}} ({} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
-                hot.show_key(h),
-                h.bucket,
-                h.offset,
-                short_file(&l.file),
-                hot.show(h),
-                lake.show(l)
-            ));
-        }
-    }
+            )
+        },
+    );
+    section(report, "differing keys", &differing, show_max, |(h, l)| {
+        format!(
+            "  ~ key {{{}}} ({} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
+            hot.show_key(h),
+            h.bucket,
+            h.offset,
+            short_file(&l.file),
+            hot.show(h),
+            lake.show(l)
+        )
+    });
     Ok(())
 }
 

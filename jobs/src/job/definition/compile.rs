@@ -354,7 +354,35 @@ fn resolve_delta_sink(
         }
     }
     let user = user_schema(&schema);
-    let kind = match c.mode {
+    let kind = delta_sink_kind(&c, &source, &user, base)?;
+    let (uri, storage_options) = delta_sink_location(&c, def, op, ctx, base)?;
+    let mut config = DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
+    config.storage_options = storage_options;
+    if let Some(bytes) = c.target_file_bytes {
+        config.target_file_bytes = bytes;
+    }
+    config.key_index_dir = Some(
+        ctx.data_dir
+            .join("key-index")
+            .join("_jobs")
+            .join(&def.name)
+            .join(&op.name),
+    );
+    config
+        .validate()
+        .map_err(|e| at(&base.at(""), e.to_string()))?;
+    Ok((Resolved::Delta(Box::new(config)), None))
+}
+
+/// A delta-sink's table kind: a log for `append`; for `upsert`, a primary-key table over the
+/// given keys or the source's primary key, each a column of the input.
+fn delta_sink_kind(
+    c: &DeltaSinkDef,
+    source: &TableFacts,
+    user: &Schema,
+    base: &Field<'_>,
+) -> Result<TableKind, ValidationError> {
+    Ok(match c.mode {
         SinkModeDef::Append => {
             if c.keys.is_some() {
                 return Err(at(
@@ -381,14 +409,25 @@ fn resolve_delta_sink(
                         &base.at("keys"),
                         format!(
                             "key column {key} is not in the input (columns: {}); keep it in the projection",
-                            column_list(&user)
+                            column_list(user)
                         ),
                     ));
                 }
             }
             TableKind::PrimaryKey { key_columns: keys }
         }
-    };
+    })
+}
+
+/// Where a delta-sink writes, and with which storage options: an explicit path confined
+/// below the lake root and reached with the lake's options, or the job's own directory.
+fn delta_sink_location(
+    c: &DeltaSinkDef,
+    def: &JobDefinition,
+    op: &OperatorDef,
+    ctx: &CompileContext,
+    base: &Field<'_>,
+) -> Result<(String, std::collections::HashMap<String, String>), ValidationError> {
     // Definitions arrive over REST: an explicit path stays below the lake's job
     // directory, and the store is reached only with the lake's own options (options of
     // the definition could point the same URL at another endpoint).
@@ -398,7 +437,7 @@ fn resolve_delta_sink(
             "a delta-sink reaches the lake with lake.storage_options from silt's config; remove storage_options here (set lake.storage_options instead)",
         ));
     }
-    let (uri, storage_options) = match &c.path {
+    Ok(match &c.path {
         Some(path) => (
             crate::paths::confine_sink_path(path, &ctx.lake_root)
                 .map_err(|e| at(&base.at("path"), e.to_string()))?,
@@ -414,23 +453,7 @@ fn resolve_delta_sink(
                 .to_string(),
             Default::default(),
         ),
-    };
-    let mut config = DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
-    config.storage_options = storage_options;
-    if let Some(bytes) = c.target_file_bytes {
-        config.target_file_bytes = bytes;
-    }
-    config.key_index_dir = Some(
-        ctx.data_dir
-            .join("key-index")
-            .join("_jobs")
-            .join(&def.name)
-            .join(&op.name),
-    );
-    config
-        .validate()
-        .map_err(|e| at(&base.at(""), e.to_string()))?;
-    Ok((Resolved::Delta(Box::new(config)), None))
+    })
 }
 
 /// A `fluss-sink`: the table it writes, the mode its primary key allows, and the input's
@@ -544,21 +567,6 @@ pub(super) fn build(
     let mut graph = JobGraph::new();
     let mut vertex: Vec<Option<VertexId>> = vec![None; def.operators.len()];
     let mut summary = Vec::new();
-    let edge_partitioning =
-        |edge: &EdgeDef, from: usize, to: usize, into_delta: bool| match edge.partitioning {
-            PartitioningDef::Auto if !into_delta && parallelism[from] == parallelism[to] => {
-                Partitioning::Forward
-            }
-            PartitioningDef::Auto => Partitioning::Hash {
-                key_columns: vec![BUCKET_COLUMN.to_string()],
-            },
-            PartitioningDef::Forward => Partitioning::Forward,
-            PartitioningDef::Hash => Partitioning::Hash {
-                key_columns: edge.key.clone(),
-            },
-            PartitioningDef::Rebalance => Partitioning::Rebalance,
-            PartitioningDef::Broadcast => Partitioning::Broadcast,
-        };
     for &i in &plan.order {
         let op = &def.operators[i];
         let p = parallelism[i];
@@ -568,102 +576,44 @@ pub(super) fn build(
             .filter(|e| e.to == op.name)
             .map(|e| (e, index_of(def, &e.from)))
             .collect();
-        let describe = match resolved[i].take().expect("every operator resolved") {
-            Resolved::Source { config, facts } => {
-                let start = match &config.start {
-                    StartPosition::Earliest => "earliest".to_string(),
-                    StartPosition::Latest => "latest".to_string(),
-                    StartPosition::Timestamp(ms) => format!("timestamp {ms}"),
-                    StartPosition::Offsets(o) => format!("lake offsets {o:?}"),
-                    StartPosition::LakeThenLog(lake) => {
-                        format!(
-                            "earliest: the lake at {}, then the changelog",
-                            lake.table_uri
-                        )
-                    }
-                };
-                let config = Arc::new(config);
-                vertex[i] = Some(graph.add_source(
-                    op.name.clone(),
-                    p,
-                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
-                        Ok(Box::new(FlussSource::new((*config).clone())))
-                    },
-                ));
-                format!(
-                    "fluss-source {}.{} ({} buckets) from {start}",
-                    facts.database, facts.table, facts.buckets
-                )
-            }
-            Resolved::Transform(t) => {
-                vertex[i] = Some(graph.add_operator(
-                    op.name.clone(),
-                    p,
-                    TransformOperator::factory(t.clone()),
-                ));
-                format!("{} ({})", op.kind, op_text(op))
-            }
-            Resolved::Delta(config) => {
-                let (edge, from) = inputs[0];
-                let text = format!(
-                    "delta-sink {} ({:?}) -> writers x{p} + committer x1",
-                    config.table_uri, config.kind
-                );
-                let committer = add_delta_sink(
-                    &mut graph,
-                    &op.name,
-                    vertex[from].expect("built in order"),
-                    *config,
-                    p,
-                    edge_partitioning(edge, from, i, true),
-                )
-                .expect("validated in resolve");
-                vertex[i] = Some(committer);
-                summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
-                summary.push(format!(
-                    "    {} -[{}]-> {}",
-                    def.operators[from].name,
-                    edge_partitioning(edge, from, i, true),
-                    op.name
-                ));
-                continue;
-            }
-            Resolved::Fluss(config) => {
-                let text = format!(
-                    "fluss-sink {}.{} ({:?})",
-                    config.database, config.table, config.mode
-                );
-                let config = Arc::new(config);
-                vertex[i] = Some(graph.add_operator(
-                    op.name.clone(),
-                    p,
-                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-                        Ok(Box::new(FlussSink::new((*config).clone())))
-                    },
-                ));
-                text
-            }
-            Resolved::Print(config) => {
-                vertex[i] = Some(graph.add_operator(
-                    op.name.clone(),
-                    p,
-                    move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-                        Ok(Box::new(PrintSink::new(config.clone())))
-                    },
-                ));
-                "print-sink (stdout of silt up)".to_string()
-            }
-        };
+        let resolved = resolved[i].take().expect("every operator resolved");
+        if let Resolved::Delta(config) = resolved {
+            // A Delta sink is its writers and committer, connected to its one input here.
+            let (edge, from) = inputs[0];
+            let partitioning = edge_partitioning(edge, &parallelism, from, i, true);
+            let text = format!(
+                "delta-sink {} ({:?}) -> writers x{p} + committer x1",
+                config.table_uri, config.kind
+            );
+            let committer = add_delta_sink(
+                &mut graph,
+                &op.name,
+                vertex[from].expect("built in order"),
+                *config,
+                p,
+                partitioning.clone(),
+            )
+            .expect("validated in resolve");
+            vertex[i] = Some(committer);
+            summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
+            summary.push(format!(
+                "    {} -[{partitioning}]-> {}",
+                def.operators[from].name, op.name
+            ));
+            continue;
+        }
+        let (id, describe) = add_vertex(&mut graph, op, p, resolved);
+        vertex[i] = Some(id);
         let columns = schemas[i]
             .as_ref()
             .map(|s| format!(" -> [{}]", column_list(&user_schema(s))))
             .unwrap_or_default();
         summary.push(format!("  {:<24} x{p:<3} {describe}{columns}", op.name));
         for (edge, from) in inputs {
-            let partitioning = edge_partitioning(edge, from, i, false);
+            let partitioning = edge_partitioning(edge, &parallelism, from, i, false);
             graph.connect(
                 vertex[from].expect("built in order"),
-                vertex[i].expect("just built"),
+                id,
                 partitioning.clone(),
             );
             summary.push(format!(
@@ -691,6 +641,109 @@ pub(super) fn build(
         graph,
         checkpoint_interval,
         summary,
+    }
+}
+
+/// How an edge's records are spread: `auto` forwards between equal parallelisms and hashes by
+/// bucket otherwise, and always into a Delta sink (its writers own buckets).
+fn edge_partitioning(
+    edge: &EdgeDef,
+    parallelism: &[u32],
+    from: usize,
+    to: usize,
+    into_delta: bool,
+) -> Partitioning {
+    match edge.partitioning {
+        PartitioningDef::Auto if !into_delta && parallelism[from] == parallelism[to] => {
+            Partitioning::Forward
+        }
+        PartitioningDef::Auto => Partitioning::Hash {
+            key_columns: vec![BUCKET_COLUMN.to_string()],
+        },
+        PartitioningDef::Forward => Partitioning::Forward,
+        PartitioningDef::Hash => Partitioning::Hash {
+            key_columns: edge.key.clone(),
+        },
+        PartitioningDef::Rebalance => Partitioning::Rebalance,
+        PartitioningDef::Broadcast => Partitioning::Broadcast,
+    }
+}
+
+/// Adds the vertex of a resolved source, transform or sink (a Delta sink is added by `build`),
+/// and says what it is for the summary.
+fn add_vertex(
+    graph: &mut JobGraph,
+    op: &OperatorDef,
+    p: u32,
+    resolved: Resolved,
+) -> (VertexId, String) {
+    let name = op.name.clone();
+    match resolved {
+        Resolved::Source { config, facts } => {
+            let describe = format!(
+                "fluss-source {}.{} ({} buckets) from {}",
+                facts.database,
+                facts.table,
+                facts.buckets,
+                start_text(&config.start)
+            );
+            let config = Arc::new(config);
+            let id = graph.add_source(
+                name,
+                p,
+                move |_: &TaskContext| -> silt_engine::Result<Box<dyn Source>> {
+                    Ok(Box::new(FlussSource::new((*config).clone())))
+                },
+            );
+            (id, describe)
+        }
+        Resolved::Transform(t) => {
+            let describe = format!("{} ({})", op.kind, op_text(op));
+            let id = graph.add_operator(name, p, TransformOperator::factory(t));
+            (id, describe)
+        }
+        Resolved::Fluss(config) => {
+            let describe = format!(
+                "fluss-sink {}.{} ({:?})",
+                config.database, config.table, config.mode
+            );
+            let config = Arc::new(config);
+            let id = graph.add_operator(
+                name,
+                p,
+                move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+                    Ok(Box::new(FlussSink::new((*config).clone())))
+                },
+            );
+            (id, describe)
+        }
+        Resolved::Print(config) => {
+            let id = graph.add_operator(
+                name,
+                p,
+                move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
+                    Ok(Box::new(PrintSink::new(config.clone())))
+                },
+            );
+            (id, "print-sink (stdout of silt up)".to_string())
+        }
+        Resolved::Delta(_) => unreachable!("build adds Delta sinks itself"),
+    }
+}
+
+/// Where a source starts, for the summary.
+fn start_text(start: &StartPosition) -> String {
+    match start {
+        StartPosition::Earliest => "earliest".to_string(),
+        StartPosition::Latest => "latest".to_string(),
+        StartPosition::Timestamp(ms) => format!("timestamp {ms}"),
+        StartPosition::Offsets(o) => format!("lake offsets {o:?}"),
+        StartPosition::LakeThenLog(lake) => {
+            format!(
+                "earliest: the lake at {}, then the changelog",
+                lake.table_uri
+            )
+        }
     }
 }
 
