@@ -30,17 +30,12 @@ pub async fn put(
     api_version: i16,
 ) -> Result<PutKvResponse, ApiError> {
     let request: PutKvRequest = protocol::decode(body, "PutKv")?;
-    let table = service.table_runtime(request.table_id)?;
-    check_client_version(&table.entry, api_version)?;
-    if !table.entry.has_primary_key() {
-        return Err(ApiError::new(
-            code::NON_PRIMARY_KEY_TABLE,
-            format!(
-                "table {} has no primary key: write it with appends",
-                table.entry.qualified_name()
-            ),
-        ));
-    }
+    let table = kv_table(
+        service,
+        request.table_id,
+        api_version,
+        "write it with appends",
+    )?;
     let targets = target_columns(&table, &request.target_columns)?;
     let mode = merge_mode(&table, request.agg_mode)?;
     let writes = request.buckets_req.into_iter().map(|bucket_request| {
@@ -261,17 +256,7 @@ pub async fn lookup(
     api_version: i16,
 ) -> Result<LookupResponse, ApiError> {
     let request: LookupRequest = protocol::decode(body, "Lookup")?;
-    let table = service.table_runtime(request.table_id)?;
-    check_client_version(&table.entry, api_version)?;
-    if !table.entry.has_primary_key() {
-        return Err(ApiError::new(
-            code::NON_PRIMARY_KEY_TABLE,
-            format!(
-                "table {} has no primary key: lookups need one",
-                table.entry.qualified_name()
-            ),
-        ));
-    }
+    let table = kv_table(service, request.table_id, api_version, "lookups need one")?;
     let keys: usize = request.buckets_req.iter().map(|b| b.keys.len()).sum();
     if keys > service.config.lookup_keys_max {
         return Err(ApiError::new(
@@ -325,6 +310,28 @@ pub async fn lookup(
         })
         .collect();
     Ok(LookupResponse { buckets_resp })
+}
+
+/// The primary-key table a kv request (of `api_version`) names; a log table is refused with
+/// NON_PRIMARY_KEY_TABLE and `without_key`, what the user should do or know instead.
+fn kv_table(
+    service: &Service,
+    table_id: i64,
+    api_version: i16,
+    without_key: &str,
+) -> Result<Arc<TableRuntime>, ApiError> {
+    let table = service.table_runtime(table_id)?;
+    check_client_version(&table.entry, api_version)?;
+    if !table.entry.has_primary_key() {
+        return Err(ApiError::new(
+            code::NON_PRIMARY_KEY_TABLE,
+            format!(
+                "table {} has no primary key: {without_key}",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
+    Ok(table)
 }
 
 /// Version 1 of PutKv, Lookup and PrefixLookup (Fluss 0.9.1) says the client knows kv format

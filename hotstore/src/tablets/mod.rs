@@ -401,6 +401,16 @@ impl Tablets {
         Ok(buckets)
     }
 
+    /// Every open table now (a copy of the list: the lock is not held while callers work).
+    fn all_tables(&self) -> Vec<Arc<TableRuntime>> {
+        self.tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
     pub fn get(&self, table_id: i64) -> Option<Arc<TableRuntime>> {
         self.tables
             .read()
@@ -495,13 +505,7 @@ impl Tablets {
     /// fsyncs every log and publishes its durable end (periodically under `fsync: never`).
     /// Blocking.
     pub fn flush_all_logs(&self) {
-        let tables: Vec<Arc<TableRuntime>> = self
-            .tables
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let tables = self.all_tables();
         for table in tables {
             for bucket in table.all_buckets() {
                 if let Err(error) = bucket.log.flush() {
@@ -513,13 +517,7 @@ impl Tablets {
     }
 
     pub async fn close_all(&self) {
-        let tables: Vec<Arc<TableRuntime>> = self
-            .tables
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let tables = self.all_tables();
         for table in tables {
             for bucket in table.all_buckets() {
                 // Waiting for the write lock lets an in-flight append finish durably.
