@@ -792,10 +792,9 @@ impl LogTablet {
         let Some((first, end)) = range else {
             return Ok(Bytes::new());
         };
-        let mut out = vec![0u8; (end - first) as usize];
-        file.read_exact_at(&mut out, first)
-            .map_err(io_error(&path))?;
-        Ok(Bytes::from(out))
+        super::read_buffers::read_into((end - first) as usize, |out| {
+            file.read_exact_at(out, first).map_err(io_error(&path))
+        })
     }
 
     /// The first offset whose commit timestamp is at or after `timestamp_ms`, or the high

@@ -66,6 +66,7 @@ pub mod durability;
 mod index;
 pub mod kv_tablet;
 pub mod log_tablet;
+mod read_buffers;
 mod segment;
 mod writers;
 

@@ -1,0 +1,141 @@
+//! Reusable buffers for fetch reads.
+//!
+//! A fetch reads a byte range of a segment into memory and the response is encoded from it.
+//! With a fresh allocation per read, most of the cost of a large fetch was the kernel's:
+//! jemalloc returns freed pages within about a second (`dirty_decay_ms`, `muzzy_decay_ms: 0`),
+//! so each read's buffer was new pages, faulted in and zeroed (perf of `silt bench hotstore`'s
+//! uncompressed fetch, release: `read_bounded` 25% of the process, most of it page faults).
+//! A read takes a buffer from this pool and the [`Bytes`] it returns hands the buffer back when
+//! the last reference is dropped.
+//!
+//! Bounds: at most [`POOLED_MAX`] buffers are kept, each of at most [`POOLED_BYTES_MAX`]
+//! capacity (16 MiB held at most); larger reads allocate as before.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+/// Buffers kept for reuse.
+pub const POOLED_MAX: usize = 8;
+/// Capacity above which a buffer is freed rather than kept.
+pub const POOLED_BYTES_MAX: usize = 2 * 1024 * 1024;
+
+/// The buffers of every fetch read.
+static POOL: ReadBuffers = ReadBuffers::new();
+
+/// Reads `len` bytes with `read` into a pooled buffer and returns them as [`Bytes`].
+pub fn read_into<E>(len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Result<Bytes, E> {
+    POOL.read_into(len, read)
+}
+
+/// A bounded pool of read buffers.
+struct ReadBuffers {
+    kept: Mutex<Vec<Vec<u8>>>,
+}
+
+impl ReadBuffers {
+    const fn new() -> Self {
+        ReadBuffers {
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn read_into<E>(
+        &'static self,
+        len: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Bytes, E> {
+        let mut buffer = if len <= POOLED_BYTES_MAX {
+            self.lock().pop().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        buffer.clear();
+        buffer.resize(len, 0);
+        match read(&mut buffer) {
+            Ok(()) => Ok(Bytes::from_owner(Pooled { buffer, pool: self })),
+            Err(e) => {
+                self.give_back(buffer);
+                Err(e)
+            }
+        }
+    }
+
+    fn give_back(&self, buffer: Vec<u8>) {
+        if buffer.capacity() > POOLED_BYTES_MAX {
+            return;
+        }
+        let mut kept = self.lock();
+        if kept.len() < POOLED_MAX {
+            kept.push(buffer);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A pooled buffer behind a [`Bytes`]: back to its pool when the bytes are dropped.
+struct Pooled {
+    buffer: Vec<u8>,
+    pool: &'static ReadBuffers,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.buffer));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_reused_cleared_and_bounded() {
+        let pool: &'static ReadBuffers = Box::leak(Box::new(ReadBuffers::new()));
+        let first = pool
+            .read_into::<()>(1000, |b| {
+                b.fill(7);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(first.len(), 1000);
+        assert!(first.iter().all(|&b| b == 7));
+        let address = first.as_ptr();
+        drop(first);
+        assert_eq!(pool.lock().len(), 1, "a dropped read gives its buffer back");
+        let again = pool
+            .read_into::<()>(10, |b| {
+                assert!(b.iter().all(|&x| x == 0), "a reused buffer is cleared");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(again.as_ptr(), address, "the next read uses it again");
+        drop(again);
+        // A failed read gives its buffer back and returns the error.
+        assert_eq!(pool.read_into(10, |_| Err("no")), Err::<Bytes, _>("no"));
+        assert_eq!(pool.lock().len(), 1);
+        // Larger reads are not pooled, and the pool never holds more than its bound.
+        let big: Vec<Bytes> = (0..POOLED_MAX * 2)
+            .map(|_| {
+                pool.read_into::<()>(POOLED_BYTES_MAX + 1, |_| Ok(()))
+                    .unwrap()
+            })
+            .collect();
+        drop(big);
+        assert_eq!(pool.lock().len(), 1, "large buffers are freed");
+        let small: Vec<Bytes> = (0..POOLED_MAX * 2)
+            .map(|_| pool.read_into::<()>(100, |_| Ok(())).unwrap())
+            .collect();
+        drop(small);
+        assert_eq!(pool.lock().len(), POOLED_MAX);
+    }
+}
