@@ -626,10 +626,7 @@ impl LakeTable {
         if plan.is_noop() {
             return Ok(self.lake_commit(plan, read_version, true));
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now_ms = epoch_ms();
         let txns: Vec<Transaction> = plan
             .txns
             .iter()
@@ -928,10 +925,7 @@ impl LakeTable {
         writer: &mut deltalake::writer::RecordBatchWriter,
     ) -> Result<Retired> {
         let store = self.table.object_store();
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now_ms = epoch_ms();
         let uri = self.uri().to_string();
         let stale = |path: &str, why: &str| {
             Error::Internal(format!(
@@ -1357,6 +1351,14 @@ fn dv_merge_operation(key_columns: &[String]) -> DeltaOperation {
         }],
         not_matched_by_source_predicates: Vec::new(),
     }
+}
+
+/// Milliseconds since the epoch (0 on a clock before it), as Delta's actions record time.
+fn epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// The rows a primary-key commit's changes supersede (see `superseded_rows`).
