@@ -889,6 +889,35 @@ fn active_files(lake: &LakeTable, bucket: i32) -> Vec<(u64, i64, i64)> {
     files
 }
 
+/// The paths of the files the lake's current version references, sorted.
+fn active_paths(lake: &LakeTable) -> Vec<String> {
+    let mut paths: Vec<String> = lake
+        .table()
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// The data files under a lake's directory, referenced or not, sorted.
+fn data_files(dir: &Path) -> Vec<String> {
+    relative_files(dir, &|p| {
+        p.starts_with("__bucket=") && p.ends_with(".parquet")
+    })
+}
+
+/// A log table at `uri` whose buckets compact once they hold 4 small files (of a 1 MiB target).
+async fn open_compacting_log(uri: &str) -> LakeTable {
+    let mut config = DeltaSinkConfig::new(uri, "t7", TableKind::Log, user_schema());
+    config.small_files_max = 4;
+    config.target_file_bytes = 1 << 20;
+    LakeTable::open(Arc::new(config)).await.unwrap()
+}
+
 /// Issue 15 (lake maintenance): a log table got one file per bucket per checkpoint and nothing
 /// compacted them (232 new files a minute at 1 s freshness and 4 buckets). A log commit now
 /// rewrites a run of each appended bucket's small files into one, in the same commit: the
@@ -898,10 +927,7 @@ fn active_files(lake: &LakeTable, bucket: i32) -> Vec<(u64, i64, i64)> {
 async fn log_commits_compact_the_small_files_of_a_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap().to_string();
-    let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
-    config.small_files_max = 4;
-    config.target_file_bytes = 1 << 20;
-    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let mut lake = open_compacting_log(&uri).await;
     let commits = 60i64;
     let mut first = Vec::new();
     let mut reported = (0usize, 0u64);
@@ -969,6 +995,81 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
         lake.plan(&first).await.unwrap().is_noop(),
         "a replay is still a no-op"
     );
+}
+
+/// Issue 18 (freshness): a log commit rewrote its buckets' small files inside the commit, and
+/// at 100k rows/s that stalled every commit 1-1.3 s, with every row waiting for it. The rewrite
+/// is now prepared between commits: after the commit that fills a bucket's tail, the file
+/// holding the run's rows appears on disk before any further commit, and the next commit
+/// carries it (removes the run, adds the prepared file) instead of writing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_compaction_is_prepared_between_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut lake = open_compacting_log(&uri).await;
+    let mut committed: BTreeSet<String> = BTreeSet::new();
+    let commit = async |lake: &mut LakeTable, n: i64| {
+        let c = write_committable(lake, n as u64 + 1, 0, n * 10, 10).await;
+        let plan = lake.plan(&[c]).await.unwrap();
+        lake.apply(&plan).await.unwrap()
+    };
+    for n in 0..4 {
+        let done = commit(&mut lake, n).await;
+        assert_eq!(
+            done.compaction, None,
+            "commit {n}: the tail is not full yet"
+        );
+        committed.extend(data_files(dir.path()));
+    }
+    // The tail holds 4 small files now: a file holding their rows is prepared, with no commit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let prepared = loop {
+        let new: BTreeSet<String> = data_files(dir.path())
+            .into_iter()
+            .filter(|p| !committed.contains(p))
+            .collect();
+        if !new.is_empty() {
+            break new;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction was prepared after the commit that filled the tail"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let version = lake.table().version();
+    let before: Vec<(u64, i64, i64)> = active_files(&lake, 0);
+    assert_eq!(
+        before.len(),
+        4,
+        "nothing committed the rewrite yet: {before:?}"
+    );
+    let waiting: BTreeSet<String> = lake.settle_compaction().await.into_iter().collect();
+    assert_eq!(
+        waiting, prepared,
+        "what waits for a commit is the file that appeared"
+    );
+
+    let carried = commit(&mut lake, 4).await;
+    assert_eq!(lake.table().version(), version.map(|v| v + 1));
+    let report = carried
+        .compaction
+        .expect("the next commit carries the rewrite");
+    assert_eq!((report.files, report.rows), (4, 40));
+    let active: BTreeSet<String> = active_paths(&lake).into_iter().collect();
+    assert!(
+        prepared.iter().all(|p| active.contains(p)),
+        "the prepared file is the one committed: {prepared:?} vs {active:?}"
+    );
+    let files = active_files(&lake, 0);
+    assert_eq!(
+        files.iter().map(|f| (f.0, f.1)).collect::<Vec<_>>(),
+        vec![(40, 0), (10, 40)],
+        "one file for the run, then the new commit's: {files:?}"
+    );
+    let mut offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
+    offsets.sort();
+    assert_eq!(offsets, (0..50).collect::<Vec<_>>(), "every offset once");
 }
 
 #[tokio::test]
@@ -1731,28 +1832,12 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         };
         LakeTable::open(Arc::new(config))
     };
-    let data_files = |dir: &Path| {
-        relative_files(dir, &|p| {
-            p.starts_with("__bucket=") && p.ends_with(".parquet")
-        })
-    };
     let commit_files = |dir: &Path| {
         relative_files(dir, &|p| {
             p.starts_with("_delta_log") && p.ends_with(".json")
         })
     };
-    let active = |lake: &LakeTable| -> Vec<String> {
-        let mut paths: Vec<String> = lake
-            .table()
-            .snapshot()
-            .unwrap()
-            .log_data()
-            .iter()
-            .map(|f| f.path().to_string())
-            .collect();
-        paths.sort();
-        paths
-    };
+    let active = active_paths;
 
     let mut lake = open(Duration::from_secs(3600)).await.unwrap();
     // A tiering attempt that wrote its files and died before committing them.
@@ -1805,6 +1890,9 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
         vec![write_committable(&lake, commits as u64 + 1, 0, commits * 10, 10).await];
     let plan = lake.plan(&committables).await.unwrap();
     lake.apply(&plan).await.unwrap();
+    // A compaction prepared after that commit waits for the next one: its files are kept.
+    let waiting = lake.settle_compaction().await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // older than the retention too
     let report = lake.maintain(&Default::default()).await.unwrap();
     assert!(
         report.files_deleted > 0 && report.bytes_reclaimed > 0,
@@ -1812,14 +1900,16 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
     );
     assert_eq!(report.staged_deleted, 1, "{report:?}");
     let on_disk = data_files(dir.path());
+    let mut kept = active(&lake);
+    kept.extend(waiting.iter().cloned());
+    kept.sort();
     assert_eq!(
-        on_disk,
-        active(&lake),
-        "past the retention only active files stay"
+        on_disk, kept,
+        "past the retention only active files stay, and a prepared compaction's"
     );
     assert_eq!(
         (report.files_on_disk, report.active_files),
-        (on_disk.len() as u64, on_disk.len() as u64),
+        (on_disk.len() as u64, active(&lake).len() as u64),
         "{report:?}"
     );
     assert!(

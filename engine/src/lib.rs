@@ -11,6 +11,7 @@
 //! **Boundary:** this crate knows nothing of Fluss, Delta, HTTP, YAML or SQL; operator state is
 //! bytes the operator encodes itself.
 
+pub mod background;
 pub mod channel;
 pub mod checkpoint;
 mod error;

@@ -129,8 +129,9 @@ pub(crate) async fn apply_retention_properties(
         .map_err(Error::delta(uri))
 }
 
-/// Deletes what no version inside the retention needs (see the module doc). `pending_staged`:
-/// staged files of commits not made yet, which must survive.
+/// Deletes what no version inside the retention needs (see the module doc). `waiting`: files
+/// of commits not made yet, which must survive however old (staged change files, and the
+/// files of a prepared compaction no commit has carried yet).
 ///
 /// Deltalake's vacuum (full mode) is not used: it keeps the data files of recent tombstones but
 /// not their deletion vectors, so a vector older than the retention that a commit had just
@@ -145,7 +146,7 @@ pub(crate) async fn apply_retention_properties(
 pub(crate) async fn vacuum(
     table: &DeltaTable,
     retention: &Retention,
-    pending_staged: &BTreeSet<String>,
+    waiting: &BTreeSet<String>,
     removes_seen: &mut RemovesSeen,
     uri: &str,
 ) -> Result<MaintenanceReport> {
@@ -191,6 +192,7 @@ pub(crate) async fn vacuum(
         .into_iter()
         .filter(|meta| {
             !referenced.contains(meta.location.as_ref())
+                && !waiting.contains(meta.location.as_ref())
                 && SystemTime::from(meta.last_modified) < cutoff
         })
         .map(|meta| (meta.location, meta.size))
@@ -232,7 +234,7 @@ pub(crate) async fn vacuum(
         .into_iter()
         .filter(|meta| {
             SystemTime::from(meta.last_modified) < cutoff
-                && !pending_staged.contains(meta.location.as_ref())
+                && !waiting.contains(meta.location.as_ref())
         })
         .map(|meta| (meta.location, meta.size))
         .collect();

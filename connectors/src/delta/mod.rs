@@ -30,10 +30,11 @@
 //! configuration); a sink refuses a lake of another id, and readers treat one as absent.
 //!
 //! **Layout:** tables are partitioned by `__bucket`, and each log-table file holds one bucket's
-//! rows in offset order, a range no other file of the bucket overlaps. A log commit also
-//! rewrites a run of the newest small files of each bucket it appends to into one file
-//! (`compaction.rs`: `dataChange: false`, in the same commit), so a bucket holds a bounded
-//! number of small files whatever the freshness.
+//! rows in offset order, a range no other file of the bucket overlaps. After a log commit a
+//! run of the newest small files of each bucket it appended to is rewritten into one file, off
+//! the commit path, and a later commit carries the removes and the add (`compaction.rs`:
+//! `dataChange: false`), so a bucket holds a bounded number of small files whatever the
+//! freshness.
 //!
 //! **Primary-key commits** use Delta deletion vectors (tables created with
 //! `delta.enableDeletionVectors`): the key index (`key_index.rs`, fjall on local disk, key ->

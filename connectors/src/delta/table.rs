@@ -29,7 +29,7 @@ use url::Url;
 
 use super::committable::{BucketRange, Committable};
 use super::committer::{CompactionReport, LakeCommit};
-use super::compaction::{TailFile, pick_run};
+use super::compaction::Compactor;
 use super::dv::{self, DvFileWriter};
 use super::error::{Error, GapAfter, Result};
 use super::key_index::{self, KeyIndex};
@@ -187,6 +187,8 @@ pub struct LakeTable {
     key_index: Option<KeyIndex>,
     /// What the commit being made compacted.
     compacted: CompactionReport,
+    /// A log table's rewrite of small files, prepared between commits.
+    compactor: Compactor,
     /// The removes of the commit files maintenance has read (it reads only newer ones).
     removes_seen: maintenance::RemovesSeen,
 }
@@ -264,6 +266,7 @@ impl LakeTable {
             lake_schema,
             key_index: None,
             compacted: CompactionReport::default(),
+            compactor: Compactor::default(),
             removes_seen: maintenance::RemovesSeen::default(),
         };
         lake.check_owner()?;
@@ -289,19 +292,30 @@ impl LakeTable {
     }
 
     /// Deletes what no version inside the retention needs and old staged files not in
-    /// `pending_staged` (see [`maintenance`]).
+    /// `pending_staged` (see [`maintenance`]); the files of a prepared compaction that no commit
+    /// has carried yet are kept, however old.
     pub async fn maintain(
         &mut self,
         pending_staged: &BTreeSet<String>,
     ) -> Result<MaintenanceReport> {
+        let mut waiting = pending_staged.clone();
+        let uri = self.config.table_uri.clone();
+        waiting.extend(self.compactor.waiting_files(false, &uri).await);
         maintenance::vacuum(
             &self.table,
             &self.config.retention,
-            pending_staged,
+            &waiting,
             &mut self.removes_seen,
             &self.config.table_uri,
         )
         .await
+    }
+
+    /// Waits for the compaction prepared between commits, if one is running; returns the
+    /// files it wrote that no commit has carried yet (they stay orphans unless a commit does).
+    pub async fn settle_compaction(&mut self) -> Vec<String> {
+        let uri = self.config.table_uri.clone();
+        self.compactor.waiting_files(true, &uri).await
     }
 
     fn uri(&self) -> &str {
@@ -652,8 +666,13 @@ impl LakeTable {
         let version = match &kind {
             TableKind::Log => {
                 let mut actions: Vec<Action> = plan.adds.iter().cloned().map(Action::Add).collect();
-                let appended: BTreeSet<BucketKey> = plan.txns.keys().copied().collect();
-                actions.extend(self.compact_log_tails(&appended).await?);
+                let waits_max = self.config.small_files_max;
+                let uri = self.config.table_uri.clone();
+                if let Some(rewrite) = self.compactor.take(&self.table, &uri, waits_max).await? {
+                    self.compacted
+                        .add(rewrite.files, rewrite.rows, rewrite.bytes);
+                    actions.extend(rewrite.actions);
+                }
                 self.commit_actions(actions, properties).await?
             }
             TableKind::PrimaryKey { .. } => {
@@ -679,6 +698,11 @@ impl LakeTable {
         }
         self.refresh().await?;
         self.delete_staged(&plan.staged).await;
+        if kind == TableKind::Log {
+            let appended: BTreeSet<BucketKey> = plan.txns.keys().copied().collect();
+            self.compactor
+                .start(&self.table, &self.config, &self.lake_schema, &appended)?;
+        }
         Ok(self.lake_commit(plan, version, false))
     }
 
@@ -1084,84 +1108,6 @@ impl LakeTable {
         Ok(())
     }
 
-    /// The actions that rewrite, in the buckets a log commit appends to, the run of small files
-    /// `compaction::pick_run` chooses (removes and one add, all `dataChange: false`), within
-    /// `target_file_bytes` read per commit. Empty when no bucket's tail needs it.
-    async fn compact_log_tails(&mut self, buckets: &BTreeSet<BucketKey>) -> Result<Vec<Action>> {
-        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
-        let target = self.config.target_file_bytes;
-        let mut tails: BTreeMap<BucketKey, Vec<TailFile>> = BTreeMap::new();
-        let mut removes: HashMap<String, (deltalake::kernel::Remove, Add)> = HashMap::new();
-        let mut unordered: BTreeSet<BucketKey> = BTreeSet::new();
-        for f in state.log_data().iter() {
-            let bytes = u64::try_from(f.size()).unwrap_or(0);
-            if bytes >= target / 2 {
-                continue; // done: the common case once a table is old
-            }
-            #[allow(deprecated)] // add_action: the partition value and statistics of the file
-            let add = f.add_action();
-            let bucket = add_bucket(&add)?;
-            if !buckets.contains(&bucket) {
-                continue;
-            }
-            let Some(first_offset) = first_offset(&add) else {
-                // Without the statistic (a table wider than Delta's indexed columns) a bucket's
-                // files cannot be ordered: its files stay as they are.
-                unordered.insert(bucket);
-                continue;
-            };
-            let path = f.path().to_string();
-            removes.insert(path.clone(), (f.remove_action(false), add.clone()));
-            let tail = TailFile {
-                path,
-                bytes,
-                first_offset,
-            };
-            tails.entry(bucket).or_default().push(tail);
-        }
-        let mut actions = Vec::new();
-        let mut budget = target;
-        for (bucket, files) in tails {
-            if unordered.contains(&bucket) {
-                continue;
-            }
-            let run = pick_run(files, target, self.config.small_files_max);
-            let run_bytes: u64 = run.iter().map(|f| f.bytes).sum();
-            if run.is_empty() || run_bytes > budget {
-                continue;
-            }
-            budget -= run_bytes;
-            let mut writer = deltalake::writer::RecordBatchWriter::for_table(&self.table)
-                .map_err(Error::delta(self.uri()))?
-                .with_target_file_size(target)
-                .with_writer_properties(writer_properties(&self.config));
-            let none = RoaringTreemap::new();
-            let mut rows = 0u64;
-            for file in &run {
-                let (remove, add) = removes.remove(&file.path).expect("listed above");
-                rows += self.copy_live_rows(&add, &none, &mut writer).await?;
-                actions.push(Action::Remove(remove));
-            }
-            let merged = deltalake::writer::DeltaWriter::flush(&mut writer)
-                .await
-                .map_err(Error::delta(self.uri()))?;
-            info!(
-                table = self.uri(),
-                %bucket,
-                files = run.len(),
-                bytes = run_bytes,
-                rows,
-                "compacted a run of small files into the commit"
-            );
-            self.compacted.add(run.len(), rows, run_bytes);
-            actions.extend(merged.into_iter().map(|mut add| {
-                add.data_change = false;
-                Action::Add(add)
-            }));
-        }
-        Ok(actions)
-    }
-
     /// Writes the rows of data file `file` that `deleted` does not mark into `writer`; returns
     /// how many.
     async fn copy_live_rows(
@@ -1170,26 +1116,16 @@ impl LakeTable {
         deleted: &RoaringTreemap,
         writer: &mut deltalake::writer::RecordBatchWriter,
     ) -> Result<u64> {
-        let bytes = read_object(self.table.object_store().as_ref(), &file.path).await?;
-        let (mut row, mut copied) = (0u64, 0u64);
-        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
-            let batch = batch?;
-            let keep: BooleanArray = (0..batch.num_rows() as u64)
-                .map(|i| Some(!deleted.contains(row + i)))
-                .collect();
-            row += batch.num_rows() as u64;
-            let batch = filter_record_batch(&batch, &keep)?;
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let batch = with_partition_columns(batch, file, &self.lake_schema)?;
-            copied += batch.num_rows() as u64;
-            let batch = super::schema::conform_stored(&batch, &self.lake_schema)?;
-            deltalake::writer::DeltaWriter::write(writer, batch)
-                .await
-                .map_err(Error::delta(self.uri()))?;
-        }
-        Ok(copied)
+        let store = self.table.object_store();
+        copy_rows(
+            store.as_ref(),
+            &self.lake_schema,
+            self.uri(),
+            file,
+            deleted,
+            writer,
+        )
+        .await
     }
 
     /// Opens the key index and rebuilds it unless it describes the table's current version.
@@ -1430,6 +1366,38 @@ fn with_partition_columns(
     )?)
 }
 
+/// Writes the rows of data file `file` (in `store`, of table `uri` with schema `lake_schema`)
+/// that `deleted` does not mark into `writer`; returns how many.
+pub(super) async fn copy_rows(
+    store: &dyn object_store::ObjectStore,
+    lake_schema: &SchemaRef,
+    uri: &str,
+    file: &Add,
+    deleted: &RoaringTreemap,
+    writer: &mut deltalake::writer::RecordBatchWriter,
+) -> Result<u64> {
+    let bytes = read_object(store, &file.path).await?;
+    let (mut row, mut copied) = (0u64, 0u64);
+    for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
+        let batch = batch?;
+        let keep: BooleanArray = (0..batch.num_rows() as u64)
+            .map(|i| Some(!deleted.contains(row + i)))
+            .collect();
+        row += batch.num_rows() as u64;
+        let batch = filter_record_batch(&batch, &keep)?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        let batch = with_partition_columns(batch, file, lake_schema)?;
+        copied += batch.num_rows() as u64;
+        let batch = super::schema::conform_stored(&batch, lake_schema)?;
+        deltalake::writer::DeltaWriter::write(writer, batch)
+            .await
+            .map_err(Error::delta(uri))?;
+    }
+    Ok(copied)
+}
+
 /// The bucket of every row of a changelog or lake batch: `__bucket`, with `__partition_id`
 /// when the batch has it.
 fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
@@ -1564,7 +1532,7 @@ pub(crate) fn add_bucket(add: &Add) -> Result<BucketKey> {
 }
 
 /// The smallest `__offset` recorded in an add's statistics, if they record it.
-fn first_offset(add: &Add) -> Option<i64> {
+pub(super) fn first_offset(add: &Add) -> Option<i64> {
     let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref()?).ok()?;
     stats.get("minValues")?.get(OFFSET_COLUMN)?.as_i64()
 }
