@@ -1050,8 +1050,26 @@ async fn log_compaction_is_prepared_between_commits() {
         "what waits for a commit is the file that appeared"
     );
 
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let carried = commit(&mut lake, 4).await;
     assert_eq!(lake.table().version(), version.map(|v| v + 1));
+    let commit_file = dir
+        .path()
+        .join(format!("_delta_log/{:020}.json", carried.delta_version));
+    let removed_at: Vec<i64> = std::fs::read_to_string(commit_file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|a| a.get("remove")?.get("deletionTimestamp")?.as_i64())
+        .collect();
+    assert_eq!(removed_at.len(), 4, "the run's four removes");
+    assert!(
+        removed_at.iter().all(|&t| t >= before_ms),
+        "the files leave the table with the commit, not when the run was picked: {removed_at:?} vs {before_ms}"
+    );
     let report = carried
         .compaction
         .expect("the next commit carries the rewrite");

@@ -46,7 +46,7 @@ use tracing::{info, warn};
 
 use super::DeltaSinkConfig;
 use super::error::{Error, Result};
-use super::table::{add_bucket, copy_rows, first_offset};
+use super::table::{add_bucket, copy_rows, epoch_ms, first_offset};
 use super::writer::writer_properties;
 use crate::changelog::BucketKey;
 
@@ -211,6 +211,15 @@ impl Compactor {
         if let Some(path) = stale {
             warn!(table = uri, %path, "dropped a prepared compaction whose files changed under it (its files are orphans for maintenance)");
             return Ok(None);
+        }
+        // The files leave the table with this commit, not when the run was picked: the
+        // retention that keeps them for readers of older versions counts from here.
+        let now_ms = epoch_ms();
+        let mut rewrite = rewrite;
+        for action in &mut rewrite.actions {
+            if let Action::Remove(remove) = action {
+                remove.deletion_timestamp = Some(now_ms);
+            }
         }
         Ok(Some(rewrite))
     }

@@ -1290,7 +1290,7 @@ fn dv_merge_operation(key_columns: &[String]) -> DeltaOperation {
 }
 
 /// Milliseconds since the epoch (0 on a clock before it), as Delta's actions record time.
-fn epoch_ms() -> i64 {
+pub(super) fn epoch_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
