@@ -2,6 +2,5 @@
 silt_jobs::silt_allocator!();
 
 fn main() -> std::process::ExitCode {
-    silt_jobs::memory::bound_c_malloc_arenas();
     silt_jobs::cli::run().unwrap_or_else(|e| silt_jobs::cli::failure(&e))
 }

@@ -29,25 +29,6 @@ pub struct AllocatorStats {
     pub c_malloc_free_bytes: Option<u64>,
 }
 
-/// The C library's malloc arenas a process of silt's keeps, at most (unless
-/// `MALLOC_ARENA_MAX` in the environment says otherwise).
-pub const C_MALLOC_ARENAS_MAX: i32 = 2;
-
-/// Bounds glibc's malloc, which silt's C dependencies use (zstd's contexts), to
-/// [`C_MALLOC_ARENAS_MAX`] arenas. glibc grows up to eight arenas per core, one per thread
-/// that finds the others locked, and keeps the freed memory of each for reuse by that arena
-/// only: under a steady load the resident set outside jemalloc crept up by about 4.7 MB an
-/// hour (`anon_other` in `silt bench soak`). Call it first thing in `main`, before threads.
-pub fn bound_c_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only sets a malloc parameter; M_ARENA_MAX takes a count.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, C_MALLOC_ARENAS_MAX);
-        }
-    }
-}
-
 /// glibc's malloc statistics: (in use, free inside its arenas).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn c_malloc_stats() -> (Option<u64>, Option<u64>) {
