@@ -17,6 +17,7 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
+use futures::FutureExt as _;
 use futures::future::{AbortHandle, Abortable};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
@@ -91,15 +92,10 @@ impl Background {
     {
         let (done, output) = oneshot::channel();
         let (abort, registration) = AbortHandle::new_pair();
-        let job = Abortable::new(
-            async move {
-                let _ = done.send(future.await);
-            },
-            registration,
-        );
-        let job: Job = Box::pin(async move {
-            let _ = job.await;
-        });
+        let job = async move {
+            let _ = done.send(future.await);
+        };
+        let job: Job = Box::pin(Abortable::new(job, registration).map(drop));
         self.jobs.as_ref()?.try_send(job).ok()?;
         Some(BackgroundTask { output, abort })
     }

@@ -299,8 +299,8 @@ impl LakeTable {
         pending_staged: &BTreeSet<String>,
     ) -> Result<MaintenanceReport> {
         let mut waiting = pending_staged.clone();
-        let uri = self.config.table_uri.clone();
-        waiting.extend(self.compactor.waiting_files(false, &uri).await);
+        let uri = &self.config.table_uri;
+        waiting.extend(self.compactor.waiting_files(false, uri).await);
         maintenance::vacuum(
             &self.table,
             &self.config.retention,
@@ -314,8 +314,9 @@ impl LakeTable {
     /// Waits for the compaction prepared between commits, if one is running; returns the
     /// files it wrote that no commit has carried yet (they stay orphans unless a commit does).
     pub async fn settle_compaction(&mut self) -> Vec<String> {
-        let uri = self.config.table_uri.clone();
-        self.compactor.waiting_files(true, &uri).await
+        self.compactor
+            .waiting_files(true, &self.config.table_uri)
+            .await
     }
 
     fn uri(&self) -> &str {
@@ -666,9 +667,8 @@ impl LakeTable {
         let version = match &kind {
             TableKind::Log => {
                 let mut actions: Vec<Action> = plan.adds.iter().cloned().map(Action::Add).collect();
-                let waits_max = self.config.small_files_max;
-                let uri = self.config.table_uri.clone();
-                if let Some(rewrite) = self.compactor.take(&self.table, &uri, waits_max).await? {
+                let (uri, waits_max) = (&self.config.table_uri, self.config.small_files_max);
+                if let Some(rewrite) = self.compactor.take(&self.table, uri, waits_max).await? {
                     self.compacted
                         .add(rewrite.files, rewrite.rows, rewrite.bytes);
                     actions.extend(rewrite.actions);
