@@ -36,7 +36,7 @@
 //! batches of 1000 at 174k-282k rows/s (two runs); 100k random point gets in 0.6-1.1 s.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -49,6 +49,14 @@ const META_MEMTABLE_BYTES_MAX: u64 = 1024 * 1024;
 const TABLET_PREFIX: &str = "kv.";
 const APPLIED_OFFSET_KEY_PREFIX: &[u8] = b"applied_offset/";
 const ROW_COUNT_KEY_PREFIX: &[u8] = b"row_count/";
+/// The memtable size a tablet's keyspace was created with (see [`rotate_if_full`]).
+const MEMTABLE_BYTES_KEY_PREFIX: &[u8] = b"memtable_bytes/";
+/// The smallest memtable size silt has created a tablet with: a tablet from before the sizes
+/// were recorded rotates at this size (or the configured one, if smaller).
+const MEMTABLE_BYTES_MIN: u64 = 1024 * 1024;
+/// What fjall counts per memtable entry beyond its key and value (about the size of its
+/// internal value; an estimate is enough, see [`rotate_if_full`]).
+const ENTRY_OVERHEAD_BYTES: u64 = 96;
 /// fjall's key size limit.
 pub const KEY_BYTES_MAX: usize = 65_536;
 
@@ -85,6 +93,8 @@ pub struct KvStore {
     path: PathBuf,
     db: Database,
     meta: Keyspace,
+    /// Held while the meta keyspace's memtable is checked and rotated (every tablet writes it).
+    meta_rotation: Arc<Mutex<()>>,
     memtable_bytes_max: u64,
 }
 
@@ -92,7 +102,7 @@ impl KvStore {
     pub fn open(dir: &Path, config: KvConfig) -> Result<Self> {
         if config.worker_threads == 0
             || config.journal_bytes_max < 64 * 1024 * 1024
-            || config.memtable_bytes_max < 1024 * 1024
+            || config.memtable_bytes_max < MEMTABLE_BYTES_MIN
         {
             return Err(Error::InvalidConfig(format!(
                 "kv config needs worker_threads >= 1, journal_bytes_max >= 64 MiB and \
@@ -122,6 +132,7 @@ impl KvStore {
             path: dir.to_path_buf(),
             db,
             meta,
+            meta_rotation: Arc::default(),
             memtable_bytes_max: config.memtable_bytes_max,
         })
     }
@@ -137,18 +148,39 @@ impl KvStore {
     pub fn open_tablet(&self, name: &str) -> Result<KvTablet> {
         validate_name(name)?;
         let memtable_bytes_max = self.memtable_bytes_max;
+        let keyspace_name = format!("{TABLET_PREFIX}{name}");
+        let created = !self.db.keyspace_exists(&keyspace_name);
         let data = self
             .db
-            .keyspace(&format!("{TABLET_PREFIX}{name}"), || {
+            .keyspace(&keyspace_name, || {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes_max)
             })
             .map_err(self.kv_error())?;
+        let memtable_bytes_key = meta_key(MEMTABLE_BYTES_KEY_PREFIX, name);
+        let created_with = if created {
+            self.meta
+                .insert(
+                    memtable_bytes_key.as_slice(),
+                    memtable_bytes_max.to_le_bytes(),
+                )
+                .map_err(self.kv_error())?;
+            memtable_bytes_max
+        } else {
+            let raw = self
+                .meta
+                .get(&memtable_bytes_key)
+                .map_err(self.kv_error())?;
+            raw.and_then(|raw| Some(u64::from_le_bytes(raw.as_ref().try_into().ok()?)))
+                .unwrap_or(MEMTABLE_BYTES_MIN)
+        };
         let tablet = KvTablet {
             path: self.path.clone(),
             name: name.to_string(),
             db: self.db.clone(),
             data,
             meta: self.meta.clone(),
+            meta_rotation: self.meta_rotation.clone(),
+            rotate_at: created_with.min(memtable_bytes_max),
             offset_key: meta_key(APPLIED_OFFSET_KEY_PREFIX, name),
             row_count_key: meta_key(ROW_COUNT_KEY_PREFIX, name),
             apply_lock: Mutex::new(()),
@@ -175,7 +207,11 @@ impl KvStore {
                 .map_err(self.kv_error())?;
             self.db.delete_keyspace(data).map_err(self.kv_error())?;
         }
-        for prefix in [APPLIED_OFFSET_KEY_PREFIX, ROW_COUNT_KEY_PREFIX] {
+        for prefix in [
+            APPLIED_OFFSET_KEY_PREFIX,
+            ROW_COUNT_KEY_PREFIX,
+            MEMTABLE_BYTES_KEY_PREFIX,
+        ] {
             self.meta
                 .remove(meta_key(prefix, name))
                 .map_err(self.kv_error())?;
@@ -220,6 +256,29 @@ pub struct KvMemory {
     pub write_buffer_bytes: u64,
 }
 
+/// Rotates `keyspace`'s memtable (hands it to the flush worker) when `incoming` more bytes
+/// would take it past `rotate_at`, so the write that follows never leaves it over fjall's own
+/// limit.
+///
+/// Why silt rotates and not fjall: fjall 3.1 asks its flush worker to rotate a full memtable
+/// by a message on the worker's bounded queue, one message per write for as long as the
+/// memtable stays full, and the worker queues the flush that follows a rotation on that same
+/// queue, waiting while it is full. Under a burst of small writes the requests filled the
+/// queue while the worker was busy, the worker then waited on its own queue for good, and no
+/// memtable was flushed again: memory grew with every write
+/// (`a_burst_of_applies_from_many_buckets_keeps_flushing`; fjall-rs/fjall#323 is the
+/// upstream fix, not released). A rotation here runs on the writer's thread, and the
+/// worker's queue only carries flushes and compactions. `rotate_memtable` is public but
+/// hidden in fjall's docs; Cargo.lock pins the version it was checked against.
+fn rotate_if_full(keyspace: &Keyspace, incoming: u64, rotate_at: u64) -> fjall::Result<()> {
+    use fjall::AbstractTree;
+    let held = keyspace.tree.active_memtable().size();
+    if held > 0 && held + incoming > rotate_at {
+        keyspace.rotate_memtable()?;
+    }
+    Ok(())
+}
+
 /// The meta keyspace key of one tablet's `prefix` entry (applied offset, row count).
 fn meta_key(prefix: &[u8], name: &str) -> Vec<u8> {
     let mut key = prefix.to_vec();
@@ -249,6 +308,9 @@ pub struct KvTablet {
     db: Database,
     data: Keyspace,
     meta: Keyspace,
+    meta_rotation: Arc<Mutex<()>>,
+    /// The tablet's memtable is rotated before it would pass this size (see [`rotate_if_full`]).
+    rotate_at: u64,
     offset_key: Vec<u8>,
     row_count_key: Vec<u8>,
     /// Serializes applies so the applied offset only moves forward.
@@ -374,6 +436,21 @@ impl KvTablet {
                 ),
             });
         };
+        let incoming = changes
+            .iter()
+            .map(|(k, v)| {
+                let value_bytes = v.as_ref().map_or(0, |v| v.as_ref().len());
+                (k.as_ref().len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
+            })
+            .sum();
+        rotate_if_full(&self.data, incoming, self.rotate_at).map_err(self.kv_error())?;
+        {
+            let _rotation = self.meta_rotation.lock().unwrap_or_else(|p| p.into_inner());
+            let meta_incoming = (self.offset_key.len() + self.row_count_key.len()) as u64
+                + 2 * (8 + ENTRY_OVERHEAD_BYTES);
+            rotate_if_full(&self.meta, meta_incoming, META_MEMTABLE_BYTES_MAX)
+                .map_err(self.kv_error())?;
+        }
         let mut batch = self.db.batch();
         for (key, value) in changes {
             match value {
@@ -563,6 +640,95 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+    }
+
+    /// Several buckets applying small batches as fast as they can, as a primary-key table under
+    /// a burst of upserts does. fjall's writers ask its flush worker to rotate a full memtable
+    /// by a message on the worker's own bounded queue, one per write while the memtable stays
+    /// full; a worker slowed by a flush or compaction found the queue full of those requests
+    /// when it wanted to queue the flush itself, and waited on it forever (it is the queue's
+    /// only reader). Writes then stopped at four sealed memtables, and nothing was flushed
+    /// again: CI's loaded 2-core machine saw 8 MB of memtables held for 90 s.
+    #[test]
+    fn a_burst_of_applies_from_many_buckets_keeps_flushing() {
+        const TABLETS: usize = 6;
+        const APPLIES: i64 = 25_000;
+        let dir = tempfile::tempdir().unwrap();
+        let config = KvConfig {
+            memtable_bytes_max: 1024 * 1024,
+            ..KvConfig::default()
+        };
+        let store = std::sync::Arc::new(KvStore::open(dir.path(), config).unwrap());
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for t in 0..TABLETS {
+            let store = store.clone();
+            let done_tx = done_tx.clone();
+            std::thread::spawn(move || {
+                let tablet = store.open_tablet(&format!("t{t}")).unwrap();
+                let value = vec![b'v'; 200];
+                for offset in 1..=APPLIES {
+                    let delta = if offset == 1 { 1 } else { 0 };
+                    tablet
+                        .apply(&[("k", Some(value.as_slice()))], delta, offset)
+                        .unwrap();
+                }
+                done_tx.send(()).unwrap();
+            });
+        }
+        drop(done_tx);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+        for finished in 0..TABLETS {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(
+                done_rx.recv_timeout(left).is_ok(),
+                "writes stalled: {finished} of {TABLETS} buckets finished {APPLIES} applies, \
+                 memtables hold {} bytes and nothing flushes them",
+                store.memory().write_buffer_bytes
+            );
+        }
+        let bound = (TABLETS as u64 + 1) * config.memtable_bytes_max + META_MEMTABLE_BYTES_MAX;
+        loop {
+            let held = store.memory().write_buffer_bytes;
+            if held <= bound {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "memtables hold {held} bytes after the burst (bound {bound})"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// fjall keeps the memtable size a keyspace was created with; silt must rotate no later
+    /// than that, or fjall's own rotation requests come back (see `rotate_if_full`).
+    #[test]
+    fn a_tablet_rotates_at_the_size_it_was_created_with_or_smaller() {
+        let dir = tempfile::tempdir().unwrap();
+        let mib = 1024 * 1024;
+        let open = |memtable_mib: u64, name: &str| {
+            let config = KvConfig {
+                memtable_bytes_max: memtable_mib * mib,
+                ..KvConfig::default()
+            };
+            let store = KvStore::open(dir.path(), config).unwrap();
+            let rotate_at = store.open_tablet(name).unwrap().rotate_at;
+            (store, rotate_at)
+        };
+        assert_eq!(open(2, "t").1, 2 * mib, "a new tablet");
+        assert_eq!(open(8, "t").1, 2 * mib, "a larger configured size");
+        assert_eq!(open(1, "t").1, mib, "a smaller configured size");
+        let (store, _) = open(4, "old");
+        store
+            .meta
+            .remove(meta_key(MEMTABLE_BYTES_KEY_PREFIX, "old"))
+            .unwrap();
+        drop(store);
+        assert_eq!(
+            open(4, "old").1,
+            MEMTABLE_BYTES_MIN,
+            "a tablet from before sizes were recorded"
+        );
     }
 
     /// A caller whose delta disagrees with the keys is a bug that debug builds stop at.
