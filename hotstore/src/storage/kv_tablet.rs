@@ -624,19 +624,30 @@ mod tests {
                 .apply(&[("k", Some(value.as_str()))], delta, offset)
                 .unwrap();
         }
+        // Before the bound the meta memtable was never flushed at all, so no wait was long
+        // enough.
         let bound = 2 * config.memtable_bytes_max + META_MEMTABLE_BYTES_MAX;
-        // Flushes run in the background, on one worker that a loaded machine (the whole suite
-        // at once) can keep waiting; before the bound the meta memtable was never flushed at
-        // all, so no wait was long enough.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        wait_for_memtables_within(&store, bound, deadline, "60,000 applies");
+    }
+
+    /// Waits until the store's memtables hold at most `bound` bytes. Flushes run in the
+    /// background, on one worker that a loaded machine (the whole suite at once) can keep
+    /// waiting, so the test gives them until `deadline`.
+    fn wait_for_memtables_within(
+        store: &KvStore,
+        bound: u64,
+        deadline: std::time::Instant,
+        after: &str,
+    ) {
         loop {
             let held = store.memory().write_buffer_bytes;
             if held <= bound {
-                break;
+                return;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "memtables hold {held} bytes after 60,000 applies (bound {bound})"
+                "memtables hold {held} bytes after {after} (bound {bound})"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -647,8 +658,8 @@ mod tests {
     /// by a message on the worker's own bounded queue, one per write while the memtable stays
     /// full; a worker slowed by a flush or compaction found the queue full of those requests
     /// when it wanted to queue the flush itself, and waited on it forever (it is the queue's
-    /// only reader). Writes then stopped at four sealed memtables, and nothing was flushed
-    /// again: CI's loaded 2-core machine saw 8 MB of memtables held for 90 s.
+    /// only reader). No memtable was rotated or flushed again and the active ones grew with
+    /// every write: 62.5 MB here before the fix, 8 MB held for 90 s on CI's loaded machine.
     #[test]
     fn a_burst_of_applies_from_many_buckets_keeps_flushing() {
         const TABLETS: usize = 6;
@@ -687,17 +698,7 @@ mod tests {
             );
         }
         let bound = (TABLETS as u64 + 1) * config.memtable_bytes_max + META_MEMTABLE_BYTES_MAX;
-        loop {
-            let held = store.memory().write_buffer_bytes;
-            if held <= bound {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "memtables hold {held} bytes after the burst (bound {bound})"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        wait_for_memtables_within(&store, bound, deadline, "the burst");
     }
 
     /// fjall keeps the memtable size a keyspace was created with; silt must rotate no later
