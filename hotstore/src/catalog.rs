@@ -563,11 +563,7 @@ impl Catalog {
         changes: &[PropertyChange],
         ignore_if_not_exists: bool,
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
-        let mut state = self.lock();
-        let key = (database.to_string(), name.to_string());
-        let Some(old) = table_to_alter(&state, database, name, ignore_if_not_exists)? else {
-            return Ok(None);
-        };
+        self.alter_table(database, name, ignore_if_not_exists, |old| {
         let qualified = old.qualified_name();
         for change in changes {
             let key = change.key();
@@ -628,18 +624,14 @@ impl Catalog {
                 format!("altered table {qualified}: {e}"),
             )
         })?;
-        let entry = Arc::new(TableEntry {
+        Ok(Some(TableEntry {
             client_json: client_view(&json),
             json,
             descriptor,
             modified_ms: now_ms(),
-            ..(*old).clone()
-        });
-        state.tables.insert(key.clone(), entry.clone());
-        self.persist_or_rollback(&mut state, move |state| {
-            state.tables.insert(key, old);
-        })?;
-        Ok(Some(entry))
+            ..old.clone()
+        }))
+        })
     }
 
     pub fn table(&self, database: &str, name: &str) -> Result<Arc<TableEntry>, ApiError> {
@@ -789,6 +781,34 @@ impl Catalog {
     }
 
     /// Persists the state; on failure undoes the in-memory change and reports a storage error.
+    /// Replaces a table's entry by the one `alter` makes of it under the catalog's lock,
+    /// persisted (or rolled back when that fails). `alter` answers `None` when nothing
+    /// changes; so does this, and when the table is absent and `ignore_if_not_exists`.
+    fn alter_table(
+        &self,
+        database: &str,
+        name: &str,
+        ignore_if_not_exists: bool,
+        alter: impl FnOnce(&TableEntry) -> Result<Option<TableEntry>, ApiError>,
+    ) -> Result<Option<Arc<TableEntry>>, ApiError> {
+        let mut state = self.lock();
+        let key = (database.to_string(), name.to_string());
+        let old = match state.tables.get(&key) {
+            Some(table) => table.clone(),
+            None if ignore_if_not_exists => return Ok(None),
+            None => return Err(unknown_table(&state, database, name)),
+        };
+        let Some(entry) = alter(&old)? else {
+            return Ok(None);
+        };
+        let entry = Arc::new(entry);
+        state.tables.insert(key.clone(), entry.clone());
+        self.persist_or_rollback(&mut state, move |state| {
+            state.tables.insert(key, old);
+        })?;
+        Ok(Some(entry))
+    }
+
     fn persist_or_rollback(
         &self,
         state: &mut State,
@@ -1210,20 +1230,6 @@ fn store_fluss_defaults(
         properties.insert(DELETE_BEHAVIOR.into(), json!("IGNORE"));
     }
     Ok(())
-}
-
-/// The table an alteration changes: `None` when it is absent and `ignore_if_not_exists`.
-fn table_to_alter(
-    state: &State,
-    database: &str,
-    name: &str,
-    ignore_if_not_exists: bool,
-) -> Result<Option<Arc<TableEntry>>, ApiError> {
-    match state.tables.get(&(database.to_string(), name.to_string())) {
-        Some(table) => Ok(Some(table.clone())),
-        None if ignore_if_not_exists => Ok(None),
-        None => Err(unknown_table(state, database, name)),
-    }
 }
 
 fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {

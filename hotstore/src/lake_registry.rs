@@ -91,12 +91,7 @@ impl LakeRegistry {
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
         let mut snapshots = self.lock();
-        let snapshot = snapshots.entry(table_id).or_insert_with(|| LakeSnapshot {
-            snapshot_id,
-            bucket_offsets: Vec::new(),
-            partition_offsets: Vec::new(),
-        });
-        snapshot.snapshot_id = snapshot_id;
+        let snapshot = now_at(&mut snapshots, table_id, snapshot_id);
         snapshot.bucket_offsets = merge(
             &snapshot.bucket_offsets,
             bucket_offsets,
@@ -134,12 +129,7 @@ impl LakeRegistry {
                 ),
             }
         }
-        let snapshot = snapshots.entry(table_id).or_insert_with(|| LakeSnapshot {
-            snapshot_id,
-            bucket_offsets: Vec::new(),
-            partition_offsets: Vec::new(),
-        });
-        snapshot.snapshot_id = snapshot_id;
+        let snapshot = now_at(&mut snapshots, table_id, snapshot_id);
         snapshot.partition_offsets = merge(
             &snapshot.partition_offsets,
             &live,
@@ -200,6 +190,22 @@ impl LakeRegistry {
             source,
         })
     }
+}
+
+/// The table's snapshot, made `snapshot_id` (a new one, without offsets, when it had none);
+/// its offsets are then merged by the caller.
+fn now_at(
+    snapshots: &mut BTreeMap<i64, LakeSnapshot>,
+    table_id: i64,
+    snapshot_id: i64,
+) -> &mut LakeSnapshot {
+    let snapshot = snapshots.entry(table_id).or_insert_with(|| LakeSnapshot {
+        snapshot_id,
+        bucket_offsets: Vec::new(),
+        partition_offsets: Vec::new(),
+    });
+    snapshot.snapshot_id = snapshot_id;
+    snapshot
 }
 
 /// `old` updated by `new`, keyed by `K`: absent keys keep their offset, offsets only grow.

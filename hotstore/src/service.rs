@@ -172,12 +172,7 @@ impl Service {
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
-        let entry =
-            self.catalog
-                .table(database, table)
-                .map_err(|error| crate::Error::UnknownTable {
-                    message: error.message,
-                })?;
+        let entry = self.lake_table(database, table)?;
         if let Some(&(bucket, _)) = bucket_offsets
             .iter()
             .find(|(b, _)| *b < 0 || *b >= entry.bucket_count)
@@ -203,12 +198,7 @@ impl Service {
         snapshot_id: i64,
         offsets: &[(i64, i32, i64)],
     ) -> crate::Result<()> {
-        let entry =
-            self.catalog
-                .table(database, table)
-                .map_err(|error| crate::Error::UnknownTable {
-                    message: error.message,
-                })?;
+        let entry = self.lake_table(database, table)?;
         let name = entry.qualified_name();
         if !entry.is_partitioned() {
             return Err(crate::Error::Config {
@@ -252,13 +242,17 @@ impl Service {
         database: &str,
         table: &str,
     ) -> crate::Result<Option<crate::LakeSnapshot>> {
-        let entry =
-            self.catalog
-                .table(database, table)
-                .map_err(|error| crate::Error::UnknownTable {
-                    message: error.message,
-                })?;
+        let entry = self.lake_table(database, table)?;
         Ok(self.lake.get(entry.id))
+    }
+
+    /// The table whose lake offsets the tiering service records or reads.
+    fn lake_table(&self, database: &str, table: &str) -> crate::Result<Arc<TableEntry>> {
+        self.catalog
+            .table(database, table)
+            .map_err(|error| crate::Error::UnknownTable {
+                message: error.message,
+            })
     }
 
     /// The runtime of a table by id, or UNKNOWN_TABLE_OR_BUCKET (which makes the client

@@ -5,7 +5,7 @@
 //! schema where it combines rows (kv merges, changelogs). Column ids are stable: an added
 //! column (and each field nested in it) takes the next ids after the table's highest.
 
-use super::{Catalog, TableEntry, client_view, now_ms, table_to_alter};
+use super::{Catalog, TableEntry, client_view, now_ms};
 use crate::protocol::{ApiError, code};
 use fluss::metadata::{Column, DataType, JsonSerde, Schema, TableDescriptor, reassign_field_ids};
 use serde_json::{Value, json};
@@ -71,78 +71,71 @@ impl Catalog {
         ignore_if_not_exists: bool,
         check: &dyn Fn(&TableEntry) -> Result<(), String>,
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
-        let mut state = self.lock();
-        let key = (database.to_string(), name.to_string());
-        let Some(old) = table_to_alter(&state, database, name, ignore_if_not_exists)? else {
-            return Ok(None);
-        };
-        let qualified = old.qualified_name();
-        let refuse = |reason: String| {
-            ApiError::new(
-                code::INVALID_ALTER_TABLE,
-                format!("alter table {qualified}: {reason}"),
-            )
-        };
-        let internal = |reason: String| {
-            ApiError::new(
-                code::UNKNOWN_SERVER_ERROR,
-                format!("alter table {qualified}: {reason}"),
-            )
-        };
-        let mut table: Value = serde_json::from_slice(&old.json)
-            .map_err(|e| internal(format!("stored json does not parse: {e}")))?;
-        let old_schema_json = table
-            .get("schema")
-            .cloned()
-            .ok_or_else(|| internal("stored json has no schema".into()))?;
-        let mut highest = old.descriptor.schema().highest_field_id();
-        let mut names: Vec<String> = old
-            .descriptor
-            .schema()
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        let mut added = Vec::with_capacity(columns.len());
-        for column in columns {
-            let added_column = new_column_json(column, &names, &mut highest).map_err(refuse)?;
-            names.push(column.name.clone());
-            added.push(added_column);
-        }
-        let schema = table
-            .get_mut("schema")
-            .and_then(Value::as_object_mut)
-            .ok_or_else(|| internal("stored schema is not an object".into()))?;
-        schema
-            .get_mut("columns")
-            .and_then(Value::as_array_mut)
-            .ok_or_else(|| internal("stored schema has no columns".into()))?
-            .extend(added);
-        schema.insert("highest_field_id".into(), json!(highest));
-        let descriptor =
-            TableDescriptor::deserialize_json(&table).map_err(|e| refuse(e.to_string()))?;
-        let json = serde_json::to_vec(&table).map_err(|e| internal(e.to_string()))?;
-        let mut earlier_schemas = (*old.earlier_schemas).clone();
-        earlier_schemas.push(EarlierSchema {
-            id: old.schema_id,
-            json: old_schema_json,
-            schema: old.descriptor.schema().clone(),
-        });
-        let entry = Arc::new(TableEntry {
-            schema_id: old.schema_id + 1,
-            earlier_schemas: Arc::new(earlier_schemas),
-            client_json: client_view(&json),
-            json,
-            descriptor,
-            modified_ms: now_ms(),
-            ..(*old).clone()
-        });
-        check(&entry).map_err(|reason| ApiError::new(code::INVALID_ALTER_TABLE, reason))?;
-        state.tables.insert(key.clone(), entry.clone());
-        self.persist_or_rollback(&mut state, move |state| {
-            state.tables.insert(key, old);
-        })?;
-        Ok(Some(entry))
+        self.alter_table(database, name, ignore_if_not_exists, |old| {
+            let qualified = old.qualified_name();
+            let refuse = |reason: String| {
+                ApiError::new(
+                    code::INVALID_ALTER_TABLE,
+                    format!("alter table {qualified}: {reason}"),
+                )
+            };
+            let internal = |reason: String| {
+                ApiError::new(
+                    code::UNKNOWN_SERVER_ERROR,
+                    format!("alter table {qualified}: {reason}"),
+                )
+            };
+            let mut table: Value = serde_json::from_slice(&old.json)
+                .map_err(|e| internal(format!("stored json does not parse: {e}")))?;
+            let old_schema_json = table
+                .get("schema")
+                .cloned()
+                .ok_or_else(|| internal("stored json has no schema".into()))?;
+            let mut highest = old.descriptor.schema().highest_field_id();
+            let mut names: Vec<String> = old
+                .descriptor
+                .schema()
+                .columns()
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect();
+            let mut added = Vec::with_capacity(columns.len());
+            for column in columns {
+                let added_column = new_column_json(column, &names, &mut highest).map_err(refuse)?;
+                names.push(column.name.clone());
+                added.push(added_column);
+            }
+            let schema = table
+                .get_mut("schema")
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| internal("stored schema is not an object".into()))?;
+            schema
+                .get_mut("columns")
+                .and_then(Value::as_array_mut)
+                .ok_or_else(|| internal("stored schema has no columns".into()))?
+                .extend(added);
+            schema.insert("highest_field_id".into(), json!(highest));
+            let descriptor =
+                TableDescriptor::deserialize_json(&table).map_err(|e| refuse(e.to_string()))?;
+            let json = serde_json::to_vec(&table).map_err(|e| internal(e.to_string()))?;
+            let mut earlier_schemas = (*old.earlier_schemas).clone();
+            earlier_schemas.push(EarlierSchema {
+                id: old.schema_id,
+                json: old_schema_json,
+                schema: old.descriptor.schema().clone(),
+            });
+            let entry = TableEntry {
+                schema_id: old.schema_id + 1,
+                earlier_schemas: Arc::new(earlier_schemas),
+                client_json: client_view(&json),
+                json,
+                descriptor,
+                modified_ms: now_ms(),
+                ..old.clone()
+            };
+            check(&entry).map_err(|reason| ApiError::new(code::INVALID_ALTER_TABLE, reason))?;
+            Ok(Some(entry))
+        })
     }
 }
 

@@ -180,8 +180,7 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
         matches!(change, PropertyChange::Set { key, value }
             if key == DATALAKE_ENABLED && value.eq_ignore_ascii_case("true"))
     });
-    if enables_lake && let Ok(entry) = service.catalog.table(&path.database_name, &path.table_name)
-    {
+    if enables_lake && let Ok(entry) = super::table_at(service, path) {
         check_lake_schema(service, &name, entry.descriptor.schema().row_type()).map_err(
             |reason| {
                 let fix = "the table stays as it is, without the lake";
@@ -290,10 +289,7 @@ pub(crate) fn get_table_info(
     body: Bytes,
 ) -> Result<GetTableInfoResponse, ApiError> {
     let request: TablePathRequest = protocol::decode(body, "GetTableInfo")?;
-    let table = service.catalog.table(
-        &request.table_path.database_name,
-        &request.table_path.table_name,
-    )?;
+    let table = super::table_at(service, &request.table_path)?;
     Ok(GetTableInfoResponse {
         table_id: table.id,
         schema_id: table.schema_id,
@@ -350,34 +346,36 @@ pub(crate) fn list_partition_infos(
 
 /// CreatePartition (see [`Service::create_partition`]).
 pub(crate) async fn create_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
-    let request: PartitionRequest = protocol::decode(body, "CreatePartition")?;
-    let path = &request.table_path;
-    let spec = spec_pairs(&request.partition_spec);
-    service
-        .create_partition(
-            &path.database_name,
-            &path.table_name,
-            &spec,
-            request.ignore_if_not_exists,
-        )
-        .await?;
+    let PartitionChange { path, spec, ignore } = partition_request(body, "CreatePartition")?;
+    let (db, table) = (&path.database_name, &path.table_name);
+    service.create_partition(db, table, &spec, ignore).await?;
     Ok(Empty {})
 }
 
 /// DropPartition (see [`Service::drop_partition`]).
 pub(crate) async fn drop_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
-    let request: PartitionRequest = protocol::decode(body, "DropPartition")?;
-    let path = &request.table_path;
-    let spec = spec_pairs(&request.partition_spec);
-    service
-        .drop_partition(
-            &path.database_name,
-            &path.table_name,
-            &spec,
-            request.ignore_if_not_exists,
-        )
-        .await?;
+    let PartitionChange { path, spec, ignore } = partition_request(body, "DropPartition")?;
+    let (db, table) = (&path.database_name, &path.table_name);
+    service.drop_partition(db, table, &spec, ignore).await?;
     Ok(Empty {})
+}
+
+/// A CreatePartition or DropPartition request: the partition and the request's
+/// `ignore_if_not_exists` flag.
+struct PartitionChange {
+    path: PbTablePath,
+    spec: Vec<(String, String)>,
+    ignore: bool,
+}
+
+/// Decodes a CreatePartition or DropPartition request (`what`).
+fn partition_request(body: Bytes, what: &str) -> Result<PartitionChange, ApiError> {
+    let request: PartitionRequest = protocol::decode(body, what)?;
+    Ok(PartitionChange {
+        spec: spec_pairs(&request.partition_spec),
+        path: request.table_path,
+        ignore: request.ignore_if_not_exists,
+    })
 }
 
 fn spec_pairs(spec: &PbPartitionSpec) -> Vec<(String, String)> {
@@ -389,13 +387,7 @@ fn spec_pairs(spec: &PbPartitionSpec) -> Vec<(String, String)> {
 
 pub(crate) fn table_exists(service: &Service, body: Bytes) -> Result<ExistsResponse, ApiError> {
     let request: TablePathRequest = protocol::decode(body, "TableExists")?;
-    let exists = service
-        .catalog
-        .table(
-            &request.table_path.database_name,
-            &request.table_path.table_name,
-        )
-        .is_ok();
+    let exists = super::table_at(service, &request.table_path).is_ok();
     Ok(ExistsResponse { exists })
 }
 
@@ -404,10 +396,7 @@ pub(crate) fn get_table_schema(
     body: Bytes,
 ) -> Result<GetTableSchemaResponse, ApiError> {
     let request: GetTableSchemaRequest = protocol::decode(body, "GetTableSchema")?;
-    let table = service.catalog.table(
-        &request.table_path.database_name,
-        &request.table_path.table_name,
-    )?;
+    let table = super::table_at(service, &request.table_path)?;
     let schema_id = request.schema_id.unwrap_or(table.schema_id);
     let Some(schema) = table.schema_json(schema_id) else {
         return Err(ApiError::new(
@@ -434,9 +423,7 @@ pub(crate) fn metadata(service: &Service, body: Bytes) -> Result<MetadataRespons
     let request: MetadataRequest = protocol::decode(body, "Metadata")?;
     let mut table_metadata = Vec::with_capacity(request.table_path.len());
     for path in &request.table_path {
-        let table = service
-            .catalog
-            .table(&path.database_name, &path.table_name)?;
+        let table = super::table_at(service, path)?;
         table_metadata.push(table_metadata_of(&table));
     }
     let mut partition_metadata = Vec::new();
@@ -489,9 +476,7 @@ fn partition_of_path(
 pub(crate) fn init_writer(service: &Service, body: Bytes) -> Result<InitWriterResponse, ApiError> {
     let request: InitWriterRequest = protocol::decode(body, "InitWriter")?;
     for path in &request.table_path {
-        service
-            .catalog
-            .table(&path.database_name, &path.table_name)?;
+        super::table_at(service, path)?;
     }
     Ok(InitWriterResponse {
         writer_id: service.next_writer_id(),
@@ -503,10 +488,7 @@ pub(crate) fn get_lake_snapshot(
     body: Bytes,
 ) -> Result<GetLakeSnapshotResponse, ApiError> {
     let request: GetLakeSnapshotRequest = protocol::decode(body, "GetLakeSnapshot")?;
-    let table = service.catalog.table(
-        &request.table_path.database_name,
-        &request.table_path.table_name,
-    )?;
+    let table = super::table_at(service, &request.table_path)?;
     let snapshot = service.lake.get(table.id).ok_or_else(|| {
         ApiError::new(
             code::LAKE_SNAPSHOT_NOT_EXIST,

@@ -29,10 +29,7 @@ pub(crate) fn get_latest_kv_snapshots(
     body: Bytes,
 ) -> Result<GetLatestKvSnapshotsResponse, ApiError> {
     let request: GetLatestKvSnapshotsRequest = protocol::decode(body, "GetLatestKvSnapshots")?;
-    let entry = service.catalog.table(
-        &request.table_path.database_name,
-        &request.table_path.table_name,
-    )?;
+    let entry = super::table_at(service, &request.table_path)?;
     check_primary_key(&entry)?;
     let partition_id = match (&request.partition_name, entry.is_partitioned()) {
         (Some(partition), false) => {

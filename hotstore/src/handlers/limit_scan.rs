@@ -60,12 +60,17 @@ pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResp
             ));
         }
     };
-    let bytes_max = service.config.fetch_response_bytes_max;
+    let scan = Scan {
+        table: &table,
+        bucket: &bucket,
+        limit,
+        bytes_max: service.config.fetch_response_bytes_max,
+    };
     let is_log_table = !table.entry.has_primary_key();
     let records = if is_log_table {
-        log_tail(&table, &bucket, limit, bytes_max)?
+        scan.log_tail()?
     } else {
-        kv_head(&table, &bucket, limit, bytes_max)?
+        scan.kv_head()?
     };
     Ok(LimitScanResponse {
         error_code: None,
@@ -75,98 +80,107 @@ pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResp
     })
 }
 
-/// The whole batches holding the bucket's last `limit` rows below the high watermark.
-fn log_tail(
-    table: &TableRuntime,
-    bucket: &Bucket,
+/// A limit scan of one bucket: `limit` rows within `bytes_max` bytes of records.
+struct Scan<'a> {
+    table: &'a TableRuntime,
+    bucket: &'a Bucket,
     limit: usize,
     bytes_max: usize,
-) -> Result<Bytes, ApiError> {
-    let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
-    let high_watermark = bucket.log.high_watermark();
-    let rows = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut offset = bucket
-        .log
-        .log_start_offset()
-        .max(high_watermark.saturating_sub(rows));
-    let mut records = BytesMut::new();
-    // One read covers at most one segment: read on until the high watermark.
-    while offset < high_watermark {
-        let budget = bytes_max.saturating_sub(records.len()).max(1);
-        let data = bucket
-            .log
-            .read_bounded(offset, budget, high_watermark)
-            .map_err(|e| bucket.storage_error(&context(), e))?;
-        let batches = Batch::split(data.clone(), false).map_err(|e| {
-            ApiError::new(
-                code::LOG_STORAGE_EXCEPTION,
-                format!("stored batches of {}: {e}", context()),
-            )
-        })?;
-        let Some(next_offset) = batches.last().map(Batch::next_offset) else {
-            break;
-        };
-        if !records.is_empty() && records.len() + data.len() > bytes_max {
-            return Err(too_large(table, bucket, limit, bytes_max));
-        }
-        debug_assert!(next_offset > offset, "a read moves forward");
-        if next_offset <= offset {
-            break;
-        }
-        records.extend_from_slice(&data);
-        offset = next_offset;
-    }
-    Ok(records.freeze())
 }
 
-/// The current values of the bucket's first `limit` keys, as a value record batch.
-fn kv_head(
-    table: &TableRuntime,
-    bucket: &Bucket,
-    limit: usize,
-    bytes_max: usize,
-) -> Result<Bytes, ApiError> {
-    let context = || format!("{} bucket {}", table.entry.qualified_name(), bucket.id);
-    let kv = super::kv_tablet(table, bucket)?;
-    let mut batch = BytesMut::with_capacity(VALUE_BATCH_HEADER_BYTES);
-    batch.put_bytes(0, VALUE_BATCH_HEADER_BYTES);
-    let mut record_count: i32 = 0;
-    for entry in kv.iter().take(limit) {
-        let (_, value) = entry.map_err(|e| bucket.storage_error(&context(), e))?;
-        let value_len = i32::try_from(value.len()).map_err(|_| {
+impl Scan<'_> {
+    /// The bucket, as error messages name it.
+    fn context(&self) -> String {
+        format!(
+            "{} bucket {}",
+            self.table.entry.qualified_name(),
+            self.bucket.id
+        )
+    }
+
+    /// The whole batches holding the bucket's last `limit` rows below the high watermark.
+    fn log_tail(&self) -> Result<Bytes, ApiError> {
+        let bucket = self.bucket;
+        let high_watermark = bucket.log.high_watermark();
+        let rows = i64::try_from(self.limit).unwrap_or(i64::MAX);
+        let mut offset = bucket
+            .log
+            .log_start_offset()
+            .max(high_watermark.saturating_sub(rows));
+        let mut records = BytesMut::new();
+        // One read covers at most one segment: read on until the high watermark.
+        while offset < high_watermark {
+            let budget = self.bytes_max.saturating_sub(records.len()).max(1);
+            let data = bucket
+                .log
+                .read_bounded(offset, budget, high_watermark)
+                .map_err(|e| bucket.storage_error(&self.context(), e))?;
+            let batches = Batch::split(data.clone(), false).map_err(|e| {
+                ApiError::new(
+                    code::LOG_STORAGE_EXCEPTION,
+                    format!("stored batches of {}: {e}", self.context()),
+                )
+            })?;
+            let Some(next_offset) = batches.last().map(Batch::next_offset) else {
+                break;
+            };
+            if !records.is_empty() && records.len() + data.len() > self.bytes_max {
+                return Err(self.too_large());
+            }
+            debug_assert!(next_offset > offset, "a read moves forward");
+            if next_offset <= offset {
+                break;
+            }
+            records.extend_from_slice(&data);
+            offset = next_offset;
+        }
+        Ok(records.freeze())
+    }
+
+    /// The current values of the bucket's first `limit` keys, as a value record batch.
+    fn kv_head(&self) -> Result<Bytes, ApiError> {
+        let bucket = self.bucket;
+        let kv = super::kv_tablet(self.table, bucket)?;
+        let mut batch = BytesMut::with_capacity(VALUE_BATCH_HEADER_BYTES);
+        batch.put_bytes(0, VALUE_BATCH_HEADER_BYTES);
+        let mut record_count: i32 = 0;
+        for entry in kv.iter().take(self.limit) {
+            let (_, value) = entry.map_err(|e| bucket.storage_error(&self.context(), e))?;
+            let value_len = i32::try_from(value.len()).map_err(|_| {
+                ApiError::new(
+                    code::KV_STORAGE_EXCEPTION,
+                    format!("a value of {} has {} bytes", self.context(), value.len()),
+                )
+            })?;
+            if record_count > 0 && batch.len() + 4 + value.len() > self.bytes_max {
+                return Err(self.too_large());
+            }
+            batch.put_i32_le(value_len);
+            batch.put_slice(&value);
+            record_count += 1;
+        }
+        let length = i32::try_from(batch.len() - 4).map_err(|_| {
             ApiError::new(
                 code::KV_STORAGE_EXCEPTION,
-                format!("a value of {} has {} bytes", context(), value.len()),
+                format!("the limit scan of {} exceeds 2 GiB", self.context()),
             )
         })?;
-        if record_count > 0 && batch.len() + 4 + value.len() > bytes_max {
-            return Err(too_large(table, bucket, limit, bytes_max));
-        }
-        batch.put_i32_le(value_len);
-        batch.put_slice(&value);
-        record_count += 1;
+        batch[0..4].copy_from_slice(&length.to_le_bytes());
+        batch[4] = VALUE_BATCH_MAGIC;
+        batch[5..9].copy_from_slice(&record_count.to_le_bytes());
+        Ok(batch.freeze())
     }
-    let length = i32::try_from(batch.len() - 4).map_err(|_| {
-        ApiError::new(
-            code::KV_STORAGE_EXCEPTION,
-            format!("the limit scan of {} exceeds 2 GiB", context()),
-        )
-    })?;
-    batch[0..4].copy_from_slice(&length.to_le_bytes());
-    batch[4] = VALUE_BATCH_MAGIC;
-    batch[5..9].copy_from_slice(&record_count.to_le_bytes());
-    Ok(batch.freeze())
-}
 
-fn too_large(table: &TableRuntime, bucket: &Bucket, limit: usize, bytes_max: usize) -> ApiError {
-    ApiError::new(
-        code::RECORD_TOO_LARGE,
-        format!(
-            "the {limit} rows a limit scan of {} bucket {} asks for take more than the \
-             hot store's {bytes_max}-byte response bound (fetch_response_bytes_max): ask for \
-             fewer rows",
-            table.entry.qualified_name(),
-            bucket.id
-        ),
-    )
+    fn too_large(&self) -> ApiError {
+        ApiError::new(
+            code::RECORD_TOO_LARGE,
+            format!(
+                "the {} rows a limit scan of {} asks for take more than the hot store's \
+                 {}-byte response bound (fetch_response_bytes_max): ask for fewer rows",
+                self.limit,
+                self.context(),
+                self.bytes_max
+            ),
+        )
+    }
 }

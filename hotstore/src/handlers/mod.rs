@@ -132,6 +132,14 @@ fn kv_tablet<'a>(
     })
 }
 
+/// The catalog entry of the table a request names by its path.
+fn table_at(
+    service: &Service,
+    path: &PbTablePath,
+) -> Result<std::sync::Arc<crate::catalog::TableEntry>, ApiError> {
+    service.catalog.table(&path.database_name, &path.table_name)
+}
+
 fn api_versions() -> ApiVersionsResponse {
     ApiVersionsResponse {
         api_versions: api::SERVED

@@ -224,13 +224,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<(RequestHeader, Bytes), FrameEr
 
 /// Encodes a complete success response frame, length prefix included.
 pub fn encode_success(request_id: i32, body: &impl Message) -> Bytes {
-    let body_len = body.encoded_len();
-    let mut buf = BytesMut::with_capacity(4 + 5 + body_len);
-    buf.put_i32((5 + body_len) as i32);
-    buf.put_u8(RESPONSE_SUCCESS);
-    buf.put_i32(request_id);
-    body.encode(&mut buf).expect("BytesMut grows on demand");
-    buf.freeze()
+    encode_response(RESPONSE_SUCCESS, request_id, body)
 }
 
 /// Encodes a complete error response frame, length prefix included.
@@ -239,10 +233,16 @@ pub fn encode_error(request_id: i32, error: &ApiError) -> Bytes {
         error_code: error.code,
         error_message: Some(error.message.clone()),
     };
+    encode_response(RESPONSE_ERROR, request_id, &body)
+}
+
+/// A response frame: length prefix, response type, request id (5 bytes after the prefix),
+/// then the body.
+fn encode_response(response_type: u8, request_id: i32, body: &impl Message) -> Bytes {
     let body_len = body.encoded_len();
     let mut buf = BytesMut::with_capacity(4 + 5 + body_len);
     buf.put_i32((5 + body_len) as i32);
-    buf.put_u8(RESPONSE_ERROR);
+    buf.put_u8(response_type);
     buf.put_i32(request_id);
     body.encode(&mut buf).expect("BytesMut grows on demand");
     buf.freeze()

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::durability;
-use super::segment::{self, ScanEnd, Segment};
+use super::segment::{self, Segment};
 use super::writers::{BatchMeta, MARK_BYTES, SequenceCheck, WriterMark, WriterTable};
 use super::{Error, Result, io_error};
 use crate::codec::header::{self as batch, BatchHeader, BatchSpan, NO_WRITER_ID};
@@ -383,12 +383,7 @@ impl LogTablet {
     /// and its retry must not be acknowledged as a duplicate of data of unknown durability.
     pub fn check_writer(&self, writer_id: i64, sequence: i32) -> Result<WriterCheck> {
         let state = self.lock();
-        if let Some(cause) = &state.failed {
-            return Err(Error::TabletFailed {
-                dir: self.dir.clone(),
-                cause: cause.clone(),
-            });
-        }
+        self.refuse_if_failed(&state)?;
         if writer_id == NO_WRITER_ID {
             return Ok(WriterCheck::Append);
         }
@@ -410,12 +405,7 @@ impl LogTablet {
     /// even after a restart. Returns the log end offset to acknowledge. Blocking (one fsync).
     pub fn record_unchanged_write(&self, writer_id: i64, sequence: i32) -> Result<i64> {
         let mut state = self.lock();
-        if let Some(cause) = &state.failed {
-            return Err(Error::TabletFailed {
-                dir: self.dir.clone(),
-                cause: cause.clone(),
-            });
-        }
+        self.refuse_if_failed(&state)?;
         if writer_id == NO_WRITER_ID {
             return Ok(state.log_end_offset);
         }
@@ -457,12 +447,7 @@ impl LogTablet {
         commit_timestamp_ms: i64,
     ) -> Result<AppendInfo> {
         let mut state = self.lock();
-        if let Some(cause) = &state.failed {
-            return Err(Error::TabletFailed {
-                dir: self.dir.clone(),
-                cause: cause.clone(),
-            });
-        }
+        self.refuse_if_failed(&state)?;
         // Decide every batch before writing any, so an out-of-order batch rejects the append
         // as a whole.
         let mut pending = Vec::new();
@@ -637,12 +622,7 @@ impl LogTablet {
         }
         let (end, file, path) = {
             let mut state = self.lock();
-            if let Some(cause) = &state.failed {
-                return Err(Error::TabletFailed {
-                    dir: self.dir.clone(),
-                    cause: cause.clone(),
-                });
-            }
+            self.refuse_if_failed(&state)?;
             let end = state.log_end_offset;
             let active = state.active();
             (end, active.file.clone(), active.path.clone())
@@ -658,6 +638,18 @@ impl LogTablet {
         }
         self.publish_high_watermark(end);
         Ok(())
+    }
+
+    /// Once the tablet failed (see `State::failed`), it answers no writer check and takes no
+    /// write or fsync until recovery runs.
+    fn refuse_if_failed(&self, state: &State) -> Result<()> {
+        match &state.failed {
+            Some(cause) => Err(Error::TabletFailed {
+                dir: self.dir.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn publish_high_watermark(&self, offset: i64) {
@@ -677,12 +669,7 @@ impl LogTablet {
     pub fn flush(&self) -> Result<()> {
         let (end, file, path) = {
             let mut state = self.lock();
-            if let Some(cause) = &state.failed {
-                return Err(Error::TabletFailed {
-                    dir: self.dir.clone(),
-                    cause: cause.clone(),
-                });
-            }
+            self.refuse_if_failed(&state)?;
             let end = state.log_end_offset;
             if end <= self.high_watermark() {
                 return Ok(());
@@ -723,7 +710,7 @@ impl LogTablet {
     ) -> Result<Bytes> {
         let high_watermark = self.high_watermark();
         let bound = high_watermark.min(upper_bound_offset);
-        let (file, path, start, segment_bytes, segment_base) = {
+        let read = {
             let state = self.lock();
             let log_start_offset = state.log_start_offset();
             if fetch_offset < log_start_offset || fetch_offset > high_watermark {
@@ -741,59 +728,36 @@ impl LogTablet {
                 .partition_point(|s| s.base_offset <= fetch_offset)
                 - 1;
             let segment = &state.segments[at];
-            let start = segment
-                .index
-                .floor_by_offset(fetch_offset)
-                .map_or((0, segment.base_offset), |e| (e.position, e.offset));
-            (
-                segment.file.clone(),
-                segment.path.clone(),
-                start,
-                segment.size_bytes,
-                segment.base_offset,
-            )
+            segment.read_from(segment.index.floor_by_offset(fetch_offset))
         };
-        debug_assert!(segment_base <= fetch_offset);
+        debug_assert!(read.start.1 <= fetch_offset);
         let mut range: Option<(u64, u64)> = None;
-        let end = segment::scan_batches(
-            &file,
-            &path,
-            start.0,
-            segment_bytes,
-            start.1,
-            false,
-            |position, h| {
-                if h.next_offset() <= fetch_offset {
-                    return true;
-                }
-                if h.next_offset() > bound {
-                    return false;
-                }
-                let size = h.size_bytes() as u64;
-                match &mut range {
-                    None => range = Some((position, position + size)),
-                    Some((first, end)) => {
-                        if end.saturating_sub(*first) + size > max_bytes as u64 {
-                            return false;
-                        }
-                        *end += size;
+        read.scan(|position, h| {
+            if h.next_offset() <= fetch_offset {
+                return true;
+            }
+            if h.next_offset() > bound {
+                return false;
+            }
+            let size = h.size_bytes() as u64;
+            match &mut range {
+                None => range = Some((position, position + size)),
+                Some((first, end)) => {
+                    if end.saturating_sub(*first) + size > max_bytes as u64 {
+                        return false;
                     }
+                    *end += size;
                 }
-                true
-            },
-        )?;
-        if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment {
-                path,
-                position,
-                reason,
-            });
-        }
+            }
+            true
+        })?;
         let Some((first, end)) = range else {
             return Ok(Bytes::new());
         };
         super::read_buffers::read_into((end - first) as usize, |out| {
-            file.read_exact_at(out, first).map_err(io_error(&path))
+            read.file
+                .read_exact_at(out, first)
+                .map_err(io_error(&read.path))
         })
     }
 
@@ -802,7 +766,7 @@ impl LogTablet {
     /// is the base offset of the first such batch.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<i64> {
         let high_watermark = self.high_watermark();
-        let (file, path, start, segment_bytes) = {
+        let read = {
             let state = self.lock();
             let Some(segment) = state
                 .segments
@@ -811,40 +775,16 @@ impl LogTablet {
             else {
                 return Ok(high_watermark);
             };
-            let start = segment
-                .index
-                .floor_before_timestamp(timestamp_ms)
-                .map_or((0, segment.base_offset), |e| (e.position, e.offset));
-            (
-                segment.file.clone(),
-                segment.path.clone(),
-                start,
-                segment.size_bytes,
-            )
+            segment.read_from(segment.index.floor_before_timestamp(timestamp_ms))
         };
         let mut found = None;
-        let end = segment::scan_batches(
-            &file,
-            &path,
-            start.0,
-            segment_bytes,
-            start.1,
-            false,
-            |_, h| {
-                if h.commit_timestamp_ms >= timestamp_ms {
-                    found = Some(h.base_offset);
-                    return false;
-                }
-                true
-            },
-        )?;
-        if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment {
-                path,
-                position,
-                reason,
-            });
-        }
+        read.scan(|_, h| {
+            if h.commit_timestamp_ms >= timestamp_ms {
+                found = Some(h.base_offset);
+                return false;
+            }
+            true
+        })?;
         Ok(found.map_or(high_watermark, |offset| offset.min(high_watermark)))
     }
 

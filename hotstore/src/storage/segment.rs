@@ -131,6 +131,41 @@ pub(crate) fn scan_batches(
     Ok(ScanEnd::Clean)
 }
 
+/// Walks the batches of a range that must be intact, as [`scan_batches`] does without CRC
+/// checks: a defect is corruption.
+pub(crate) fn scan_intact(
+    file: &File,
+    path: &Path,
+    (start, first_offset): (u64, i64),
+    end: u64,
+    visit: impl FnMut(u64, &BatchHeader) -> bool,
+) -> Result<()> {
+    match scan_batches(file, path, start, end, first_offset, false, visit)? {
+        ScanEnd::Defect { position, reason } => Err(Error::CorruptSegment {
+            path: path.to_path_buf(),
+            position,
+            reason,
+        }),
+        ScanEnd::Clean | ScanEnd::Stopped { .. } => Ok(()),
+    }
+}
+
+/// What a read of a segment needs, taken under the tablet's lock so the read runs without it:
+/// the file, and the byte position and offset of the batch to start at.
+pub(crate) struct SegmentRead {
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    pub start: (u64, i64),
+    pub size_bytes: u64,
+}
+
+impl SegmentRead {
+    /// Walks the batches from `start` to the end of the segment (see [`scan_intact`]).
+    pub fn scan(&self, visit: impl FnMut(u64, &BatchHeader) -> bool) -> Result<()> {
+        scan_intact(&self.file, &self.path, self.start, self.size_bytes, visit)
+    }
+}
+
 pub(crate) struct Segment {
     pub base_offset: i64,
     pub path: PathBuf,
@@ -144,6 +179,17 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    /// A read of this segment from the index entry `floor` (a batch at or before where the
+    /// read must begin), or from its first batch.
+    pub fn read_from(&self, floor: Option<IndexEntry>) -> SegmentRead {
+        SegmentRead {
+            file: self.file.clone(),
+            path: self.path.clone(),
+            start: floor.map_or((0, self.base_offset), |e| (e.position, e.offset)),
+            size_bytes: self.size_bytes,
+        }
+    }
+
     fn open_file(path: &Path, create: bool) -> Result<File> {
         OpenOptions::new()
             .read(true)
@@ -221,13 +267,11 @@ impl Segment {
         let mut rebuilt = SparseIndex::default();
         let mut next_offset = first_offset;
         let mut max_timestamp_ms = None;
-        let end = scan_batches(
+        scan_intact(
             &segment.file,
             &segment.path,
-            start,
+            (start, first_offset),
             segment.size_bytes,
-            first_offset,
-            false,
             |position, header| {
                 let entry = IndexEntry {
                     offset: header.base_offset,
@@ -241,13 +285,6 @@ impl Segment {
                 true
             },
         )?;
-        if let ScanEnd::Defect { position, reason } = end {
-            return Err(Error::CorruptSegment {
-                path: segment.path,
-                position,
-                reason,
-            });
-        }
         segment.index = loaded.unwrap_or(rebuilt);
         segment.next_offset = next_offset;
         segment.max_timestamp_ms = max_timestamp_ms;
