@@ -1156,19 +1156,13 @@ fn partitioned_table(
 }
 
 fn unknown_partition(state: &State, table: &TableEntry, partition_name: &str) -> ApiError {
-    let known: Vec<&str> = state
-        .partitions
-        .get(&table.id)
-        .into_iter()
-        .flat_map(BTreeMap::keys)
-        .take(20)
-        .map(String::as_str)
-        .collect();
-    let known = if known.is_empty() {
-        "none".to_string()
-    } else {
-        known.join(", ")
-    };
+    let known = known_names(
+        state
+            .partitions
+            .get(&table.id)
+            .into_iter()
+            .flat_map(BTreeMap::keys),
+    );
     ApiError::new(
         code::PARTITION_NOT_EXISTS,
         format!(
@@ -1233,22 +1227,30 @@ fn store_fluss_defaults(
 }
 
 fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {
-    let known: Vec<String> = state
-        .tables
-        .keys()
-        .filter(|(db, _)| db == database)
-        .take(20)
-        .map(|(db, t)| format!("{db}.{t}"))
-        .collect();
-    let known = if known.is_empty() {
-        "none".to_string()
-    } else {
-        known.join(", ")
-    };
+    let known = known_names(
+        state
+            .tables
+            .keys()
+            .filter(|(db, _)| db == database)
+            .map(|(db, t)| format!("{db}.{t}")),
+    );
     ApiError::new(
         code::TABLE_NOT_EXIST,
         format!("unknown table {database}.{name} (known: {known})"),
     )
+}
+
+/// The first 20 of `names`, as an error message lists what exists instead: `a, b` or `none`.
+fn known_names(names: impl Iterator<Item = impl AsRef<str>>) -> String {
+    let known: Vec<String> = names
+        .take(20)
+        .map(|name| name.as_ref().to_owned())
+        .collect();
+    if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -1691,56 +1693,35 @@ mod tests {
         let create = |table: &str, pairs: &[(&str, &str)]| {
             code_of(catalog.create_partition("fluss", table, &spec(pairs), false))
         };
+        let first = [("dt", "20240501"), ("region", "eu")];
         // (table, spec, expected code), in order: ids 0 and 1 are given out.
         let cases: &[SpecCase] = &[
-            ("t", &[("dt", "20240501"), ("region", "eu")], 0),
+            ("t", &first, 0),
             ("t", &[("region", "us"), ("dt", "20240501")], 0),
-            (
-                "t",
-                &[("dt", "20240501"), ("region", "eu")],
-                code::PARTITION_ALREADY_EXISTS,
-            ),
-            ("t", &[("dt", "20240501")], code::PARTITION_SPEC_INVALID),
-            (
-                "t",
-                &[("dt", "1"), ("region", "eu"), ("x", "1")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", "1"), ("dt", "2")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", "1"), ("zone", "eu")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", "2024/05"), ("region", "eu")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", "a$b"), ("region", "eu")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", ""), ("region", "eu")],
-                code::PARTITION_SPEC_INVALID,
-            ),
-            (
-                "t",
-                &[("dt", "__x"), ("region", "eu")],
-                code::PARTITION_SPEC_INVALID,
-            ),
+            ("t", &first, code::PARTITION_ALREADY_EXISTS),
             ("plain", &[("dt", "1")], code::TABLE_NOT_PARTITIONED),
             ("nope", &[("dt", "1")], code::TABLE_NOT_EXIST),
         ];
         for (table, pairs, expected) in cases {
             assert_eq!(create(table, pairs), *expected, "{table} {pairs:?}");
+        }
+        // Specs Fluss refuses: a key missing, one too many, one twice, an unknown one, and
+        // values that cannot name a partition.
+        for pairs in [
+            &[("dt", "20240501")][..],
+            &[("dt", "1"), ("region", "eu"), ("x", "1")],
+            &[("dt", "1"), ("dt", "2")],
+            &[("dt", "1"), ("zone", "eu")],
+            &[("dt", "2024/05"), ("region", "eu")],
+            &[("dt", "a$b"), ("region", "eu")],
+            &[("dt", ""), ("region", "eu")],
+            &[("dt", "__x"), ("region", "eu")],
+        ] {
+            assert_eq!(
+                create("t", pairs),
+                code::PARTITION_SPEC_INVALID,
+                "{pairs:?}"
+            );
         }
         let (_, listed) = catalog.list_partitions("fluss", "t", None).unwrap();
         let names: Vec<(&str, i64)> = listed.iter().map(|p| (p.name.as_str(), p.id)).collect();
@@ -1756,33 +1737,18 @@ mod tests {
 
         // Dropped ids are not given out again, not even after a reopen.
         let dropped = catalog
-            .drop_partition(
-                "fluss",
-                "t",
-                &spec(&[("dt", "20240501"), ("region", "eu")]),
-                false,
-            )
+            .drop_partition("fluss", "t", &spec(&first), false)
             .unwrap()
             .unwrap();
         assert_eq!(dropped.1.id, 0);
-        let again = catalog.drop_partition(
-            "fluss",
-            "t",
-            &spec(&[("dt", "20240501"), ("region", "eu")]),
-            false,
-        );
+        let again = catalog.drop_partition("fluss", "t", &spec(&first), false);
         assert_eq!(code_of(again), code::PARTITION_NOT_EXISTS);
         drop(catalog);
         let catalog = Catalog::open(dir.path(), 1, 64)
             .unwrap()
             .with_partitions_per_table_max(3);
         let (_, created) = catalog
-            .create_partition(
-                "fluss",
-                "t",
-                &spec(&[("dt", "20240501"), ("region", "eu")]),
-                false,
-            )
+            .create_partition("fluss", "t", &spec(&first), false)
             .unwrap()
             .unwrap();
         assert_eq!(created.id, 2);

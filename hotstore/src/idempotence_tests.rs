@@ -10,38 +10,20 @@
 use crate::fuzz_tests::{encode_pk_row, pk_descriptor};
 use crate::protocol::messages::*;
 use crate::protocol::{RequestHeader, api};
-use crate::server::{Server, ServerConfig, ServerHandle};
+use crate::server::ServerHandle;
+use crate::test_server::{connect, create_table, start};
 use bytes::{Buf, Bytes};
 use fluss::metadata::KvFormat;
-use fluss::metadata::TablePath;
 use fluss::record::kv::KvRecordBatchBuilder;
 use prost::Message;
 
 const KEY: [u8; 4] = [1, 0, 0, 0];
 
-pub(crate) async fn start(dir: &std::path::Path) -> ServerHandle {
-    Server::start(ServerConfig {
-        bind_addr: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        ..ServerConfig::default()
-    })
-    .await
-    .unwrap()
-}
-
 pub(crate) async fn create_pk_table(server: &ServerHandle) -> i64 {
-    let config = fluss::config::Config {
-        bootstrap_servers: server.local_addr().to_string(),
-        ..Default::default()
-    };
-    let connection = fluss::client::FlussConnection::new(config).await.unwrap();
-    let admin = connection.get_admin().unwrap();
-    let path = TablePath::new("fluss", "idempotent");
-    admin
-        .create_table(&path, &pk_descriptor(), false)
+    let connection = connect(server).await;
+    create_table(&connection, "idempotent", &pk_descriptor())
         .await
-        .unwrap();
-    admin.get_table_info(&path).await.unwrap().get_table_id()
+        .1
 }
 
 async fn call<M: Message + Default>(server: &ServerHandle, api_key: i16, body: Vec<u8>) -> M {

@@ -51,6 +51,8 @@ pub mod storage;
 #[cfg(test)]
 mod storage_failure_tests;
 mod tablets;
+#[cfg(test)]
+mod test_server;
 
 pub use auth::{SaslConfig, SaslUser};
 pub use auto_partitions::AutoPartitionRun;

@@ -10,32 +10,23 @@ use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePa
 use fluss::row::GenericRow;
 use fluss::rpc::message::OffsetSpec;
 
+use crate::test_server::{self, connect, create_table};
 use crate::{BucketRetention, Server, ServerConfig, ServerHandle};
 
 /// A hot store with 1 KiB segments whose retention runs only when a test asks, and whose lake
 /// offsets apply from the next run on (no lag).
 async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
     let mut config = ServerConfig {
-        bind_addr: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
         retention_check_interval_ms: 3_600_000,
         retention_lake_lag_ms: 0,
         log: crate::storage::LogConfig {
             segment_bytes_max: 1024,
             ..Default::default()
         },
-        ..ServerConfig::default()
+        ..test_server::config(dir)
     };
     configure(&mut config);
     Server::start(config).await.unwrap()
-}
-
-async fn connect(server: &ServerHandle) -> FlussConnection {
-    let config = fluss::config::Config {
-        bootstrap_servers: server.local_addr().to_string(),
-        ..Default::default()
-    };
-    FlussConnection::new(config).await.unwrap()
 }
 
 /// `(dt STRING, id BIGINT, v STRING)` partitioned by `dt`, one bucket, with `properties`.
@@ -108,10 +99,9 @@ async fn a_lake_enabled_partition_is_cut_only_up_to_its_tiered_offset() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |_| {}).await;
     let connection = connect(&server).await;
-    let admin = connection.get_admin().unwrap();
-    let path = TablePath::new("fluss", "daily");
     let descriptor = daily(&[("table.datalake.enabled", "true"), ("table.log.ttl", "1 s")]);
-    admin.create_table(&path, &descriptor, false).await.unwrap();
+    let (path, _) = create_table(&connection, "daily", &descriptor).await;
+    let admin = connection.get_admin().unwrap();
     for dt in ["20240501", "20240502"] {
         admin
             .create_partition(&path, &day(dt), false)
@@ -205,16 +195,9 @@ async fn pre_created_partitions_appear_at_create_table_and_on_schedule() {
     .await;
     let connection = connect(&server).await;
     let admin = connection.get_admin().unwrap();
-    let path = TablePath::new("fluss", "yearly");
     let before = this_year();
-    admin
-        .create_table(
-            &path,
-            &yearly(&[("table.auto-partition.num-precreate", "3")]),
-            false,
-        )
-        .await
-        .unwrap();
+    let descriptor = yearly(&[("table.auto-partition.num-precreate", "3")]);
+    let (path, _) = create_table(&connection, "yearly", &descriptor).await;
     // Right after CreateTable, through the client: this year and the two after it.
     let ids = partition_ids(&connection, &path).await;
     let names: Vec<&str> = ids.keys().map(String::as_str).collect();
@@ -261,15 +244,11 @@ async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
     let connection = connect(&server).await;
     let admin = connection.get_admin().unwrap();
     // One past year is kept: last year stays, older ones go, written or not.
-    let path = TablePath::new("fluss", "yearly");
     let retention = [
         ("table.auto-partition.num-precreate", "1"),
         ("table.auto-partition.num-retention", "1"),
     ];
-    admin
-        .create_table(&path, &yearly(&retention), false)
-        .await
-        .unwrap();
+    let (path, _) = create_table(&connection, "yearly", &yearly(&retention)).await;
     let last_year = (this_year() - 1).to_string();
     for dt in ["2019", "2020", last_year.as_str()] {
         admin
@@ -279,7 +258,6 @@ async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
     }
     append(&connection, &path, "2020", 10).await;
     // A table with two partition keys: its expired partitions go whatever the other key.
-    let regions = TablePath::new("fluss", "regional");
     let schema = Schema::builder()
         .column("dt", DataTypes::string())
         .column("region", DataTypes::string())
@@ -298,10 +276,7 @@ async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
     ] {
         builder = builder.property(key, value);
     }
-    admin
-        .create_table(&regions, &builder.build().unwrap(), false)
-        .await
-        .unwrap();
+    let (regions, _) = create_table(&connection, "regional", &builder.build().unwrap()).await;
     for (region, dt) in [("eu", "2020"), ("us", "2020"), ("eu", last_year.as_str())] {
         let spec = PartitionSpec::new(HashMap::from([("region", region), ("dt", dt)]));
         admin
@@ -345,20 +320,13 @@ async fn a_lake_enabled_table_keeps_an_expired_partition_until_the_lake_covers_i
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |_| {}).await;
     let connection = connect(&server).await;
+    let descriptor = yearly(&[
+        ("table.datalake.enabled", "true"),
+        ("table.auto-partition.num-precreate", "1"),
+        ("table.auto-partition.num-retention", "0"),
+    ]);
+    let (path, _) = create_table(&connection, "tiered", &descriptor).await;
     let admin = connection.get_admin().unwrap();
-    let path = TablePath::new("fluss", "tiered");
-    admin
-        .create_table(
-            &path,
-            &yearly(&[
-                ("table.datalake.enabled", "true"),
-                ("table.auto-partition.num-precreate", "1"),
-                ("table.auto-partition.num-retention", "0"),
-            ]),
-            false,
-        )
-        .await
-        .unwrap();
     // 2019 was never written (the lake holds all of it, nothing); 2020 holds ten rows.
     for dt in ["2019", "2020"] {
         admin

@@ -78,45 +78,22 @@ impl Server {
             Arc::new(Service::open(config.clone(), advertised_host, advertised_port).await?);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         if config.log.fsync == crate::storage::FsyncPolicy::Never {
-            let interval = Duration::from_millis(config.log_flush_interval_ms.max(1));
             // Under `fsync: never`: every log is flushed each interval, publishing what became
             // durable.
-            let service = service.clone();
-            tokio::spawn(every(interval, shutdown_rx.clone(), move || {
-                let service = service.clone();
-                async move {
-                    let _ =
-                        tokio::task::spawn_blocking(move || service.tablets.flush_all_logs()).await;
-                }
-            }));
+            let interval = Duration::from_millis(config.log_flush_interval_ms.max(1));
+            spawn_every(&service, interval, &shutdown_rx, |service| async move {
+                let _ = tokio::task::spawn_blocking(move || service.tablets.flush_all_logs()).await;
+            });
         }
-        {
-            let service = service.clone();
-            tokio::spawn(every(
-                Duration::from_millis(config.retention_check_interval_ms.max(100)),
-                shutdown_rx.clone(),
-                move || {
-                    let service = service.clone();
-                    async move {
-                        run_retention(&service).await;
-                    }
-                },
-            ));
-        }
-        {
-            // Its first run is at start, as Fluss schedules every auto-partitioned table then.
-            let service = service.clone();
-            tokio::spawn(every(
-                Duration::from_millis(config.auto_partition_check_interval_ms.max(100)),
-                shutdown_rx.clone(),
-                move || {
-                    let service = service.clone();
-                    async move {
-                        run_auto_partitioning(&service).await;
-                    }
-                },
-            ));
-        }
+        let interval = Duration::from_millis(config.retention_check_interval_ms.max(100));
+        spawn_every(&service, interval, &shutdown_rx, |service| async move {
+            run_retention(&service).await;
+        });
+        // Its first run is at start, as Fluss schedules every auto-partitioned table then.
+        let interval = Duration::from_millis(config.auto_partition_check_interval_ms.max(100));
+        spawn_every(&service, interval, &shutdown_rx, |service| async move {
+            run_auto_partitioning(&service).await;
+        });
         tracing::info!(addr = %local_addr, sasl = config.sasl.is_some(), "hotstore listening (Fluss wire protocol)");
         let accept = tokio::spawn(accept_loop(listener, service.clone(), config, shutdown_rx));
         Ok(ServerHandle {
@@ -283,6 +260,23 @@ async fn run_auto_partitioning(service: &Arc<Service>) -> Vec<crate::AutoPartiti
 }
 
 /// Runs `task` every `interval` until shutdown (a run that overruns delays the next).
+/// Spawns [`every`] with a task of the service, which it runs at once and then each `interval`
+/// until shutdown.
+fn spawn_every<F, Fut>(
+    service: &Arc<Service>,
+    interval: Duration,
+    shutdown: &watch::Receiver<bool>,
+    task: F,
+) where
+    F: Fn(Arc<Service>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let service = service.clone();
+    tokio::spawn(every(interval, shutdown.clone(), move || {
+        task(service.clone())
+    }));
+}
+
 async fn every<F, Fut>(interval: Duration, mut shutdown: watch::Receiver<bool>, mut task: F)
 where
     F: FnMut() -> Fut,
@@ -595,27 +589,11 @@ async fn write_responses(
 mod tests {
     use super::*;
     use crate::protocol::messages::*;
+    use crate::test_server::{connect, create_table, start, start_connected};
     use bytes::{Buf, BufMut};
     use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
     use prost::Message;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    async fn start(dir: &std::path::Path) -> ServerHandle {
-        let config = ServerConfig {
-            bind_addr: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.to_path_buf(),
-            ..ServerConfig::default()
-        };
-        Server::start(config).await.unwrap()
-    }
-
-    async fn client(server: &ServerHandle) -> fluss::client::FlussConnection {
-        let config = fluss::config::Config {
-            bootstrap_servers: server.local_addr().to_string(),
-            ..Default::default()
-        };
-        fluss::client::FlussConnection::new(config).await.unwrap()
-    }
 
     fn log_table() -> TableDescriptor {
         let schema = Schema::builder()
@@ -652,15 +630,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lake_snapshot_registry_is_served_to_clients() {
-        let dir = tempfile::tempdir().unwrap();
-        let server = start(dir.path()).await;
-        let connection = client(&server).await;
+        let (dir, server, connection) = start_connected().await;
+        let (path, _) = create_table(&connection, "tiered", &log_table()).await;
         let admin = connection.get_admin().unwrap();
-        let path = TablePath::new("fluss", "tiered");
-        admin
-            .create_table(&path, &log_table(), false)
-            .await
-            .unwrap();
 
         let missing = admin.get_latest_lake_snapshot(&path).await.unwrap_err();
         assert_eq!(
@@ -704,11 +676,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn partitioned_lake_snapshots_are_served_with_partition_ids() {
-        let dir = tempfile::tempdir().unwrap();
-        let server = start(dir.path()).await;
-        let connection = client(&server).await;
+        let (dir, server, connection) = start_connected().await;
         let admin = connection.get_admin().unwrap();
-        let path = TablePath::new("fluss", "daily");
         let schema = Schema::builder()
             .column("dt", DataTypes::string())
             .column("id", DataTypes::int())
@@ -721,7 +690,7 @@ mod tests {
             .property("table.datalake.enabled", "true")
             .build()
             .unwrap();
-        admin.create_table(&path, &descriptor, false).await.unwrap();
+        let (path, _) = create_table(&connection, "daily", &descriptor).await;
         let day = |dt: &str| {
             fluss::metadata::PartitionSpec::new(std::collections::HashMap::from([("dt", dt)]))
         };
@@ -814,7 +783,7 @@ mod tests {
             .unwrap();
         server.shutdown().await.unwrap();
         let server = start(dir.path()).await;
-        let connection = client(&server).await;
+        let connection = connect(&server).await;
         let snapshot = connection
             .get_admin()
             .unwrap()
@@ -827,16 +796,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retried_batches_are_acknowledged_once_and_gaps_are_out_of_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let server = start(dir.path()).await;
-        let connection = client(&server).await;
+        let (_dir, server, connection) = start_connected().await;
+        let (path, table_id) = create_table(&connection, "idem", &log_table()).await;
         let admin = connection.get_admin().unwrap();
-        let path = TablePath::new("fluss", "idem");
-        admin
-            .create_table(&path, &log_table(), false)
-            .await
-            .unwrap();
-        let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
 
         let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
             arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int32, true),
@@ -917,7 +879,7 @@ mod tests {
         };
         {
             let server = start(dir.path()).await;
-            let connection = client(&server).await;
+            let connection = connect(&server).await;
             let schema = Schema::builder()
                 .column("id", DataTypes::int())
                 .column("name", DataTypes::string())
@@ -949,7 +911,7 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("tables").join("kv")).unwrap();
 
         let server = start(dir.path()).await;
-        let connection = client(&server).await;
+        let connection = connect(&server).await;
         let table = connection.get_table(&path).await.unwrap();
         let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
         for (id, expected) in [
@@ -975,16 +937,8 @@ mod tests {
     /// as an append lands, with the records; without data it returns empty at the deadline.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fetch_long_polls_until_data_arrives() {
-        let dir = tempfile::tempdir().unwrap();
-        let server = start(dir.path()).await;
-        let connection = client(&server).await;
-        let admin = connection.get_admin().unwrap();
-        let path = TablePath::new("fluss", "poll");
-        admin
-            .create_table(&path, &log_table(), false)
-            .await
-            .unwrap();
-        let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
+        let (_dir, server, connection) = start_connected().await;
+        let (path, table_id) = create_table(&connection, "poll", &log_table()).await;
         let fetch = |max_wait_ms: i32| FetchLogRequest {
             max_wait_ms: Some(max_wait_ms),
             ..FetchLogRequest::of_buckets(table_id, &[(0, 0), (1, 0)])

@@ -13,8 +13,9 @@
 
 use std::time::Duration;
 
-use crate::idempotence_tests::{create_pk_table, put, start};
+use crate::idempotence_tests::{create_pk_table, put};
 use crate::storage::durability;
+use crate::test_server::start;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storage_failure_is_reported_to_the_owner() {

@@ -7,7 +7,6 @@
 //! The active segment's index lives in memory only and is rebuilt by recovery.
 
 const ENTRY_BYTES: usize = 24;
-const CRC_BYTES: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct IndexEntry {
@@ -57,26 +56,21 @@ impl SparseIndex {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.entries.len() * ENTRY_BYTES + CRC_BYTES);
+        let mut out = Vec::with_capacity(self.entries.len() * ENTRY_BYTES + super::FILE_CRC_BYTES);
         for e in &self.entries {
             out.extend_from_slice(&e.offset.to_le_bytes());
             out.extend_from_slice(&e.position.to_le_bytes());
             out.extend_from_slice(&e.timestamp_ms.to_le_bytes());
         }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        super::with_crc(out)
     }
 
     /// Decodes an index file, or `None` when it is damaged or inconsistent with a segment of
     /// `segment_bytes` starting at `base_offset` (the caller then rebuilds it from the segment).
     /// `bytes_since_entry` is left at 0: the segment is closed and gets no more entries.
     pub fn decode(bytes: &[u8], base_offset: i64, segment_bytes: u64) -> Option<Self> {
-        if bytes.len() < CRC_BYTES || !(bytes.len() - CRC_BYTES).is_multiple_of(ENTRY_BYTES) {
-            return None;
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
-        if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) {
+        let body = super::checked_body(bytes)?;
+        if !body.len().is_multiple_of(ENTRY_BYTES) {
             return None;
         }
         let entries: Vec<IndexEntry> = body

@@ -169,3 +169,21 @@ pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) 
     let path = path.into();
     move |source| Error::Io { path, source }
 }
+
+/// Bytes of the CRC32C (little endian) that ends a small persisted file (an offset index, a
+/// writer snapshot).
+pub(crate) const FILE_CRC_BYTES: usize = 4;
+
+/// `body` followed by its CRC32C, as a small persisted file is written.
+pub(crate) fn with_crc(mut body: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+/// The body of a file [`with_crc`] wrote, or `None` when it is too short or its CRC does not
+/// match (a torn or damaged file).
+pub(crate) fn checked_body(bytes: &[u8]) -> Option<&[u8]> {
+    let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(FILE_CRC_BYTES)?)?;
+    (crc32c::crc32c(body) == u32::from_le_bytes(crc.try_into().ok()?)).then_some(body)
+}

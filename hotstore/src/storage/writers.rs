@@ -135,18 +135,12 @@ impl WriterTable {
                 out.extend_from_slice(&m.last_offset.to_le_bytes());
             }
         }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        super::with_crc(out)
     }
 
     /// Decodes a snapshot, or `None` when it is damaged.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let body = bytes.get(..bytes.len().checked_sub(4)?)?;
-        let crc = u32::from_le_bytes(bytes.get(body.len()..)?.try_into().ok()?);
-        if crc32c::crc32c(body) != crc {
-            return None;
-        }
+        let body = super::checked_body(bytes)?;
         let mut cursor = Cursor { buf: body, pos: 0 };
         let count = u32::from_le_bytes(cursor.take()?);
         let mut writers = HashMap::new();

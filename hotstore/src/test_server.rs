@@ -1,0 +1,52 @@
+//! The hot store and the official client as this crate's tests start them: a server on an
+//! ephemeral port over a scratch directory, a connection to it, tables created through the
+//! client's admin.
+
+use std::path::Path;
+
+use fluss::client::FlussConnection;
+use fluss::metadata::{TableDescriptor, TablePath};
+
+use crate::{Server, ServerConfig, ServerHandle};
+
+/// The product's defaults, on an ephemeral port over `dir`.
+pub(crate) fn config(dir: &Path) -> ServerConfig {
+    ServerConfig {
+        bind_addr: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        ..ServerConfig::default()
+    }
+}
+
+pub(crate) async fn start(dir: &Path) -> ServerHandle {
+    Server::start(config(dir)).await.unwrap()
+}
+
+/// A server over a fresh scratch directory, and a connection to it.
+pub(crate) async fn start_connected() -> (tempfile::TempDir, ServerHandle, FlussConnection) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path()).await;
+    let connection = connect(&server).await;
+    (dir, server, connection)
+}
+
+pub(crate) async fn connect(server: &ServerHandle) -> FlussConnection {
+    let config = fluss::config::Config {
+        bootstrap_servers: server.local_addr().to_string(),
+        ..Default::default()
+    };
+    FlussConnection::new(config).await.unwrap()
+}
+
+/// Creates the table `fluss.<name>` and returns its path and id.
+pub(crate) async fn create_table(
+    connection: &FlussConnection,
+    name: &str,
+    descriptor: &TableDescriptor,
+) -> (TablePath, i64) {
+    let admin = connection.get_admin().unwrap();
+    let path = TablePath::new("fluss", name);
+    admin.create_table(&path, descriptor, false).await.unwrap();
+    let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
+    (path, table_id)
+}
