@@ -5,8 +5,6 @@ import static dev.silt.javaclient.Checks.check;
 import static dev.silt.javaclient.Checks.checkEquals;
 
 import java.math.BigDecimal;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -60,9 +58,8 @@ import org.apache.fluss.types.RowType;
  * timestamps {@code ts <nanoseconds>ns}, maps {@code map{k: v}} with their entries sorted, rows
  * {@code {name: v}}).
  */
-final class DataTypesScenario implements Scenario {
+final class DataTypesScenario implements ConnectedScenario {
     static final Duration POLL_DEADLINE = Duration.ofSeconds(30);
-    static final String OUTPUT_DIR_ENV = "JAVA_CLIENT_OUTPUT_DIR";
     static final int BUCKETS = 2;
 
     static final RowType POINT =
@@ -105,27 +102,21 @@ final class DataTypesScenario implements Scenario {
     }
 
     @Override
-    public String name() {
-        return "data-types";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            String database = "silt_java_types_" + Client.randomSuffix();
-            await(
-                    client.admin.createDatabase(database, DatabaseDescriptor.EMPTY, false),
-                    "create database");
-            Map<String, List<String>> expected = new TreeMap<>();
-            expected.put("events", events(client, TablePath.of(database, "events")));
-            expected.put("users", users(client, TablePath.of(database, "users")));
-            String output = writeExpected(database, expected);
-            return "database " + database + ": events " + expected.get("events").size()
-                    + " rows read back whole and projected onto its compound columns, users "
-                    + expected.get("users").size()
-                    + " live keys looked up after an update and a delete; "
-                    + output;
-        }
+    public String run(Client client) throws Exception {
+        String database = "silt_java_types_" + Client.randomSuffix();
+        await(
+                client.admin.createDatabase(database, DatabaseDescriptor.EMPTY, false),
+                "create database");
+        Map<String, List<String>> expected = new TreeMap<>();
+        expected.put("events", events(client, TablePath.of(database, "events")));
+        expected.put("users", users(client, TablePath.of(database, "users")));
+        List<String> header = List.of("columns: " + String.join(", ", COLUMNS.getFieldNames()));
+        String output = ExpectedRows.write(database, header, expected);
+        return "database " + database + ": events " + expected.get("events").size()
+                + " rows read back whole and projected onto its compound columns, users "
+                + expected.get("users").size()
+                + " live keys looked up after an update and a delete; "
+                + output;
     }
 
     private static TableDescriptor descriptor(boolean primaryKey) {
@@ -362,21 +353,5 @@ final class DataTypesScenario implements Scenario {
             out.add(value(getter.getElementOrNull(array, i), element));
         }
         return out;
-    }
-
-    /** See the class comment; says where it wrote, or that it did not. */
-    private static String writeExpected(String database, Map<String, List<String>> expected)
-            throws Exception {
-        String dir = System.getenv(OUTPUT_DIR_ENV);
-        if (dir == null || dir.isEmpty()) {
-            return OUTPUT_DIR_ENV + " not set, expected rows not written";
-        }
-        String header = "columns: " + String.join(", ", COLUMNS.getFieldNames());
-        for (Map.Entry<String, List<String>> table : expected.entrySet()) {
-            List<String> lines = new ArrayList<>(List.of(header));
-            lines.addAll(table.getValue());
-            Files.write(Path.of(dir, database + "." + table.getKey() + ".rows"), lines);
-        }
-        return "expected rows in " + dir;
     }
 }

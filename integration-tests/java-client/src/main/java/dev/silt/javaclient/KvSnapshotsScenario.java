@@ -37,62 +37,55 @@ import org.apache.fluss.types.DataTypes;
  * it succeeds (silt answers it unavailable), release and drop succeed; a log table has no kv
  * snapshots.
  */
-final class KvSnapshotsScenario implements Scenario {
+final class KvSnapshotsScenario implements ConnectedScenario {
     static final Duration POLL_DEADLINE = Duration.ofSeconds(20);
     static final int KEYS = 30;
 
     @Override
-    public String name() {
-        return "kv-snapshots";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            String leaseOutcome;
-            TablePath path = client.createFreshTable("silt_java", "snapshots", table(true, 2));
-            try (Table table = client.connection.getTable(path)) {
-                long tableId = table.getTableInfo().getTableId();
-                write(table);
-                var admin = client.admin;
-                KvSnapshots snapshots = await(admin.getLatestKvSnapshots(path), "latest kv snapshots");
-                checkEquals(tableId, snapshots.getTableId(), "table id of the snapshots");
-                checkEquals(Set.of(0, 1), snapshots.getBucketIds(), "buckets of the snapshots");
-                for (int bucket : snapshots.getBucketIds()) {
-                    check(
-                            snapshots.getSnapshotId(bucket).isEmpty()
-                                    && snapshots.getLogOffset(bucket).isEmpty(),
-                            "bucket " + bucket + " has a snapshot silt does not keep");
-                }
-                fullRead(client, table, path);
-
-                TableBucket bucket0 = new TableBucket(tableId, 0);
-                awaitFailure(
-                        admin.getKvSnapshotMetadata(bucket0, 1L),
-                        KvSnapshotNotExistException.class,
-                        "metadata of a snapshot that does not exist");
-                KvSnapshotLease lease = admin.createKvSnapshotLease("silt-java-" + Client.randomSuffix(), 60_000);
-                // silt answers the snapshot unavailable (it does not exist); Fluss 0.9.1 leases
-                // whatever it is asked (its existence check is a TODO) and answers none.
-                Set<TableBucket> unavailable =
-                        await(lease.acquireSnapshots(Map.of(bucket0, 1L)), "acquire a lease")
-                                .getUnavailableTableBucketSet();
+    public String run(Client client) throws Exception {
+        String leaseOutcome;
+        TablePath path = client.createFreshTable("silt_java", "snapshots", table(true, 2));
+        try (Table table = client.connection.getTable(path)) {
+            long tableId = table.getTableInfo().getTableId();
+            write(table);
+            var admin = client.admin;
+            KvSnapshots snapshots = await(admin.getLatestKvSnapshots(path), "latest kv snapshots");
+            checkEquals(tableId, snapshots.getTableId(), "table id of the snapshots");
+            checkEquals(Set.of(0, 1), snapshots.getBucketIds(), "buckets of the snapshots");
+            for (int bucket : snapshots.getBucketIds()) {
                 check(
-                        Set.of(bucket0).containsAll(unavailable),
-                        "snapshots the lease could not take: " + unavailable);
-                await(lease.releaseSnapshots(Set.of(bucket0)), "release a lease");
-                await(lease.dropLease(), "drop a lease");
-                leaseOutcome = unavailable.isEmpty() ? "leased" : "unavailable";
+                        snapshots.getSnapshotId(bucket).isEmpty()
+                                && snapshots.getLogOffset(bucket).isEmpty(),
+                        "bucket " + bucket + " has a snapshot silt does not keep");
             }
-            TablePath log = client.createFreshTable("silt_java", "snapshots_log", table(false, 1));
+            fullRead(client, table, path);
+
+            TableBucket bucket0 = new TableBucket(tableId, 0);
             awaitFailure(
-                    client.admin.getLatestKvSnapshots(log),
-                    NonPrimaryKeyTableException.class,
-                    "kv snapshots of a log table");
-            return "no snapshot in either bucket; the changelog from the earliest offsets folds into "
-                    + "the table; metadata KvSnapshotNotExist, lease of a missing snapshot "
-                    + leaseOutcome + ", release and drop ok; a log table has none";
+                    admin.getKvSnapshotMetadata(bucket0, 1L),
+                    KvSnapshotNotExistException.class,
+                    "metadata of a snapshot that does not exist");
+            KvSnapshotLease lease = admin.createKvSnapshotLease("silt-java-" + Client.randomSuffix(), 60_000);
+            // silt answers the snapshot unavailable (it does not exist); Fluss 0.9.1 leases
+            // whatever it is asked (its existence check is a TODO) and answers none.
+            Set<TableBucket> unavailable =
+                    await(lease.acquireSnapshots(Map.of(bucket0, 1L)), "acquire a lease")
+                            .getUnavailableTableBucketSet();
+            check(
+                    Set.of(bucket0).containsAll(unavailable),
+                    "snapshots the lease could not take: " + unavailable);
+            await(lease.releaseSnapshots(Set.of(bucket0)), "release a lease");
+            await(lease.dropLease(), "drop a lease");
+            leaseOutcome = unavailable.isEmpty() ? "leased" : "unavailable";
         }
+        TablePath log = client.createFreshTable("silt_java", "snapshots_log", table(false, 1));
+        awaitFailure(
+                client.admin.getLatestKvSnapshots(log),
+                NonPrimaryKeyTableException.class,
+                "kv snapshots of a log table");
+        return "no snapshot in either bucket; the changelog from the earliest offsets folds into "
+                + "the table; metadata KvSnapshotNotExist, lease of a missing snapshot "
+                + leaseOutcome + ", release and drop ok; a log table has none";
     }
 
     /** Three rounds of upserts of every key, then a delete of every seventh. */

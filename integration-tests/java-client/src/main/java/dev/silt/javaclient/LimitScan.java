@@ -6,7 +6,6 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 import org.apache.fluss.client.table.Table;
 import org.apache.fluss.client.table.scanner.Scan;
@@ -28,22 +27,15 @@ import org.apache.fluss.utils.CloseableIterator;
  * LIMIT n}: a log table answers its last n rows (projected when asked), a primary-key table the
  * current values of its first n keys; an empty primary-key table answers no rows.
  */
-final class LimitScan implements Scenario {
+final class LimitScan implements ConnectedScenario {
     static final Duration SCAN_DEADLINE = Duration.ofSeconds(30);
 
     @Override
-    public String name() {
-        return "limit-scan";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            logTable(client);
-            primaryKeyTable(client);
-            return "log table: the last 3 of 10 rows, all 10 under limit 100, projected names; "
-                    + "PK table: empty, then the first 3 keys' current values and all 4 live keys";
-        }
+    public String run(Client client) throws Exception {
+        logTable(client);
+        primaryKeyTable(client);
+        return "log table: the last 3 of 10 rows, all 10 under limit 100, projected names; "
+                + "PK table: empty, then the first 3 keys' current values and all 4 live keys";
     }
 
     private static void logTable(Client client) throws Exception {

@@ -2,6 +2,7 @@ package dev.silt.javaclient;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,22 +22,23 @@ import java.util.concurrent.TimeoutException;
  * 0 when every scenario passed, 1 when one failed, 2 on a usage error.
  */
 public final class Main {
-    /** Every scenario, by name, in the order {@code all} runs them. */
-    static final List<Scenario> SCENARIOS =
-            List.of(
-                    new Sanity(),
-                    new ThreeBatches(),
-                    new LimitScan(),
-                    new KvSnapshotsScenario(),
-                    new PrefixLookupAndAlterTable(),
-                    new PartitionedLake(),
-                    new DataTypesScenario());
+    /** Every scenario by its name on the command line, in the order {@code all} runs them. */
+    static final Map<String, Scenario> SCENARIOS =
+            inOrder(
+                    Map.entry("sanity", new Sanity()),
+                    Map.entry("three-batches", new ThreeBatches()),
+                    Map.entry("limit-scan", new LimitScan()),
+                    Map.entry("kv-snapshots", new KvSnapshotsScenario()),
+                    Map.entry("prefix-lookup-alter-table", new PrefixLookupAndAlterTable()),
+                    Map.entry("partitioned-lake", new PartitionedLake()),
+                    Map.entry("data-types", new DataTypesScenario()));
 
     /**
      * Scenarios run by name only, not by {@code all}: they check what an earlier scenario left,
      * once a lake tiered it.
      */
-    static final List<Scenario> BY_NAME_ONLY = List.of(new PartitionedLakeSnapshot());
+    static final Map<String, Scenario> BY_NAME_ONLY =
+            inOrder(Map.entry("partitioned-lake-snapshot", new PartitionedLakeSnapshot()));
 
     /**
      * Bound on one scenario. A scenario that fails every check still ends well within it:
@@ -46,26 +48,34 @@ public final class Main {
 
     private Main() {}
 
+    @SafeVarargs
+    private static Map<String, Scenario> inOrder(Map.Entry<String, Scenario>... byName) {
+        Map<String, Scenario> scenarios = new LinkedHashMap<>();
+        for (Map.Entry<String, Scenario> entry : byName) {
+            scenarios.put(entry.getKey(), entry.getValue());
+        }
+        return Collections.unmodifiableMap(scenarios);
+    }
+
     public static void main(String[] args) {
         System.exit(run(args));
     }
 
     static int run(String[] args) {
-        Map<String, Scenario> byName = new LinkedHashMap<>();
-        SCENARIOS.forEach(s -> byName.put(s.name(), s));
-        BY_NAME_ONLY.forEach(s -> byName.put(s.name(), s));
+        Map<String, Scenario> byName = new LinkedHashMap<>(SCENARIOS);
+        byName.putAll(BY_NAME_ONLY);
         String known = "all, " + String.join(", ", byName.keySet());
         if (args.length < 2) {
             System.err.println("usage: Main <host:port> <scenario>... (scenarios: " + known + ")");
             return 2;
         }
         String bootstrap = args[0];
-        List<Scenario> chosen = new ArrayList<>();
+        List<String> chosen = new ArrayList<>();
         for (int i = 1; i < args.length; i++) {
             if (args[i].equals("all")) {
-                chosen.addAll(SCENARIOS);
+                chosen.addAll(SCENARIOS.keySet());
             } else if (byName.containsKey(args[i])) {
-                chosen.add(byName.get(args[i]));
+                chosen.add(args[i]);
             } else {
                 System.err.println("unknown scenario " + args[i] + " (known: " + known + ")");
                 return 2;
@@ -73,14 +83,14 @@ public final class Main {
         }
         System.err.println("fluss-client " + Client.clientVersion() + " against " + bootstrap);
         boolean allPassed = true;
-        for (Scenario scenario : chosen) {
+        for (String name : chosen) {
             long started = System.nanoTime();
-            Outcome outcome = runBounded(scenario, bootstrap);
+            Outcome outcome = runBounded(name, byName.get(name), bootstrap);
             allPassed &= outcome.passed;
             double seconds = (System.nanoTime() - started) / 1e9;
             System.out.printf(
                     "%s %s (fluss-client %s, %.1f s)%n",
-                    scenario.name(), outcome.line, Client.clientVersion(), seconds);
+                    name, outcome.line, Client.clientVersion(), seconds);
             System.out.flush();
             if (outcome.stuck) {
                 // Stop here: the stuck thread keeps its client's threads and connections, and
@@ -98,9 +108,9 @@ public final class Main {
      * client calls (connect, flush, close) have no timeout of their own, and a hang must end in
      * a failure that says where it hung, not in a killed JVM.
      */
-    private static Outcome runBounded(Scenario scenario, String bootstrap) {
+    private static Outcome runBounded(String name, Scenario scenario, String bootstrap) {
         FutureTask<String> task = new FutureTask<>(() -> scenario.run(bootstrap));
-        Thread thread = new Thread(task, "scenario-" + scenario.name());
+        Thread thread = new Thread(task, "scenario-" + name);
         thread.setDaemon(true);
         thread.start();
         try {

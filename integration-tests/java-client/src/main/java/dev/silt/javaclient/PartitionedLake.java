@@ -5,8 +5,6 @@ import static dev.silt.javaclient.Checks.awaitFailure;
 import static dev.silt.javaclient.Checks.check;
 import static dev.silt.javaclient.Checks.checkEquals;
 
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
@@ -72,11 +70,10 @@ import org.apache.fluss.types.DataTypes;
  * table; the last image per key of a primary-key table), for the test that tiers them
  * ({@code tests/partitioned_clients.rs}).
  */
-final class PartitionedLake implements Scenario {
+final class PartitionedLake implements ConnectedScenario {
     static final Duration POLL_DEADLINE = Duration.ofSeconds(30);
     /** How long auto-partitioning may take to create a new table's partitions. */
     static final Duration AUTO_PARTITION_DEADLINE = Duration.ofSeconds(30);
-    static final String OUTPUT_DIR_ENV = "JAVA_CLIENT_OUTPUT_DIR";
     static final int BUCKETS = 2;
     static final String DAY_1 = "2026-11-29";
     static final String DAY_2 = "2026-11-30";
@@ -89,33 +86,31 @@ final class PartitionedLake implements Scenario {
     static final int AUTO_ROWS_PER_PARTITION = 30;
     static final DateTimeFormatter DAY_PARTITION = DateTimeFormatter.ofPattern("yyyyMMdd");
 
+    /**
+     * Round robin, so that the log tables' rows reach every bucket of every partition (the
+     * default, sticky, fills one bucket per partition with this few rows).
+     */
     @Override
-    public String name() {
-        return "partitioned-lake";
+    public Map<String, String> clientOptions() {
+        return Map.of(ConfigOptions.CLIENT_WRITER_BUCKET_NO_KEY_ASSIGNER.key(), "ROUND_ROBIN");
     }
 
     @Override
-    public String run(String bootstrap) throws Exception {
-        // Round robin, so that the log tables' rows reach every bucket of every partition (the
-        // default, sticky, fills one bucket per partition with this few rows).
-        Map<String, String> options =
-                Map.of(ConfigOptions.CLIENT_WRITER_BUCKET_NO_KEY_ASSIGNER.key(), "ROUND_ROBIN");
-        try (Client client = Client.connect(bootstrap, options)) {
-            String database = "silt_java_partitioned_" + Client.randomSuffix();
-            await(client.admin.createDatabase(database, DatabaseDescriptor.EMPTY, false), "create database");
-            Map<String, List<String>> expected = new TreeMap<>();
-            expected.put("events", events(client, TablePath.of(database, "events")));
-            expected.put("users", users(client, TablePath.of(database, "users")));
-            List<String> autoPartitions = new ArrayList<>();
-            TablePath auto = TablePath.of(database, "auto_events");
-            expected.put("auto_events", autoEvents(client, auto, autoPartitions));
-            String output = writeExpected(database, expected);
-            return "database " + database + ": events " + expected.get("events").size()
-                    + " rows in 3 days (one created by the writer; one dropped while empty), users "
-                    + expected.get("users").size() + " live keys in 3 days after updates and deletes, "
-                    + "auto_events partitions " + autoPartitions + " created on their own; every "
-                    + "partition read back on its own; " + output;
-        }
+    public String run(Client client) throws Exception {
+        String database = "silt_java_partitioned_" + Client.randomSuffix();
+        await(client.admin.createDatabase(database, DatabaseDescriptor.EMPTY, false), "create database");
+        Map<String, List<String>> expected = new TreeMap<>();
+        expected.put("events", events(client, TablePath.of(database, "events")));
+        expected.put("users", users(client, TablePath.of(database, "users")));
+        List<String> autoPartitions = new ArrayList<>();
+        TablePath auto = TablePath.of(database, "auto_events");
+        expected.put("auto_events", autoEvents(client, auto, autoPartitions));
+        String output = ExpectedRows.write(database, List.of(), expected);
+        return "database " + database + ": events " + expected.get("events").size()
+                + " rows in 3 days (one created by the writer; one dropped while empty), users "
+                + expected.get("users").size() + " live keys in 3 days after updates and deletes, "
+                + "auto_events partitions " + autoPartitions + " created on their own; every "
+                + "partition read back on its own; " + output;
     }
 
     private static TableDescriptor.Builder lakeTable(Schema schema) {
@@ -181,18 +176,7 @@ final class PartitionedLake implements Scenario {
                     "partitions of " + path + " listed with the partial spec dt=" + DAY_2);
             for (PartitionInfo partition : await(admin.listPartitionInfos(path), "list partitions")) {
                 ids.add(partition.getPartitionId());
-                List<String> read = new ArrayList<>();
-                for (ScanRecord record : readPartition(client, table, path, partition)) {
-                    check(
-                            record.getChangeType() == ChangeType.APPEND_ONLY,
-                            "a log table's record is " + record.getChangeType());
-                    InternalRow row = record.getRow();
-                    read.add(row.getString(2) + "|" + row.getInt(0) + "|" + row.getString(1));
-                }
-                checkEquals(
-                        sorted(ofDay(rows, partition.getPartitionName())),
-                        sorted(read),
-                        "rows of " + path + " partition " + partition.getPartitionName());
+                checkLogPartition(client, table, path, partition, rows);
             }
         }
         checkEquals(4, ids.size(), "distinct ids of the 4 partitions " + path + " had (the dropped one's too)");
@@ -317,18 +301,31 @@ final class PartitionedLake implements Scenario {
             }
             writer.flush();
             for (PartitionInfo partition : partitions) {
-                List<String> read = new ArrayList<>();
-                for (ScanRecord record : readPartition(client, table, path, partition)) {
-                    InternalRow row = record.getRow();
-                    read.add(row.getString(2) + "|" + row.getInt(0) + "|" + row.getString(1));
-                }
-                checkEquals(
-                        sorted(ofDay(rows, partition.getPartitionName())),
-                        sorted(read),
-                        "rows of " + path + " partition " + partition.getPartitionName());
+                checkLogPartition(client, table, path, partition, rows);
             }
         }
         return sorted(rows);
+    }
+
+    /**
+     * Reads one partition of a log table ({@code id INT, v STRING, dt STRING}) and checks that it
+     * holds exactly {@code rows}' lines of its day, every record an append.
+     */
+    private static void checkLogPartition(
+            Client client, Table table, TablePath path, PartitionInfo partition, List<String> rows)
+            throws Exception {
+        List<String> read = new ArrayList<>();
+        for (ScanRecord record : readPartition(client, table, path, partition)) {
+            check(
+                    record.getChangeType() == ChangeType.APPEND_ONLY,
+                    "a log table's record is " + record.getChangeType());
+            InternalRow row = record.getRow();
+            read.add(row.getString(2) + "|" + row.getInt(0) + "|" + row.getString(1));
+        }
+        checkEquals(
+                sorted(ofDay(rows, partition.getPartitionName())),
+                sorted(read),
+                "rows of " + path + " partition " + partition.getPartitionName());
     }
 
     private static List<String> todayAndTomorrow(String today) {
@@ -361,23 +358,6 @@ final class PartitionedLake implements Scenario {
                     + " (its latest offsets " + latest + ")");
             return records;
         }
-    }
-
-    /**
-     * Writes {@code <dir>/<database>.<table>.rows} for each table when {@link #OUTPUT_DIR_ENV} is
-     * set; says where, or that it did not.
-     */
-    private static String writeExpected(String database, Map<String, List<String>> expected)
-            throws Exception {
-        String dir = System.getenv(OUTPUT_DIR_ENV);
-        if (dir == null || dir.isEmpty()) {
-            return OUTPUT_DIR_ENV + " is not set, so the expected rows were not written";
-        }
-        for (var table : expected.entrySet()) {
-            Path file = Path.of(dir, database + "." + table.getKey() + ".rows");
-            Files.write(file, table.getValue());
-        }
-        return "expected rows in " + dir;
     }
 
     private static PartitionInfo partition(Client client, TablePath path, String name) throws Exception {

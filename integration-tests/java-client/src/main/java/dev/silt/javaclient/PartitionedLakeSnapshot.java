@@ -23,33 +23,26 @@ import org.apache.fluss.metadata.TablePath;
  * bucket without a partition, no partition the table does not have). Checks every table of every
  * database named {@code silt_java_partitioned_*}, so it fails where there is none.
  */
-final class PartitionedLakeSnapshot implements Scenario {
+final class PartitionedLakeSnapshot implements ConnectedScenario {
     static final String DATABASE_PREFIX = "silt_java_partitioned_";
 
     @Override
-    public String name() {
-        return "partitioned-lake-snapshot";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            List<String> checked = new ArrayList<>();
-            for (String database : await(client.admin.listDatabases(), "list databases")) {
-                if (!database.startsWith(DATABASE_PREFIX)) {
-                    continue;
-                }
-                for (String table : await(client.admin.listTables(database), "list tables of " + database)) {
-                    int buckets = checkTable(client, TablePath.of(database, table));
-                    checked.add(database + "." + table + " (" + buckets + " buckets with rows)");
-                }
+    public String run(Client client) throws Exception {
+        List<String> checked = new ArrayList<>();
+        for (String database : await(client.admin.listDatabases(), "list databases")) {
+            if (!database.startsWith(DATABASE_PREFIX)) {
+                continue;
             }
-            check(
-                    !checked.isEmpty(),
-                    "no table in a database named " + DATABASE_PREFIX + "*: run partitioned-lake first");
-            return "the latest lake snapshot of " + String.join(", ", checked)
-                    + " covers each partition's buckets at their latest offsets";
+            for (String table : await(client.admin.listTables(database), "list tables of " + database)) {
+                int buckets = checkTable(client, TablePath.of(database, table));
+                checked.add(database + "." + table + " (" + buckets + " buckets with rows)");
+            }
         }
+        check(
+                !checked.isEmpty(),
+                "no table in a database named " + DATABASE_PREFIX + "*: run partitioned-lake first");
+        return "the latest lake snapshot of " + String.join(", ", checked)
+                + " covers each partition's buckets at their latest offsets";
     }
 
     /** Checks one table; returns how many of its (partition, bucket)s hold rows. */

@@ -8,7 +8,6 @@ import static dev.silt.javaclient.Checks.checkEquals;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 
 import org.apache.fluss.client.lookup.Lookuper;
 import org.apache.fluss.client.table.Table;
@@ -30,23 +29,16 @@ import org.apache.fluss.types.DataTypes;
  * and {@code Admin.alterTable} setting and resetting properties, refusing one Fluss does not let
  * change.
  */
-final class PrefixLookupAndAlterTable implements Scenario {
+final class PrefixLookupAndAlterTable implements ConnectedScenario {
     @Override
-    public String name() {
-        return "prefix-lookup-alter-table";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            TablePath path = client.createFreshTable("silt_java", "orders", orders());
-            prefixLookups(client, path);
-            alterTable(client, path);
-            addColumn(client, path);
-            return "prefix lookups of 4 customers (one updated, one deleted order); "
-                    + "alter table set, reset, and a refused option; add column: rows of "
-                    + "schema 1 read with a null note, rows of schema 2 with theirs";
-        }
+    public String run(Client client) throws Exception {
+        TablePath path = client.createFreshTable("silt_java", "orders", orders());
+        prefixLookups(client, path);
+        alterTable(client, path);
+        addColumn(client, path);
+        return "prefix lookups of 4 customers (one updated, one deleted order); "
+                + "alter table set, reset, and a refused option; add column: rows of "
+                + "schema 1 read with a null note, rows of schema 2 with theirs";
     }
 
     private static void prefixLookups(Client client, TablePath path) throws Exception {

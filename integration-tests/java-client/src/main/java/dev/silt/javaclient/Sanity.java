@@ -8,7 +8,6 @@ import static dev.silt.javaclient.Checks.checkEquals;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 import org.apache.fluss.client.lookup.Lookuper;
 import org.apache.fluss.client.table.Table;
@@ -35,27 +34,20 @@ import org.apache.fluss.types.DataTypes;
  * back; upsert and delete on a primary-key table, look keys up, and read its changelog, which
  * must be {@code +I +I -U +U -D} at offsets 0 to 4.
  */
-final class Sanity implements Scenario {
+final class Sanity implements ConnectedScenario {
     static final Duration POLL_DEADLINE = Duration.ofSeconds(10);
 
     @Override
-    public String name() {
-        return "sanity";
-    }
-
-    @Override
-    public String run(String bootstrap) throws Exception {
-        try (Client client = Client.connect(bootstrap, Map.of())) {
-            String database = "silt_java_sanity_" + Client.randomSuffix();
-            TablePath events = TablePath.of(database, "events");
-            TablePath users = TablePath.of(database, "users");
-            ddl(client, database, events, users);
-            logRoundTrip(client, events);
-            primaryKey(client, users);
-            drop(client, database, events, users);
-            return "database and table DDL with its errors, log append and scan, "
-                    + "upsert/delete/lookup, changelog +I +I -U +U -D";
-        }
+    public String run(Client client) throws Exception {
+        String database = "silt_java_sanity_" + Client.randomSuffix();
+        TablePath events = TablePath.of(database, "events");
+        TablePath users = TablePath.of(database, "users");
+        ddl(client, database, events, users);
+        logRoundTrip(client, events);
+        primaryKey(client, users);
+        drop(client, database, events, users);
+        return "database and table DDL with its errors, log append and scan, "
+                + "upsert/delete/lookup, changelog +I +I -U +U -D";
     }
 
     private static TableDescriptor eventsTable() {

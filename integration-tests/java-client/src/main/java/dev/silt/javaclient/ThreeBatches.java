@@ -57,11 +57,6 @@ final class ThreeBatches implements Scenario {
     static final List<String> WRITER_CONFIG_ORDER = List.of("default", "one-row-batches");
 
     @Override
-    public String name() {
-        return "three-batches";
-    }
-
-    @Override
     public String run(String bootstrap) throws Exception {
         List<String> lost = new ArrayList<>();
         int rounds = 0;
