@@ -764,15 +764,7 @@ impl Catalog {
             .get("bucket_key")
             .and_then(Value::as_array)
             .is_none_or(|keys| keys.is_empty());
-        if let Some(primary_key) = descriptor.schema().primary_key()
-            && bucket_keys_empty
-        {
-            let partition_keys = descriptor.partition_keys();
-            let keys: Vec<&String> = primary_key
-                .column_names()
-                .iter()
-                .filter(|k| !partition_keys.contains(k))
-                .collect();
+        if bucket_keys_empty && let Some(keys) = physical_primary_key(descriptor) {
             object.insert("bucket_key".into(), json!(keys));
         } else if bucket_keys_empty {
             object.insert("bucket_key".into(), json!([]));
@@ -780,7 +772,6 @@ impl Catalog {
         Ok(bucket_count)
     }
 
-    /// Persists the state; on failure undoes the in-memory change and reports a storage error.
     /// Replaces a table's entry by the one `alter` makes of it under the catalog's lock,
     /// persisted (or rolled back when that fails). `alter` answers `None` when nothing
     /// changes; so does this, and when the table is absent and `ignore_if_not_exists`.
@@ -809,6 +800,7 @@ impl Catalog {
         Ok(Some(entry))
     }
 
+    /// Persists the state; on failure undoes the in-memory change and reports a storage error.
     fn persist_or_rollback(
         &self,
         state: &mut State,
@@ -1238,6 +1230,16 @@ fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {
         code::TABLE_NOT_EXIST,
         format!("unknown table {database}.{name} (known: {known})"),
     )
+}
+
+/// The primary key without the partition keys (Fluss's physical primary key: what a
+/// partitioned table's kv keys and default bucket key are made of), or `None` for a table
+/// without a primary key.
+pub(crate) fn physical_primary_key(descriptor: &TableDescriptor) -> Option<Vec<&String>> {
+    let partition_keys = descriptor.partition_keys();
+    let primary_key = descriptor.schema().primary_key()?;
+    let columns = primary_key.column_names().iter();
+    Some(columns.filter(|k| !partition_keys.contains(k)).collect())
 }
 
 /// The first 20 of `names`, as an error message lists what exists instead: `a, b` or `none`.

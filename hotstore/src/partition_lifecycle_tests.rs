@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, PartitionSpec, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 use fluss::rpc::message::OffsetSpec;
 
@@ -31,24 +31,24 @@ async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig))
 
 /// `(dt STRING, id BIGINT, v STRING)` partitioned by `dt`, one bucket, with `properties`.
 fn daily(properties: &[(&str, &str)]) -> TableDescriptor {
-    let schema = Schema::builder()
-        .column("dt", DataTypes::string())
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()
-        .unwrap();
-    let mut builder = TableDescriptor::builder()
-        .schema(schema)
-        .partitioned_by(vec!["dt"])
-        .distributed_by(Some(1), vec![]);
-    for (key, value) in properties {
-        builder = builder.property(*key, *value);
-    }
-    builder.build().unwrap()
+    let columns = [
+        ("dt", DataTypes::string()),
+        ("id", DataTypes::bigint()),
+        ("v", DataTypes::string()),
+    ];
+    test_server::partitioned_table(&columns, &["dt"], properties)
 }
 
 fn day(dt: &str) -> PartitionSpec {
     PartitionSpec::new(HashMap::from([("dt", dt)]))
+}
+
+/// Creates the partitions `dt=<each of dts>` of `path`.
+async fn create_days(connection: &FlussConnection, path: &TablePath, dts: &[&str]) {
+    let admin = connection.get_admin().unwrap();
+    for dt in dts {
+        admin.create_partition(path, &day(dt), false).await.unwrap();
+    }
 }
 
 /// Ten flushed batches of ten rows into partition `dt` (ids `from..from + 100`), so its log
@@ -102,11 +102,8 @@ async fn a_lake_enabled_partition_is_cut_only_up_to_its_tiered_offset() {
     let descriptor = daily(&[("table.datalake.enabled", "true"), ("table.log.ttl", "1 s")]);
     let (path, _) = create_table(&connection, "daily", &descriptor).await;
     let admin = connection.get_admin().unwrap();
+    create_days(&connection, &path, &["20240501", "20240502"]).await;
     for dt in ["20240501", "20240502"] {
-        admin
-            .create_partition(&path, &day(dt), false)
-            .await
-            .unwrap();
         append_batches(&connection, &path, dt, 0).await;
     }
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -250,33 +247,19 @@ async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
     ];
     let (path, _) = create_table(&connection, "yearly", &yearly(&retention)).await;
     let last_year = (this_year() - 1).to_string();
-    for dt in ["2019", "2020", last_year.as_str()] {
-        admin
-            .create_partition(&path, &day(dt), false)
-            .await
-            .unwrap();
-    }
+    create_days(&connection, &path, &["2019", "2020", &last_year]).await;
     append(&connection, &path, "2020", 10).await;
     // A table with two partition keys: its expired partitions go whatever the other key.
-    let schema = Schema::builder()
-        .column("dt", DataTypes::string())
-        .column("region", DataTypes::string())
-        .build()
-        .unwrap();
-    let mut builder = TableDescriptor::builder()
-        .schema(schema)
-        .partitioned_by(vec!["region", "dt"])
-        .distributed_by(Some(1), vec![])
-        .property("table.auto-partition.key", "dt");
-    for (key, value) in [
+    let columns = [("dt", DataTypes::string()), ("region", DataTypes::string())];
+    let properties = [
+        ("table.auto-partition.key", "dt"),
         ("table.auto-partition.enabled", "true"),
         ("table.auto-partition.time-unit", "YEAR"),
         ("table.auto-partition.time-zone", "UTC"),
         ("table.auto-partition.num-retention", "1"),
-    ] {
-        builder = builder.property(key, value);
-    }
-    let (regions, _) = create_table(&connection, "regional", &builder.build().unwrap()).await;
+    ];
+    let regional = test_server::partitioned_table(&columns, &["region", "dt"], &properties);
+    let (regions, _) = create_table(&connection, "regional", &regional).await;
     for (region, dt) in [("eu", "2020"), ("us", "2020"), ("eu", last_year.as_str())] {
         let spec = PartitionSpec::new(HashMap::from([("region", region), ("dt", dt)]));
         admin
@@ -326,14 +309,8 @@ async fn a_lake_enabled_table_keeps_an_expired_partition_until_the_lake_covers_i
         ("table.auto-partition.num-retention", "0"),
     ]);
     let (path, _) = create_table(&connection, "tiered", &descriptor).await;
-    let admin = connection.get_admin().unwrap();
     // 2019 was never written (the lake holds all of it, nothing); 2020 holds ten rows.
-    for dt in ["2019", "2020"] {
-        admin
-            .create_partition(&path, &day(dt), false)
-            .await
-            .unwrap();
-    }
+    create_days(&connection, &path, &["2019", "2020"]).await;
     append(&connection, &path, "2020", 10).await;
     let id = partition_ids(&connection, &path).await["2020"];
     let run = || async {

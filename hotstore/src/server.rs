@@ -186,11 +186,7 @@ impl ServerHandle {
     /// Per bucket of every table: log start offset, hot bytes and segments, and whether
     /// retention is held back by tiering, as of the last retention run.
     pub fn hot_retention(&self) -> Vec<crate::BucketRetention> {
-        self.service
-            .retention
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        copy_of(&self.service.retention)
     }
 
     /// Runs retention now instead of at the next interval, and returns its report.
@@ -201,11 +197,7 @@ impl ServerHandle {
     /// Per auto-partitioned table, what the last auto-partitioning run created, dropped, and
     /// kept for tiering.
     pub fn auto_partitioning(&self) -> Vec<crate::AutoPartitionRun> {
-        self.service
-            .auto_partitioning
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        copy_of(&self.service.auto_partitioning)
     }
 
     /// Runs auto-partitioning now instead of at the next interval, and returns its report.
@@ -260,6 +252,15 @@ async fn run_auto_partitioning(service: &Arc<Service>) -> Vec<crate::AutoPartiti
 }
 
 /// Runs `task` every `interval` until shutdown (a run that overruns delays the next).
+/// A copy of what `mutex` holds (a report the background runs keep); a panic while it was
+/// held leaves the last value readable.
+fn copy_of<T: Clone>(mutex: &std::sync::Mutex<T>) -> T {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 /// Spawns [`every`] with a task of the service, which it runs at once and then each `interval`
 /// until shutdown.
 fn spawn_every<F, Fut>(

@@ -1,11 +1,11 @@
 //! The hot store and the official client as this crate's tests start them: a server on an
-//! ephemeral port over a scratch directory, a connection to it, tables created through the
-//! client's admin.
+//! ephemeral port over a scratch directory, a connection to it, partitioned tables and their
+//! creation through the client's admin.
 
 use std::path::Path;
 
 use fluss::client::FlussConnection;
-use fluss::metadata::{TableDescriptor, TablePath};
+use fluss::metadata::{DataType, Schema, TableDescriptor, TablePath};
 
 use crate::{Server, ServerConfig, ServerHandle};
 
@@ -49,4 +49,24 @@ pub(crate) async fn create_table(
     admin.create_table(&path, descriptor, false).await.unwrap();
     let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
     (path, table_id)
+}
+
+/// A table of `columns` partitioned by `keys`, in one bucket, with `properties`.
+pub(crate) fn partitioned_table(
+    columns: &[(&str, DataType)],
+    keys: &[&str],
+    properties: &[(&str, &str)],
+) -> TableDescriptor {
+    let mut schema = Schema::builder();
+    for (name, data_type) in columns {
+        schema = schema.column(*name, data_type.clone());
+    }
+    let mut builder = TableDescriptor::builder()
+        .schema(schema.build().unwrap())
+        .partitioned_by(keys.to_vec())
+        .distributed_by(Some(1), vec![]);
+    for (key, value) in properties {
+        builder = builder.property(*key, *value);
+    }
+    builder.build().unwrap()
 }

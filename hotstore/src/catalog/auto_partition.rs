@@ -286,24 +286,16 @@ fn parse_offset(text: &str) -> Result<Offset, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fluss::metadata::{DataTypes, Schema};
+    use fluss::metadata::DataTypes;
 
     /// `(dt STRING, region STRING, id INT)` partitioned by `keys`, with `properties`.
     fn descriptor(keys: &[&str], properties: &[(&str, &str)]) -> TableDescriptor {
-        let schema = Schema::builder()
-            .column("dt", DataTypes::string())
-            .column("region", DataTypes::string())
-            .column("id", DataTypes::int())
-            .build()
-            .unwrap();
-        let mut builder = TableDescriptor::builder()
-            .schema(schema)
-            .partitioned_by(keys.to_vec())
-            .distributed_by(Some(1), vec![]);
-        for (key, value) in properties {
-            builder = builder.property(*key, *value);
-        }
-        builder.build().unwrap()
+        let columns = [
+            ("dt", DataTypes::string()),
+            ("region", DataTypes::string()),
+            ("id", DataTypes::int()),
+        ];
+        crate::test_server::partitioned_table(&columns, keys, properties)
     }
 
     fn strategy(keys: &[&str], properties: &[(&str, &str)]) -> AutoPartitionStrategy {
@@ -425,77 +417,41 @@ mod tests {
 
     #[test]
     fn bad_properties_name_the_problem_and_the_fix() {
-        // (partition keys, properties, expected code, words of the message)
-        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32, &'a str);
-        let cases: &[Case] = &[
-            (
-                &["dt"],
-                &[(TIME_UNIT, "WEEK")],
-                code::INVALID_CONFIG,
-                "use HOUR, DAY",
-            ),
-            (
-                &["dt"],
-                &[(NUM_PRECREATE, "two")],
-                code::INVALID_CONFIG,
-                "integer",
-            ),
-            (
-                &["dt"],
-                &[(NUM_RETENTION, "1.5")],
-                code::INVALID_CONFIG,
-                "integer",
-            ),
-            (
-                &["dt"],
-                &[(TIME_ZONE, "Mars/Olympus")],
-                code::INVALID_CONFIG,
-                "IANA name",
-            ),
-            (
-                &["dt"],
-                &[(TIME_ZONE, "+25:00")],
-                code::INVALID_CONFIG,
-                "+08:00",
-            ),
-            (
-                &["dt"],
-                &[(ENABLED, "yes")],
-                code::INVALID_CONFIG,
-                "'true' or 'false'",
-            ),
-            (&["dt", "region"], &[], code::INVALID_TABLE, KEY),
-            (
-                &["dt", "region"],
-                &[(KEY, "id")],
-                code::INVALID_TABLE,
-                "not a partition key",
-            ),
-            (
-                &["dt", "region"],
-                &[(KEY, "dt"), (NUM_PRECREATE, "2")],
-                code::INVALID_TABLE,
-                "set it to 0",
-            ),
-            (
-                &[],
-                &[],
-                code::INVALID_CONFIG,
-                "only supported for partitioned tables",
-            ),
-        ];
-        for (keys, properties, expected, words) in cases {
+        let check = |keys: &[&str], properties: &[(&str, &str)], expected: i32, words: &str| {
             let mut all = vec![(ENABLED, "true")];
             all.extend_from_slice(properties);
             // A later duplicate key wins in the builder, so ENABLED=yes overrides true.
             let error = AutoPartitionStrategy::of("fluss.t", &descriptor(keys, &all))
                 .expect_err("must be refused");
             assert!(
-                error.code == *expected && error.message.contains(words),
+                error.code == expected && error.message.contains(words),
                 "{properties:?}: {} {}",
                 error.code,
                 error.message
             );
+        };
+        // (property, words of the message) refused as INVALID_CONFIG for a table by dt
+        let values = [
+            ((TIME_UNIT, "WEEK"), "use HOUR, DAY"),
+            ((NUM_PRECREATE, "two"), "integer"),
+            ((NUM_RETENTION, "1.5"), "integer"),
+            ((TIME_ZONE, "Mars/Olympus"), "IANA name"),
+            ((TIME_ZONE, "+25:00"), "+08:00"),
+            ((ENABLED, "yes"), "'true' or 'false'"),
+        ];
+        for (property, words) in values {
+            check(&["dt"], &[property], code::INVALID_CONFIG, words);
         }
+        // (properties, words) refused as INVALID_TABLE for a table by dt and region
+        let time_keys: [(&[(&str, &str)], &str); 3] = [
+            (&[], KEY),
+            (&[(KEY, "id")], "not a partition key"),
+            (&[(KEY, "dt"), (NUM_PRECREATE, "2")], "set it to 0"),
+        ];
+        for (properties, words) in time_keys {
+            check(&["dt", "region"], properties, code::INVALID_TABLE, words);
+        }
+        let words = "only supported for partitioned tables";
+        check(&[], &[], code::INVALID_CONFIG, words);
     }
 }

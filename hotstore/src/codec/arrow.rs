@@ -259,24 +259,12 @@ pub fn project_evolved_batch(
 mod tests {
     use super::*;
     use crate::codec::header::NO_WRITER_ID;
-    use arrow::array::{Int32Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::datatypes::{Field, Schema};
     use std::sync::Arc;
 
     fn sample() -> (SchemaRef, RecordBatch) {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("a", DataType::Int32, true),
-            Field::new("b", DataType::Utf8, true),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                Arc::new(Int32Array::from(vec![1, 2])),
-                Arc::new(StringArray::from(vec!["x", "y"])),
-            ],
-        )
-        .unwrap();
-        (schema, batch)
+        let batch = crate::codec::testing::two_rows();
+        (batch.schema(), batch)
     }
 
     #[test]

@@ -107,6 +107,22 @@ pub mod testing {
         out
     }
 
+    /// Two rows of `(id INT, name STRING)`: `(1, 'a')` and `(2, 'b')`.
+    pub fn two_rows() -> arrow::record_batch::RecordBatch {
+        use arrow::array::{Int32Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        use std::sync::Arc;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let columns: Vec<arrow::array::ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![1, 2])),
+            Arc::new(StringArray::from(vec!["a", "b"])),
+        ];
+        arrow::record_batch::RecordBatch::try_new(schema, columns).unwrap()
+    }
+
     pub fn batch_with(record_count: i32, payload_bytes: usize) -> Vec<u8> {
         build_batch(&BatchSpec {
             record_count,

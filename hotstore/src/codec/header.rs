@@ -431,23 +431,9 @@ mod tests {
     /// A V0 batch built exactly as fluss-rs 1.0 builds one: a 48-byte header, then an Arrow
     /// IPC stream message produced by the same arrow version the client uses.
     fn fluss_like_v0_batch() -> Vec<u8> {
-        use arrow::array::{Int32Array, StringArray};
-        use arrow::datatypes::{DataType, Field, Schema};
         use arrow::ipc::writer::StreamWriter;
-        use arrow::record_batch::RecordBatch;
-        use std::sync::Arc;
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int32, true),
-            Field::new("name", DataType::Utf8, true),
-        ]));
-        let rows = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                Arc::new(Int32Array::from(vec![1, 2])),
-                Arc::new(StringArray::from(vec!["a", "b"])),
-            ],
-        )
-        .unwrap();
+        let rows = two_rows();
+        let schema = rows.schema();
         let mut ipc = Vec::new();
         let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
         let schema_message_len = writer.get_ref().len();

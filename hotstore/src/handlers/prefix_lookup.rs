@@ -94,20 +94,14 @@ struct RowBudget {
 fn check_prefix_layout(table: &TableRuntime) -> Result<(), ApiError> {
     let name = table.entry.qualified_name();
     let descriptor = &table.entry.descriptor;
-    let Some(primary_key) = descriptor.schema().primary_key() else {
+    // The kv key of a partitioned table leaves the partition keys out (each partition has its
+    // own tablets), as Fluss's physical primary key does.
+    let Some(primary_key) = crate::catalog::physical_primary_key(descriptor) else {
         return Err(ApiError::new(
             code::NON_PRIMARY_KEY_TABLE,
             format!("table {name} has no primary key: prefix lookups need one"),
         ));
     };
-    // The kv key of a partitioned table leaves the partition keys out (each partition has its
-    // own tablets), as Fluss's physical primary key does.
-    let partition_keys = descriptor.partition_keys();
-    let primary_key: Vec<&String> = primary_key
-        .column_names()
-        .iter()
-        .filter(|k| !partition_keys.contains(k))
-        .collect();
     let bucket_keys = descriptor.bucket_keys();
     let leading = bucket_keys.len() <= primary_key.len()
         && bucket_keys
