@@ -13,9 +13,13 @@ use fluss::rpc::message::OffsetSpec;
 use crate::test_server::{self, connect, create_table};
 use crate::{BucketRetention, Server, ServerConfig, ServerHandle};
 
-/// A hot store with 1 KiB segments whose retention runs only when a test asks, and whose lake
-/// offsets apply from the next run on (no lag).
-async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+/// A hot store over a fresh scratch directory, with 1 KiB segments, whose retention runs only
+/// when a test asks and whose lake offsets apply from the next run on (no lag); and a
+/// connection to it.
+async fn start(
+    configure: impl FnOnce(&mut ServerConfig),
+) -> (tempfile::TempDir, ServerHandle, FlussConnection) {
+    let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig {
         retention_check_interval_ms: 3_600_000,
         retention_lake_lag_ms: 0,
@@ -23,10 +27,12 @@ async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig))
             segment_bytes_max: 1024,
             ..Default::default()
         },
-        ..test_server::config(dir)
+        ..test_server::config(dir.path())
     };
     configure(&mut config);
-    Server::start(config).await.unwrap()
+    let server = Server::start(config).await.unwrap();
+    let connection = connect(&server).await;
+    (dir, server, connection)
 }
 
 /// `(dt STRING, id BIGINT, v STRING)` partitioned by `dt`, one bucket, with `properties`.
@@ -96,9 +102,7 @@ fn partition_bucket0(report: &[BucketRetention], table: &str, partition: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lake_enabled_partition_is_cut_only_up_to_its_tiered_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let connection = connect(&server).await;
+    let (_dir, server, connection) = start(|_| {}).await;
     let descriptor = daily(&[("table.datalake.enabled", "true"), ("table.log.ttl", "1 s")]);
     let (path, _) = create_table(&connection, "daily", &descriptor).await;
     let admin = connection.get_admin().unwrap();
@@ -185,12 +189,10 @@ async fn append(connection: &FlussConnection, path: &TablePath, dt: &str, count:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_created_partitions_appear_at_create_table_and_on_schedule() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |config| {
+    let (_dir, server, connection) = start(|config| {
         config.auto_partition_check_interval_ms = 200;
     })
     .await;
-    let connection = connect(&server).await;
     let admin = connection.get_admin().unwrap();
     let before = this_year();
     let descriptor = yearly(&[("table.auto-partition.num-precreate", "3")]);
@@ -236,9 +238,7 @@ async fn pre_created_partitions_appear_at_create_table_and_on_schedule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let connection = connect(&server).await;
+    let (_dir, server, connection) = start(|_| {}).await;
     let admin = connection.get_admin().unwrap();
     // One past year is kept: last year stays, older ones go, written or not.
     let retention = [
@@ -300,9 +300,7 @@ async fn retention_drops_expired_partitions_of_a_table_without_a_lake() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lake_enabled_table_keeps_an_expired_partition_until_the_lake_covers_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let connection = connect(&server).await;
+    let (_dir, server, connection) = start(|_| {}).await;
     let descriptor = yearly(&[
         ("table.datalake.enabled", "true"),
         ("table.auto-partition.num-precreate", "1"),

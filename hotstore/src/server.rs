@@ -881,18 +881,8 @@ mod tests {
         {
             let server = start(dir.path()).await;
             let connection = connect(&server).await;
-            let schema = Schema::builder()
-                .column("id", DataTypes::int())
-                .column("name", DataTypes::string())
-                .primary_key(vec!["id"])
-                .unwrap()
-                .build()
-                .unwrap();
-            let descriptor = TableDescriptor::builder()
-                .schema(schema)
-                .distributed_by(Some(2), vec![])
-                .build()
-                .unwrap();
+            // (id INT PRIMARY KEY, name STRING) in two buckets.
+            let descriptor = crate::fuzz_tests::pk_descriptor();
             connection
                 .get_admin()
                 .unwrap()
