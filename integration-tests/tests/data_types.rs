@@ -1476,21 +1476,16 @@ async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() ->
     const TEST: &str = "compound_types_written_by_the_java_client_read_back_and_tier_alike";
     let started = Instant::now();
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
-    let bootstrap = server.local_addr().to_string();
-    let output = dir.path().join("expected");
-    std::fs::create_dir(&output)?;
-    let versions =
-        java_client::run_scenario_with_every_version(TEST, &bootstrap, "data-types", &output)
-            .await?;
-    if versions.is_empty() {
+    let run = java_client::run_scenario_for_tiering(TEST, dir.path(), "data-types").await?;
+    if run.versions.is_empty() {
         return silt_testkit::skip(
             TEST,
             "no fluss-client version could run here (reasons above)",
         );
     }
-    let connection = hotstore::connect(&server).await?;
-    let tables = java_tables(&connection, &output).await?;
+    let versions = &run.versions;
+    let connection = hotstore::connect(&run.server).await?;
+    let tables = java_tables(&connection, &run.expected_dir).await?;
     ensure!(
         tables.len() == 2 * versions.len(),
         "the Java client left rows of {} tables, {versions:?} write 2 each",
@@ -1516,7 +1511,7 @@ async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() ->
         }
     }
 
-    let service = tiering::service(dir.path(), &server);
+    let service = tiering::service(dir.path(), &run.server);
     tiering::wait_caught_up(
         &service,
         Driver::Wait,
@@ -1526,7 +1521,7 @@ async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() ->
     .await?;
     service.shutdown(Duration::from_secs(30)).await;
     let queries = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
-        bootstrap,
+        run.bootstrap,
         dir.path().join("lake").to_string_lossy().to_string(),
     )));
     for table in &tables {

@@ -11,8 +11,9 @@ mod merge_engines;
 use std::io::Write;
 
 use anyhow::Result;
-use common::scenario::{self, Outcome, ScenarioRecord, UserRow};
+use common::scenario::{self, ScenarioRecord, UserRow};
 use common::{partitions, raw_fluss};
+use silt_testkit::differential::assert_all_explained;
 use silt_testkit::hotstore;
 use silt_testkit::real_fluss::{RealFluss, Started};
 
@@ -49,22 +50,11 @@ async fn scenario_against_real_fluss() -> Result<()> {
 
     // The same scenario against silt's hotstore; every difference is printed, and those not
     // explained in fluss-real/OBSERVED.md fail the test.
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let silt = scenario::run_scenario(&server.local_addr().to_string()).await;
-    server.shutdown().await?;
-    let silt = silt?;
+    let silt =
+        on_a_fresh_hotstore(|bootstrap| async move { scenario::run_scenario(&bootstrap).await })
+            .await?;
     let differences = scenario::differences(&silt, &record);
-    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
-    let mut report = format!(
-        "silt vs real Fluss: {} difference(s), {unexplained} unexplained\n",
-        differences.len()
-    );
-    for difference in &differences {
-        report.push_str(&format!("  {difference}\n"));
-    }
-    std::io::stderr().write_all(report.as_bytes())?;
-    assert_eq!(unexplained, 0, "{report}");
+    assert_all_explained("silt vs real Fluss", &differences)?;
 
     compare_merge_engines(&bootstrap).await?;
     compare_partitions(&bootstrap).await?;
@@ -94,24 +84,11 @@ async fn compare_merge_engines(bootstrap: &str) -> Result<()> {
     let fluss = merge_engines::run(bootstrap).await?;
     eprintln!("real Fluss, merge engines: {fluss:#?}");
     merge_engines::check(&fluss);
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let silt = merge_engines::run(&server.local_addr().to_string()).await;
-    server.shutdown().await?;
-    let silt = silt?;
+    let silt = on_a_fresh_hotstore(|bootstrap| async move { merge_engines::run(&bootstrap).await })
+        .await?;
     merge_engines::check(&silt);
     let differences = merge_engines::differences(&silt, &fluss);
-    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
-    let mut report = format!(
-        "silt vs real Fluss, merge engines: {} difference(s), {unexplained} unexplained\n",
-        differences.len()
-    );
-    for difference in &differences {
-        report.push_str(&format!("  {difference}\n"));
-    }
-    std::io::stderr().write_all(report.as_bytes())?;
-    assert_eq!(unexplained, 0, "{report}");
-    Ok(())
+    assert_all_explained("silt vs real Fluss, merge engines", &differences)
 }
 
 /// The partition scenario (issue 17) against the real cluster and against silt: both must
@@ -120,24 +97,26 @@ async fn compare_merge_engines(bootstrap: &str) -> Result<()> {
 async fn compare_partitions(bootstrap: &str) -> Result<()> {
     let fluss = partitions::run(&hotstore::connect_to(bootstrap).await?).await?;
     eprintln!("real Fluss, partitions: {fluss:#?}");
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let silt = partitions::run(&hotstore::connect(&server).await?).await;
-    server.shutdown().await?;
-    let silt = silt?;
+    let silt = on_a_fresh_hotstore(|bootstrap| async move {
+        partitions::run(&hotstore::connect_to(&bootstrap).await?).await
+    })
+    .await?;
     partitions::check(&silt)?;
     let differences = partitions::differences(&silt, &fluss);
-    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
-    let mut report = format!(
-        "silt vs real Fluss, partitions: {} difference(s), {unexplained} unexplained\n",
-        differences.len()
-    );
-    for difference in &differences {
-        report.push_str(&format!("  {difference}\n"));
-    }
-    std::io::stderr().write_all(report.as_bytes())?;
-    assert_eq!(unexplained, 0, "{report}");
-    Ok(())
+    assert_all_explained("silt vs real Fluss, partitions", &differences)
+}
+
+/// Runs `scenario` against a hot store of its own (given its address), in a scratch directory,
+/// and shuts the store down before answering, whether the scenario passed or failed.
+async fn on_a_fresh_hotstore<T, F>(scenario: impl FnOnce(String) -> F) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start(dir.path()).await?;
+    let outcome = scenario(server.local_addr().to_string()).await;
+    server.shutdown().await?;
+    outcome
 }
 
 /// The writer scenario against silt, restarted on the same port and data directory.
@@ -179,19 +158,7 @@ fn check_writer_record(record: &raw_fluss::WriterRecord) {
 
 /// What the issue states a Fluss server does; the real server must pass it, and so must silt.
 fn check_record(record: &ScenarioRecord) {
-    let kinds: Vec<&str> = record
-        .changelog
-        .iter()
-        .map(|e| e.change_type.as_str())
-        .collect();
-    assert_eq!(
-        kinds,
-        ["+I", "+I", "-U", "+U", "-D"],
-        "changelog of upsert(1) upsert(2) upsert(1') delete(2)"
-    );
-    let offsets: Vec<i64> = record.changelog.iter().map(|e| e.offset).collect();
-    assert_eq!(offsets, [0, 1, 2, 3, 4]);
-
+    scenario::check_changelog(record);
     assert_eq!(
         record.pk_offsets.latest[&0], 5,
         "latest offset of the PK table's bucket after the sequence"
@@ -233,40 +200,6 @@ fn check_record(record: &ScenarioRecord) {
     // Not asserted: `unchanged_upsert_changelog`. Real Fluss 0.9.1 appends -U/+U for an upsert
     // that changes nothing; silt's design appends nothing (see fluss-real/OBSERVED.md).
 
-    let api = |name: &str| match &record.errors[name] {
-        Outcome::Api { code, .. } => Some(*code),
-        _ => None,
-    };
-    assert_eq!(
-        api("create_database/duplicate"),
-        Some(6),
-        "DatabaseAlreadyExist"
-    );
-    assert_eq!(api("create_table/duplicate"), Some(8), "TableAlreadyExist");
-    assert_eq!(
-        api("get_table_info/unknown_table"),
-        Some(7),
-        "TableNotExist"
-    );
-    assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
-
-    let rows = 2 * scenario::LOG_ROWS_PER_BATCH as usize;
-    assert_eq!(
-        record.log.scanned.values().map(Vec::len).sum::<usize>(),
-        rows
-    );
-    for (bucket, scanned) in &record.log.scanned {
-        let offsets: Vec<i64> = scanned.iter().map(|(offset, _)| *offset).collect();
-        let contiguous: Vec<i64> = (0..scanned.len() as i64).collect();
-        assert_eq!(
-            offsets, contiguous,
-            "bucket {bucket} offsets are contiguous from 0"
-        );
-        assert_eq!(
-            record.log.offsets.latest[bucket],
-            scanned.len() as i64,
-            "latest = high watermark"
-        );
-    }
-    assert_eq!(record.log.projected_columns, ["id", "amount"]);
+    scenario::check_ddl_errors(record);
+    scenario::check_log_scan(record);
 }

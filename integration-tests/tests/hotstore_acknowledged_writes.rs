@@ -17,14 +17,25 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use arrow::array::{Array, Int64Array, RecordBatch};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::client::FlussConnection;
+use fluss::metadata::{DataTypes, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::hotstore;
+use silt_testkit::tables::Table;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Rounds of the scenario per test run: the loss depends on timing, so one round proves little.
 const ROUNDS: usize = 25;
+
+/// Creates the log table `ack.<name>`: one bucket, one column `id BIGINT`.
+async fn create_id_table(connection: &FlussConnection, name: &str) -> Result<TablePath> {
+    let table = Table::log("ack", name)
+        .column("id", DataTypes::bigint())
+        .buckets(1);
+    table.create(connection).await?;
+    Ok(table.path)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_flushed_batches_of_one_writer_are_all_kept() -> Result<()> {
@@ -33,22 +44,9 @@ async fn three_flushed_batches_of_one_writer_are_all_kept() -> Result<()> {
     let connection = hotstore::connect(&server).await?;
     let admin = connection.get_admin()?;
     admin.create_database("ack", None, false).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .build()?;
     let mut lost_rounds = Vec::new();
     for round in 0..ROUNDS {
-        let path = TablePath::new("ack", format!("t{round}"));
-        admin
-            .create_table(
-                &path,
-                &TableDescriptor::builder()
-                    .schema(schema.clone())
-                    .distributed_by(Some(1), vec![])
-                    .build()?,
-                false,
-            )
-            .await?;
+        let path = create_id_table(&connection, &format!("t{round}")).await?;
         let table = connection.get_table(&path).await?;
         let scanner = table.new_scan().create_record_batch_log_scanner()?;
         scanner.subscribe(0, 0).await?;
@@ -119,25 +117,12 @@ async fn produce_requests_reordered_on_the_wire_lose_nothing() -> Result<()> {
     let admin_connection = connect(&bootstrap).await?;
     let admin = admin_connection.get_admin()?;
     admin.create_database("ack", None, false).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .build()?;
     // The client does not always have two produces in flight at once; rounds until the proxy
     // reordered two of them (each round on a new connection, so the proxy holds again).
     let mut rounds = 0;
     while reordered.load(Ordering::SeqCst) < 2 && rounds < 40 {
         rounds += 1;
-        let path = TablePath::new("ack", format!("reordered{rounds}"));
-        admin
-            .create_table(
-                &path,
-                &TableDescriptor::builder()
-                    .schema(schema.clone())
-                    .distributed_by(Some(1), vec![])
-                    .build()?,
-                false,
-            )
-            .await?;
+        let path = create_id_table(&admin_connection, &format!("reordered{rounds}")).await?;
         // A linger longer than the round keeps the three batches in the accumulator until
         // `flush()` makes them ready together, so the sender drains them back to back instead of
         // racing the server's answer to the first one (on a fast machine it always lost the race).

@@ -14,7 +14,9 @@ use anyhow::{Result, ensure};
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use common::raw_fluss;
 use fluss::client::{FlussConnection, FlussTable};
-use fluss::metadata::{KvSnapshotLeaseForBucket, KvSnapshotLeaseForTable, TableBucket, TablePath};
+use fluss::metadata::{
+    KvSnapshotLeaseForBucket, KvSnapshotLeaseForTable, TableBucket, TableDescriptor, TablePath,
+};
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
 use silt_hotstore::ServerHandle;
@@ -36,6 +38,22 @@ async fn start(dir: &std::path::Path, response_bytes_max: usize) -> Result<Serve
 }
 
 /// The rows of one bucket's limit scan, through fluss-rs.
+/// A hot store as [`start`] makes it, with 1 MiB responses, holding the primary-key table
+/// `fluss.users` as `descriptor` describes it, and a connection to it.
+async fn start_with_users(
+    dir: &std::path::Path,
+    descriptor: &TableDescriptor,
+) -> Result<(ServerHandle, FlussConnection, TablePath)> {
+    let server = start(dir, 1 << 20).await?;
+    let connection = hotstore::connect(&server).await?;
+    let path = TablePath::new("fluss", "users");
+    connection
+        .get_admin()?
+        .create_table(&path, descriptor, false)
+        .await?;
+    Ok((server, connection, path))
+}
+
 async fn limit_scan(
     table: &FlussTable<'_>,
     bucket: i32,
@@ -122,13 +140,7 @@ async fn a_log_tables_limit_scan_answers_its_last_rows() -> Result<()> {
 async fn a_primary_key_tables_limit_scan_answers_the_current_values_of_its_first_keys() -> Result<()>
 {
     let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 1 << 20).await?;
-    let connection = hotstore::connect(&server).await?;
-    let admin = connection.get_admin()?;
-    let path = TablePath::new("fluss", "users");
-    admin
-        .create_table(&path, &rows::user_table()?, false)
-        .await?;
+    let (server, connection, path) = start_with_users(dir.path(), &rows::user_table()?).await?;
     let table = connection.get_table(&path).await?;
     let empty = limit_scan(&table, 0, 10, None).await?;
     ensure!(empty.batch().num_rows() == 0, "an empty table: {empty:?}");
@@ -171,13 +183,8 @@ async fn a_primary_key_tables_limit_scan_answers_the_current_values_of_its_first
 async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_row_once()
 -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 1 << 20).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (server, connection, path) = start_with_users(dir.path(), &rows::user_table_of(2)?).await?;
     let admin = connection.get_admin()?;
-    let path = TablePath::new("fluss", "users");
-    admin
-        .create_table(&path, &rows::user_table_of(2)?, false)
-        .await?;
     let table_id = admin.get_table_info(&path).await?.get_table_id();
     let table = connection.get_table(&path).await?;
     let writer = table.new_upsert()?.create_writer()?;

@@ -75,20 +75,15 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
     const TEST: &str = "java_client_partitioned_tables_tier_and_verify";
     let started = Instant::now();
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
-    let bootstrap = server.local_addr().to_string();
-    let output = dir.path().join("expected");
-    std::fs::create_dir(&output)?;
-    let versions =
-        java_client::run_scenario_with_every_version(TEST, &bootstrap, "partitioned-lake", &output)
-            .await?;
-    if versions.is_empty() {
+    let run = java_client::run_scenario_for_tiering(TEST, dir.path(), "partitioned-lake").await?;
+    if run.versions.is_empty() {
         return skip(
             TEST,
             "no fluss-client version could run here (reasons above)",
         );
     }
-    let expected = read_expected(&output)?;
+    let versions = &run.versions;
+    let expected = read_expected(&run.expected_dir)?;
     ensure!(
         expected.len() == JAVA_TABLES * versions.len(),
         "the Java client left expected rows for {} tables, not {} ({} client versions ran): {:?}",
@@ -97,12 +92,12 @@ async fn java_client_partitioned_tables_tier_and_verify() -> Result<()> {
         versions.len(),
         expected.iter().map(Expected::name).collect::<Vec<_>>()
     );
-    tier_and_check(dir.path(), &server, &expected).await?;
-    for version in &versions {
+    tier_and_check(dir.path(), &run.server, &expected).await?;
+    for version in versions {
         java_client::run_scenario(
             TEST,
             version,
-            &bootstrap,
+            &run.bootstrap,
             "partitioned-lake-snapshot",
             vec![],
         )

@@ -61,3 +61,21 @@ impl Differences {
         }
     }
 }
+
+/// Prints every difference of `comparison` (e.g. `silt vs real Fluss, partitions`) on stderr,
+/// each with its reason or `UNEXPLAINED`, and fails, listing them all, when one has no reason.
+pub fn assert_all_explained(comparison: &str, differences: &[Difference]) -> anyhow::Result<()> {
+    let unexplained = differences.iter().filter(|d| d.known.is_none()).count();
+    let mut report = format!(
+        "{comparison}: {} difference(s), {unexplained} unexplained\n",
+        differences.len()
+    );
+    for difference in differences {
+        report.push_str(&format!("  {difference}\n"));
+    }
+    // Straight to the stderr handle: the test harness captures eprintln!, and the differences
+    // must be visible without --nocapture.
+    std::io::Write::write_all(&mut std::io::stderr(), report.as_bytes())?;
+    assert_eq!(unexplained, 0, "{report}");
+    Ok(())
+}

@@ -11,18 +11,18 @@
 //! scripts of their own beside the ones that must pass.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::process::{drain, wait_until};
+pub use crate::process::tail;
+use crate::process::{SCRIPT_EXIT_SKIP, ScriptRun, run_script};
 use serde_json::Value;
 
 /// run.sh's (build.sh's) exit code for "skipped: java, javac, mvn or the jars are missing".
-pub const EXIT_SKIP: i32 = 77;
+pub const EXIT_SKIP: i32 = SCRIPT_EXIT_SKIP;
 
 /// build.sh's bound on Maven's fetch, unless FLINK_SQL_FETCH_TIMEOUT_S says.
 const FETCH_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
@@ -252,52 +252,28 @@ pub fn run(bootstrap: &str, dir: &Path, scripts: &[(&str, String)]) -> Result<Ra
     let deadline = env_secs("FLINK_SQL_FETCH_TIMEOUT_S", FETCH_TIMEOUT_DEFAULT)
         + env_secs("FLINK_SQL_STATEMENT_TIMEOUT_S", STATEMENT_TIMEOUT) * statement_count
         + RUN_SLACK;
-    let started = Instant::now();
-    let mut child = Command::new("bash")
+    let mut script = Command::new("bash");
+    script
         .arg(harness_dir().join("run.sh"))
         .arg(bootstrap)
-        .args(&paths)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a run past its deadline is killed with Maven or the JVM.
-        .process_group(0)
-        .spawn()
-        .context("run flink-sql/run.sh")?;
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let status = wait_until(&mut child, started + deadline)?;
-    let stdout = stdout.join().expect("stdout reader");
-    let stderr = stderr.join().expect("stderr reader");
-    let Some(status) = status else {
-        bail!(
-            "flink-sql/run.sh did not finish within {deadline:?}; killed it\nstdout:\n{stdout}\nstderr:\n{}",
-            tail(&stderr, 80)
-        );
+        .args(&paths);
+    let exit = match run_script(script, "flink-sql/run.sh", deadline, 80)? {
+        ScriptRun::Skipped(reason) => return Ok(Ran::Skipped(reason)),
+        ScriptRun::Exited(exit) => exit,
     };
-    if status.code() == Some(EXIT_SKIP) {
-        let reason = stderr
-            .lines()
-            .rfind(|line| line.starts_with("SKIPPED: "))
-            .map(|line| line.trim_start_matches("SKIPPED: ").to_string())
-            .unwrap_or_else(|| format!("flink-sql/run.sh exited {EXIT_SKIP}:\n{stderr}"));
-        return Ok(Ran::Skipped(reason));
-    }
-    let statements = parse(&stdout)
-        .with_context(|| format!("parse the harness's output\nstderr:\n{}", tail(&stderr, 80)))?;
+    let statements = parse(&exit.stdout).with_context(|| {
+        format!(
+            "parse the harness's output\nstderr:\n{}",
+            tail(&exit.stderr, 80)
+        )
+    })?;
     Ok(Ran::Finished(Run {
-        status,
+        status: exit.status,
         statements,
-        stdout,
-        stderr,
-        duration: started.elapsed(),
+        stdout: exit.stdout,
+        stderr: exit.stderr,
+        duration: exit.duration,
     }))
-}
-
-/// The last `lines` lines of `text`.
-pub fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The harness's stdout (one JSON object per line) as statements with their rows.

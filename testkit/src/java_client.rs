@@ -2,17 +2,18 @@
 //! (its `run.sh`: build if needed, then one JVM running the named scenarios) against a Fluss
 //! endpoint. The jars and classes are cached in `java-client/.cache` across runs.
 
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use silt_hotstore::ServerHandle;
 
-use crate::process::{drain, wait_until};
+use crate::process::{SCRIPT_EXIT_SKIP, ScriptRun, run_script};
 
 /// run.sh's (build.sh's) exit code for "skipped: java, javac, mvn or the jars are missing".
-pub const EXIT_SKIP: i32 = 77;
+pub const EXIT_SKIP: i32 = SCRIPT_EXIT_SKIP;
 
 /// The fluss-client versions the harness is built against (build.sh's SUPPORTED_VERSIONS).
 pub const CLIENT_VERSIONS: [&str; 2] = ["1.0.0", "0.9.1-incubating"];
@@ -91,43 +92,23 @@ pub fn run_with_env(
 ) -> Result<Ran> {
     let scenario_count = u32::try_from(scenarios.len()).context("scenario count")?;
     let deadline = fetch_timeout() + SCENARIO_DEADLINE * scenario_count + RUN_SLACK;
-    let started = Instant::now();
-    let mut child = Command::new("bash")
+    let mut script = Command::new("bash");
+    script
         .arg(harness_dir().join("run.sh"))
         .arg(version)
         .arg(bootstrap)
         .args(scenarios)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a run past its deadline is killed with Maven or the JVM.
-        .process_group(0)
-        .spawn()
-        .context("run java-client/run.sh")?;
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let status = wait_until(&mut child, started + deadline)?;
-    let stdout = stdout.join().expect("stdout reader");
-    let stderr = stderr.join().expect("stderr reader");
-    let Some(status) = status else {
-        bail!(
-            "java-client/run.sh {version} did not finish within {deadline:?}; killed it\nstdout:\n{stdout}\nstderr:\n{stderr}"
-        );
+        .envs(env.iter().copied());
+    let what = format!("java-client/run.sh {version}");
+    let exit = match run_script(script, &what, deadline, usize::MAX)? {
+        ScriptRun::Skipped(reason) => return Ok(Ran::Skipped(reason)),
+        ScriptRun::Exited(exit) => exit,
     };
-    if status.code() == Some(EXIT_SKIP) {
-        let reason = stderr
-            .lines()
-            .rfind(|line| line.starts_with("SKIPPED: "))
-            .map(|line| line.trim_start_matches("SKIPPED: ").to_string())
-            .unwrap_or_else(|| format!("java-client/run.sh exited {EXIT_SKIP}:\n{stderr}"));
-        return Ok(Ran::Skipped(reason));
-    }
     Ok(Ran::Finished(Finished {
-        status,
-        stdout,
-        stderr,
-        duration: started.elapsed(),
+        status: exit.status,
+        stdout: exit.stdout,
+        stderr: exit.stderr,
+        duration: exit.duration,
     }))
 }
 
@@ -138,7 +119,7 @@ pub async fn run_scenario_with_every_version(
     test: &str,
     bootstrap: &str,
     scenario: &'static str,
-    output: &std::path::Path,
+    output: &Path,
 ) -> Result<Vec<&'static str>> {
     let mut versions = Vec::new();
     for version in CLIENT_VERSIONS {
@@ -151,6 +132,41 @@ pub async fn run_scenario_with_every_version(
         }
     }
     Ok(versions)
+}
+
+/// A hot store started for tiering, after a scenario of every client version ran against it
+/// ([`run_scenario_for_tiering`]).
+pub struct ScenarioForTiering {
+    pub server: Arc<ServerHandle>,
+    /// The store's Fluss address.
+    pub bootstrap: String,
+    /// Where the scenario wrote the rows each table must hold (`<database>.<table>.rows`).
+    pub expected_dir: PathBuf,
+    /// The versions that ran; empty when none could run here (each printed SKIPPED and why).
+    pub versions: Vec<&'static str>,
+}
+
+/// Starts a hot store for tiering over `dir` (two buckets a table unless it says otherwise) and
+/// runs `scenario` against it with every client version, each writing what it wrote down into
+/// `<dir>/expected`.
+pub async fn run_scenario_for_tiering(
+    test: &str,
+    dir: &Path,
+    scenario: &'static str,
+) -> Result<ScenarioForTiering> {
+    let server = crate::hotstore::start_for_tiering(dir, 2).await?;
+    let bootstrap = server.local_addr().to_string();
+    let expected_dir = dir.join("expected");
+    std::fs::create_dir(&expected_dir)
+        .with_context(|| format!("create {}", expected_dir.display()))?;
+    let versions =
+        run_scenario_with_every_version(test, &bootstrap, scenario, &expected_dir).await?;
+    Ok(ScenarioForTiering {
+        server,
+        bootstrap,
+        expected_dir,
+        versions,
+    })
 }
 
 /// Runs `scenario` with fluss-client `version` against `bootstrap` from an async test (on a

@@ -8,13 +8,14 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::ops::{Deref, DerefMut};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use crate::http;
 use crate::wait::{self, Look};
@@ -190,6 +191,77 @@ impl Drop for SiltProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The exit code of the harness scripts (`run.sh`, `build.sh`, `start.sh`) for "skipped: java,
+/// javac, mvn or the jars are missing".
+pub const SCRIPT_EXIT_SKIP: i32 = 77;
+
+/// A harness script that exited, not with [`SCRIPT_EXIT_SKIP`].
+pub(crate) struct ScriptExit {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
+}
+
+/// How a harness script's run ended.
+pub(crate) enum ScriptRun {
+    Exited(ScriptExit),
+    /// It exited with [`SCRIPT_EXIT_SKIP`]; why, from its last `SKIPPED: ` line (all of its
+    /// stderr when it printed none).
+    Skipped(String),
+}
+
+/// Runs `script` (a harness's `run.sh`, its arguments and environment set) with no stdin and
+/// its output read to the end. Past `deadline` its process group is killed and the run is an
+/// error naming `what`, with its stdout and the last `stderr_lines_max` lines of its stderr.
+pub(crate) fn run_script(
+    mut script: Command,
+    what: &str,
+    deadline: Duration,
+    stderr_lines_max: usize,
+) -> Result<ScriptRun> {
+    let started = Instant::now();
+    let mut child = script
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a run past its deadline is killed with Maven or the JVM.
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("run {what}"))?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait_until(&mut child, started + deadline)?;
+    let stdout = stdout.join().expect("stdout reader");
+    let stderr = stderr.join().expect("stderr reader");
+    let Some(status) = status else {
+        bail!(
+            "{what} did not finish within {deadline:?}; killed it\nstdout:\n{stdout}\nstderr:\n{}",
+            tail(&stderr, stderr_lines_max)
+        );
+    };
+    if status.code() == Some(SCRIPT_EXIT_SKIP) {
+        let reason = stderr
+            .lines()
+            .rfind(|line| line.starts_with("SKIPPED: "))
+            .map(|line| line.trim_start_matches("SKIPPED: ").to_string())
+            .unwrap_or_else(|| format!("{what} exited {SCRIPT_EXIT_SKIP}:\n{stderr}"));
+        return Ok(ScriptRun::Skipped(reason));
+    }
+    Ok(ScriptRun::Exited(ScriptExit {
+        status,
+        stdout,
+        stderr,
+        duration: started.elapsed(),
+    }))
+}
+
+/// The last `lines` lines of `text`.
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Reads a child's pipe to its end on a thread of its own (so a full pipe never blocks the

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 /// start.sh's exit code for "skipped: java, mvn or the jars are missing".
-pub const EXIT_SKIP: i32 = 77;
+pub const EXIT_SKIP: i32 = crate::process::SCRIPT_EXIT_SKIP;
 
 /// Ports of the test's cluster, away from start.sh's interactive defaults (9223/9224/12181)
 /// so a cluster someone started by hand does not collide with the test's.

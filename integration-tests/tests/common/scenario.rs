@@ -984,6 +984,79 @@ async fn record_errors(
     errors
 }
 
+/// The changelog of the scenario's upsert(1) upsert(2) upsert(1') delete(2), as every Fluss
+/// server writes it: `+I +I -U +U -D` at offsets 0 to 4.
+pub fn check_changelog(record: &ScenarioRecord) {
+    let kinds: Vec<&str> = record
+        .changelog
+        .iter()
+        .map(|e| e.change_type.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["+I", "+I", "-U", "+U", "-D"],
+        "changelog of upsert(1) upsert(2) upsert(1') delete(2)"
+    );
+    let offsets: Vec<i64> = record.changelog.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 4], "offsets of the changelog");
+}
+
+/// The API error code the step `name` of [`ScenarioRecord::errors`] answered, if it answered
+/// one.
+pub fn api_code(record: &ScenarioRecord, name: &str) -> Option<i32> {
+    match &record.errors[name] {
+        Outcome::Api { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+/// The DDL errors every Fluss server answers: DatabaseAlreadyExist (6), TableAlreadyExist (8),
+/// TableNotExist (7), and no error for a duplicate create that asks to ignore it.
+pub fn check_ddl_errors(record: &ScenarioRecord) {
+    assert_eq!(
+        api_code(record, "create_database/duplicate"),
+        Some(6),
+        "DatabaseAlreadyExist"
+    );
+    assert_eq!(
+        api_code(record, "create_table/duplicate"),
+        Some(8),
+        "TableAlreadyExist"
+    );
+    assert_eq!(
+        api_code(record, "get_table_info/unknown_table"),
+        Some(7),
+        "TableNotExist"
+    );
+    assert_eq!(record.errors["create_table/duplicate_ignored"], Outcome::Ok);
+}
+
+/// The log table read back whole, as every Fluss server serves it: both batches' rows, each
+/// bucket's offsets contiguous from 0 up to its latest offset (the high watermark), and a
+/// projection to `id, amount`.
+pub fn check_log_scan(record: &ScenarioRecord) {
+    let rows = 2 * LOG_ROWS_PER_BATCH as usize;
+    assert_eq!(
+        record.log.scanned.values().map(Vec::len).sum::<usize>(),
+        rows,
+        "rows scanned from the log table"
+    );
+    for (bucket, scanned) in &record.log.scanned {
+        let offsets: Vec<i64> = scanned.iter().map(|(offset, _)| *offset).collect();
+        let contiguous: Vec<i64> = (0..scanned.len() as i64).collect();
+        assert_eq!(
+            offsets, contiguous,
+            "bucket {bucket} offsets are contiguous from 0"
+        );
+        assert_eq!(
+            record.log.offsets.latest[bucket],
+            scanned.len() as i64,
+            "bucket {bucket}: latest = high watermark"
+        );
+    }
+    assert_eq!(record.log.projected_columns, ["id", "amount"]);
+}
+
 /// What Fluss 0.9.1 answers to the scenario's limit scans and kv snapshot request (its
 /// `Replica.limitLogScan`, `limitKvScan` and `getLatestKvSnapshots`), which both servers must
 /// pass: a log bucket's last [`LOG_LIMIT`] rows, the PK table's one live key, no snapshot yet
