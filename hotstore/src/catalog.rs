@@ -564,73 +564,7 @@ impl Catalog {
         ignore_if_not_exists: bool,
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         self.alter_table(database, name, ignore_if_not_exists, |old| {
-        let qualified = old.qualified_name();
-        for change in changes {
-            let key = change.key();
-            if key.starts_with(TABLE_PROPERTY_PREFIX) && !ALTERABLE_PROPERTIES.contains(&key) {
-                return Err(ApiError::new(
-                    code::INVALID_ALTER_TABLE,
-                    format!(
-                        "the option '{key}' of {qualified} is not supported to alter (alterable: \
-                         {}); recreate the table to change it",
-                        ALTERABLE_PROPERTIES.join(", ")
-                    ),
-                ));
-            }
-        }
-        let mut value: Value = serde_json::from_slice(&old.json).map_err(|e| {
-            ApiError::new(
-                code::UNKNOWN_SERVER_ERROR,
-                format!("stored json of {qualified} does not parse: {e}"),
-            )
-        })?;
-        let mut changed = false;
-        for change in changes {
-            let key = change.key();
-            let field = if key.starts_with(TABLE_PROPERTY_PREFIX) {
-                "properties"
-            } else {
-                "custom_properties"
-            };
-            let properties = value
-                .as_object_mut()
-                .and_then(|o| o.entry(field).or_insert_with(|| json!({})).as_object_mut())
-                .ok_or_else(|| {
-                    ApiError::new(
-                        code::UNKNOWN_SERVER_ERROR,
-                        format!("stored {field} of {qualified} are not an object"),
-                    )
-                })?;
-            match change {
-                PropertyChange::Set { key, value } => {
-                    check_property_value(&qualified, key, value)?;
-                    changed |= properties.insert(key.clone(), json!(value)) != Some(json!(value));
-                }
-                PropertyChange::Reset { key } => changed |= properties.remove(key).is_some(),
-            }
-        }
-        if !changed {
-            return Ok(None);
-        }
-        let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| {
-            ApiError::new(
-                code::INVALID_CONFIG,
-                format!("altered table {qualified}: {e}"),
-            )
-        })?;
-        let json = serde_json::to_vec(&value).map_err(|e| {
-            ApiError::new(
-                code::UNKNOWN_SERVER_ERROR,
-                format!("altered table {qualified}: {e}"),
-            )
-        })?;
-        Ok(Some(TableEntry {
-            client_json: client_view(&json),
-            json,
-            descriptor,
-            modified_ms: now_ms(),
-            ..old.clone()
-        }))
+            with_properties_changed(old, changes)
         })
     }
 
@@ -1230,6 +1164,81 @@ fn unknown_table(state: &State, database: &str, name: &str) -> ApiError {
         code::TABLE_NOT_EXIST,
         format!("unknown table {database}.{name} (known: {known})"),
     )
+}
+
+/// `old` with `changes` made to its properties (see [`Catalog::alter_table_properties`]), or
+/// `None` when they change nothing.
+fn with_properties_changed(
+    old: &TableEntry,
+    changes: &[PropertyChange],
+) -> Result<Option<TableEntry>, ApiError> {
+    let qualified = old.qualified_name();
+    for change in changes {
+        let key = change.key();
+        if key.starts_with(TABLE_PROPERTY_PREFIX) && !ALTERABLE_PROPERTIES.contains(&key) {
+            return Err(ApiError::new(
+                code::INVALID_ALTER_TABLE,
+                format!(
+                    "the option '{key}' of {qualified} is not supported to alter (alterable: \
+                     {}); recreate the table to change it",
+                    ALTERABLE_PROPERTIES.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut value: Value = serde_json::from_slice(&old.json).map_err(|e| {
+        ApiError::new(
+            code::UNKNOWN_SERVER_ERROR,
+            format!("stored json of {qualified} does not parse: {e}"),
+        )
+    })?;
+    let mut changed = false;
+    for change in changes {
+        let key = change.key();
+        let field = if key.starts_with(TABLE_PROPERTY_PREFIX) {
+            "properties"
+        } else {
+            "custom_properties"
+        };
+        let properties = value
+            .as_object_mut()
+            .and_then(|o| o.entry(field).or_insert_with(|| json!({})).as_object_mut())
+            .ok_or_else(|| {
+                ApiError::new(
+                    code::UNKNOWN_SERVER_ERROR,
+                    format!("stored {field} of {qualified} are not an object"),
+                )
+            })?;
+        match change {
+            PropertyChange::Set { key, value } => {
+                check_property_value(&qualified, key, value)?;
+                changed |= properties.insert(key.clone(), json!(value)) != Some(json!(value));
+            }
+            PropertyChange::Reset { key } => changed |= properties.remove(key).is_some(),
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let descriptor = TableDescriptor::deserialize_json(&value).map_err(|e| {
+        ApiError::new(
+            code::INVALID_CONFIG,
+            format!("altered table {qualified}: {e}"),
+        )
+    })?;
+    let json = serde_json::to_vec(&value).map_err(|e| {
+        ApiError::new(
+            code::UNKNOWN_SERVER_ERROR,
+            format!("altered table {qualified}: {e}"),
+        )
+    })?;
+    Ok(Some(TableEntry {
+        client_json: client_view(&json),
+        json,
+        descriptor,
+        modified_ms: now_ms(),
+        ..old.clone()
+    }))
 }
 
 /// The primary key without the partition keys (Fluss's physical primary key: what a
