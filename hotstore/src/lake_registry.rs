@@ -91,7 +91,7 @@ impl LakeRegistry {
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
         let mut snapshots = self.lock();
-        let snapshot = now_at(&mut snapshots, table_id, snapshot_id);
+        let snapshot = snapshot_to_update(&mut snapshots, table_id, snapshot_id);
         snapshot.bucket_offsets = merge(
             &snapshot.bucket_offsets,
             bucket_offsets,
@@ -129,7 +129,7 @@ impl LakeRegistry {
                 ),
             }
         }
-        let snapshot = now_at(&mut snapshots, table_id, snapshot_id);
+        let snapshot = snapshot_to_update(&mut snapshots, table_id, snapshot_id);
         snapshot.partition_offsets = merge(
             &snapshot.partition_offsets,
             &live,
@@ -192,9 +192,9 @@ impl LakeRegistry {
     }
 }
 
-/// The table's snapshot, made `snapshot_id` (a new one, without offsets, when it had none);
-/// its offsets are then merged by the caller.
-fn now_at(
+/// The table's snapshot with its id set to `snapshot_id` (a new one without offsets when it
+/// had none), for the caller to merge its offsets into.
+fn snapshot_to_update(
     snapshots: &mut BTreeMap<i64, LakeSnapshot>,
     table_id: i64,
     snapshot_id: i64,
