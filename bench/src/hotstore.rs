@@ -55,6 +55,12 @@ pub struct Workload {
     /// The client batches lookups for up to this long (fluss-rs default 100 ms, which would
     /// dominate sequential latency; 0 makes fluss-rs 1.0.0 spin and stall, so 1).
     pub lookup_batch_timeout_ms: u64,
+    /// The client sends a batch of lookups as soon as it holds this many (fluss-rs default
+    /// 128). The bench's lookups are sequential, one in flight, so a batch never holds more
+    /// than one: with 1 the client sends each at once, and the figure is the round trip; with
+    /// more, fluss-rs 1.0.0 holds each lookup until its batch window (started when the
+    /// previous batch left) closes, 1-2 ms that are the client's alone.
+    pub lookup_batch_size_max: usize,
     pub deadline: Duration,
 }
 
@@ -70,6 +76,7 @@ impl Default for Workload {
             fetch_wait_max_ms: 10,
             compressions: vec!["ZSTD".into(), "NONE".into()],
             lookup_batch_timeout_ms: 1,
+            lookup_batch_size_max: 1,
             deadline: Duration::from_secs(300),
         }
     }
@@ -82,8 +89,11 @@ impl Workload {
             "--rows, --batch-rows and --buckets must be positive"
         );
         ensure!(
-            self.keys > 0 && self.lookups > 0 && self.fetch_passes > 0,
-            "--keys, --lookups and --fetch-passes must be positive"
+            self.keys > 0
+                && self.lookups > 0
+                && self.fetch_passes > 0
+                && self.lookup_batch_size_max > 0,
+            "--keys, --lookups, --lookup-batch-size and --fetch-passes must be positive"
         );
         for compression in &self.compressions {
             ensure!(
@@ -127,6 +137,11 @@ pub struct HotstoreArgs {
     /// Sequential point lookups of random written keys.
     #[arg(long, default_value_t = 10_000)]
     pub lookups: usize,
+    /// The client's lookup batch size (fluss-rs `lookup_max_batch_size`); the same against
+    /// every server. 1 sends each lookup at once; larger sizes add the client's 1 ms batch
+    /// window to every sequential lookup.
+    #[arg(long, default_value_t = 1)]
+    pub lookup_batch_size: usize,
     /// Times the log table is read back in full.
     #[arg(long, default_value_t = 5)]
     pub fetch_passes: u32,
@@ -172,6 +187,7 @@ impl From<HotstoreArgs> for HotstoreBenchOptions {
             buckets: args.buckets,
             keys: args.keys,
             lookups: args.lookups,
+            lookup_batch_size_max: args.lookup_batch_size,
             fetch_passes: args.fetch_passes,
             compressions: args.compressions,
             fetch_wait_max_ms: args.fetch_wait_max_ms,
@@ -467,6 +483,7 @@ pub async fn run_endpoint(bootstrap: &str, workload: &Workload) -> Result<BenchR
     client.bootstrap_servers = bootstrap.to_string();
     client.writer_acks = "all".into();
     client.lookup_batch_timeout_ms = workload.lookup_batch_timeout_ms;
+    client.lookup_max_batch_size = workload.lookup_batch_size_max;
     client.scanner_log_fetch_wait_max_time_ms = workload.fetch_wait_max_ms;
     let connection = FlussConnection::new(client)
         .await
@@ -774,7 +791,8 @@ fn print_report(
     println!();
     println!(
         "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
-         fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups)",
+         fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups, client \
+         lookup batches of at most {} within {} ms)",
         crate::report::profile(),
         workload.rows,
         workload.batch_rows,
@@ -782,7 +800,9 @@ fn print_report(
         workload.fetch_passes,
         workload.fetch_wait_max_ms,
         workload.keys,
-        workload.lookups
+        workload.lookups,
+        workload.lookup_batch_size_max,
+        workload.lookup_batch_timeout_ms
     );
     println!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
     let other = match fluss {

@@ -135,10 +135,13 @@ struct Sample {
     log_commit_p99_ms: f64,
     pk_commit_p99_ms: f64,
     rows_written: f64,
+    /// The process's threads (`Threads:` in /proc): each one's stack is resident memory that
+    /// no allocator counts.
+    threads: f64,
 }
 
 /// The figures of a sample, by name, in print order.
-fn figures(s: &Sample) -> [(&'static str, f64); 26] {
+fn figures(s: &Sample) -> [(&'static str, f64); 27] {
     [
         ("rss_mb", s.rss_mb),
         ("rss_avg", s.rss_avg_mb),
@@ -172,6 +175,7 @@ fn figures(s: &Sample) -> [(&'static str, f64); 26] {
         ("log_c99_ms", s.log_commit_p99_ms),
         ("pk_c99_ms", s.pk_commit_p99_ms),
         ("rows", s.rows_written),
+        ("threads", s.threads),
     ]
 }
 
@@ -260,18 +264,24 @@ impl SiltChild {
     fn rss_mb(&self) -> (f64, f64) {
         resident_set_mb(self.child.id())
     }
+
+    fn threads(&self) -> f64 {
+        proc_status_field(self.child.id(), "Threads:").unwrap_or(f64::NAN)
+    }
+}
+
+/// A number from `/proc/<pid>/status`, without its unit.
+fn proc_status_field(pid: u32, name: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
 }
 
 fn resident_set_mb(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(0.0, |kib| kib * 1024.0 / 1e6)
-    };
-    (field("VmRSS:"), field("RssFile:"))
+    let mb = |name: &str| proc_status_field(pid, name).map_or(0.0, |kib| kib * 1024.0 / 1e6);
+    (mb("VmRSS:"), mb("RssFile:"))
 }
 
 /// Reads the child's resident set every `every` on a thread of its own (not the bench's
@@ -574,6 +584,9 @@ async fn take_sample(
             .is_some_and(|n| n == "_delta_log")
     });
     let memory = get_json(http, &silt.rest, "/v1/memory").await.ok();
+    // Read next to the allocator's figures, before the queries below allocate and free:
+    // what is resident beyond the allocator is the difference of the two.
+    let (rss_mb, rss_file_mb) = silt.rss_mb();
     let tables = get_json(http, &silt.rest, "/v1/tables").await.ok();
     let tables = tables.as_ref();
     let lag_s = tables.map_or(f64::NAN, tiering_lag);
@@ -590,7 +603,6 @@ async fn take_sample(
         &format!("SELECT count(*) FROM {DB}.{PK_TABLE}"),
     )
     .await;
-    let (rss_mb, rss_file_mb) = silt.rss_mb();
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb,
@@ -643,6 +655,7 @@ async fn take_sample(
         log_commit_p99_ms: commit_p99(LOG_TABLE),
         pk_commit_p99_ms: commit_p99(PK_TABLE),
         rows_written: written.load(Ordering::Relaxed) as f64,
+        threads: silt.threads(),
     }
 }
 
