@@ -14,28 +14,16 @@ use std::time::Instant;
 use arrow::array::{
     Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::SchemaRef;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
-use object_store::ObjectStoreExt as _;
 use parquet::arrow::ArrowWriter;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{BucketKey, ChangeType};
 use silt_connectors::delta::{BucketRange, Committable, DeltaSinkConfig, LakeTable, TableKind};
+use silt_testkit::lake::{key_value_schema, stage_parquet};
 
 const BUCKETS: i64 = 8;
-
-fn user_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("v", DataType::Utf8, true),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Millisecond, None),
-            false,
-        ),
-    ]))
-}
 
 /// Rows of `keys` (one bucket), with offsets from `first_offset`, in the lake's schema plus an
 /// optional change type column.
@@ -89,7 +77,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
         TableKind::PrimaryKey {
             key_columns: vec!["k".into()],
         },
-        user_schema(),
+        key_value_schema(),
     );
     pk_config.deletion_vectors = !cow;
     pk_config.key_index_dir = Some(dir.path().join("key-index"));
@@ -101,7 +89,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
         uri,
         "bench",
         TableKind::Log,
-        user_schema(),
+        key_value_schema(),
     ));
     let mut loader = LakeTable::open(load_config.clone()).await.unwrap();
     let mut writer = RecordBatchWriter::for_table(loader.table())
@@ -190,10 +178,7 @@ async fn merge_time(total: i64, changed: usize, commits: usize, cow: bool) -> Me
             ends.insert(b, start + keys.len() as i64);
         }
         parquet.close().unwrap();
-        let path = format!("_silt_staging/bench-{round}.parquet");
-        lake.table()
-            .object_store()
-            .put(&deltalake::Path::from(path.as_str()), bytes.into())
+        let path = stage_parquet(&lake, &format!("bench-{round}"), bytes)
             .await
             .unwrap();
         committable.staged.push(path);

@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use datafusion::prelude::SessionContext;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
-use object_store::ObjectStoreExt as _;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{BucketKey, ChangeType, stream_system_fields, table_buckets};
@@ -30,6 +29,7 @@ use silt_engine::{
     RestoredState, Source, SourcePoll, TaskContext,
 };
 use silt_testkit::faults::FaultyStorage;
+use silt_testkit::lake::{key_value_schema, stage_parquet};
 
 // ---------------------------------------------------------------------------------------------
 // A synthetic changelog: per bucket a deterministic sequence of (key, value, change type).
@@ -41,20 +41,8 @@ struct Change {
     change: ChangeType,
 }
 
-fn user_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("v", DataType::Utf8, true),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Millisecond, None),
-            false,
-        ),
-    ]))
-}
-
 fn stream_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = user_schema()
+    let mut fields: Vec<Field> = key_value_schema()
         .fields()
         .iter()
         .map(|f| f.as_ref().clone())
@@ -524,7 +512,7 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
         .collect();
     let failures = Failures::new(points);
 
-    let mut config = DeltaSinkConfig::new(&uri, "t42", run.kind.clone(), user_schema());
+    let mut config = DeltaSinkConfig::new(&uri, "t42", run.kind.clone(), key_value_schema());
     config.target_file_bytes = run.target_file_bytes;
     config.row_group_rows_max = run.row_group_rows_max;
     // Small enough that primary-key writers stage several files per checkpoint now and then.
@@ -796,7 +784,7 @@ fn log_config(dir: &Path) -> Arc<DeltaSinkConfig> {
         dir.to_str().unwrap(),
         "t7",
         TableKind::Log,
-        user_schema(),
+        key_value_schema(),
     ))
 }
 
@@ -912,7 +900,7 @@ fn data_files(dir: &Path) -> Vec<String> {
 
 /// A log table at `uri` whose buckets compact once they hold 4 small files (of a 1 MiB target).
 async fn open_compacting_log(uri: &str) -> LakeTable {
-    let mut config = DeltaSinkConfig::new(uri, "t7", TableKind::Log, user_schema());
+    let mut config = DeltaSinkConfig::new(uri, "t7", TableKind::Log, key_value_schema());
     config.small_files_max = 4;
     config.target_file_bytes = 1 << 20;
     LakeTable::open(Arc::new(config)).await.unwrap()
@@ -1214,7 +1202,7 @@ async fn committable_following(
 async fn a_commit_that_would_leave_a_hole_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap().to_string();
-    let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
+    let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, key_value_schema());
     config.start_offsets = Some(table_buckets([(0, 0), (1, 3)]));
     let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
     let first = vec![write_committable(&lake, 1, 0, 0, 10).await];
@@ -1355,7 +1343,7 @@ async fn a_lake_belongs_to_the_table_id_that_created_it() {
         None,
         "another table's lake holds nothing of t8"
     );
-    let other = DeltaSinkConfig::new(&uri, "t8", TableKind::Log, user_schema());
+    let other = DeltaSinkConfig::new(&uri, "t8", TableKind::Log, key_value_schema());
     let e = LakeTable::open(Arc::new(other))
         .await
         .err()
@@ -1384,7 +1372,7 @@ async fn an_older_lake_is_owned_by_the_id_in_its_description() {
     ] {
         let path = dir.path().join(name);
         let uri = path.to_str().unwrap();
-        let schema = silt_connectors::delta::lake_arrow_schema(&user_schema()).unwrap();
+        let schema = silt_connectors::delta::lake_arrow_schema(&key_value_schema()).unwrap();
         let columns: deltalake::kernel::StructType =
             deltalake::kernel::engine::arrow_conversion::TryIntoKernel::try_into_kernel(
                 schema.as_ref(),
@@ -1407,7 +1395,7 @@ async fn an_older_lake_is_owned_by_the_id_in_its_description() {
                 uri,
                 "9",
                 TableKind::Log,
-                user_schema(),
+                key_value_schema(),
             )))
             .await
             .unwrap();
@@ -1466,8 +1454,12 @@ async fn a_lake_moves_aside_whole() {
     let root = dir.path().join("lake");
     let options = HashMap::new();
     let write_lake = |at: std::path::PathBuf| async move {
-        let config =
-            DeltaSinkConfig::new(at.to_str().unwrap(), "t7", TableKind::Log, user_schema());
+        let config = DeltaSinkConfig::new(
+            at.to_str().unwrap(),
+            "t7",
+            TableKind::Log,
+            key_value_schema(),
+        );
         let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
         let plan = lake
             .plan(&[write_committable(&lake, 1, 0, 0, 6).await])
@@ -1565,10 +1557,7 @@ async fn stage_changes(
     let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
-    let path = format!("_silt_staging/test-{checkpoint_id}-{bucket}.parquet");
-    lake.table()
-        .object_store()
-        .put(&deltalake::Path::from(path.as_str()), bytes.into())
+    let path = stage_parquet(lake, &format!("test-{checkpoint_id}-{bucket}"), bytes)
         .await
         .unwrap();
     Committable {
@@ -1661,7 +1650,7 @@ async fn pk_commits_mark_superseded_rows_in_deletion_vectors() {
             TableKind::PrimaryKey {
                 key_columns: vec!["k".into()],
             },
-            user_schema(),
+            key_value_schema(),
         );
         c.key_index_dir = Some(index.to_path_buf());
         Arc::new(c)
@@ -1756,7 +1745,7 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
         TableKind::PrimaryKey {
             key_columns: vec!["k".into()],
         },
-        user_schema(),
+        key_value_schema(),
     );
     config.key_index_dir = Some(dir.path().join("index"));
     config.small_files_max = 2;
@@ -1840,7 +1829,7 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap().to_string();
     let open = |files: Duration| {
-        let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, user_schema());
+        let mut config = DeltaSinkConfig::new(&uri, "t7", TableKind::Log, key_value_schema());
         config.small_files_max = 4;
         config.target_file_bytes = 1 << 20;
         config.retention = Retention {
@@ -2000,7 +1989,7 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         TableKind::PrimaryKey {
             key_columns: vec!["k".into()],
         },
-        user_schema(),
+        key_value_schema(),
     );
     config.key_index_dir = Some(dir.path().join("index"));
     config.retention = Retention {

@@ -8,20 +8,21 @@
 //! Each bucket's offsets must come out exactly once from 0 to what it holds, so a lost, doubled
 //! or misattributed bucket shows as a gap or a repeat.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use arrow::array::{Array, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use bytes::Bytes;
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, PartitionSpec, TablePath};
-use fluss::row::GenericRow;
+use fluss::metadata::TablePath;
 use silt_connectors::changelog::{BUCKET_COLUMN, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 use silt_testkit::hotstore::{self, DEADLINE};
-use silt_testkit::tables::Table;
+use silt_testkit::tables::{
+    create_day_partitions, day_partitioned_log, day_partitioned_primary_key, day_row, day_spec,
+};
 
 const DB: &str = "parts";
 const DAY_1: &str = "2024-05-01";
@@ -37,15 +38,10 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
     let server = hotstore::start(dir.path()).await?;
     let bootstrap = server.local_addr().to_string();
     let connection = hotstore::connect(&server).await?;
-    let table = Table::log(DB, "events")
-        .column("dt", DataTypes::string())
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .partitioned_by(&["dt"])
-        .buckets(3);
+    let table = day_partitioned_log(DB, "events");
     table.create(&connection).await?;
     let path = table.path.clone();
-    create_partitions(&connection, &path, &[DAY_1, DAY_2]).await?;
+    create_day_partitions(&connection, &path, &[DAY_1, DAY_2]).await?;
     let mut written = append(&connection, &path, DAY_1, 0..300).await?;
     written.extend(append(&connection, &path, DAY_2, 1000..1200).await?);
 
@@ -55,7 +51,7 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
     let mut emitted = read_until(&mut sources, written.len()).await?;
 
     // A partition created while they run is found and read from its start.
-    create_partitions(&connection, &path, &[DAY_3]).await?;
+    create_day_partitions(&connection, &path, &[DAY_3]).await?;
     let day_3 = append(&connection, &path, DAY_3, 2000..2150).await?;
     let day_2_more = append(&connection, &path, DAY_2, 1200..1210).await?;
     written.extend(day_3.iter().chain(&day_2_more).cloned());
@@ -84,7 +80,7 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
     // DAY_3 dropped and created again between two listings: the old id is released and the
     // new one (same name, empty) read from its start, never the old rows again.
     admin_drop(&connection, &path, DAY_3).await?;
-    create_partitions(&connection, &path, &[DAY_3]).await?;
+    create_day_partitions(&connection, &path, &[DAY_3]).await?;
     // A fresh connection: the first one's client still maps DAY_3 to the dropped id.
     let fresh = hotstore::connect(&server).await?;
     let recreated = append(&fresh, &path, DAY_3, 3000..3030).await?;
@@ -112,15 +108,10 @@ async fn a_partitioned_primary_key_changelog_replays_to_the_last_image_per_key()
     let server = hotstore::start(dir.path()).await?;
     let bootstrap = server.local_addr().to_string();
     let connection = hotstore::connect(&server).await?;
-    let table = Table::primary_key(DB, "users", &["dt", "id"])
-        .column("dt", DataTypes::string())
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .partitioned_by(&["dt"])
-        .buckets(2);
+    let table = day_partitioned_primary_key(DB, "users").buckets(2);
     table.create(&connection).await?;
     let path = table.path.clone();
-    create_partitions(&connection, &path, &[DAY_1, DAY_2]).await?;
+    create_day_partitions(&connection, &path, &[DAY_1, DAY_2]).await?;
     let writer = connection
         .get_table(&path)
         .await?
@@ -132,7 +123,7 @@ async fn a_partitioned_primary_key_changelog_replays_to_the_last_image_per_key()
         let day = if i % 3 == 0 { DAY_2 } else { DAY_1 };
         let id = i % 37;
         let v = format!("value-{i}");
-        let row = row(day, id, &v);
+        let row = day_row(day, id, &v);
         if i % 5 == 0 {
             writer.delete(&row)?;
             last.insert((day.to_string(), id), None);
@@ -188,34 +179,10 @@ fn config(bootstrap: &str, path: &TablePath) -> FlussSourceConfig {
     FlussSourceConfig::new(bootstrap, path.database(), path.table())
 }
 
-fn row(day: &str, id: i64, v: &str) -> GenericRow<'static> {
-    let mut row = GenericRow::new(3);
-    row.set_field(0, day.to_string());
-    row.set_field(1, id);
-    row.set_field(2, v.to_string());
-    row
-}
-
-fn spec(day: &str) -> PartitionSpec {
-    PartitionSpec::new(HashMap::from([("dt".to_string(), day.to_string())]))
-}
-
-async fn create_partitions(
-    connection: &FlussConnection,
-    path: &TablePath,
-    days: &[&str],
-) -> Result<()> {
-    let admin = connection.get_admin()?;
-    for day in days {
-        admin.create_partition(path, &spec(day), false).await?;
-    }
-    Ok(())
-}
-
 async fn admin_drop(connection: &FlussConnection, path: &TablePath, day: &str) -> Result<()> {
     Ok(connection
         .get_admin()?
-        .drop_partition(path, &spec(day), false)
+        .drop_partition(path, &day_spec(day), false)
         .await?)
 }
 
@@ -235,7 +202,7 @@ async fn append(
     let mut rows = Vec::new();
     for id in ids {
         let v = format!("{day}-{id}");
-        writer.append(&row(day, id, &v))?;
+        writer.append(&day_row(day, id, &v))?;
         rows.push((day.to_string(), -1, 0, 0, id, Some(v)));
         if id % 50 == 49 {
             writer.flush().await?;

@@ -16,8 +16,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_engine::checkpoint::CheckpointStorage;
 use silt_engine::{
-    ChannelConfig, JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Operator, Output,
-    Partitioning, RestartStrategy, RestoredState, Result, TaskContext,
+    ChannelConfig, CompletedCheckpoint, JobConfig, JobGraph, JobHandle, JobManager, JobState,
+    LocalDirStorage, Operator, Output, Partitioning, RestartStrategy, RestoredState, Result,
+    TaskContext,
 };
 use silt_testkit::wait::{self, Look};
 
@@ -49,6 +50,34 @@ struct Pipeline {
     store: Arc<CommitStore>,
     commit_at_snapshot: bool,
     restored_from: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Pipeline {
+    /// `sources` sources into as many counters into one sink, over `records` records of `keys`
+    /// keys (drawn from `seed`): no injected failure, and a sink that commits on
+    /// notify-complete, as it should.
+    fn fault_free(sources: u32, records: u64, keys: u64, seed: u64) -> Pipeline {
+        Pipeline {
+            sources,
+            counters: sources,
+            sinks: 1,
+            records,
+            keys,
+            seed,
+            failures: Failures::new(vec![]),
+            store: Arc::default(),
+            commit_at_snapshot: false,
+            restored_from: Arc::default(),
+        }
+    }
+}
+
+/// Checkpoint storage over `dir` whose checkpoint `checkpoint` writes every state and then
+/// fails before its metadata, as a crash at the commit point leaves it.
+fn storage_failing_metadata_of(dir: &std::path::Path, checkpoint: u64) -> Arc<FaultyStorage> {
+    let storage = FaultyStorage::new(Arc::new(LocalDirStorage::new(dir)));
+    *storage.fail_metadata_of.lock().unwrap() = vec![checkpoint];
+    Arc::new(storage)
 }
 
 /// seq source → hash(key) → keyed running count → hash(key) → transactional sink.
@@ -125,16 +154,10 @@ async fn exactly_once_under_injected_failures() {
         let (records, keys) = (8_000, 7);
         let failures = Failures::new(failure_points(seed, sources, records, 4));
         let p = Pipeline {
-            sources,
             counters,
             sinks,
-            records,
-            keys,
-            seed,
             failures: failures.clone(),
-            store: Arc::default(),
-            commit_at_snapshot: false,
-            restored_from: Arc::default(),
+            ..Pipeline::fault_free(sources, records, keys, seed)
         };
         let metrics = run_to_end(
             pipeline_graph(&p),
@@ -173,20 +196,10 @@ async fn exactly_once_under_injected_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn committing_before_notify_complete_is_caught() {
     let dir = tempfile::tempdir().unwrap();
-    let storage = FaultyStorage::new(Arc::new(LocalDirStorage::new(dir.path())));
-    *storage.fail_metadata_of.lock().unwrap() = vec![3];
-    let storage = Arc::new(storage);
+    let storage = storage_failing_metadata_of(dir.path(), 3);
     let p = Pipeline {
-        sources: 1,
-        counters: 1,
-        sinks: 1,
-        records: 4_000,
-        keys: 5,
-        seed: 9,
-        failures: Failures::new(vec![]),
-        store: Arc::default(),
         commit_at_snapshot: true,
-        restored_from: Arc::default(),
+        ..Pipeline::fault_free(1, 4_000, 5, 9)
     };
     run_to_end(
         pipeline_graph(&p),
@@ -404,6 +417,45 @@ fn in_flight_job(
     (g, job_config("in-flight", storage, 20))
 }
 
+/// A job of [`in_flight_job`] over scratch storage, once a checkpoint is in flight: one
+/// completed, the second started.
+struct InFlightJob {
+    _dir: tempfile::TempDir,
+    storage: Arc<dyn CheckpointStorage>,
+    store: Arc<CommitStore>,
+    job: JobHandle,
+}
+
+async fn start_with_a_checkpoint_in_flight() -> InFlightJob {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
+    let store = Arc::new(CommitStore::default());
+    let snapshots = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (g, config) = in_flight_job(storage.clone(), store.clone(), snapshots.clone());
+    let job = JobManager::new().submit(g, config).unwrap();
+    wait_until("a checkpoint is in flight", || {
+        snapshots.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    InFlightJob {
+        _dir: dir,
+        storage,
+        store,
+        job,
+    }
+}
+
+/// How far each of the two sources of [`in_flight_job`] had read in `checkpoint`.
+fn source_positions(checkpoint: &CompletedCheckpoint) -> Vec<u64> {
+    (0..2)
+        .map(|i| {
+            checkpoint.states[&("source".to_string(), i)]
+                .clone()
+                .get_u64()
+        })
+        .collect()
+}
+
 async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let every = Duration::from_millis(2);
     wait::until(what, Duration::from_secs(30), every, || {
@@ -420,17 +472,9 @@ async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stop_with_a_checkpoint_in_flight_takes_a_final_checkpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
-    let store = Arc::new(CommitStore::default());
-    let snapshots = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (g, config) = in_flight_job(storage.clone(), store.clone(), snapshots.clone());
-    let job = JobManager::new().submit(g, config).unwrap();
     // Let one checkpoint complete, then stop while the second is in flight.
-    wait_until("a checkpoint is in flight", || {
-        snapshots.load(Ordering::SeqCst) >= 2
-    })
-    .await;
+    let in_flight = start_with_a_checkpoint_in_flight().await;
+    let (storage, store, job) = (&in_flight.storage, &in_flight.store, &in_flight.job);
     let completed_before = storage.complete_checkpoints().await.unwrap();
     let final_id = tokio::time::timeout(Duration::from_secs(30), job.stop())
         .await
@@ -451,24 +495,16 @@ async fn stop_with_a_checkpoint_in_flight_takes_a_final_checkpoint() {
     let last = storage.load(final_id).await.unwrap();
     assert!(last.metadata.is_final);
     // Everything the sources emitted before the final barrier is visible, once.
-    let positions: Vec<u64> = (0..2)
-        .map(|i| last.states[&("source".to_string(), i)].clone().get_u64())
-        .collect();
-    assert_eq!(store.sorted_rows(), expected_rows_at(&positions, 5));
+    assert_eq!(
+        store.sorted_rows(),
+        expected_rows_at(&source_positions(&last), 5)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancel_with_a_checkpoint_in_flight_abandons_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
-    let store = Arc::new(CommitStore::default());
-    let snapshots = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (g, config) = in_flight_job(storage.clone(), store.clone(), snapshots.clone());
-    let job = JobManager::new().submit(g, config).unwrap();
-    wait_until("a checkpoint is in flight", || {
-        snapshots.load(Ordering::SeqCst) >= 2
-    })
-    .await;
+    let in_flight = start_with_a_checkpoint_in_flight().await;
+    let (storage, store, job) = (&in_flight.storage, &in_flight.store, &in_flight.job);
     let started = Instant::now();
     job.cancel().await;
     let took = started.elapsed();
@@ -485,10 +521,10 @@ async fn cancel_with_a_checkpoint_in_flight_abandons_it() {
     );
     // What is visible is exactly the first checkpoint's output: the in-flight one never committed.
     let first = storage.load(complete[0]).await.unwrap();
-    let positions: Vec<u64> = (0..2)
-        .map(|i| first.states[&("source".to_string(), i)].clone().get_u64())
-        .collect();
-    assert_eq!(store.sorted_rows(), expected_rows_at(&positions, 5));
+    assert_eq!(
+        store.sorted_rows(),
+        expected_rows_at(&source_positions(&first), 5)
+    );
     assert!(
         job.stop().await.is_err(),
         "a cancelled job cannot be stopped"
@@ -498,22 +534,9 @@ async fn cancel_with_a_checkpoint_in_flight_abandons_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restore_ignores_an_incomplete_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let storage = FaultyStorage::new(Arc::new(LocalDirStorage::new(dir.path())));
     // Checkpoint 3 writes every state, then "crashes" before its metadata.
-    *storage.fail_metadata_of.lock().unwrap() = vec![3];
-    let storage = Arc::new(storage);
-    let p = Pipeline {
-        sources: 2,
-        counters: 2,
-        sinks: 1,
-        records: 3_000,
-        keys: 4,
-        seed: 11,
-        failures: Failures::new(vec![]),
-        store: Arc::default(),
-        commit_at_snapshot: false,
-        restored_from: Arc::default(),
-    };
+    let storage = storage_failing_metadata_of(dir.path(), 3);
+    let p = Pipeline::fault_free(2, 3_000, 4, 11);
     let mut config = job_config("restore", storage.clone(), 10);
     config.restart = RestartStrategy::ExponentialBackoff {
         initial: Duration::from_millis(5),
@@ -535,17 +558,9 @@ async fn restarts_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
     let p = Pipeline {
-        sources: 1,
-        counters: 1,
-        sinks: 1,
-        records: 1_000,
-        keys: 3,
-        seed: 1,
         // More failures than the strategy allows restarts.
         failures: Failures::new((0..10).map(|i| (0, i)).collect()),
-        store: Arc::default(),
-        commit_at_snapshot: false,
-        restored_from: Arc::default(),
+        ..Pipeline::fault_free(1, 1_000, 3, 1)
     };
     let mut config = job_config("give-up", storage, 10);
     config.restart = RestartStrategy::FixedDelay {
@@ -579,17 +594,9 @@ async fn restarts_count_from_the_last_completed_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
     let p = Pipeline {
-        sources: 1,
-        counters: 1,
-        sinks: 1,
-        records: 10_000,
-        keys: 3,
-        seed: 7,
         // Twice as many failures as the strategy allows in a row, each after progress.
         failures: Failures::new(vec![(0, 2_000), (0, 4_000), (0, 6_000), (0, 8_000)]),
-        store: Arc::default(),
-        commit_at_snapshot: false,
-        restored_from: Arc::default(),
+        ..Pipeline::fault_free(1, 10_000, 3, 7)
     };
     let mut config = job_config("recovers", storage, 2);
     config.restart = RestartStrategy::FixedDelay {

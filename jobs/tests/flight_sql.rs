@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int64Type};
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{CommandGetTables, CommandStatementQuery, ProstMessageExt, SqlInfo};
@@ -50,27 +51,33 @@ async fn fetch(
     Ok(batches)
 }
 
-fn i64s(batches: &[RecordBatch], column: &str) -> Vec<i64> {
+/// `column` of every batch, cast to `data_type`.
+fn column_as(batches: &[RecordBatch], column: &str, data_type: &DataType) -> Vec<ArrayRef> {
     batches
         .iter()
-        .flat_map(|b| {
-            let a = b.column_by_name(column).expect("column");
-            let a = arrow::compute::cast(a, &arrow::datatypes::DataType::Int64).unwrap();
-            let a = a.as_any().downcast_ref::<Int64Array>().unwrap().clone();
-            (0..a.len()).map(move |i| a.value(i)).collect::<Vec<_>>()
+        .map(|batch| {
+            let array = batch
+                .column_by_name(column)
+                .unwrap_or_else(|| panic!("no column {column} in {:?}", batch.schema()));
+            arrow::compute::cast(array, data_type).unwrap()
         })
         .collect()
 }
 
-fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
-    batches
+fn i64s(batches: &[RecordBatch], column: &str) -> Vec<i64> {
+    column_as(batches, column, &DataType::Int64)
         .iter()
-        .flat_map(|b| {
-            let a = b.column_by_name(column).expect("column");
-            let a = arrow::compute::cast(a, &arrow::datatypes::DataType::Utf8).unwrap();
-            let a = a.as_any().downcast_ref::<StringArray>().unwrap().clone();
-            (0..a.len())
-                .map(move |i| a.value(i).to_string())
+        .flat_map(|array| array.as_primitive::<Int64Type>().values().to_vec())
+        .collect()
+}
+
+fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
+    column_as(batches, column, &DataType::Utf8)
+        .iter()
+        .flat_map(|array| {
+            let array = array.as_string::<i32>();
+            (0..array.len())
+                .map(|i| array.value(i).to_string())
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -98,12 +105,9 @@ async fn flight_info(
 async fn flight_sql_serves_queries_and_maps_errors() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let silt = SiltProcess::start(silt_bin!(), dir.path())?;
-    let flight = silt
-        .flight
-        .clone()
-        .context("silt up printed no flight line")?;
+    let flight = silt.flight_endpoint()?;
     create_and_fill(&silt.bootstrap).await?;
-    let mut client = FlightSqlServiceClient::new(channel(&flight).await?);
+    let mut client = FlightSqlServiceClient::new(channel(flight).await?);
 
     // A statement query: GetFlightInfo -> ticket -> DoGet.
     let info = client
@@ -147,7 +151,7 @@ async fn flight_sql_serves_queries_and_maps_errors() -> Result<()> {
     assert!(text.contains("silt"), "{text}");
 
     // Errors, with their codes and messages.
-    let mut raw = FlightServiceClient::new(channel(&flight).await?);
+    let mut raw = FlightServiceClient::new(channel(flight).await?);
     let e = flight_info(&mut raw, "SELEC id FROM f.events", &[])
         .await
         .unwrap_err();
@@ -206,11 +210,8 @@ async fn flight_sql_serves_queries_and_maps_errors() -> Result<()> {
 async fn flight_sql_requires_the_bearer_token_when_set() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret")?;
-    let flight = silt
-        .flight
-        .clone()
-        .context("silt up printed no flight line")?;
-    let mut raw = FlightServiceClient::new(channel(&flight).await?);
+    let flight = silt.flight_endpoint()?;
+    let mut raw = FlightServiceClient::new(channel(flight).await?);
     let e = flight_info(&mut raw, "SELECT 1", &[]).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
     let e = flight_info(&mut raw, "SELECT 1", &[("authorization", "Bearer wrong")])
@@ -218,7 +219,7 @@ async fn flight_sql_requires_the_bearer_token_when_set() -> Result<()> {
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
 
-    let mut client = FlightSqlServiceClient::new(channel(&flight).await?);
+    let mut client = FlightSqlServiceClient::new(channel(flight).await?);
     client.set_token("s3cret".into());
     let info = client.execute("SELECT 7 AS n".into(), None).await?;
     assert_eq!(i64s(&fetch(&mut client, info).await?, "n"), vec![7]);
@@ -254,10 +255,8 @@ async fn adbc_flight_sql_driver_from_python() -> Result<()> {
     }
     let dir = tempfile::tempdir()?;
     let silt = SiltProcess::start_with_token(silt_bin!(), dir.path(), "s3cret")?;
-    let flight = silt
-        .flight
-        .clone()
-        .context("silt up printed no flight line")?;
+    // Owned: the script runs on a blocking thread.
+    let flight = silt.flight_endpoint()?.to_string();
     create_and_fill(&silt.bootstrap).await?;
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/flight_adbc.py");

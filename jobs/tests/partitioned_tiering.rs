@@ -7,7 +7,7 @@
 //! the real-time view covers every partition's hot tail; verify compares partition by
 //! partition; a dropped partition's rows stay in the lake.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use arrow::array::RecordBatch;
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, PartitionSpec, TablePath};
-use fluss::row::GenericRow;
+use fluss::metadata::TablePath;
 use silt_connectors::changelog::BucketKey;
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_hotstore::ServerHandle;
@@ -25,7 +24,10 @@ use silt_jobs::tiering::TieringService;
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore;
 use silt_testkit::lake::rows_of;
-use silt_testkit::tables::Table;
+use silt_testkit::tables::{
+    Table, create_day_partitions, day_partitioned_log, day_partitioned_primary_key, day_row,
+    day_spec,
+};
 use silt_testkit::tiering::{Driver, service as tiering, wait_caught_up};
 
 const DB: &str = "p";
@@ -34,21 +36,11 @@ const DAY_2: &str = "2026-11-30";
 const DAY_3: &str = "2026-12-01";
 
 fn events() -> Table {
-    Table::log(DB, "events")
-        .column("dt", DataTypes::string())
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .partitioned_by(&["dt"])
-        .buckets(2)
-        .lake("300ms")
+    day_partitioned_log(DB, "events").buckets(2).lake("300ms")
 }
 
 fn users() -> Table {
-    Table::primary_key(DB, "users", &["dt", "id"])
-        .column("dt", DataTypes::string())
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .partitioned_by(&["dt"])
+    day_partitioned_primary_key(DB, "users")
         .buckets(2)
         .lake("300ms")
 }
@@ -84,26 +76,10 @@ impl Written {
     }
 }
 
-fn row(day: &str, id: i64, v: &str) -> GenericRow<'static> {
-    let mut row = GenericRow::new(3);
-    row.set_field(0, day.to_string());
-    row.set_field(1, id);
-    row.set_field(2, v.to_string());
-    row
-}
-
-fn spec(day: &str) -> PartitionSpec {
-    PartitionSpec::new(HashMap::from([("dt".to_string(), day.to_string())]))
-}
-
+/// Creates the partition of each of `days` in both tables.
 async fn create_partitions(connection: &FlussConnection, days: &[&str]) -> Result<()> {
-    let admin = connection.get_admin()?;
     for table in ["events", "users"] {
-        for day in days {
-            admin
-                .create_partition(&TablePath::new(DB, table), &spec(day), false)
-                .await?;
-        }
+        create_day_partitions(connection, &TablePath::new(DB, table), days).await?;
     }
     Ok(())
 }
@@ -127,14 +103,14 @@ async fn write(
         .create_writer()?;
     for id in ids {
         let v = format!("{day}-{id}");
-        events.append(&row(day, id, &v))?;
+        events.append(&day_row(day, id, &v))?;
         written.events.push((day.to_string(), id, v.clone()));
         let key = id % 50;
         if id % 4 == 3 {
-            users.delete(&row(day, key, ""))?;
+            users.delete(&day_row(day, key, ""))?;
             written.users.insert((day.to_string(), key), None);
         } else {
-            users.upsert(&row(day, key, &v))?;
+            users.upsert(&day_row(day, key, &v))?;
             written.users.insert((day.to_string(), key), Some(v));
         }
         if id % 100 == 99 {
@@ -162,17 +138,20 @@ async fn rows(service: &QueryService, sql: &str) -> Result<Vec<String>> {
     Ok(rows)
 }
 
-async fn verify(server: &Arc<ServerHandle>, lake_root: &Path, table: &str) -> Result<()> {
+/// `silt verify` answers MATCH for both tables.
+async fn verify_both(server: &Arc<ServerHandle>, lake_root: &Path) -> Result<()> {
     let bootstrap = server.local_addr().to_string();
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     let mut options = VerifyOptions::new(&bootstrap, lake_root.to_string_lossy().to_string());
     options.deadline = Duration::from_secs(60);
-    let report = verify_table(&connection, DB, table, &options).await?;
-    ensure!(
-        report.verdict == Verdict::Match,
-        "verify {DB}.{table}:\n{}",
-        report.render()
-    );
+    for table in ["events", "users"] {
+        let report = verify_table(&connection, DB, table, &options).await?;
+        ensure!(
+            report.verdict == Verdict::Match,
+            "verify {DB}.{table}:\n{}",
+            report.render()
+        );
+    }
     Ok(())
 }
 
@@ -284,8 +263,7 @@ async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> 
         "users$lake differs from the last image per key",
     )
     .await?;
-    verify(&server, &lake_root, "events").await?;
-    verify(&server, &lake_root, "users").await?;
+    verify_both(&server, &lake_root).await?;
 
     // The real-time view covers every partition's hot tail: written after tiering stopped.
     second.shutdown(Duration::from_secs(30)).await;
@@ -355,7 +333,7 @@ async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> 
     let admin = connection.get_admin()?;
     for table in ["events", "users"] {
         admin
-            .drop_partition(&TablePath::new(DB, table), &spec(DAY_1), false)
+            .drop_partition(&TablePath::new(DB, table), &day_spec(DAY_1), false)
             .await?;
     }
     write(&connection, DAY_3, 2260..2300, &mut written).await?;
@@ -367,8 +345,7 @@ async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> 
         "events$lake after the drop of {DAY_1}",
     )
     .await?;
-    verify(&server, &lake_root, "events").await?;
-    verify(&server, &lake_root, "users").await?;
+    verify_both(&server, &lake_root).await?;
     third.shutdown(Duration::from_secs(30)).await;
     Ok(())
 }

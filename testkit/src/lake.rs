@@ -188,3 +188,36 @@ pub async fn query_rows(
         .with_context(|| sql.to_string())?;
     Ok(sorted(rows_of(&result.batches)))
 }
+
+/// The Arrow schema of the key-value table the Delta sink tests and benches write: `k BIGINT
+/// NOT NULL` (the key of a primary-key table), `v STRING`, `ts TIMESTAMP(3) NOT NULL`.
+pub fn key_value_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{Field, Schema, TimeUnit};
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Utf8, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
+    ]))
+}
+
+/// Puts `parquet` (a data file's bytes) into the staging directory of `lake` as
+/// `<name>.parquet`, where a writer stages a file before the commit that adds it; answers the
+/// path a [`Committable`](silt_connectors::delta::Committable) names it by.
+pub async fn stage_parquet(
+    lake: &silt_connectors::delta::LakeTable,
+    name: &str,
+    parquet: Vec<u8>,
+) -> Result<String> {
+    use datafusion::object_store::ObjectStoreExt as _;
+    let path = format!("_silt_staging/{name}.parquet");
+    lake.table()
+        .object_store()
+        .put(&deltalake::Path::from(path.as_str()), parquet.into())
+        .await
+        .with_context(|| format!("stage {path}"))?;
+    Ok(path)
+}

@@ -76,6 +76,13 @@ impl SiltProcess {
         SiltProcess::start_with(silt, data_dir, &[], &[])
     }
 
+    /// The Arrow Flight SQL endpoint (`grpc://host:port`); an error when `silt up` printed none.
+    pub fn flight_endpoint(&self) -> Result<&str> {
+        self.flight
+            .as_deref()
+            .context("silt up printed no flight line")
+    }
+
     /// As [`SiltProcess::start`], with `rest.token` set to `token`.
     pub fn start_with_token(silt: &str, data_dir: &Path, token: &str) -> Result<SiltProcess> {
         SiltProcess::start_with(silt, data_dir, &[], &[("SILT_REST__TOKEN", token)])

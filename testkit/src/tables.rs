@@ -8,13 +8,13 @@
 
 pub mod demo;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use anyhow::Result;
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::GenericRow;
+use fluss::metadata::{DataType, DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
+use fluss::row::{Datum, GenericRow};
 
 /// A table to create: its columns, primary key, bucket count and lake properties.
 #[derive(Debug, Clone)]
@@ -178,6 +178,53 @@ pub fn scores(database: &str) -> Table {
         .column("id", DataTypes::bigint())
         .column("score", DataTypes::bigint())
         .buckets(2)
+}
+
+/// `database.name`: a log table `dt STRING, id BIGINT, v STRING` partitioned by `dt`, one
+/// partition a day ([`day_spec`], rows by [`day_row`]), 3 buckets a partition, not tiered.
+pub fn day_partitioned_log(database: &str, name: &str) -> Table {
+    day_columns(Table::log(database, name))
+}
+
+/// As [`day_partitioned_log`], a primary-key table keyed by `(dt, id)`.
+pub fn day_partitioned_primary_key(database: &str, name: &str) -> Table {
+    day_columns(Table::primary_key(database, name, &["dt", "id"]))
+}
+
+fn day_columns(table: Table) -> Table {
+    table
+        .column("dt", DataTypes::string())
+        .column("id", DataTypes::bigint())
+        .column("v", DataTypes::string())
+        .partitioned_by(&["dt"])
+}
+
+/// The row `(day, id, v)` of a day-partitioned table ([`day_partitioned_log`]).
+pub fn day_row(day: &str, id: i64, v: &str) -> GenericRow<'static> {
+    GenericRow::from_data(vec![
+        Datum::from(day.to_string()),
+        Datum::from(id),
+        Datum::from(v.to_string()),
+    ])
+}
+
+/// The partition `dt=<day>` of a day-partitioned table.
+pub fn day_spec(day: &str) -> PartitionSpec {
+    PartitionSpec::new(HashMap::from([("dt".to_string(), day.to_string())]))
+}
+
+/// Creates the partition of each of `days` in the day-partitioned table `path` (an error if
+/// one exists).
+pub async fn create_day_partitions(
+    connection: &FlussConnection,
+    path: &TablePath,
+    days: &[&str],
+) -> Result<()> {
+    let admin = connection.get_admin()?;
+    for day in days {
+        admin.create_partition(path, &day_spec(day), false).await?;
+    }
+    Ok(())
 }
 
 /// Appends `(id, v(id))` for every id of `ids` to the `id BIGINT, v STRING` log table at
