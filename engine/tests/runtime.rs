@@ -39,6 +39,20 @@ fn job_config(name: &str, storage: Arc<dyn CheckpointStorage>, interval_ms: u64)
     config
 }
 
+/// As [`job_config`], restarting at most twice in a row, 1 ms apart.
+fn restarting_twice_at_most(
+    name: &str,
+    storage: Arc<dyn CheckpointStorage>,
+    interval_ms: u64,
+) -> JobConfig {
+    let mut config = job_config(name, storage, interval_ms);
+    config.restart = RestartStrategy::FixedDelay {
+        delay: Duration::from_millis(1),
+        attempts_max: 2,
+    };
+    config
+}
+
 struct Pipeline {
     sources: u32,
     counters: u32,
@@ -127,14 +141,25 @@ fn failure_points(seed: u64, sources: u32, records: u64, n: usize) -> Vec<(u32, 
 }
 
 async fn run_to_end(graph: JobGraph, config: JobConfig) -> silt_engine::JobMetrics {
+    let (job, state) = run_until_it_ends(graph, config, Duration::from_secs(120)).await;
+    assert_eq!(state, JobState::Finished, "job should finish");
+    job.metrics()
+}
+
+/// Runs `graph` under `config` until the job ends, for at most `deadline`: the job, and the
+/// state it ended in.
+async fn run_until_it_ends(
+    graph: JobGraph,
+    config: JobConfig,
+    deadline: Duration,
+) -> (JobHandle, JobState) {
     let job = JobManager::new()
         .submit(graph, config)
         .expect("valid graph");
-    let state = tokio::time::timeout(Duration::from_secs(120), job.wait())
+    let state = tokio::time::timeout(deadline, job.wait())
         .await
-        .expect("job ends within 2 minutes");
-    assert_eq!(state, JobState::Finished, "job should finish");
-    job.metrics()
+        .unwrap_or_else(|_| panic!("the job did not end within {deadline:?}"));
+    (job, state)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -562,17 +587,8 @@ async fn restarts_are_bounded() {
         failures: Failures::new((0..10).map(|i| (0, i)).collect()),
         ..Pipeline::fault_free(1, 1_000, 3, 1)
     };
-    let mut config = job_config("give-up", storage, 10);
-    config.restart = RestartStrategy::FixedDelay {
-        delay: Duration::from_millis(1),
-        attempts_max: 2,
-    };
-    let job = JobManager::new()
-        .submit(pipeline_graph(&p), config)
-        .unwrap();
-    let state = tokio::time::timeout(Duration::from_secs(30), job.wait())
-        .await
-        .unwrap();
+    let config = restarting_twice_at_most("give-up", storage, 10);
+    let (job, state) = run_until_it_ends(pipeline_graph(&p), config, Duration::from_secs(30)).await;
     let JobState::Failed(failure) = state else {
         panic!("expected failed, got {state:?}")
     };
@@ -598,17 +614,8 @@ async fn restarts_count_from_the_last_completed_checkpoint() {
         failures: Failures::new(vec![(0, 2_000), (0, 4_000), (0, 6_000), (0, 8_000)]),
         ..Pipeline::fault_free(1, 10_000, 3, 7)
     };
-    let mut config = job_config("recovers", storage, 2);
-    config.restart = RestartStrategy::FixedDelay {
-        delay: Duration::from_millis(1),
-        attempts_max: 2,
-    };
-    let job = JobManager::new()
-        .submit(pipeline_graph(&p), config)
-        .unwrap();
-    let state = tokio::time::timeout(Duration::from_secs(60), job.wait())
-        .await
-        .unwrap();
+    let config = restarting_twice_at_most("recovers", storage, 2);
+    let (job, state) = run_until_it_ends(pipeline_graph(&p), config, Duration::from_secs(60)).await;
     assert_eq!(state, JobState::Finished, "{state:?}");
     let metrics = job.metrics();
     assert_eq!(metrics.restarts, 4);
