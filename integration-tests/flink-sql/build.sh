@@ -18,24 +18,16 @@
 #   FLINK_SQL_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
 set -euo pipefail
 
-readonly EXIT_SKIP=77
+readonly HARNESS_NAME=flink-sql
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../harness-common.sh
+source "$here/../harness-common.sh"
 cache_dir="${FLINK_SQL_CACHE_DIR:-$here/.cache}"
 fetch_timeout_s="${FLINK_SQL_FETCH_TIMEOUT_S:-300}"
 
-log() { echo "flink-sql: $*" >&2; }
-skip() { echo "SKIPPED: flink-sql: $*" >&2; exit "$EXIT_SKIP"; }
-fail() { echo "flink-sql: error: $*" >&2; exit 1; }
+require_jdk "Flink"
 
-command -v java >/dev/null 2>&1 || skip "java not found on PATH (Java 17 runs Flink)"
-command -v javac >/dev/null 2>&1 || skip "javac not found on PATH (a JDK 17 is needed, not only a JRE)"
-
-mkdir -p "$cache_dir"
-# Two test binaries (or a test and a person) building at once must not interleave.
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"$cache_dir/.lock"
-    flock 9
-fi
+lock_cache "$cache_dir"
 
 lib="$cache_dir/lib"
 # The jars are fetched again when pom.xml changes (a version bumped, a module added).

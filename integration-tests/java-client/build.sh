@@ -17,28 +17,20 @@
 #   JAVA_CLIENT_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
 set -euo pipefail
 
-readonly EXIT_SKIP=77
 readonly SUPPORTED_VERSIONS=(1.0.0 0.9.1-incubating)
+readonly HARNESS_NAME=java-client
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../harness-common.sh
+source "$here/../harness-common.sh"
 cache_dir="${JAVA_CLIENT_CACHE_DIR:-$here/.cache}"
 fetch_timeout_s="${JAVA_CLIENT_FETCH_TIMEOUT_S:-300}"
 
-log() { echo "java-client: $*" >&2; }
-skip() { echo "SKIPPED: java-client: $*" >&2; exit "$EXIT_SKIP"; }
-fail() { echo "java-client: error: $*" >&2; exit 1; }
-
-command -v java >/dev/null 2>&1 || skip "java not found on PATH (Java 17 runs the Fluss client)"
-command -v javac >/dev/null 2>&1 || skip "javac not found on PATH (a JDK 17 is needed, not only a JRE)"
+require_jdk "the Fluss client"
 
 versions=("$@")
 [[ ${#versions[@]} -gt 0 ]] || versions=("${SUPPORTED_VERSIONS[@]}")
 
-mkdir -p "$cache_dir"
-# Two test binaries (or a test and a person) building at once must not interleave.
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"$cache_dir/.lock"
-    flock 9
-fi
+lock_cache "$cache_dir"
 
 fetch() { # $1 = version; fills <cache>/fluss-$1/lib
     local version="$1"
