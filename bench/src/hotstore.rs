@@ -210,6 +210,108 @@ pub struct Throughput {
     pub rows: i64,
     pub bytes: u64,
     pub elapsed: Duration,
+    /// CPU seconds the phase cost the client and the server.
+    pub cpu: CpuSplit,
+}
+
+/// CPU seconds spent by the client (this process's threads, less the in-process server's)
+/// and by the server (NaN where the bench cannot see it: an endpoint given by address).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuSplit {
+    pub client_s: f64,
+    pub server_s: f64,
+}
+
+impl CpuSplit {
+    fn since(self, before: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            client_s: self.client_s - before.client_s,
+            server_s: self.server_s - before.server_s,
+        }
+    }
+}
+
+/// Reads how much CPU the client and the server have used so far.
+///
+/// Where the time of a phase goes decides what a server can change: when most of it is the
+/// client's (encoding, compression, decompression), the same client against any server sets
+/// the ratio's ceiling. silt's in-process server runs on threads of its own (its runtime's
+/// `silt-server` workers, fjall's workers, the I/O and background threads), so one process
+/// is split by thread name; a real Fluss is the processes of its pid files.
+#[derive(Debug, Clone)]
+pub enum CpuMeter {
+    InProcess,
+    Processes(Vec<u32>),
+    /// Only the client is measured.
+    ClientOnly,
+}
+
+/// Name prefixes (as /proc shows them, at most 15 bytes) of the in-process server's threads.
+const SERVER_THREAD_PREFIXES: [&str; 4] =
+    [SERVER_THREAD_NAME, "fjall", "silt-io", "silt-background"];
+const SERVER_THREAD_NAME: &str = "silt-server";
+
+impl CpuMeter {
+    pub fn read(&self) -> CpuSplit {
+        let own = process_cpu_s("self");
+        match self {
+            CpuMeter::InProcess => {
+                let mut server_s = 0.0;
+                if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+                    for task in tasks.flatten() {
+                        let stat = std::fs::read_to_string(task.path().join("stat"));
+                        if let Ok((name, cpu_s)) = stat.map(|s| parse_stat(&s))
+                            && SERVER_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
+                        {
+                            server_s += cpu_s;
+                        }
+                    }
+                }
+                CpuSplit {
+                    client_s: own - server_s,
+                    server_s,
+                }
+            }
+            CpuMeter::Processes(pids) => CpuSplit {
+                client_s: own,
+                server_s: pids.iter().map(|pid| process_cpu_s(&pid.to_string())).sum(),
+            },
+            CpuMeter::ClientOnly => CpuSplit {
+                client_s: own,
+                server_s: f64::NAN,
+            },
+        }
+    }
+}
+
+/// User and system CPU seconds of `/proc/<pid>` (all its threads, also those that ended).
+fn process_cpu_s(pid: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| parse_stat(&s).1)
+        .unwrap_or(f64::NAN)
+}
+
+/// The thread or process name and its CPU seconds (utime + stime) from a `stat` line.
+fn parse_stat(stat: &str) -> (String, f64) {
+    // The name is in parentheses and may hold spaces; the fields after it are plain.
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return (String::new(), f64::NAN);
+    };
+    let name = stat[open + 1..close].to_string();
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    let cpu_s = match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / clock_ticks_per_s(),
+        _ => f64::NAN,
+    };
+    (name, cpu_s)
+}
+
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf reads a constant of the system and has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
 impl Throughput {
@@ -332,6 +434,7 @@ async fn produce(
     connection: &FlussConnection,
     path: &TablePath,
     workload: &Workload,
+    meter: &CpuMeter,
 ) -> Result<Throughput> {
     let table = connection.get_table(path).await?;
     let writer = table.new_append()?.create_writer()?;
@@ -354,7 +457,7 @@ async fn produce(
         bytes += batch_bytes;
         start += rows;
     }
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), meter.read());
     for batch in batches {
         // Dropping the future is fine: flush() below waits for every acknowledgement.
         drop(writer.append_arrow_batch(batch)?);
@@ -366,6 +469,7 @@ async fn produce(
         rows: workload.rows,
         bytes,
         elapsed: started.elapsed(),
+        cpu: meter.read().since(cpu_before),
     })
 }
 
@@ -375,6 +479,7 @@ async fn fetch(
     connection: &FlussConnection,
     path: &TablePath,
     workload: &Workload,
+    meter: &CpuMeter,
 ) -> Result<Throughput> {
     let table = connection.get_table(path).await?;
     // The table also holds produce()'s warm-up batch.
@@ -385,7 +490,7 @@ async fn fetch(
         for bucket in 0..workload.buckets {
             scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
         }
-        let started = Instant::now();
+        let (started, cpu_before) = (Instant::now(), meter.read());
         let mut rows = 0i64;
         while rows < table_rows {
             ensure!(
@@ -404,6 +509,9 @@ async fn fetch(
         }
         total.elapsed += started.elapsed();
         total.rows += rows;
+        let cpu = meter.read().since(cpu_before);
+        total.cpu.client_s += cpu.client_s;
+        total.cpu.server_s += cpu.server_s;
     }
     Ok(total)
 }
@@ -431,6 +539,7 @@ async fn upsert_and_lookup(
         rows: workload.keys,
         bytes,
         elapsed: started.elapsed(),
+        cpu: CpuSplit::default(),
     };
 
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
@@ -477,14 +586,20 @@ async fn upsert_and_lookup(
 }
 
 /// Runs the workload against one endpoint (silt's hotstore or a real Fluss cluster).
-pub async fn run_endpoint(bootstrap: &str, workload: &Workload) -> Result<BenchReport> {
+pub async fn run_endpoint(
+    bootstrap: &str,
+    workload: &Workload,
+    meter: &CpuMeter,
+) -> Result<BenchReport> {
     workload.validate()?;
-    let mut client = fluss::config::Config::default();
-    client.bootstrap_servers = bootstrap.to_string();
-    client.writer_acks = "all".into();
-    client.lookup_batch_timeout_ms = workload.lookup_batch_timeout_ms;
-    client.lookup_max_batch_size = workload.lookup_batch_size_max;
-    client.scanner_log_fetch_wait_max_time_ms = workload.fetch_wait_max_ms;
+    let client = fluss::config::Config {
+        bootstrap_servers: bootstrap.to_string(),
+        writer_acks: "all".into(),
+        lookup_batch_timeout_ms: workload.lookup_batch_timeout_ms,
+        lookup_max_batch_size: workload.lookup_batch_size_max,
+        scanner_log_fetch_wait_max_time_ms: workload.fetch_wait_max_ms,
+        ..Default::default()
+    };
     let connection = FlussConnection::new(client)
         .await
         .with_context(|| format!("connect to {bootstrap}"))?;
@@ -513,7 +628,7 @@ pub async fn run_endpoint(bootstrap: &str, workload: &Workload) -> Result<BenchR
             "  produce ({compression}): {} rows in batches of {} into {} buckets",
             workload.rows, workload.batch_rows, workload.buckets
         );
-        let produce = produce(&connection, &log_path, workload).await?;
+        let produce = produce(&connection, &log_path, workload, meter).await?;
         eprintln!(
             "    {:.0} rows/s, {:.1} MB/s in {:?}",
             produce.rows_per_s(),
@@ -525,7 +640,7 @@ pub async fn run_endpoint(bootstrap: &str, workload: &Workload) -> Result<BenchR
             workload.rows + workload.batch_rows,
             workload.fetch_passes
         );
-        let fetch = fetch(&connection, &log_path, workload).await?;
+        let fetch = fetch(&connection, &log_path, workload, meter).await?;
         eprintln!(
             "    {:.0} rows/s, {:.1} MB/s in {:?}",
             fetch.rows_per_s(),
@@ -670,6 +785,28 @@ fn start_fluss(harness: &Path, extra_conf: Option<&str>) -> Result<Started> {
 }
 
 impl FlussCluster {
+    /// The cluster's processes (ZooKeeper, coordinator, tablet server) from the harness's
+    /// pid files.
+    fn cpu_meter(&self) -> CpuMeter {
+        let work_dir = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "FLUSS_REAL_WORK_DIR")
+            .map(|(_, v)| PathBuf::from(v));
+        let pids: Vec<u32> = ["zk", "coordinator", "tablet"]
+            .iter()
+            .filter_map(|name| {
+                let file = work_dir.as_ref()?.join(format!("{name}.pid"));
+                std::fs::read_to_string(file).ok()?.trim().parse().ok()
+            })
+            .collect();
+        if pids.is_empty() {
+            CpuMeter::ClientOnly
+        } else {
+            CpuMeter::Processes(pids)
+        }
+    }
+
     fn stop(self) {
         let stop = self.harness.join("stop.sh");
         match std::process::Command::new(&stop)
@@ -699,7 +836,7 @@ async fn measure_fluss(target: &FlussTarget, workload: &Workload) -> Result<Flus
         FlussTarget::None => Ok(FlussColumn::Skipped("--no-fluss".into())),
         FlussTarget::Bootstrap(bootstrap) => {
             eprintln!("real Fluss at {bootstrap}:");
-            let report = run_endpoint(bootstrap, workload).await?;
+            let report = run_endpoint(bootstrap, workload, &CpuMeter::ClientOnly).await?;
             Ok(FlussColumn::Measured {
                 label: format!("Fluss at {bootstrap}"),
                 report,
@@ -714,7 +851,7 @@ async fn measure_fluss(target: &FlussTarget, workload: &Workload) -> Result<Flus
                 Started::Skipped(reason) => return Ok(FlussColumn::Skipped(reason)),
             };
             eprintln!("real Fluss at {}:", cluster.bootstrap);
-            let result = run_endpoint(&cluster.bootstrap, workload).await;
+            let result = run_endpoint(&cluster.bootstrap, workload, &cluster.cpu_meter()).await;
             tokio::task::spawn_blocking(move || cluster.stop()).await?;
             let label = match extra_conf {
                 Some(conf) => format!("Fluss 0.9.1 ({conf})"),
@@ -728,7 +865,9 @@ async fn measure_fluss(target: &FlussTarget, workload: &Workload) -> Result<Flus
     }
 }
 
-/// Starts silt's hotstore in this process on a free loopback port in a scratch directory.
+/// Starts silt's hotstore in this process on a free loopback port in a scratch directory, on
+/// a runtime of its own (two workers, as `silt up` has on two cores), so that the client's
+/// tasks and the server's do not share workers and [`CpuMeter::InProcess`] can tell them apart.
 async fn measure_silt(
     config: &silt_jobs::config::Config,
     workload: &Workload,
@@ -739,14 +878,22 @@ async fn measure_silt(
     let mut server_config = silt_jobs::up::hotstore_config(config)?;
     server_config.bind_addr = "127.0.0.1:0".parse()?;
     server_config.data_dir = dir.path().join("hotstore");
-    let server = silt_hotstore::Server::start(server_config).await?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(SERVER_THREAD_NAME)
+        .enable_all()
+        .build()?;
+    let server = runtime
+        .spawn(silt_hotstore::Server::start(server_config))
+        .await??;
     let bootstrap = server.local_addr().to_string();
     eprintln!(
         "silt hotstore at {bootstrap} (fsync: {}):",
         config.hotstore.fsync
     );
-    let result = run_endpoint(&bootstrap, workload).await;
-    server.shutdown().await?;
+    let result = run_endpoint(&bootstrap, workload, &CpuMeter::InProcess).await;
+    runtime.spawn(server.shutdown()).await??;
+    runtime.shutdown_background();
     result
 }
 
@@ -872,6 +1019,7 @@ fn print_report(
         ]);
     }
     table.print_markdown();
+    print_cpu_split(silt, other);
     println!(
         "lookup misses: silt {} (still missing 2 s later: {}){}",
         silt.lookup.misses,
@@ -883,4 +1031,116 @@ fn print_report(
             ))
             .unwrap_or_default()
     );
+}
+
+/// Where each throughput phase's CPU went: the client's and the server's seconds against
+/// each endpoint. The last column is what the throughput ratio could reach if silt's server
+/// cost nothing, while the phases are CPU-bound: Fluss's client and server seconds over silt's
+/// client seconds (the client is the same program against both).
+fn print_cpu_split(silt: &BenchReport, other: Option<&BenchReport>) {
+    println!();
+    println!(
+        "CPU seconds per phase (client: this process less silt's server threads; server: silt's threads, or Fluss's processes)"
+    );
+    let mut table = Table::new([
+        "phase",
+        "silt client s",
+        "silt server s",
+        "server share",
+        "fluss client s",
+        "fluss server s",
+        "ceiling if silt's server cost 0",
+    ]);
+    let seconds = |v: f64| {
+        if v.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{v:.3}")
+        }
+    };
+    for (i, log) in silt.logs.iter().enumerate() {
+        let other_log = other.and_then(|r| r.logs.get(i));
+        let phases = [
+            ("produce", &log.produce, other_log.map(|l| &l.produce)),
+            ("fetch", &log.fetch, other_log.map(|l| &l.fetch)),
+        ];
+        for (phase, ours, theirs) in phases {
+            let cpu = ours.cpu;
+            let share = cpu.server_s / (cpu.client_s + cpu.server_s);
+            let theirs = theirs.map(|t| t.cpu).unwrap_or(CpuSplit {
+                client_s: f64::NAN,
+                server_s: f64::NAN,
+            });
+            let ceiling = (theirs.client_s + theirs.server_s) / cpu.client_s;
+            table.row([
+                format!("{phase} {}", log.compression),
+                seconds(cpu.client_s),
+                seconds(cpu.server_s),
+                if share.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{:.0}%", share * 100.0)
+                },
+                seconds(theirs.client_s),
+                seconds(theirs.server_s),
+                if ceiling.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{ceiling:.2}x")
+                },
+            ]);
+        }
+    }
+    table.print_markdown();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_gives_the_name_and_cpu_seconds() {
+        // A thread name with a space and a parenthesis, as /proc writes it.
+        let stat = "4242 (fjall:wor) ker) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100";
+        let (name, cpu_s) = parse_stat(stat);
+        assert_eq!(name, "fjall:wor) ker");
+        assert!(
+            (cpu_s - 300.0 / clock_ticks_per_s()).abs() < 1e-9,
+            "{cpu_s}"
+        );
+        assert!(parse_stat("garbage").1.is_nan());
+    }
+
+    #[test]
+    fn the_in_process_meter_counts_this_process() {
+        // Burn 0.3 s of CPU on a thread named like the server's, then on this one (CPU time,
+        // not wall time: a loaded machine may run the thread for a part of it).
+        let spin = || {
+            let mut x = 0u64;
+            while process_cpu_s("thread-self") < 0.3 {
+                for _ in 0..100_000 {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            }
+        };
+        let before = CpuMeter::InProcess.read();
+        // A thread's time is its own only while it runs: read before it ends.
+        let (spun_tx, spun_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::Builder::new()
+            .name(format!("{SERVER_THREAD_NAME}-test"))
+            .spawn(move || {
+                spin();
+                spun_tx.send(()).unwrap();
+                let _ = end_rx.recv();
+            })
+            .unwrap();
+        spun_rx.recv().unwrap();
+        spin();
+        let cpu = CpuMeter::InProcess.read().since(before);
+        drop(end_tx);
+        server.join().unwrap();
+        assert!(cpu.server_s >= 0.29 && cpu.server_s <= 0.45, "{cpu:?}");
+        assert!(cpu.client_s >= 0.29, "{cpu:?}");
+    }
 }
