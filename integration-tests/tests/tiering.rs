@@ -194,22 +194,8 @@ async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committ
     holes.create(&connection).await?;
     let path = holes.path.clone();
     let append = |ids: std::ops::Range<i64>| {
-        let connection = &connection;
-        let path = path.clone();
-        async move {
-            let writer = connection
-                .get_table(&path)
-                .await?
-                .new_append()?
-                .create_writer()?;
-            for id in ids {
-                let mut row = GenericRow::new(1);
-                row.set_field(0, id);
-                writer.append(&row)?;
-            }
-            writer.flush().await?;
-            Ok::<_, anyhow::Error>(())
-        }
+        let rows = ids.map(|id| GenericRow::from_data(vec![id]));
+        tables::append_rows(&connection, &path, rows)
     };
 
     let first = tiering::service(dir.path(), &server);

@@ -19,11 +19,11 @@ use silt_hotstore::ServerHandle;
 use silt_jobs::job::service::{Desired, JobService, JobServiceConfig};
 use silt_jobs::job::{Format, parse_submission};
 use silt_testkit::lake::{delta_rows, silt_table_rows, sorted};
-use silt_testkit::tables::Table;
 use silt_testkit::tables::demo::{
     self, expected_big_orders, expected_customers_clean, expected_customers_delta, order,
     write_customers, write_orders,
 };
+use silt_testkit::tables::{self, Table};
 use silt_testkit::{hotstore, read_conf, wait};
 
 const ORDERS_PER_PHASE: i64 = 150;
@@ -488,24 +488,14 @@ async fn a_partitioned_table_flows_into_a_silt_table_but_not_into_delta_yet() ->
     let append = |d: &'static str, ids: std::ops::Range<i64>, expected: &mut Vec<String>| {
         let rows: Vec<(i64, String)> = ids.map(|id| (id, format!("{d}-{id}"))).collect();
         expected.extend(rows.iter().map(|(id, v)| format!("{id}|{d}|{v}")));
-        let path = source.path.clone();
-        let connection = &env.connection;
-        async move {
-            let writer = connection
-                .get_table(&path)
-                .await?
-                .new_append()?
-                .create_writer()?;
-            for (id, v) in rows {
-                let mut row = GenericRow::new(3);
-                row.set_field(0, d);
-                row.set_field(1, id);
-                row.set_field(2, v);
-                writer.append(&row)?;
-            }
-            writer.flush().await?;
-            anyhow::Ok(())
-        }
+        let rows = rows.into_iter().map(move |(id, v)| {
+            let mut row = GenericRow::new(3);
+            row.set_field(0, d);
+            row.set_field(1, id);
+            row.set_field(2, v);
+            row
+        });
+        tables::append_rows(&env.connection, &source.path, rows)
     };
     for d in ["2024-05-01", "2024-05-02"] {
         admin.create_partition(&source.path, &day(d), false).await?;

@@ -235,13 +235,22 @@ pub async fn append_events(
     ids: Range<i64>,
     v: impl Fn(i64) -> String,
 ) -> Result<()> {
-    let table = connection.get_table(path).await?;
-    let writer = table.new_append()?.create_writer()?;
-    for id in ids {
-        let text = v(id);
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, text.as_str());
+    let rows = ids.map(|id| GenericRow::from_data(vec![Datum::from(id), Datum::from(v(id))]));
+    append_rows(connection, path, rows).await
+}
+
+/// Appends `rows` to the log table at `path` through one writer and flushes once at the end.
+pub async fn append_rows<'a>(
+    connection: &FlussConnection,
+    path: &TablePath,
+    rows: impl IntoIterator<Item = GenericRow<'a>>,
+) -> Result<()> {
+    let writer = connection
+        .get_table(path)
+        .await?
+        .new_append()?
+        .create_writer()?;
+    for row in rows {
         writer.append(&row)?;
     }
     writer.flush().await?;
