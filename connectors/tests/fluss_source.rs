@@ -28,7 +28,7 @@ use silt_connectors::fluss::{
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 use silt_testkit::changelog;
 use silt_testkit::hotstore::{self, DEADLINE};
-use silt_testkit::tables::Table;
+use silt_testkit::tables::{self, Table};
 
 const DB: &str = "src";
 const BUCKETS: i32 = 3;
@@ -398,11 +398,7 @@ async fn write_primary_key_table(connection: &FlussConnection, name: &str) -> Re
             let mut row = GenericRow::new(2);
             row.set_field(0, i % 50);
             row.set_field(1, v.as_str());
-            if i % 7 == 0 {
-                writer.delete(&row)?;
-            } else {
-                writer.upsert(&row)?;
-            }
+            tables::upsert_or_delete(&writer, &row, i % 7 == 0)?;
         }
         writer.flush().await?;
     }

@@ -38,11 +38,7 @@ async fn create_and_fill(connection: &FlussConnection) -> Result<()> {
         let mut u = GenericRow::new(2);
         u.set_field(0, i % 150);
         u.set_field(1, i);
-        if i % 9 == 0 {
-            upserter.delete(&u)?;
-        } else {
-            upserter.upsert(&u)?;
-        }
+        tables::upsert_or_delete(&upserter, &u, i % 9 == 0)?;
     }
     appender.flush().await?;
     upserter.flush().await?;

@@ -60,11 +60,7 @@ async fn write_rounds(connection: &FlussConnection, rounds: i64) -> Result<()> {
             u.set_field(0, i % 40);
             u.set_field(1, i);
             u.set_field(2, name.as_str());
-            if i % 9 == 0 {
-                upserter.delete(&u)?;
-            } else {
-                upserter.upsert(&u)?;
-            }
+            tables::upsert_or_delete(&upserter, &u, i % 9 == 0)?;
         }
         appender.flush().await?;
         upserter.flush().await?;

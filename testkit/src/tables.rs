@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use anyhow::Result;
-use fluss::client::FlussConnection;
+use fluss::client::{FlussConnection, UpsertWriter};
 use fluss::metadata::{DataType, DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
 use fluss::row::{Datum, GenericRow};
 
@@ -254,6 +254,17 @@ pub async fn append_rows<'a>(
         writer.append(&row)?;
     }
     writer.flush().await?;
+    Ok(())
+}
+
+/// Writes `row` to a primary-key table through `writer`: deletes its key when `delete`, else
+/// upserts it. It does not wait for the write to be acknowledged; the writer's next flush does.
+pub fn upsert_or_delete(writer: &UpsertWriter, row: &GenericRow, delete: bool) -> Result<()> {
+    if delete {
+        writer.delete(row)?;
+    } else {
+        writer.upsert(row)?;
+    }
     Ok(())
 }
 
