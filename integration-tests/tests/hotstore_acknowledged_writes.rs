@@ -39,9 +39,7 @@ async fn create_id_table(connection: &FlussConnection, name: &str) -> Result<Tab
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_flushed_batches_of_one_writer_are_all_kept() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let admin = connection.get_admin()?;
     admin.create_database("ack", None, false).await?;
     let mut lost_rounds = Vec::new();

@@ -27,6 +27,7 @@ use silt_hotstore::protocol::{api, code};
 use silt_testkit::changelog;
 use silt_testkit::hotstore::{self, api_code};
 use silt_testkit::tables::Table;
+use tempfile::TempDir;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -138,15 +139,12 @@ async fn batch_schema_ids(server: &ServerHandle, table_id: i64) -> Result<Vec<i1
         .collect())
 }
 
-/// A hot store over `dir` holding `table` (and its database), and a connection to it.
-async fn start_with(
-    table: &Table,
-    dir: &std::path::Path,
-) -> Result<(ServerHandle, FlussConnection)> {
-    let server = hotstore::start(dir).await?;
-    let connection = hotstore::connect(&server).await?;
+/// A hot store over a scratch directory holding `table` (and its database), and a connection
+/// to it.
+async fn start_with(table: &Table) -> Result<(TempDir, ServerHandle, FlussConnection)> {
+    let (dir, server, connection) = hotstore::scratch().await?;
     table.create(&connection).await?;
-    Ok((server, connection))
+    Ok((dir, server, connection))
 }
 
 fn clicks() -> Table {
@@ -158,9 +156,8 @@ fn clicks() -> Table {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_table_gains_a_column_and_reads_its_older_rows_with_null() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = clicks().path;
-    let (server, connection) = start_with(&clicks(), dir.path()).await?;
+    let (dir, server, connection) = start_with(&clicks()).await?;
     let admin = connection.get_admin()?;
     // The writer of schema 1 has its own connection: one whose metadata the admin's calls
     // below refresh would write schema 2.
@@ -262,9 +259,8 @@ async fn lookup(connection: &FlussConnection, path: &TablePath, id: &str) -> Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_table_gains_a_column_and_merges_older_rows_into_it() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = accounts().path;
-    let (server, connection) = start_with(&accounts(), dir.path()).await?;
+    let (dir, server, connection) = start_with(&accounts()).await?;
     let old_connection = hotstore::connect(&server).await?;
     let old_writer = old_connection
         .get_table(&path)
@@ -373,9 +369,8 @@ async fn raw_add_column(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_fluss_refuses_to_add_is_refused_by_name_and_changes_nothing() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = clicks().path;
-    let (server, connection) = start_with(&clicks(), dir.path()).await?;
+    let (_dir, server, connection) = start_with(&clicks()).await?;
     let admin = connection.get_admin()?;
 
     let refused = |outcome: Result<(), fluss::error::Error>, needle: &str, what: &str| {

@@ -25,6 +25,7 @@ use fluss::client::{EARLIEST_OFFSET, FlussConnection};
 use fluss::metadata::TablePath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
+use silt_testkit::changelog;
 use silt_testkit::hotstore;
 use silt_testkit::process::ChildGuard;
 use silt_testkit::tables;
@@ -355,13 +356,8 @@ async fn read_events(connection: &FlussConnection) -> Result<BTreeMap<(i32, i64)
         }
     }
     for bucket in ids {
-        let offsets: Vec<i64> = rows
-            .keys()
-            .filter(|(b, _)| *b == bucket)
-            .map(|(_, o)| *o)
-            .collect();
         ensure!(
-            offsets == (0..hw[&bucket]).collect::<Vec<_>>(),
+            offsets_in(&rows, bucket) == (0..hw[&bucket]).collect::<Vec<_>>(),
             "bucket {bucket} offsets are not 0..{}",
             hw[&bucket]
         );
@@ -369,36 +365,37 @@ async fn read_events(connection: &FlussConnection) -> Result<BTreeMap<(i32, i64)
     Ok(rows)
 }
 
-/// The users changelog up to the high watermark.
+/// The offsets of `bucket` among the keys of `rows`, in order.
+fn offsets_in<T>(rows: &BTreeMap<(i32, i64), T>, bucket: i32) -> Vec<i64> {
+    rows.range((bucket, i64::MIN)..=(bucket, i64::MAX))
+        .map(|((_, offset), _)| *offset)
+        .collect()
+}
+
+/// The users changelog up to the high watermark, checking offsets are contiguous.
 async fn read_changelog(
     connection: &FlussConnection,
 ) -> Result<BTreeMap<(i32, i64), (String, i64, Option<i64>)>> {
     let path = TablePath::new(DB, "users");
-    let ids: Vec<i32> = (0..USER_BUCKETS).collect();
-    let hw = connection
-        .get_admin()?
-        .list_offsets(&path, &ids, OffsetSpec::Latest)
-        .await?;
-    let total: i64 = hw.values().sum();
-    let table = connection.get_table(&path).await?;
-    let scanner = table.new_scan().create_log_scanner()?;
-    for bucket in &ids {
-        scanner.subscribe(*bucket, EARLIEST_OFFSET).await?;
-    }
-    let mut changes = BTreeMap::new();
-    let started = Instant::now();
-    while (changes.len() as i64) < total {
+    let changes = changelog::read(
+        connection,
+        &path,
+        USER_BUCKETS,
+        hotstore::DEADLINE,
+        user_change,
+    )
+    .await?;
+    let changes: BTreeMap<_, _> = changes
+        .into_iter()
+        .map(|change| ((change.bucket, change.offset), change.row))
+        .collect();
+    for bucket in 0..USER_BUCKETS {
+        let offsets = offsets_in(&changes, bucket);
         ensure!(
-            started.elapsed() < hotstore::DEADLINE,
-            "read {} of {total} changes",
-            changes.len()
+            offsets == (0..offsets.len() as i64).collect::<Vec<_>>(),
+            "bucket {bucket} changelog offsets are not 0..{}",
+            offsets.len()
         );
-        let records = scanner.poll(Duration::from_millis(200)).await?;
-        for (bucket, records) in records.into_records_by_buckets() {
-            for record in records {
-                changes.insert((bucket.bucket_id(), record.offset()), user_change(&record)?);
-            }
-        }
     }
     Ok(changes)
 }

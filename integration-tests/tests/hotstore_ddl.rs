@@ -2,21 +2,19 @@
 //! create, list, describe and drop, and the error codes of duplicates and unknown names.
 
 use anyhow::Result;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
 use silt_testkit::hotstore::{self, api_code, connect};
 use silt_testkit::rows;
+use silt_testkit::tables::Table;
 
+/// The descriptor of the log table `shop.orders`, tiered.
 fn log_descriptor(buckets: i32) -> Result<TableDescriptor> {
-    let schema = Schema::builder()
+    Table::log("shop", "orders")
         .column("id", DataTypes::int())
         .column("name", DataTypes::string())
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(buckets), vec![])
-        .property("table.datalake.enabled", "true")
-        .property("table.datalake.freshness", "30s")
-        .build()?)
+        .buckets(buckets)
+        .lake("30s")
+        .descriptor()
 }
 
 fn pk_descriptor(buckets: Option<i32>) -> Result<TableDescriptor> {
@@ -29,9 +27,7 @@ fn pk_descriptor(buckets: Option<i32>) -> Result<TableDescriptor> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn databases_and_tables_round_trip() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let admin = connection.get_admin()?;
 
     // Databases: the default one exists, a new one can be created once.

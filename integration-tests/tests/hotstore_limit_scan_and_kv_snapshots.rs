@@ -19,22 +19,26 @@ use fluss::metadata::{
 };
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
-use silt_hotstore::ServerHandle;
 use silt_hotstore::protocol::messages::{ErrorResponse, LimitScanRequest, LimitScanResponse};
 use silt_hotstore::protocol::{api, code};
+use silt_hotstore::{ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, DEADLINE, api_code};
 use silt_testkit::rows::{self, UserRow, read_user, user, users_in};
 use silt_testkit::tables::{Table, append_events, text_log};
 
 /// Small segments, so a log's last rows span several of them, and small limits, so the tests
 /// can reach them.
-async fn start(dir: &std::path::Path, response_bytes_max: usize) -> Result<ServerHandle> {
-    hotstore::start_with(dir, |config| {
+fn small_limits(response_bytes_max: usize) -> impl FnOnce(&mut ServerConfig) {
+    move |config| {
         config.log.segment_bytes_max = 1024;
         config.limit_scan_rows_max = 1000;
         config.fetch_response_bytes_max = response_bytes_max;
-    })
-    .await
+    }
+}
+
+/// A hot store over `dir` with [`small_limits`].
+async fn start(dir: &std::path::Path, response_bytes_max: usize) -> Result<ServerHandle> {
+    hotstore::start_with(dir, small_limits(response_bytes_max)).await
 }
 
 /// The rows of one bucket's limit scan, through fluss-rs.
@@ -92,9 +96,7 @@ async fn append_eight_batches(connection: &FlussConnection, path: &TablePath) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_tables_limit_scan_answers_its_last_rows() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 1 << 20).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(small_limits(1 << 20)).await?;
     let events = text_log("scan", "events").buckets(1);
     events.create(&connection).await?;
     let table = connection.get_table(&events.path).await?;
@@ -359,9 +361,7 @@ fn scan_of(table_id: i64, bucket_id: i32, limit: i32) -> LimitScanRequest {
 /// is refused rather than answered with fewer rows, and limit 0 is no rows, as in Fluss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_limit_scans_are_refused_by_name() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 2048).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(small_limits(2048)).await?;
     let events = text_log("scan", "events").buckets(1);
     let log_id = events.create(&connection).await?;
     append_eight_batches(&connection, &events.path).await?;

@@ -10,25 +10,24 @@ use anyhow::{Result, ensure};
 use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use fluss::client::EARLIEST_OFFSET;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
 use fluss::row::DataGetters;
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::hotstore::{self, DEADLINE, connect};
+use silt_testkit::tables::Table;
 
 const BUCKETS: i32 = 3;
 const ROWS: i64 = 1_000_000;
 const BATCH_ROWS: i64 = 20_000;
 
+/// The descriptor of the log tables of these tests: `(id BIGINT, name STRING, amount INT)`.
 fn descriptor() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
+    Table::log("fluss", "events")
         .column("id", DataTypes::bigint())
         .column("name", DataTypes::string())
         .column("amount", DataTypes::int())
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(BUCKETS), vec![])
-        .build()?)
+        .buckets(BUCKETS)
+        .descriptor()
 }
 
 fn arrow_batch(start: i64, rows: i64) -> Result<RecordBatch> {
@@ -52,10 +51,8 @@ fn arrow_batch(start: i64, rows: i64) -> Result<RecordBatch> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "events");
-    let (server, connection) =
-        hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
+    let (_dir, server, connection) = hotstore::scratch_with_table(&path, &descriptor()?).await?;
     let admin = connection.get_admin()?;
     let table = connection.get_table(&path).await?;
 

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use fluss::client::{EARLIEST_OFFSET, FlussTable};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
 use fluss::predicate::{Predicate, col};
 use fluss::row::{DataGetters, Datum, Decimal, GenericRow, TimestampLtz};
 use silt_testkit::hotstore::{self, DEADLINE};
+use silt_testkit::tables::Table;
 
 const BATCHES: i64 = 10;
 const ROWS_PER_BATCH: i64 = 50;
@@ -23,18 +24,15 @@ const ROWS_PER_BATCH: i64 = 50;
 const T0_MS: i64 = 1_760_000_000_000;
 
 fn descriptor() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
+    Table::log("fluss", "filtered")
         .column("id", DataTypes::bigint())
         .column("name", DataTypes::string())
         .column("price", DataTypes::decimal(20, 2))
         .column("at", DataTypes::timestamp_ltz_with_precision(6))
         .column("flag", DataTypes::int())
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(1), vec![])
+        .buckets(1)
         .property("table.statistics.columns", "*")
-        .build()?)
+        .descriptor()
 }
 
 /// Batch `b` holds ids `b*100 .. b*100+ROWS_PER_BATCH`, names `batch-000b-...` (longer than
@@ -121,10 +119,8 @@ async fn scanned_batches(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pushed_down_filter_prunes_whole_batches_by_their_statistics() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "filtered");
-    let (_server, connection) =
-        hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
+    let (_dir, _server, connection) = hotstore::scratch_with_table(&path, &descriptor()?).await?;
     let table = connection.get_table(&path).await?;
     let writer = table.new_append()?.create_writer()?;
     for batch in 0..BATCHES {

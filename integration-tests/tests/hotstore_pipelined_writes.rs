@@ -11,32 +11,17 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::hotstore;
+use silt_testkit::tables::text_log;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pipelined_appends_of_one_writer_are_all_kept() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let admin = connection.get_admin()?;
-    admin.create_database("p", None, false).await?;
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("v", DataTypes::string())
-        .build()?;
-    let path = TablePath::new("p", "t");
-    admin
-        .create_table(
-            &path,
-            &TableDescriptor::builder()
-                .schema(schema)
-                .distributed_by(Some(4), vec![])
-                .build()?,
-            false,
-        )
-        .await?;
+    let events = text_log("p", "t").buckets(4);
+    events.create(&connection).await?;
+    let path = events.path;
     let table = connection.get_table(&path).await?;
     let arrow_schema = silt_connectors::fluss::table_arrow_schema(&connection, "p", "t").await?;
     let writer = table.new_append()?.create_writer()?;

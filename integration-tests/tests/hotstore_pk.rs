@@ -162,10 +162,9 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_keys_across_buckets() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "many");
-    let (server, connection) =
-        hotstore::start_with_table(dir.path(), &path, &rows::user_table_of(4)?).await?;
+    let (_dir, server, connection) =
+        hotstore::scratch_with_table(&path, &rows::user_table_of(4)?).await?;
     let table = connection.get_table(&path).await?;
     let writer = table.new_upsert()?.create_writer()?;
     for id in 0..5000 {

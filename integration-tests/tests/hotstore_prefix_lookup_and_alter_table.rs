@@ -15,11 +15,11 @@ use fluss::client::FlussTable;
 use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, TablePath};
 use fluss::row::{DataGetters, GenericRow};
 use prost::Message;
-use silt_hotstore::ServerHandle;
 use silt_hotstore::protocol::messages::{
     ErrorResponse, PbPrefixLookupReqForBucket, PrefixLookupRequest, PrefixLookupResponse,
 };
 use silt_hotstore::protocol::{api, code};
+use silt_hotstore::{ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, api_code};
 use silt_testkit::tables::{Table, text_log};
 
@@ -33,11 +33,8 @@ fn orders() -> Table {
         .bucket_key(&["customer"])
 }
 
-async fn start(dir: &std::path::Path, prefix_rows_max: usize) -> Result<ServerHandle> {
-    hotstore::start_with(dir, |config| {
-        config.prefix_lookup_rows_max = prefix_rows_max;
-    })
-    .await
+fn prefix_lookup_rows_max(rows: usize) -> impl FnOnce(&mut ServerConfig) {
+    move |config| config.prefix_lookup_rows_max = rows
 }
 
 fn order(customer: &str, order_id: i64, amount: i64) -> GenericRow<'static> {
@@ -71,9 +68,7 @@ async fn orders_of(table: &FlussTable<'_>, customer: &str) -> Result<BTreeSet<(i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefix_lookup_answers_every_current_row_of_its_bucket_key() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 1000).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(prefix_lookup_rows_max(1000)).await?;
     orders().create(&connection).await?;
     let table = connection.get_table(&orders().path).await?;
     ensure!(orders_of(&table, "a").await?.is_empty(), "an empty table");
@@ -111,9 +106,7 @@ async fn a_prefix_lookup_answers_every_current_row_of_its_bucket_key() -> Result
 /// A prefix lookup answering more rows than `prefix_lookup_rows_max` is refused, never cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefix_lookup_past_its_row_bound_is_refused_by_name() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), 5).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(prefix_lookup_rows_max(5)).await?;
     orders().create(&connection).await?;
     let table = connection.get_table(&orders().path).await?;
     let writer = table.new_upsert()?.create_writer()?;
@@ -258,9 +251,7 @@ fn config_changes(changes: Vec<AlterConfig>) -> AlterTableChanges {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alter_table_sets_and_resets_what_fluss_allows_and_keeps_it_across_a_restart() -> Result<()>
 {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (dir, server, connection) = hotstore::scratch().await?;
     let admin = connection.get_admin()?;
     let events = text_log("shop", "events").property("table.log.ttl", "7d");
     events.create(&connection).await?;
@@ -309,85 +300,57 @@ async fn alter_table_sets_and_resets_what_fluss_allows_and_keeps_it_across_a_res
     );
 
     let unknown = TablePath::new("shop", "nope");
+    // (what, table, changes, the error code it is refused with)
     let refusals = [
         (
             "a table option Fluss does not let change",
-            admin
-                .alter_table(
-                    &path,
-                    false,
-                    config_changes(vec![set("table.log.ttl", "1d")]),
-                )
-                .await
-                .err(),
+            &path,
+            config_changes(vec![set("table.log.ttl", "1d")]),
             code::INVALID_ALTER_TABLE,
         ),
         (
             "an unknown table option",
-            admin
-                .alter_table(&path, false, config_changes(vec![set("table.nope", "1")]))
-                .await
-                .err(),
+            &path,
+            config_changes(vec![set("table.nope", "1")]),
             code::INVALID_ALTER_TABLE,
         ),
         (
             "datalake.enabled that is not a boolean",
-            admin
-                .alter_table(
-                    &path,
-                    false,
-                    config_changes(vec![set("table.datalake.enabled", "yes")]),
-                )
-                .await
-                .err(),
+            &path,
+            config_changes(vec![set("table.datalake.enabled", "yes")]),
             code::INVALID_CONFIG,
         ),
         (
             "local segments of 0",
-            admin
-                .alter_table(
-                    &path,
-                    false,
-                    config_changes(vec![set("table.log.tiered.local-segments", "0")]),
-                )
-                .await
-                .err(),
+            &path,
+            config_changes(vec![set("table.log.tiered.local-segments", "0")]),
             code::INVALID_CONFIG,
         ),
         (
             "an append op",
-            admin
-                .alter_table(
-                    &path,
-                    false,
-                    config_changes(vec![AlterConfig::new(
-                        "owner",
-                        Some("b".into()),
-                        AlterConfigOpType::Append,
-                    )]),
-                )
-                .await
-                .err(),
+            &path,
+            config_changes(vec![AlterConfig::new(
+                "owner",
+                Some("b".into()),
+                AlterConfigOpType::Append,
+            )]),
             code::INVALID_ALTER_TABLE,
         ),
         (
             "a schema change",
-            admin
-                .alter_table(&path, false, silt_testkit::tables::drop_column("v"))
-                .await
-                .err(),
+            &path,
+            silt_testkit::tables::drop_column("v"),
             code::INVALID_ALTER_TABLE,
         ),
         (
             "an unknown table",
-            admin
-                .alter_table(&unknown, false, config_changes(vec![set("owner", "x")]))
-                .await
-                .err(),
+            &unknown,
+            config_changes(vec![set("owner", "x")]),
             code::TABLE_NOT_EXIST,
         ),
     ];
-    for (what, outcome, expected) in refusals {
+    for (what, table, changes, expected) in refusals {
+        let outcome = admin.alter_table(table, false, changes).await.err();
         ensure!(
             outcome.as_ref().and_then(api_code) == Some(expected),
             "{what}: expected code {expected}, got {outcome:?}"

@@ -14,19 +14,21 @@ use fluss::row::DataGetters as _;
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::fluss::{FlussSource, FlussSourceConfig};
 use silt_engine::{RestoredState, Source as _, TaskContext};
-use silt_hotstore::{BucketRetention, ServerHandle};
+use silt_hotstore::{BucketRetention, ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::rows;
 use silt_testkit::tables::{Table, append_events, text_log};
 
-/// A hot store with 1 KiB segments whose retention runs only when a test asks.
+/// 1 KiB segments, and retention that runs only when a test asks.
+fn retention_on_demand(config: &mut ServerConfig) {
+    config.log.segment_bytes_max = 1024;
+    config.retention_check_interval_ms = 3_600_000;
+    config.retention_lake_lag_ms = 0;
+}
+
+/// A hot store over `dir` with [`retention_on_demand`].
 async fn start(dir: &std::path::Path) -> Result<ServerHandle> {
-    hotstore::start_with(dir, |config| {
-        config.log.segment_bytes_max = 1024;
-        config.retention_check_interval_ms = 3_600_000;
-        config.retention_lake_lag_ms = 0;
-    })
-    .await
+    hotstore::start_with(dir, retention_on_demand).await
 }
 
 /// Ten flushed batches of ten events (ids `from..from + 100`), so the log rolls many segments.
@@ -88,9 +90,7 @@ async fn scan_ids(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_past_its_ttl_loses_whole_old_segments_and_answers_as_fluss() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
     let table = text_log("ret", "old")
         .buckets(1)
         .property("table.log.ttl", "1 s");
@@ -145,9 +145,7 @@ async fn a_log_past_its_ttl_loses_whole_old_segments_and_answers_as_fluss() -> R
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
     let table = text_log("ret", "tiered")
         .buckets(1)
         .lake("1h")
@@ -217,9 +215,7 @@ fn expiring_pk_table(name: &str) -> Table {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_table_keeps_its_state_when_its_changelog_expires() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
     let users = expiring_pk_table("users");
     users.create(&connection).await?;
     let path = users.path.clone();
@@ -276,9 +272,7 @@ async fn a_primary_key_table_keeps_its_state_when_its_changelog_expires() -> Res
 /// answer refuses it, naming the table, the bucket, its log start and the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_read_of_a_primary_key_table_whose_changelog_expired_is_refused() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
     let users = expiring_pk_table("profiles");
     users.create(&connection).await?;
     let path = users.path.clone();
@@ -324,9 +318,7 @@ async fn a_full_read_of_a_primary_key_table_whose_changelog_expired_is_refused()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_fluss_cannot_read_is_refused_at_create() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
     let error = text_log("ret", "bad")
         .property("table.log.ttl", "soon")
         .create(&connection)

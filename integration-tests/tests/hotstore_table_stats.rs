@@ -57,10 +57,9 @@ async fn row_count(connection: &FlussConnection, path: &TablePath) -> Result<i64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_tables_row_count_is_its_live_keys_across_restarts() -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let path = TablePath::new("fluss", "users");
-    let (server, connection) =
-        hotstore::start_with_table(dir.path(), &path, &rows::user_table_of(BUCKETS)?).await?;
+    let (dir, server, connection) =
+        hotstore::scratch_with_table(&path, &rows::user_table_of(BUCKETS)?).await?;
     ensure!(row_count(&connection, &path).await? == 0, "an empty table");
 
     let table = connection.get_table(&path).await?;
@@ -108,9 +107,7 @@ async fn a_primary_key_tables_row_count_is_its_live_keys_across_restarts() -> Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_tables_row_count_is_its_records_and_unknown_buckets_are_errors() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
-    let connection = hotstore::connect(&server).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let events = text_log("fluss", "events").buckets(BUCKETS);
     let table_id = events.create(&connection).await?;
     ensure!(row_count(&connection, &events.path).await? == 0, "empty");

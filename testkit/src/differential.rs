@@ -79,3 +79,13 @@ pub fn assert_all_explained(comparison: &str, differences: &[Difference]) -> any
     assert_eq!(unexplained, 0, "{report}");
     Ok(())
 }
+
+/// Compares the named fields of two records one by one, each under its own name:
+/// `compare_fields!(differences, ours, reference; log, changelog)` is
+/// `differences.compare("log", &ours.log, &reference.log)` and so on, in that order.
+#[macro_export]
+macro_rules! compare_fields {
+    ($differences:expr, $ours:expr, $reference:expr; $($field:ident),* $(,)?) => {
+        $($differences.compare(stringify!($field), &$ours.$field, &$reference.$field);)*
+    };
+}

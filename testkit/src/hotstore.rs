@@ -10,6 +10,7 @@ use fluss::client::FlussConnection;
 use fluss::config::Config;
 use fluss::metadata::{TableDescriptor, TablePath};
 use silt_hotstore::{Server, ServerConfig, ServerHandle};
+use tempfile::TempDir;
 
 /// Upper bound on every poll loop of the hot store tests.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -35,6 +36,23 @@ pub async fn start_with(
     Server::start(config).await.context("start hotstore")
 }
 
+/// A hot store over a scratch directory of its own and a fluss-rs connection to it: where most
+/// hot store tests start. Keep the directory as long as the server runs; a test restarts the
+/// server over the same data with [`start`] on it.
+pub async fn scratch() -> Result<(TempDir, ServerHandle, FlussConnection)> {
+    scratch_with(|_| {}).await
+}
+
+/// As [`scratch`], with `configure` changing the configuration before the server starts.
+pub async fn scratch_with(
+    configure: impl FnOnce(&mut ServerConfig),
+) -> Result<(TempDir, ServerHandle, FlussConnection)> {
+    let dir = tempfile::tempdir().context("create a scratch directory")?;
+    let server = start_with(dir.path(), configure).await?;
+    let connection = connect(&server).await?;
+    Ok((dir, server, connection))
+}
+
 /// A hot store over `<dir>/hotstore` whose tables default to `default_buckets` buckets, shared
 /// so that [`crate::tiering::service`] over the same `dir` can update its lake registry.
 pub async fn start_for_tiering(dir: &Path, default_buckets: i32) -> Result<Arc<ServerHandle>> {
@@ -54,12 +72,30 @@ pub async fn start_with_table(
 ) -> Result<(ServerHandle, FlussConnection)> {
     let server = start(data_dir).await?;
     let connection = connect(&server).await?;
+    create_table(&connection, path, descriptor).await?;
+    Ok((server, connection))
+}
+
+/// As [`scratch`], holding the table `path` as [`start_with_table`] makes it.
+pub async fn scratch_with_table(
+    path: &TablePath,
+    descriptor: &TableDescriptor,
+) -> Result<(TempDir, ServerHandle, FlussConnection)> {
+    let (dir, server, connection) = scratch().await?;
+    create_table(&connection, path, descriptor).await?;
+    Ok((dir, server, connection))
+}
+
+async fn create_table(
+    connection: &FlussConnection,
+    path: &TablePath,
+    descriptor: &TableDescriptor,
+) -> Result<()> {
     connection
         .get_admin()?
         .create_table(path, descriptor, false)
         .await
-        .with_context(|| format!("create {path}"))?;
-    Ok((server, connection))
+        .with_context(|| format!("create {path}"))
 }
 
 /// A fluss-rs connection to `server` with the client's default configuration.

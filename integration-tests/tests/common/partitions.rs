@@ -16,6 +16,7 @@ use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection, FlussTable, Lo
 use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
+use silt_testkit::tables::Table;
 
 use super::scenario::Outcome;
 
@@ -57,16 +58,13 @@ pub struct PartitionRecord {
 
 /// The log table `(dt STRING, id INT, v STRING)`, partitioned by `dt`.
 pub fn log_table() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
+    Table::log(DATABASE, LOG_TABLE)
         .column("dt", DataTypes::string())
         .column("id", DataTypes::int())
         .column("v", DataTypes::string())
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .partitioned_by(vec!["dt"])
-        .distributed_by(Some(BUCKETS), vec![])
-        .build()?)
+        .partitioned_by(&["dt"])
+        .buckets(BUCKETS)
+        .descriptor()
 }
 
 /// The PK table `(dt STRING, id INT, name STRING, PRIMARY KEY (dt, id))`, partitioned by `dt`
@@ -265,22 +263,15 @@ pub async fn run(connection: &FlussConnection) -> Result<PartitionRecord> {
         "create an existing partition, ignoring it".into(),
         Outcome::of(admin.create_partition(&events, &day(DAY_1), true).await),
     );
-    errors.insert(
-        "drop an unknown partition".into(),
-        Outcome::of(
-            admin
-                .drop_partition(&events, &day("2030-01-01"), false)
-                .await,
-        ),
-    );
-    errors.insert(
-        "drop an unknown partition, ignoring it".into(),
-        Outcome::of(
-            admin
-                .drop_partition(&events, &day("2030-01-01"), true)
-                .await,
-        ),
-    );
+    for (name, ignore_if_not_exists) in [
+        ("drop an unknown partition", false),
+        ("drop an unknown partition, ignoring it", true),
+    ] {
+        let dropped = admin
+            .drop_partition(&events, &day("2030-01-01"), ignore_if_not_exists)
+            .await;
+        errors.insert(name.into(), Outcome::of(dropped));
+    }
     errors.insert(
         "list partitions by an unknown key".into(),
         Outcome::of(
@@ -451,26 +442,10 @@ pub fn differences(
     reference: &PartitionRecord,
 ) -> Vec<silt_testkit::differential::Difference> {
     let mut differences = silt_testkit::differential::Differences::new(KNOWN_DIFFERENCES);
-    differences.compare("listed", &ours.listed, &reference.listed);
-    differences.compare(
-        "listed_by_spec",
-        &ours.listed_by_spec,
-        &reference.listed_by_spec,
+    silt_testkit::compare_fields!(differences, ours, reference;
+        listed, listed_by_spec, scanned, latest_offsets, lookups, after_drop, recreated_rows,
+        ids_distinct
     );
-    differences.compare("scanned", &ours.scanned, &reference.scanned);
-    differences.compare(
-        "latest_offsets",
-        &ours.latest_offsets,
-        &reference.latest_offsets,
-    );
-    differences.compare("lookups", &ours.lookups, &reference.lookups);
-    differences.compare("after_drop", &ours.after_drop, &reference.after_drop);
-    differences.compare(
-        "recreated_rows",
-        &ours.recreated_rows,
-        &reference.recreated_rows,
-    );
-    differences.compare("ids_distinct", &ours.ids_distinct, &reference.ids_distinct);
     for (name, outcome) in &reference.errors {
         differences.compare(
             &format!("errors/{name}"),

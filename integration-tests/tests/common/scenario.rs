@@ -12,12 +12,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection, FlussTable};
 use fluss::config::Config;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
 use fluss::record::ScanRecord;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 pub use silt_testkit::rows::UserRow;
 use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table, users_in};
+use silt_testkit::tables::Table;
 
 /// The database the scenario owns; it is dropped (cascade) before the scenario starts.
 pub const DATABASE: &str = "silt_scenario";
@@ -304,16 +305,13 @@ async fn run_prefix_table(
     admin: &FlussAdmin,
 ) -> Result<BTreeMap<String, Vec<(i32, i64)>>> {
     let path = TablePath::new(DATABASE, PREFIX_TABLE);
-    let schema = Schema::builder()
+    let descriptor = Table::primary_key(DATABASE, PREFIX_TABLE, &["customer", "order_id"])
         .column("customer", DataTypes::string())
         .column("order_id", DataTypes::int())
         .column("amount", DataTypes::bigint())
-        .primary_key(vec!["customer", "order_id"])?
-        .build()?;
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec!["customer".to_string()])
-        .build()?;
+        .bucket_key(&["customer"])
+        .buckets(2)
+        .descriptor()?;
     create_table_when_ready(admin, &path, &descriptor).await?;
     let table = connection.get_table(&path).await?;
     let writer = table.new_upsert()?.create_writer()?;
@@ -405,15 +403,13 @@ async fn alter_log_table(
 }
 
 fn log_table_descriptor() -> Result<TableDescriptor> {
-    let schema = Schema::builder()
+    Table::log(DATABASE, LOG_TABLE)
         .column("id", DataTypes::int())
         .column("name", DataTypes::string())
         .column("amount", DataTypes::bigint())
-        .build()?;
-    Ok(TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(LOG_BUCKETS), vec!["id".to_string()])
-        .build()?)
+        .bucket_key(&["id"])
+        .buckets(LOG_BUCKETS)
+        .descriptor()
 }
 
 /// A freshly started server may accept connections before a tablet server has registered;
@@ -895,77 +891,66 @@ async fn record_errors(
         )],
         ..Default::default()
     };
-    note(
-        "alter_table/not_alterable",
-        Outcome::of(
-            admin
-                .alter_table(log_path, false, set("table.log.ttl", "1d"))
-                .await,
-        ),
-    );
-    note(
-        "alter_table/unknown_table_option",
-        Outcome::of(
-            admin
-                .alter_table(log_path, false, set("table.no-such-option", "1"))
-                .await,
-        ),
-    );
-    note(
-        "alter_table/local_segments_0",
-        Outcome::of(
-            admin
-                .alter_table(log_path, false, set("table.log.tiered.local-segments", "0"))
-                .await,
-        ),
-    );
-    note(
-        "alter_table/unknown_table",
-        Outcome::of(
-            admin
-                .alter_table(&unknown_table, false, set("owner", "x"))
-                .await,
-        ),
-    );
     let add = |name: &str, data_type: fluss::metadata::DataType| {
         silt_testkit::tables::add_column(name, data_type).unwrap_or_default()
     };
-    note(
-        "alter_table/add_not_null_column",
-        Outcome::of(
-            admin
-                .alter_table(
-                    log_path,
-                    false,
-                    add("strict", DataTypes::int().as_non_nullable()),
-                )
-                .await,
+    // (step, table, ignore if it does not exist, changes)
+    let alterations = [
+        (
+            "alter_table/not_alterable",
+            log_path,
+            false,
+            set("table.log.ttl", "1d"),
         ),
-    );
-    note(
-        "alter_table/add_existing_column",
-        Outcome::of(
-            admin
-                .alter_table(log_path, false, add("name", DataTypes::string()))
-                .await,
+        (
+            "alter_table/unknown_table_option",
+            log_path,
+            false,
+            set("table.no-such-option", "1"),
         ),
-    );
-    note(
-        "alter_table/drop_column",
-        Outcome::of(
-            admin
-                .alter_table(log_path, false, silt_testkit::tables::drop_column("name"))
-                .await,
+        (
+            "alter_table/local_segments_0",
+            log_path,
+            false,
+            set("table.log.tiered.local-segments", "0"),
         ),
-    );
-    note(
-        "alter_table/unknown_table_ignored",
-        Outcome::of(
-            admin
-                .alter_table(&unknown_table, true, set("owner", "x"))
-                .await,
+        (
+            "alter_table/unknown_table",
+            &unknown_table,
+            false,
+            set("owner", "x"),
         ),
-    );
+        (
+            "alter_table/add_not_null_column",
+            log_path,
+            false,
+            add("strict", DataTypes::int().as_non_nullable()),
+        ),
+        (
+            "alter_table/add_existing_column",
+            log_path,
+            false,
+            add("name", DataTypes::string()),
+        ),
+        (
+            "alter_table/drop_column",
+            log_path,
+            false,
+            silt_testkit::tables::drop_column("name"),
+        ),
+        (
+            "alter_table/unknown_table_ignored",
+            &unknown_table,
+            true,
+            set("owner", "x"),
+        ),
+    ];
+    for (step, path, ignore_if_not_exists, changes) in alterations {
+        note(
+            step,
+            Outcome::of(admin.alter_table(path, ignore_if_not_exists, changes).await),
+        );
+    }
     let pk_table_id = match admin.get_table_info(pk_path).await {
         Ok(info) => info.get_table_id(),
         Err(error) => {
@@ -1125,51 +1110,19 @@ pub use silt_testkit::differential::Difference;
 /// Error outcomes are compared one call at a time, so a report names the exact call.
 pub fn differences(ours: &ScenarioRecord, reference: &ScenarioRecord) -> Vec<Difference> {
     let mut differences = silt_testkit::differential::Differences::new(KNOWN_DIFFERENCES);
-    let mut compare = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-        differences.compare(field, a, b)
-    };
-    compare("tables", &ours.tables, &reference.tables);
-    compare("log", &ours.log, &reference.log);
-    compare("changelog", &ours.changelog, &reference.changelog);
-    compare(
-        "unchanged_upsert_changelog",
-        &ours.unchanged_upsert_changelog,
-        &reference.unchanged_upsert_changelog,
+    silt_testkit::compare_fields!(differences, ours, reference;
+        tables, log, changelog, unchanged_upsert_changelog, partial_update_changelog, lookups,
+        pk_offsets, pk_limit_scan, kv_snapshots, table_stats, prefix_lookups, altered_properties,
+        added_column
     );
-    compare(
-        "partial_update_changelog",
-        &ours.partial_update_changelog,
-        &reference.partial_update_changelog,
-    );
-    compare("lookups", &ours.lookups, &reference.lookups);
-    compare("pk_offsets", &ours.pk_offsets, &reference.pk_offsets);
-    compare(
-        "pk_limit_scan",
-        &ours.pk_limit_scan,
-        &reference.pk_limit_scan,
-    );
-    compare("kv_snapshots", &ours.kv_snapshots, &reference.kv_snapshots);
-    compare("table_stats", &ours.table_stats, &reference.table_stats);
-    compare(
-        "prefix_lookups",
-        &ours.prefix_lookups,
-        &reference.prefix_lookups,
-    );
-    compare(
-        "altered_properties",
-        &ours.altered_properties,
-        &reference.altered_properties,
-    );
-    compare("added_column", &ours.added_column, &reference.added_column);
     let calls: std::collections::BTreeSet<&String> =
         ours.errors.keys().chain(reference.errors.keys()).collect();
     for name in calls {
-        compare(
+        differences.compare(
             &format!("errors/{name}"),
             &ours.errors.get(name),
             &reference.errors.get(name),
         );
     }
-    drop(compare);
     differences.found
 }
