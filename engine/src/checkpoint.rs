@@ -36,6 +36,19 @@ pub struct StateHandle {
     pub size_bytes: u64,
 }
 
+impl StateHandle {
+    /// The handle of a subtask's state before it is written: its file name and size.
+    fn new(vertex: &str, subtask: u32, parallelism: u32, state: &Bytes) -> Self {
+        StateHandle {
+            vertex: vertex.to_string(),
+            subtask,
+            parallelism,
+            file: state_file_name(vertex, subtask),
+            size_bytes: state.len() as u64,
+        }
+    }
+}
+
 /// What `_metadata` records: the checkpoint and where each subtask's state is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointMetadata {
@@ -182,6 +195,15 @@ impl LocalDirStorage {
         self.root.join(checkpoint_dir_name(id))
     }
 
+    /// Writes one file of a checkpoint durably, off the async workers.
+    async fn write_file(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
+        let path = self.dir(checkpoint_id).join(file);
+        crate::io_threads::files()
+            .run(move || write_durably(&path, &bytes))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
     fn list_dirs(&self) -> Result<Vec<(u64, PathBuf)>> {
         let entries = match std::fs::read_dir(&self.root) {
             Ok(entries) => entries,
@@ -224,29 +246,15 @@ impl CheckpointStorage for LocalDirStorage {
         parallelism: u32,
         state: Bytes,
     ) -> Result<StateHandle> {
-        let file = state_file_name(vertex, subtask);
-        let path = self.dir(checkpoint_id).join(&file);
-        let size_bytes = state.len() as u64;
-        crate::io_threads::files()
-            .run(move || write_durably(&path, &state))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
-        Ok(StateHandle {
-            vertex: vertex.to_string(),
-            subtask,
-            parallelism,
-            file,
-            size_bytes,
-        })
+        let handle = StateHandle::new(vertex, subtask, parallelism, &state);
+        self.write_file(checkpoint_id, &handle.file, state).await?;
+        Ok(handle)
     }
 
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        let path = self.dir(metadata.checkpoint_id).join(METADATA_FILE);
         let bytes = encode_metadata(metadata)?;
-        crate::io_threads::files()
-            .run(move || write_durably(&path, &bytes))
+        self.write_file(metadata.checkpoint_id, METADATA_FILE, bytes.into())
             .await
-            .map_err(|e| Error::Internal(e.to_string()))?
     }
 
     async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
@@ -307,6 +315,16 @@ impl ObjectStoreStorage {
         self.prefix.clone().join(checkpoint_dir_name(id)).join(file)
     }
 
+    /// Writes one file of a checkpoint in a single, atomic `put`.
+    async fn put(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
+        let path = self.path(checkpoint_id, file);
+        self.store
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map_err(|e| Error::Storage(format!("writing {path}: {e}")))?;
+        Ok(())
+    }
+
     /// `(id, has_metadata)` for every checkpoint directory.
     async fn scan(&self) -> Result<Vec<(u64, bool)>> {
         let objects: Vec<_> = self
@@ -352,30 +370,15 @@ impl CheckpointStorage for ObjectStoreStorage {
         parallelism: u32,
         state: Bytes,
     ) -> Result<StateHandle> {
-        let file = state_file_name(vertex, subtask);
-        let path = self.path(checkpoint_id, &file);
-        let size_bytes = state.len() as u64;
-        self.store
-            .put(&path, PutPayload::from(state))
-            .await
-            .map_err(|e| Error::Storage(format!("writing {path}: {e}")))?;
-        Ok(StateHandle {
-            vertex: vertex.to_string(),
-            subtask,
-            parallelism,
-            file,
-            size_bytes,
-        })
+        let handle = StateHandle::new(vertex, subtask, parallelism, &state);
+        self.put(checkpoint_id, &handle.file, state).await?;
+        Ok(handle)
     }
 
     async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        let path = self.path(metadata.checkpoint_id, METADATA_FILE);
         let bytes = encode_metadata(metadata)?;
-        self.store
-            .put(&path, PutPayload::from(bytes))
+        self.put(metadata.checkpoint_id, METADATA_FILE, bytes.into())
             .await
-            .map_err(|e| Error::Storage(format!("writing {path}: {e}")))?;
-        Ok(())
     }
 
     async fn complete_checkpoints(&self) -> Result<Vec<u64>> {

@@ -458,13 +458,7 @@ async fn run_attempt(
     };
     let mut coordinator = Coordinator::new(config, shared, source_controls, all_controls);
     let source_count = coordinator.source_controls.len();
-    // Periodic checkpoints, the first one interval after the start; a late tick is delayed,
-    // not made up.
-    let mut tick = config.checkpoint.interval.map(|every| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    });
+    let mut tick = checkpoint_ticks(config);
     let mut stop_reply: Option<oneshot::Sender<Result<u64>>> = None;
 
     let end = loop {
@@ -495,14 +489,7 @@ async fn run_attempt(
             },
             command = commands.recv() => match command {
                 Some(Command::Cancel) | None => break AttemptEnd::Cancelled,
-                Some(Command::Stop(reply)) => {
-                    if coordinator.final_requested.is_some() {
-                        let _ = reply.send(Err(Error::NotRunning { job: config.name.clone(), state: "stopping".into(), action: "stop" }));
-                    } else {
-                        coordinator.final_requested = Some(FinalReason::Stop);
-                        stop_reply = Some(reply);
-                    }
-                }
+                Some(Command::Stop(reply)) => coordinator.on_stop(reply, &mut stop_reply),
             },
             _ = async { tick.as_mut().unwrap().tick().await }, if tick.is_some() && coordinator.pending.is_none() && coordinator.final_requested.is_none() => {
                 if let Err(e) = coordinator.trigger(false).await {
@@ -518,17 +505,7 @@ async fn run_attempt(
                 }
             },
         }
-        if coordinator.final_requested.is_none()
-            && source_count > 0
-            && coordinator.sources_ended == source_count
-        {
-            coordinator.final_requested = Some(FinalReason::EndOfInput);
-        }
-        if coordinator.final_requested.is_some()
-            && coordinator.pending.is_none()
-            && coordinator.final_done.is_none()
-            && let Err(e) = coordinator.trigger(true).await
-        {
+        if let Err(e) = coordinator.trigger_final_when_due(source_count).await {
             break AttemptEnd::Failed(e);
         }
     };
@@ -537,6 +514,16 @@ async fn run_attempt(
         let _ = reply.send(Err(Error::Internal(format!("stop failed: {e}"))));
     }
     end
+}
+
+/// Periodic checkpoints, the first one interval after the start; a late tick is delayed, not
+/// made up. `None` when the job takes no periodic checkpoints.
+fn checkpoint_ticks(config: &JobConfig) -> Option<tokio::time::Interval> {
+    config.checkpoint.interval.map(|every| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -581,6 +568,38 @@ impl<'a> Coordinator<'a> {
             final_requested: None,
             final_done: None,
         }
+    }
+
+    /// A stop request: the final checkpoint is requested, and `reply` waits in `stop_reply`
+    /// for it to complete. A job already stopping or ending refuses the request.
+    fn on_stop(
+        &mut self,
+        reply: oneshot::Sender<Result<u64>>,
+        stop_reply: &mut Option<oneshot::Sender<Result<u64>>>,
+    ) {
+        if self.final_requested.is_some() {
+            let _ = reply.send(Err(Error::NotRunning {
+                job: self.config.name.clone(),
+                state: "stopping".into(),
+                action: "stop",
+            }));
+        } else {
+            self.final_requested = Some(FinalReason::Stop);
+            *stop_reply = Some(reply);
+        }
+    }
+
+    /// Once all `source_count` sources ended, the final checkpoint is requested; once one is
+    /// requested and no checkpoint is in flight, it is triggered.
+    async fn trigger_final_when_due(&mut self, source_count: usize) -> Result<()> {
+        if self.final_requested.is_none() && source_count > 0 && self.sources_ended == source_count
+        {
+            self.final_requested = Some(FinalReason::EndOfInput);
+        }
+        if self.final_requested.is_some() && self.pending.is_none() && self.final_done.is_none() {
+            self.trigger(true).await?;
+        }
+        Ok(())
     }
 
     async fn trigger(&mut self, is_final: bool) -> Result<()> {
@@ -755,19 +774,17 @@ fn now_ms() -> i64 {
 
 type Controls = (Vec<mpsc::Sender<Control>>, Vec<mpsc::Sender<Control>>);
 
-/// Creates channels, instances and tasks for every subtask of the graph. Returns the control
-/// senders of the source tasks and of all tasks.
-fn deploy(
+/// Each subtask's input channels, by `(vertex, subtask)`, with the input index they feed.
+type Inputs = HashMap<(usize, u32), Vec<(usize, mpsc::Receiver<crate::channel::Message>)>>;
+
+/// Builds the channels of every edge: each subtask's inputs, and each subtask's output with a
+/// sender to every subtask downstream of it (only the one of its index across a forward edge).
+fn wire(
     graph: &JobGraph,
     config: &JobConfig,
     shared: &Shared,
-    restored: Option<&CompletedCheckpoint>,
-    attempt: u32,
-    events: mpsc::Sender<TaskEvent>,
-    tasks: &mut JoinSet<Result<()>>,
-) -> Result<Controls> {
-    let mut inputs: HashMap<(usize, u32), Vec<(usize, mpsc::Receiver<crate::channel::Message>)>> =
-        HashMap::new();
+) -> (Inputs, HashMap<(usize, u32), Output>) {
+    let mut inputs: Inputs = HashMap::new();
     let mut outputs: HashMap<(usize, u32), Output> = HashMap::new();
     for v in graph.vertices() {
         for i in 0..v.parallelism {
@@ -797,7 +814,21 @@ fn deploy(
             }
         }
     }
+    (inputs, outputs)
+}
 
+/// Creates channels, instances and tasks for every subtask of the graph. Returns the control
+/// senders of the source tasks and of all tasks.
+fn deploy(
+    graph: &JobGraph,
+    config: &JobConfig,
+    shared: &Shared,
+    restored: Option<&CompletedCheckpoint>,
+    attempt: u32,
+    events: mpsc::Sender<TaskEvent>,
+    tasks: &mut JoinSet<Result<()>>,
+) -> Result<Controls> {
+    let (mut inputs, mut outputs) = wire(graph, config, shared);
     let mut source_controls = Vec::new();
     let mut all_controls = Vec::new();
     for v in graph.vertices() {

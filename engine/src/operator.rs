@@ -30,6 +30,20 @@ pub struct TaskContext {
     pub attempt: u32,
 }
 
+impl TaskContext {
+    /// The context of an operator run on its own rather than in a job (a query reading the
+    /// hot tail, verify reading a changelog): the only subtask, on its first attempt.
+    pub fn single(job_name: impl Into<String>, vertex_name: impl Into<String>) -> Self {
+        TaskContext {
+            job_name: job_name.into(),
+            vertex_name: vertex_name.into(),
+            subtask_index: 0,
+            parallelism: 1,
+            attempt: 0,
+        }
+    }
+}
+
 /// State handed to `open`: every subtask's snapshot of this vertex from the checkpoint being
 /// restored, indexed by the subtask that wrote it. When parallelism is unchanged a subtask
 /// usually wants `own()`; an operator that can be rescaled (a source owning buckets, say)
