@@ -66,10 +66,8 @@ struct Case {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_emits_what_the_client_scans() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let bootstrap = server.local_addr().to_string();
-    let connection = hotstore::connect(&server).await?;
     let log = write_log_table(&connection, "log").await?;
     let pk = write_primary_key_table(&connection, "pk").await?;
     let scanned = [

@@ -34,10 +34,8 @@ type Row = (String, i32, i64, i8, i64, Option<String>);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let bootstrap = server.local_addr().to_string();
-    let connection = hotstore::connect(&server).await?;
     let table = day_partitioned_log(DB, "events");
     table.create(&connection).await?;
     let path = table.path.clone();
@@ -104,10 +102,8 @@ async fn source_reads_every_partition_and_follows_creates_and_drops() -> Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_primary_key_changelog_replays_to_the_last_image_per_key() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
+    let (_dir, server, connection) = hotstore::scratch().await?;
     let bootstrap = server.local_addr().to_string();
-    let connection = hotstore::connect(&server).await?;
     let table = day_partitioned_primary_key(DB, "users").buckets(2);
     table.create(&connection).await?;
     let path = table.path.clone();
