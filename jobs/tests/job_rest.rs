@@ -127,13 +127,8 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
     );
 
     // Stop: a final checkpoint, then finished; a second stop is a conflict.
-    let r = client
-        .post(
-            &format!("/v1/jobs/{pipeline_id}/stop"),
-            "application/json",
-            b"",
-        )
-        .await?;
+    let stop = format!("/v1/jobs/{pipeline_id}/stop");
+    let r = client.post(&stop, "application/json", b"").await?;
     assert_eq!(r.status, 200, "{}", r.body);
     let stopped = r.json()?;
     assert_eq!(
@@ -144,13 +139,7 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
         stopped["checkpoints"].as_array().unwrap().last().unwrap()["is_final"],
         true
     );
-    let again = client
-        .post(
-            &format!("/v1/jobs/{pipeline_id}/stop"),
-            "application/json",
-            b"",
-        )
-        .await?;
+    let again = client.post(&stop, "application/json", b"").await?;
     assert_eq!(again.status, 409, "{}", again.body);
 
     // Submit a JSON definition, then cancel it.

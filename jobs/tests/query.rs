@@ -81,6 +81,14 @@ async fn users_of(service: &QueryService, table: &str) -> Result<Vec<(i64, (Stri
         .collect())
 }
 
+/// The progress a query that passed its deadline reports; panics on any other error.
+fn deadline_progress(e: &QueryError) -> &str {
+    let QueryError::DeadlinePassed { progress, .. } = e else {
+        panic!("expected a deadline error, got {e}")
+    };
+    progress
+}
+
 /// Per bucket, the lake's txn versions at Delta version `version`.
 async fn txn_offsets_at(uri: &str, table_id: i64, version: i64) -> Result<BTreeMap<i32, i64>> {
     let url = deltalake::ensure_table_uri(uri)?;
@@ -248,9 +256,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         started.elapsed() < Duration::from_secs(6),
         "the wait ends at its deadline"
     );
-    let QueryError::DeadlinePassed { progress, .. } = &e else {
-        panic!("expected a deadline error, got {e}")
-    };
+    let progress = deadline_progress(&e);
     assert!(
         progress.contains("waiting for tiering") && progress.contains("q.events bucket"),
         "{e}"
@@ -279,9 +285,7 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         took < Duration::from_secs(5),
         "cancelled promptly, took {took:?}"
     );
-    let QueryError::DeadlinePassed { progress, .. } = &e else {
-        panic!("expected a deadline error, got {e}")
-    };
+    let progress = deadline_progress(&e);
     assert!(
         progress.contains("while executing") && progress.contains("lake files scanned"),
         "{e}"

@@ -98,40 +98,33 @@ async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
         "{table}"
     );
 
-    // Exit codes: deadline 3, user error 1, usage 2, no server 1.
-    let out = silt_sql(&["--url", url, "--deadline", "400ms", HEAVY], &[]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("lake files scanned"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = silt_sql(&["--url", url, "SELECT * FROM shop.ordrs"], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("known: shop.orders"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = silt_sql(&["--url", url, "DELETE FROM shop.orders"], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("read-only"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = silt_sql(&["--url", url, "--format", "xml", "SELECT 1"], &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let out = silt_sql(
-        &["--url", "http://127.0.0.1:1", "SELECT * FROM shop.orders"],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("silt up"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Exit codes: deadline 3, user error 1, usage 2, no server 1; (arguments, exit code, what
+    // stderr says).
+    let exits: [(&[&str], i32, &str); 5] = [
+        (
+            &["--url", url, "--deadline", "400ms", HEAVY],
+            3,
+            "lake files scanned",
+        ),
+        (
+            &["--url", url, "SELECT * FROM shop.ordrs"],
+            1,
+            "known: shop.orders",
+        ),
+        (&["--url", url, "DELETE FROM shop.orders"], 1, "read-only"),
+        (&["--url", url, "--format", "xml", "SELECT 1"], 2, ""),
+        (
+            &["--url", "http://127.0.0.1:1", "SELECT * FROM shop.orders"],
+            1,
+            "silt up",
+        ),
+    ];
+    for (args, code, says) in exits {
+        let out = silt_sql(args, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 
     // REST directly: JSON rows by default, Arrow IPC on request, 400 and 504.
     let client = reqwest::Client::new();

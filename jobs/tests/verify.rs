@@ -195,12 +195,18 @@ fn replace_first(batch: &RecordBatch, name: &str) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
+/// `silt up` over a scratch directory of its own, and a connection to its hot store.
+async fn start_silt() -> Result<(tempfile::TempDir, SiltProcess, FlussConnection)> {
+    let dir = tempfile::tempdir()?;
+    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
+    let connection = hotstore::connect_to(&silt.bootstrap).await?;
+    Ok((dir, silt, connection))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
-    let dir = tempfile::tempdir()?;
+    let (dir, silt, connection) = start_silt().await?;
     let data = dir.path();
-    let silt = SiltProcess::start(silt_bin!(), data)?;
-    let connection = hotstore::connect_to(&silt.bootstrap).await?;
     create_tables(&connection, "250ms").await?;
     write_rounds(&connection, 3).await?;
 
@@ -334,9 +340,7 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let silt = SiltProcess::start(silt_bin!(), dir.path())?;
-    let connection = hotstore::connect_to(&silt.bootstrap).await?;
+    let (dir, silt, connection) = start_silt().await?;
     // Tiering checkpoints once an hour: nothing reaches the lake within the deadline.
     create_tables(&connection, "1h").await?;
     write_rounds(&connection, 1).await?;
@@ -414,10 +418,8 @@ async fn delta_rows(uri: &Path) -> Result<usize> {
 /// dropped table's lake: `count(*)` of `t$lake` and `t` were 1001 and verify said MISMATCH.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_table_created_again_does_not_see_the_dropped_tables_lake() -> Result<()> {
-    let dir = tempfile::tempdir()?;
+    let (dir, silt, connection) = start_silt().await?;
     let data = dir.path();
-    let silt = SiltProcess::start(silt_bin!(), data)?;
-    let connection = hotstore::connect_to(&silt.bootstrap).await?;
     let old_id = create_log_table(&connection, "again").await?;
     append_rows(&connection, "again", 0..1_000).await?;
     let run = silt_verify(data, &silt.bootstrap, &["v.again", "--deadline", "60s"])?;
