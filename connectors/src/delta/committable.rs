@@ -81,20 +81,20 @@ impl Committable {
             |what: &str| Error::Committable(format!("{what} is missing or has the wrong type"));
         let u64_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).ok_or_else(|| bad(k));
         let i64_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_i64).ok_or_else(|| bad(k));
-        let adds = value
-            .get("adds")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("adds"))?
+        let array_of = |k: &str| value.get(k).and_then(Value::as_array).ok_or_else(|| bad(k));
+        // Optional numbers: absent is `None`, present must be a number.
+        let some_i64 = |v: &Value, k: &str| match v.get(k) {
+            None => Ok(None),
+            Some(n) => n.as_i64().map(Some).ok_or_else(|| bad(k)),
+        };
+        let adds = array_of("adds")?
             .iter()
             .map(|a| {
                 serde_json::from_value::<Add>(a.clone())
                     .map_err(|e| Error::Committable(format!("add action: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let staged = value
-            .get("staged")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("staged"))?
+        let staged = array_of("staged")?
             .iter()
             .map(|p| {
                 p.as_str()
@@ -103,24 +103,13 @@ impl Committable {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut buckets = BTreeMap::new();
-        for b in value
-            .get("buckets")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("buckets"))?
-        {
+        for b in array_of("buckets")? {
             let bucket = BucketKey {
-                partition: match b.get("partition") {
-                    None => None,
-                    Some(v) => Some(v.as_i64().ok_or_else(|| bad("partition"))?),
-                },
+                partition: some_i64(b, "partition")?,
                 bucket: i32::try_from(i64_of(b, "bucket")?).map_err(|_| bad("bucket"))?,
             };
-            let follows = match b.get("follows") {
-                None => None,
-                Some(v) => Some(v.as_i64().ok_or_else(|| bad("follows"))?),
-            };
             let range = BucketRange {
-                follows,
+                follows: some_i64(b, "follows")?,
                 start: i64_of(b, "start")?,
                 end: i64_of(b, "end")?,
                 rows: u64_of(b, "rows")?,

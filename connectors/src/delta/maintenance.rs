@@ -154,40 +154,15 @@ pub(crate) async fn vacuum(
     let cutoff = SystemTime::now()
         .checked_sub(age)
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let cutoff_ms = epoch_ms(cutoff);
     let store = table.object_store();
     let state = table.snapshot().map_err(Error::delta(uri))?;
-    let mut referenced: HashSet<String> = HashSet::new();
+    let referenced = referenced_files(table, uri)?;
+    let (staged_files, files) = list_table_files(store.as_ref(), uri).await?;
     let mut report = MaintenanceReport {
         active_files: state.log_data().num_files() as u64,
+        files_on_disk: files.len() as u64,
         ..MaintenanceReport::default()
     };
-    for file in state.log_data().iter() {
-        referenced.insert(file.path().to_string());
-        if let Some(vector) = file.deletion_vector_descriptor()
-            && let Some(path) = dv::relative_path(&vector)?
-        {
-            referenced.insert(path);
-        }
-    }
-    let listing_error = |e: object_store::Error| Error::Internal(format!("listing {uri}: {e}"));
-    // One listing of the table serves both sweeps: its data and vector files, and the staged
-    // change files under `_silt_staging/`.
-    let listed: Vec<object_store::ObjectMeta> = store
-        .list(None)
-        .try_filter(|meta| {
-            let path = meta.location.as_ref();
-            futures::future::ready(
-                is_data_file(path) || is_deletion_vector(path) || is_staged(path),
-            )
-        })
-        .try_collect()
-        .await
-        .map_err(listing_error)?;
-    let (staged_files, files): (Vec<_>, Vec<_>) = listed
-        .into_iter()
-        .partition(|meta| is_staged(meta.location.as_ref()));
-    report.files_on_disk = files.len() as u64;
     let candidates: Vec<(Path, u64)> = files
         .into_iter()
         .filter(|meta| {
@@ -198,22 +173,7 @@ pub(crate) async fn vacuum(
         .map(|meta| (meta.location, meta.size))
         .collect();
     if !candidates.is_empty() {
-        let mut removed_recently: HashSet<String> = state
-            .all_tombstones(table.log_store().as_ref())
-            .try_filter(|t| {
-                futures::future::ready(t.deletion_timestamp().unwrap_or(0) >= cutoff_ms)
-            })
-            .map_ok(|t| t.path().to_string())
-            .try_collect()
-            .await
-            .map_err(Error::delta(uri))?;
-        if candidates
-            .iter()
-            .any(|(p, _)| is_deletion_vector(p.as_ref()))
-        {
-            removes_seen.read_since(store.as_ref(), cutoff, uri).await?;
-            removed_recently.extend(removes_seen.paths());
-        }
+        let removed_recently = removed_since(table, &candidates, cutoff, removes_seen, uri).await?;
         for (path, size) in candidates {
             if removed_recently.contains(path.as_ref()) {
                 continue;
@@ -249,6 +209,74 @@ pub(crate) async fn vacuum(
     }
     report.at_ms = epoch_ms(SystemTime::now());
     Ok(report)
+}
+
+/// The files the current version references: its data files and their deletion vectors.
+fn referenced_files(table: &DeltaTable, uri: &str) -> Result<HashSet<String>> {
+    let state = table.snapshot().map_err(Error::delta(uri))?;
+    let mut referenced: HashSet<String> = HashSet::new();
+    for file in state.log_data().iter() {
+        referenced.insert(file.path().to_string());
+        if let Some(vector) = file.deletion_vector_descriptor()
+            && let Some(path) = dv::relative_path(&vector)?
+        {
+            referenced.insert(path);
+        }
+    }
+    Ok(referenced)
+}
+
+/// One listing of the table serves both sweeps: the staged change files under
+/// `_silt_staging/` (first) and the data and vector files (second).
+async fn list_table_files(
+    store: &dyn object_store::ObjectStore,
+    uri: &str,
+) -> Result<(Vec<object_store::ObjectMeta>, Vec<object_store::ObjectMeta>)> {
+    let listing_error = |e: object_store::Error| Error::Internal(format!("listing {uri}: {e}"));
+    let listed: Vec<object_store::ObjectMeta> = store
+        .list(None)
+        .try_filter(|meta| {
+            let path = meta.location.as_ref();
+            futures::future::ready(
+                is_data_file(path) || is_deletion_vector(path) || is_staged(path),
+            )
+        })
+        .try_collect()
+        .await
+        .map_err(listing_error)?;
+    Ok(listed
+        .into_iter()
+        .partition(|meta| is_staged(meta.location.as_ref())))
+}
+
+/// The paths remove actions younger than `cutoff` name: the table's tombstones, and when a
+/// deletion vector is among the `candidates`, the vectors of the files the commit files since
+/// `cutoff` removed.
+async fn removed_since(
+    table: &DeltaTable,
+    candidates: &[(Path, u64)],
+    cutoff: SystemTime,
+    removes_seen: &mut RemovesSeen,
+    uri: &str,
+) -> Result<HashSet<String>> {
+    let cutoff_ms = epoch_ms(cutoff);
+    let state = table.snapshot().map_err(Error::delta(uri))?;
+    let mut removed_recently: HashSet<String> = state
+        .all_tombstones(table.log_store().as_ref())
+        .try_filter(|t| futures::future::ready(t.deletion_timestamp().unwrap_or(0) >= cutoff_ms))
+        .map_ok(|t| t.path().to_string())
+        .try_collect()
+        .await
+        .map_err(Error::delta(uri))?;
+    if candidates
+        .iter()
+        .any(|(p, _)| is_deletion_vector(p.as_ref()))
+    {
+        let store = table.object_store();
+        removes_seen.read_since(store.as_ref(), cutoff, uri).await?;
+        removed_recently.extend(removes_seen.paths());
+    }
+    Ok(removed_recently)
 }
 
 fn epoch_ms(at: SystemTime) -> i64 {

@@ -181,13 +181,7 @@ async fn read_tail(
         config.credentials = catalog.config().credentials.clone();
         config.end = EndPosition::Offsets(high_watermarks.clone());
         let mut source = FlussSource::new(config);
-        let ctx = TaskContext {
-            job_name: format!("query {name}"),
-            vertex_name: "hot-tail".to_string(),
-            subtask_index: 0,
-            parallelism: 1,
-            attempt: 0,
-        };
+        let ctx = TaskContext::single(format!("query {name}"), "hot-tail");
         source
             .open(&ctx, RestoredState::default())
             .await
