@@ -988,43 +988,26 @@ fn holds(shape: &Shape, writes: &[(&[Vec<V>], &[i64])]) -> Vec<Vec<V>> {
 }
 
 fn lake_shapes() -> [Shape; 2] {
-    let columns = columns(lake_scalars(), lake_compounds());
-    [
-        Shape {
-            database: DATABASE.into(),
-            name: "log_lake".into(),
-            columns: columns.clone(),
-            primary_key: false,
-            lake: true,
-        },
-        Shape {
-            database: DATABASE.into(),
-            name: "pk_lake".into(),
-            columns,
-            primary_key: true,
-            lake: true,
-        },
-    ]
+    log_and_primary_key("lake", columns(lake_scalars(), lake_compounds()), true)
 }
 
 fn hot_shapes() -> [Shape; 2] {
-    let columns = columns(hot_only_scalars(), hot_only_compounds());
-    [
-        Shape {
-            database: DATABASE.into(),
-            name: "log_hot".into(),
-            columns: columns.clone(),
-            primary_key: false,
-            lake: false,
-        },
-        Shape {
-            database: DATABASE.into(),
-            name: "pk_hot".into(),
-            columns,
-            primary_key: true,
-            lake: false,
-        },
-    ]
+    log_and_primary_key(
+        "hot",
+        columns(hot_only_scalars(), hot_only_compounds()),
+        false,
+    )
+}
+
+/// The log table `log_<suffix>` and the primary-key table `pk_<suffix>` of `columns`.
+fn log_and_primary_key(suffix: &str, columns: Vec<(String, DataType)>, lake: bool) -> [Shape; 2] {
+    [false, true].map(|primary_key| Shape {
+        database: DATABASE.into(),
+        name: format!("{}_{suffix}", if primary_key { "pk" } else { "log" }),
+        columns: columns.clone(),
+        primary_key,
+        lake,
+    })
 }
 
 /// Writes `shape`'s first rows, then (a primary-key table) updates key 1 and deletes key 4,
