@@ -44,7 +44,7 @@ use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::java_client;
 use silt_testkit::tables::Table;
-use silt_testkit::tiering::{self, Driver};
+use silt_testkit::tiering;
 use silt_testkit::wait::describe_diff;
 
 const DATABASE: &str = "types";
@@ -1048,14 +1048,9 @@ async fn every_type_is_written_read_back_and_tiered_into_matching_delta_types() 
         started.elapsed().as_secs_f64()
     );
 
-    let service = tiering::service(dir.path(), &server);
-    tiering::wait_caught_up(
-        &service,
-        Driver::Wait,
-        shapes.len(),
-        Duration::from_secs(60),
-    )
-    .await?;
+    let service =
+        tiering::service_caught_up(dir.path(), &server, shapes.len(), Duration::from_secs(60))
+            .await?;
     println!("tiered in {:.1} s", started.elapsed().as_secs_f64());
     let lake_root = dir.path().join("lake").to_string_lossy().to_string();
     let mut options = VerifyOptions::new(server.local_addr().to_string(), lake_root.clone());
@@ -1494,10 +1489,9 @@ async fn compound_types_written_by_the_java_client_read_back_and_tier_alike() ->
         }
     }
 
-    let service = tiering::service(dir.path(), &run.server);
-    tiering::wait_caught_up(
-        &service,
-        Driver::Wait,
+    let service = tiering::service_caught_up(
+        dir.path(),
+        &run.server,
         tables.len(),
         Duration::from_secs(60),
     )

@@ -33,7 +33,7 @@ use silt_testkit::hotstore;
 use silt_testkit::java_client;
 use silt_testkit::lake::{rows_of, sorted};
 use silt_testkit::skip;
-use silt_testkit::tiering::{self, Driver};
+use silt_testkit::tiering;
 use silt_testkit::wait::describe_diff;
 
 /// The tables `partitioned-lake` makes per client version, and `partitioned_lake.py write`.
@@ -148,8 +148,7 @@ async fn tier_and_check(
     expected: &[Expected],
 ) -> Result<()> {
     let started = Instant::now();
-    let service = tiering::service(dir, server);
-    tiering::wait_caught_up(&service, Driver::Wait, expected.len(), TIERING_DEADLINE).await?;
+    let service = tiering::service_caught_up(dir, server, expected.len(), TIERING_DEADLINE).await?;
     println!(
         "tiered {} tables in {:.1} s",
         expected.len(),

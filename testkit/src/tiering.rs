@@ -34,6 +34,19 @@ pub fn service(dir: &Path, server: &Arc<ServerHandle>) -> TieringService {
     TieringService::new(config(dir, server), Some(registry(server)))
 }
 
+/// A tiering service as [`service`] makes it, polled until `tables` tables are caught up (as
+/// [`wait_caught_up`] with [`Driver::Wait`]); fails after `timeout` with the status it last saw.
+pub async fn service_caught_up(
+    dir: &Path,
+    server: &Arc<ServerHandle>,
+    tables: usize,
+    timeout: Duration,
+) -> Result<TieringService> {
+    let tiering = service(dir, server);
+    wait_caught_up(&tiering, Driver::Wait, tables, timeout).await?;
+    Ok(tiering)
+}
+
 /// Who runs the tiering service's polls while [`wait_caught_up`] waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
