@@ -365,10 +365,28 @@ pub struct TieringService {
     config: Arc<TieringConfig>,
     manager: JobManager,
     registry: Option<RegistryUpdate>,
-    jobs: Arc<tokio::sync::Mutex<BTreeMap<(String, String), TableJob>>>,
+    jobs: Arc<tokio::sync::Mutex<Jobs>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
+}
+
+/// The tiering jobs by `(database, table)`.
+type Jobs = BTreeMap<(String, String), TableJob>;
+
+/// Removes the jobs `pick` chooses and returns them, in key order.
+fn take_jobs(
+    jobs: &mut Jobs,
+    pick: impl Fn(&(String, String), &TableJob) -> bool,
+) -> Vec<((String, String), TableJob)> {
+    let keys: Vec<_> = jobs
+        .iter()
+        .filter(|(key, job)| pick(key, job))
+        .map(|(key, _)| key.clone())
+        .collect();
+    keys.into_iter()
+        .filter_map(|key| jobs.remove_entry(&key))
+        .collect()
 }
 
 fn now_ms() -> i64 {
@@ -442,21 +460,14 @@ impl TieringService {
         let Listing { seen, ids, unknown } = list_tables(&admin).await?;
         let mut jobs = self.jobs.lock().await;
         // Tables gone, recreated, or no longer lake-enabled: stop tracking (and cancel).
-        let stale: Vec<_> = jobs
-            .iter()
-            .filter(|(key, job)| {
-                !job.explicit
-                    && !unknown.contains(*key)
-                    && seen
-                        .get(*key)
-                        .is_none_or(|info| info.get_table_id() != job.table_id)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in stale {
-            let Some(job) = jobs.remove(&key) else {
-                continue;
-            };
+        let stale = take_jobs(&mut jobs, |key, job| {
+            !job.explicit
+                && !unknown.contains(key)
+                && seen
+                    .get(key)
+                    .is_none_or(|info| info.get_table_id() != job.table_id)
+        });
+        for (key, job) in stale {
             info!(table = %format!("{}.{}", key.0, key.1), "tiering: table dropped, recreated or no longer lake-enabled; cancelling its job");
             job.job.cancel().await;
             if ids.get(&key) != Some(&job.table_id) {
@@ -466,51 +477,28 @@ impl TieringService {
         // Tables that gained columns: a new job reads and writes the new schema, restored from
         // the old one's checkpoint (its sink adds the columns to the lake when it opens). The
         // old job never tiers a row of the new schema: its source stops at the first one.
-        let evolved: Vec<_> = jobs
-            .iter()
-            .filter(|(key, job)| {
-                !job.explicit
-                    && seen.get(*key).is_some_and(|info| {
-                        info.get_table_id() == job.table_id && info.get_schema_id() != job.schema_id
-                    })
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in evolved {
-            if let Some(job) = jobs.remove(&key) {
-                info!(table = %format!("{}.{}", key.0, key.1), from = job.schema_id, "tiering: the table's schema changed; starting its job again under the new schema");
-                job.job.cancel().await;
-            }
+        let evolved = take_jobs(&mut jobs, |key, job| {
+            !job.explicit
+                && seen.get(key).is_some_and(|info| {
+                    info.get_table_id() == job.table_id && info.get_schema_id() != job.schema_id
+                })
+        });
+        for (key, job) in evolved {
+            info!(table = %format!("{}.{}", key.0, key.1), from = job.schema_id, "tiering: the table's schema changed; starting its job again under the new schema");
+            job.job.cancel().await;
         }
         // Jobs whose checkpoint is ahead of their lake: start over from the lake's offsets.
-        let behind: Vec<_> = jobs
-            .iter()
-            .filter(|(_, job)| job.lake_behind.load(std::sync::atomic::Ordering::SeqCst))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in behind {
-            let Some(job) = jobs.remove(&key) else {
-                continue;
-            };
+        let behind = take_jobs(&mut jobs, |_, job| {
+            job.lake_behind.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        for (key, job) in behind {
             warn!(table = %format!("{}.{}", key.0, key.1), "tiering: a commit was refused because the job's checkpoint is ahead of its lake; discarding the job's checkpoints and starting again from the lake's txn offsets");
             job.job.cancel().await;
             self.remove_job_state(&key.0, &key.1, job.table_id, false);
             // Discovered tables start again below; one started by `tier_table` starts here.
             if job.explicit {
-                let path = fluss::metadata::TablePath::new(key.0.clone(), key.1.clone());
-                let restarted = match admin.get_table_info(&path).await {
-                    Ok(info) => self.start_job(&connection, &key.0, &key.1, &info).await,
-                    Err(e) => Err(anyhow!("table {}.{}: {e}", key.0, key.1)),
-                };
-                match restarted {
-                    Ok(mut restarted) => {
-                        restarted.explicit = true;
-                        jobs.insert(key, restarted);
-                    }
-                    Err(e) => {
-                        warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start the job again; call tier_table again")
-                    }
-                }
+                self.restart_explicit(&mut jobs, &connection, &admin, key)
+                    .await;
             }
         }
         for (key, info) in seen {
@@ -527,6 +515,31 @@ impl TieringService {
             }
         }
         Ok(())
+    }
+
+    /// Starts again the job of a table `tier_table` started (discovery does not), after its
+    /// old job was cancelled; a failure is logged.
+    async fn restart_explicit(
+        &self,
+        jobs: &mut Jobs,
+        connection: &fluss::client::FlussConnection,
+        admin: &fluss::client::FlussAdmin,
+        key: (String, String),
+    ) {
+        let path = fluss::metadata::TablePath::new(key.0.clone(), key.1.clone());
+        let restarted = match admin.get_table_info(&path).await {
+            Ok(info) => self.start_job(connection, &key.0, &key.1, &info).await,
+            Err(e) => Err(anyhow!("table {}.{}: {e}", key.0, key.1)),
+        };
+        match restarted {
+            Ok(mut restarted) => {
+                restarted.explicit = true;
+                jobs.insert(key, restarted);
+            }
+            Err(e) => {
+                warn!(table = %format!("{}.{}", key.0, key.1), error = %format!("{e:#}"), "tiering: cannot start the job again; call tier_table again")
+            }
+        }
     }
 
     /// Deletes the checkpoints of the tiering job of table id `table_id` (a dropped table's, or

@@ -444,12 +444,7 @@ impl QueryService {
         request: &QueryRequest,
         progress: &Arc<QueryProgress>,
     ) -> Result<(SessionContext, LogicalPlan, Vec<TableRead>), QueryError> {
-        let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(self.config.memory_bytes_max, 1.0)
-            .build_arc()?;
-        let session = SessionConfig::new().with_information_schema(false);
-        let ctx = SessionContext::new_with_config_rt(session, runtime);
-        silt_connectors::delta::read_local_files_on_io_threads(&ctx);
+        let ctx = self.session()?;
         let state = ctx.state();
         let statement = state
             .sql_to_statement(&request.sql, &Dialect::Generic)
@@ -476,56 +471,9 @@ impl QueryService {
         let pins = if request.wait_for_tiering {
             self.wait_for_tiering(&catalog, &metas, progress).await?
         } else {
-            let mut pins = BTreeMap::new();
-            for (key, meta) in &metas {
-                let pinned = catalog.pin_lake(meta).await?;
-                // Captured after pinning: the lake never runs ahead of these.
-                let needs_tail = names.iter().any(|n| {
-                    (&n.database, &n.table) == (&key.0, &key.1)
-                        && n.variant == TableVariant::RealTime
-                });
-                let hw = if needs_tail {
-                    catalog.high_watermarks(meta).await?
-                } else {
-                    BTreeMap::new()
-                };
-                pins.insert(key.clone(), (pinned, hw));
-            }
-            pins
+            pin_now(&catalog, &metas, &names).await?
         };
-
-        let mut tables = Vec::new();
-        let df_catalog = ctx.catalog("datafusion").ok_or_else(|| {
-            QueryError::Internal("datafusion's default catalog is missing".into())
-        })?;
-        for name in &names {
-            let key = (name.database.clone(), name.table.clone());
-            let meta = &metas[&key];
-            let (pinned, hw) = &pins[&key];
-            let provider: Arc<dyn TableProvider> = match name.variant {
-                TableVariant::Lake => catalog.lake_provider(meta, pinned).await?,
-                TableVariant::LakeSnapshots => catalog.snapshots_provider(meta, pinned).await?,
-                TableVariant::RealTime => {
-                    catalog
-                        .realtime_provider(meta, pinned, hw, progress)
-                        .await?
-                }
-            };
-            if df_catalog.schema(&name.database).is_none() {
-                df_catalog
-                    .register_schema(&name.database, Arc::new(MemorySchemaProvider::new()))?;
-            }
-            ctx.register_table(
-                TableReference::partial(name.database.clone(), name.sql_table()),
-                provider,
-            )?;
-            tables.push(TableRead {
-                name: name.to_string(),
-                lake_version: pinned.version,
-                lake_offsets: pinned.offsets.clone(),
-                high_watermarks: hw.clone(),
-            });
-        }
+        let tables = register_tables(&ctx, &catalog, &names, &metas, &pins, progress).await?;
         progress.set_stage(Stage::Planning);
         let plan = ctx.state().statement_to_plan(statement).await?;
         SQLOptions::new()
@@ -540,6 +488,17 @@ impl QueryService {
         Ok((ctx, plan, tables))
     }
 
+    /// A DataFusion session of its own for one query, within the configured memory.
+    fn session(&self) -> Result<SessionContext, QueryError> {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(self.config.memory_bytes_max, 1.0)
+            .build_arc()?;
+        let session = SessionConfig::new().with_information_schema(false);
+        let ctx = SessionContext::new_with_config_rt(session, runtime);
+        silt_connectors::delta::read_local_files_on_io_threads(&ctx);
+        Ok(ctx)
+    }
+
     /// Captures the high watermarks of every table, then polls the lake until its txn offsets
     /// cover them. Returns the covering pins. Bounded by the caller's deadline.
     async fn wait_for_tiering(
@@ -547,8 +506,7 @@ impl QueryService {
         catalog: &LakeCatalog,
         metas: &BTreeMap<(String, String), TableMeta>,
         progress: &Arc<QueryProgress>,
-    ) -> Result<BTreeMap<(String, String), (PinnedLake, BTreeMap<BucketKey, i64>)>, QueryError>
-    {
+    ) -> Result<Pins, QueryError> {
         if catalog.is_offline() {
             return Err(QueryError::User(format!(
                 "wait_for_tiering {} (start it with `silt up`)",
@@ -598,6 +556,79 @@ impl QueryService {
         }
     }
 }
+
+/// Each table's lake pinned at its current version, without waiting for tiering; a real-time
+/// read also gets the high watermarks, captured after pinning so the lake never runs ahead of
+/// them.
+async fn pin_now(
+    catalog: &LakeCatalog,
+    metas: &BTreeMap<(String, String), TableMeta>,
+    names: &BTreeSet<TableName>,
+) -> Result<Pins, QueryError> {
+    let mut pins = BTreeMap::new();
+    for (key, meta) in metas {
+        let pinned = catalog.pin_lake(meta).await?;
+        // Captured after pinning: the lake never runs ahead of these.
+        let needs_tail = names.iter().any(|n| {
+            (&n.database, &n.table) == (&key.0, &key.1) && n.variant == TableVariant::RealTime
+        });
+        let hw = if needs_tail {
+            catalog.high_watermarks(meta).await?
+        } else {
+            BTreeMap::new()
+        };
+        pins.insert(key.clone(), (pinned, hw));
+    }
+    Ok(pins)
+}
+
+/// Registers each named table in `ctx` as the provider of its variant (the lake, its
+/// snapshots, or the lake with the hot tail), read at its pin; returns what each reads.
+async fn register_tables(
+    ctx: &SessionContext,
+    catalog: &LakeCatalog,
+    names: &BTreeSet<TableName>,
+    metas: &BTreeMap<(String, String), TableMeta>,
+    pins: &Pins,
+    progress: &Arc<QueryProgress>,
+) -> Result<Vec<TableRead>, QueryError> {
+    let mut tables = Vec::new();
+    let df_catalog = ctx
+        .catalog("datafusion")
+        .ok_or_else(|| QueryError::Internal("datafusion's default catalog is missing".into()))?;
+    for name in names {
+        let key = (name.database.clone(), name.table.clone());
+        let meta = &metas[&key];
+        let (pinned, hw) = &pins[&key];
+        let provider: Arc<dyn TableProvider> = match name.variant {
+            TableVariant::Lake => catalog.lake_provider(meta, pinned).await?,
+            TableVariant::LakeSnapshots => catalog.snapshots_provider(meta, pinned).await?,
+            TableVariant::RealTime => {
+                catalog
+                    .realtime_provider(meta, pinned, hw, progress)
+                    .await?
+            }
+        };
+        if df_catalog.schema(&name.database).is_none() {
+            df_catalog.register_schema(&name.database, Arc::new(MemorySchemaProvider::new()))?;
+        }
+        ctx.register_table(
+            TableReference::partial(name.database.clone(), name.sql_table()),
+            provider,
+        )?;
+        tables.push(TableRead {
+            name: name.to_string(),
+            lake_version: pinned.version,
+            lake_offsets: pinned.offsets.clone(),
+            high_watermarks: hw.clone(),
+        });
+    }
+    Ok(tables)
+}
+
+/// Per table, its pinned lake and the high watermarks its hot tail is read up to (empty when
+/// the query does not read the tail).
+type Pins = BTreeMap<(String, String), (PinnedLake, BTreeMap<BucketKey, i64>)>;
 
 /// `db.t`, `db.t$lake` or `db.t$lake$snapshots`; a bare or catalog-qualified name is refused.
 fn table_name(reference: &TableReference) -> Result<TableName, QueryError> {

@@ -70,8 +70,6 @@ fn label(value: &str) -> String {
 /// Per job: running, restarts, checkpoints, buffered bytes; per operator: rows, bytes and time
 /// backpressured.
 fn job_metrics(out: &mut Exposition, jobs: &[JobStatus]) {
-    let job_labels =
-        |j: &JobStatus| format!("job=\"{}\",name=\"{}\"", label(&j.id), label(&j.name));
     out.family(
         "silt_job_running",
         "gauge",
@@ -112,6 +110,16 @@ fn job_metrics(out: &mut Exposition, jobs: &[JobStatus]) {
             .map(|j| (job_labels(j), j.buffered_bytes.to_string()))
             .collect(),
     );
+    operator_metrics(out, jobs);
+}
+
+/// The labels of a job's samples: its id and name.
+fn job_labels(j: &JobStatus) -> String {
+    format!("job=\"{}\",name=\"{}\"", label(&j.id), label(&j.name))
+}
+
+/// Per operator of every job: rows, bytes and time backpressured.
+fn operator_metrics(out: &mut Exposition, jobs: &[JobStatus]) {
     type Pick = fn(&OperatorStatus) -> u64;
     let operator_families: [(&str, &str, &str, Pick); 5] = [
         (

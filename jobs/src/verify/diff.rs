@@ -73,18 +73,21 @@ impl Side {
                     .ok_or_else(|| anyhow!("key column {k} is not a column of the table"))
             })
             .collect::<Result<_>>()?;
-        let converter = RowConverter::new(
-            fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
-        let key_converter = RowConverter::new(
-            key_index
-                .iter()
-                .map(|i| SortField::new(fields[*i].data_type().clone()))
-                .collect(),
-        )?;
+        let encoder = Encoder {
+            rows: RowConverter::new(
+                fields
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?,
+            keys: RowConverter::new(
+                key_index
+                    .iter()
+                    .map(|i| SortField::new(fields[*i].data_type().clone()))
+                    .collect(),
+            )?,
+            key_index,
+        };
         let mut rows = Vec::new();
         let mut kept = Vec::with_capacity(batches.len());
         for batch in batches {
@@ -92,53 +95,7 @@ impl Side {
                 continue;
             }
             let columns = user_columns(batch, fields, origin)?;
-            let converted = converter.convert_columns(&columns)?;
-            let keys = if key_index.is_empty() {
-                None
-            } else {
-                let key_columns: Vec<ArrayRef> =
-                    key_index.iter().map(|i| columns[*i].clone()).collect();
-                Some(key_converter.convert_columns(&key_columns)?)
-            };
-            let buckets = bucket_keys(batch)?;
-            let offsets = int64(batch, OFFSET_COLUMN)?;
-            let changes = change_types(batch, origin)?;
-            let files = file_names(batch, origin)?;
-            let files = files
-                .as_ref()
-                .and_then(|f| f.as_any().downcast_ref::<StringArray>());
-            let mut last_file: Option<Arc<str>> = None;
-            let index = kept.len();
-            for (i, &bucket) in buckets.iter().enumerate() {
-                let change = match &changes {
-                    Some(c) => ChangeType::from_i8(c.value(i))
-                        .ok_or_else(|| anyhow!("unknown change type {}", c.value(i)))?,
-                    None => ChangeType::AppendOnly,
-                };
-                let file = files.filter(|f| !f.is_null(i)).map(|f| {
-                    let name = f.value(i);
-                    match &last_file {
-                        Some(l) if l.as_ref() == name => l.clone(),
-                        _ => {
-                            let l: Arc<str> = Arc::from(name);
-                            last_file = Some(l.clone());
-                            l
-                        }
-                    }
-                });
-                rows.push(Entry {
-                    row: converted.row(i).as_ref().to_vec(),
-                    key: keys
-                        .as_ref()
-                        .map(|k| k.row(i).as_ref().to_vec())
-                        .unwrap_or_default(),
-                    bucket,
-                    offset: offsets.value(i),
-                    change,
-                    at: (index, i),
-                    file,
-                });
-            }
+            rows.extend(encoder.entries(batch, &columns, origin, kept.len())?);
             kept.push(RecordBatch::try_new(
                 Arc::new(arrow::datatypes::Schema::new(fields.to_vec())),
                 columns,
@@ -154,35 +111,103 @@ impl Side {
 
     /// `col=value, ...` of one row's user columns.
     fn show(&self, e: &Entry) -> String {
-        let batch = &self.batches[e.at.0];
-        let options = FormatOptions::default().with_null("null");
         self.names
             .iter()
             .enumerate()
-            .map(|(i, n)| {
-                let value = ArrayFormatter::try_new(batch.column(i).as_ref(), &options)
-                    .map(|f| f.value(e.at.1).to_string())
-                    .unwrap_or_else(|_| "?".into());
-                format!("{n}={value}")
-            })
+            .map(|(i, n)| format!("{n}={}", self.value(e, i)))
             .collect::<Vec<_>>()
             .join(", ")
     }
 
     fn show_key(&self, e: &Entry) -> String {
-        let batch = &self.batches[e.at.0];
-        let options = FormatOptions::default().with_null("null");
         self.key_names
             .iter()
             .filter_map(|k| {
                 let i = self.names.iter().position(|n| n == k)?;
-                let value = ArrayFormatter::try_new(batch.column(i).as_ref(), &options)
-                    .map(|f| f.value(e.at.1).to_string())
-                    .unwrap_or_else(|_| "?".into());
-                Some(format!("{k}={value}"))
+                Some(format!("{k}={}", self.value(e, i)))
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// The value of user column `column` of one row, as displayed (`null`, `?` when it cannot
+    /// be formatted).
+    fn value(&self, e: &Entry, column: usize) -> String {
+        let batch = &self.batches[e.at.0];
+        let options = FormatOptions::default().with_null("null");
+        ArrayFormatter::try_new(batch.column(column).as_ref(), &options)
+            .map(|f| f.value(e.at.1).to_string())
+            .unwrap_or_else(|_| "?".into())
+    }
+}
+
+/// Encodes a side's rows: the user columns and the key columns, each in Arrow's row format.
+struct Encoder {
+    rows: RowConverter,
+    keys: RowConverter,
+    /// The key columns' indexes among the user columns (none for a log table).
+    key_index: Vec<usize>,
+}
+
+impl Encoder {
+    /// The entries of one batch (its user columns `columns`, in the lake's types), which is
+    /// batch `index` of its side.
+    fn entries(
+        &self,
+        batch: &RecordBatch,
+        columns: &[ArrayRef],
+        origin: Origin,
+        index: usize,
+    ) -> Result<Vec<Entry>> {
+        let converted = self.rows.convert_columns(columns)?;
+        let keys = if self.key_index.is_empty() {
+            None
+        } else {
+            let key_columns: Vec<ArrayRef> =
+                self.key_index.iter().map(|i| columns[*i].clone()).collect();
+            Some(self.keys.convert_columns(&key_columns)?)
+        };
+        let buckets = bucket_keys(batch)?;
+        let offsets = int64(batch, OFFSET_COLUMN)?;
+        let changes = change_types(batch, origin)?;
+        let files = file_names(batch, origin)?;
+        let files = files
+            .as_ref()
+            .and_then(|f| f.as_any().downcast_ref::<StringArray>());
+        let mut last_file: Option<Arc<str>> = None;
+        let mut entries = Vec::with_capacity(buckets.len());
+        for (i, &bucket) in buckets.iter().enumerate() {
+            let change = match &changes {
+                Some(c) => ChangeType::from_i8(c.value(i))
+                    .ok_or_else(|| anyhow!("unknown change type {}", c.value(i)))?,
+                None => ChangeType::AppendOnly,
+            };
+            // Rows of one file come together: they share one name.
+            let file = files.filter(|f| !f.is_null(i)).map(|f| {
+                let name = f.value(i);
+                match &last_file {
+                    Some(l) if l.as_ref() == name => l.clone(),
+                    _ => {
+                        let l: Arc<str> = Arc::from(name);
+                        last_file = Some(l.clone());
+                        l
+                    }
+                }
+            });
+            entries.push(Entry {
+                row: converted.row(i).as_ref().to_vec(),
+                key: keys
+                    .as_ref()
+                    .map(|k| k.row(i).as_ref().to_vec())
+                    .unwrap_or_default(),
+                bucket,
+                offset: offsets.value(i),
+                change,
+                at: (index, i),
+                file,
+            });
+        }
+        Ok(entries)
     }
 }
 
@@ -489,19 +514,7 @@ pub(super) fn compare_by_key(
     report: &mut TableReport,
 ) -> Result<()> {
     let retention = start.values().any(|s| *s > 0);
-    // The last change per key, in offset order per bucket (a key lives in one bucket).
-    let mut order: Vec<&Entry> = hot.rows.iter().collect();
-    order.sort_by_key(|e| (e.bucket, e.offset));
-    let mut last: HashMap<&[u8], &Entry> = HashMap::new();
-    for e in order {
-        match e.change {
-            // `-U` is the old image; its `+U` follows and decides.
-            ChangeType::UpdateBefore => {}
-            _ => {
-                last.insert(&e.key, e);
-            }
-        }
-    }
+    let last = last_changes(hot);
     let live: HashMap<&[u8], &Entry> = last
         .iter()
         .filter(|(_, e)| e.change != ChangeType::Delete)
@@ -525,13 +538,54 @@ pub(super) fn compare_by_key(
             }
         }
     }
+    let mut extra = extra_keys(&last, &lake_by_key, retention, &mut report.unchecked);
+    missing.sort_by_key(|e| (e.bucket, e.offset));
+    differing.sort_by_key(|(h, _)| (h.bucket, h.offset));
+    extra.sort_by_key(|(e, _)| (e.bucket, e.offset));
+    report.missing = missing.len();
+    report.extra = extra.len();
+    report.differing = differing.len();
+    let mismatches = KeyMismatches {
+        missing,
+        extra,
+        differing,
+    };
+    show_keys(hot, lake, &mismatches, show_max, report);
+    Ok(())
+}
+
+/// The last change per key, in offset order per bucket (a key lives in one bucket).
+fn last_changes(hot: &Side) -> HashMap<&[u8], &Entry> {
+    let mut order: Vec<&Entry> = hot.rows.iter().collect();
+    order.sort_by_key(|e| (e.bucket, e.offset));
+    let mut last: HashMap<&[u8], &Entry> = HashMap::new();
+    for e in order {
+        match e.change {
+            // `-U` is the old image; its `+U` follows and decides.
+            ChangeType::UpdateBefore => {}
+            _ => {
+                last.insert(&e.key, e);
+            }
+        }
+    }
+    last
+}
+
+/// The lake rows no live key accounts for, each with the reason. With retention, a key the
+/// changelog no longer holds cannot be judged: its rows are counted in `unchecked`.
+fn extra_keys<'s>(
+    last: &HashMap<&[u8], &'s Entry>,
+    lake_by_key: &HashMap<&[u8], Vec<&'s Entry>>,
+    retention: bool,
+    unchecked: &mut usize,
+) -> Vec<(&'s Entry, &'static str)> {
     let mut extra: Vec<(&Entry, &'static str)> = Vec::new();
-    for (key, ls) in &lake_by_key {
+    for (key, ls) in lake_by_key {
         let reason = match last.get(key) {
             Some(h) if h.change == ChangeType::Delete => Some("deleted in the hot store"),
             Some(_) => None,
             None if retention => {
-                report.unchecked += ls.len();
+                *unchecked += ls.len();
                 continue;
             }
             None => Some("never written"),
@@ -543,16 +597,26 @@ pub(super) fn compare_by_key(
             extra.extend(ls.iter().skip(1).map(|l| (*l, "duplicate key")));
         }
     }
-    missing.sort_by_key(|e| (e.bucket, e.offset));
-    differing.sort_by_key(|(h, _)| (h.bucket, h.offset));
-    extra.sort_by_key(|(e, _)| (e.bucket, e.offset));
-    report.missing = missing.len();
-    report.extra = extra.len();
-    report.differing = differing.len();
+    extra
+}
+
+/// The sections of a primary-key table's report: missing, extra and differing keys.
+fn show_keys(
+    hot: &Side,
+    lake: &Side,
+    mismatches: &KeyMismatches<'_>,
+    show_max: usize,
+    report: &mut TableReport,
+) {
+    let KeyMismatches {
+        missing,
+        extra,
+        differing,
+    } = mismatches;
     section(
         report,
         "keys missing from the lake",
-        &missing,
+        missing,
         show_max,
         |m| {
             format!(
@@ -567,7 +631,7 @@ pub(super) fn compare_by_key(
     section(
         report,
         "extra keys in the lake",
-        &extra,
+        extra,
         show_max,
         |(e, reason)| {
             format!(
@@ -580,7 +644,7 @@ pub(super) fn compare_by_key(
             )
         },
     );
-    section(report, "differing keys", &differing, show_max, |(h, l)| {
+    section(report, "differing keys", differing, show_max, |(h, l)| {
         format!(
             "  ~ key {{{}}} ({} offset {}, lake file {}): hot {{{}}} lake {{{}}}",
             hot.show_key(h),
@@ -591,7 +655,15 @@ pub(super) fn compare_by_key(
             lake.show(l)
         )
     });
-    Ok(())
+}
+
+/// The rows of a primary-key table's comparison that did not match.
+struct KeyMismatches<'s> {
+    missing: Vec<&'s Entry>,
+    /// Each with the reason it is extra.
+    extra: Vec<(&'s Entry, &'static str)>,
+    /// (hot, lake) images of the same key.
+    differing: Vec<(&'s Entry, &'s Entry)>,
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::RecordBatch;
 use fluss::client::{FlussAdmin, FlussConnection};
 use fluss::metadata::TablePath;
 use fluss::rpc::message::OffsetSpec;
@@ -303,19 +304,11 @@ pub async fn verify_table(
     // 4. The lake side, at the pinned version.
     let lake_side = match &lake {
         Some(l) => {
-            let batches = read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
-            let batches = if target.partitioned {
-                let (kept, dropped) = split_dropped_partitions(batches, &start)?;
-                if dropped > 0 {
-                    report.details.push(format!(
-                        "{dropped} lake rows of partitions the hot store no longer has (dropped) \
-                         are not compared"
-                    ));
-                }
-                kept
-            } else {
-                batches
-            };
+            let mut batches =
+                read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
+            if target.partitioned {
+                batches = without_dropped_partitions(batches, &start, &mut report)?;
+            }
             let batches = held_lake_rows(batches, &start, target.primary_key)?;
             Side::from_batches(
                 &batches,
@@ -340,6 +333,23 @@ pub async fn verify_table(
         Verdict::Mismatch
     };
     Ok(report)
+}
+
+/// The lake rows of partitions the hot store still has; how many rows of dropped ones were
+/// left out goes into the report.
+fn without_dropped_partitions(
+    batches: Vec<RecordBatch>,
+    start: &BTreeMap<BucketKey, i64>,
+    report: &mut TableReport,
+) -> Result<Vec<RecordBatch>> {
+    let (kept, dropped) = split_dropped_partitions(batches, start)?;
+    if dropped > 0 {
+        report.details.push(format!(
+            "{dropped} lake rows of partitions the hot store no longer has (dropped) \
+             are not compared"
+        ));
+    }
+    Ok(kept)
 }
 
 /// The table being verified, as the hot store describes it.

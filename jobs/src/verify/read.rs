@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::FILE_COLUMN;
 use anyhow::{Context, Result, anyhow, bail};
-use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{
+    ArrayRef, ArrowPrimitiveType, AsArray, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
+};
 use arrow::compute::cast;
+use arrow::datatypes::{Int32Type, Int64Type};
 use silt_connectors::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
 use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 use silt_engine::{RestoredState, Source, SourcePoll, TaskContext};
@@ -31,13 +34,7 @@ pub async fn read_changelog(
     config.start = StartPosition::Offsets(start);
     config.end = EndPosition::Offsets(end.clone());
     let mut source = FlussSource::new(config);
-    let ctx = TaskContext {
-        job_name: "verify".into(),
-        vertex_name: "changelog".into(),
-        subtask_index: 0,
-        parallelism: 1,
-        attempt: 0,
-    };
+    let ctx = TaskContext::single("verify", "changelog");
     source
         .open(&ctx, RestoredState::default())
         .await
@@ -183,17 +180,17 @@ pub(super) fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
 }
 
 pub(super) fn int32(batch: &RecordBatch, name: &str) -> Result<Int32Array> {
-    let c = cast(column(batch, name)?, &arrow::datatypes::DataType::Int32)?;
-    Ok(c.as_any()
-        .downcast_ref::<Int32Array>()
-        .ok_or_else(|| anyhow!("{name} is not an integer"))?
-        .clone())
+    integers::<Int32Type>(batch, name)
 }
 
 pub(super) fn int64(batch: &RecordBatch, name: &str) -> Result<Int64Array> {
-    let c = cast(column(batch, name)?, &arrow::datatypes::DataType::Int64)?;
-    Ok(c.as_any()
-        .downcast_ref::<Int64Array>()
+    integers::<Int64Type>(batch, name)
+}
+
+/// Column `name` of `batch` cast to the integer type `T`.
+fn integers<T: ArrowPrimitiveType>(batch: &RecordBatch, name: &str) -> Result<PrimitiveArray<T>> {
+    let c = cast(column(batch, name)?, &T::DATA_TYPE)?;
+    Ok(c.as_primitive_opt::<T>()
         .ok_or_else(|| anyhow!("{name} is not an integer"))?
         .clone())
 }

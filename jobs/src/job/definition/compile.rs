@@ -37,40 +37,11 @@ pub async fn compile(
     for &i in &plan.order {
         let op = &def.operators[i];
         let inputs = inputs_of(i);
-        let mut sources: BTreeSet<usize> = BTreeSet::new();
-        for (_, from) in &inputs {
-            if let Some(s) = feeding_source[*from] {
-                sources.insert(s);
-            }
-            if def.operators[*from].kind == "fluss-source" {
-                sources.insert(*from);
-            }
-        }
-        if sources.len() == 1 {
-            feeding_source[i] = sources.iter().next().copied();
-        }
-        // Every input must carry the same columns (a union); unknown when an input failed.
-        let mut input_schema: Option<SchemaRef> = None;
-        let mut inputs_known = true;
-        for (edge, from) in &inputs {
-            match &schemas[*from] {
-                Some(s) => match &input_schema {
-                    None => input_schema = Some(s.clone()),
-                    Some(first) if first.fields() != s.fields() => errors.push(ValidationError {
-                        path: paths.edge(*edge, ""),
-                        message: format!(
-                            "{} delivers columns ({}) unlike the other inputs of {} ({}); project them alike",
-                            def.operators[*from].name,
-                            column_list(s),
-                            op.name,
-                            column_list(first)
-                        ),
-                    }),
-                    Some(_) => {}
-                },
-                None => inputs_known = false,
-            }
-        }
+        feeding_source[i] = single_feeding_source(def, &inputs, &feeding_source);
+        let Inputs {
+            schema: input_schema,
+            known: inputs_known,
+        } = union_of_inputs(def, op, &inputs, &schemas, paths, &mut errors);
         if !inputs_known && op.kind != "fluss-source" {
             continue;
         }
@@ -100,6 +71,73 @@ pub async fn compile(
         return Err(ValidationErrors(errors));
     }
     Ok(build(def, ctx, plan, parallelism, schemas, resolved))
+}
+
+/// The source that feeds an operator with these `inputs` (`(edge, from)`), when exactly one
+/// does, directly or through the operators between.
+fn single_feeding_source(
+    def: &JobDefinition,
+    inputs: &[(usize, usize)],
+    feeding_source: &[Option<usize>],
+) -> Option<usize> {
+    let mut sources: BTreeSet<usize> = BTreeSet::new();
+    for (_, from) in inputs {
+        if let Some(s) = feeding_source[*from] {
+            sources.insert(s);
+        }
+        if def.operators[*from].kind == "fluss-source" {
+            sources.insert(*from);
+        }
+    }
+    if sources.len() == 1 {
+        sources.iter().next().copied()
+    } else {
+        None
+    }
+}
+
+/// What an operator's inputs carry.
+struct Inputs {
+    /// The columns of the first input resolved (`None`: no input, or none resolved).
+    schema: Option<SchemaRef>,
+    /// False when an input failed to resolve: its columns are unknown.
+    known: bool,
+}
+
+/// Every input must carry the same columns (a union); an input that carries others is an
+/// error at its edge.
+fn union_of_inputs(
+    def: &JobDefinition,
+    op: &OperatorDef,
+    inputs: &[(usize, usize)],
+    schemas: &[Option<SchemaRef>],
+    paths: &dyn PathNames,
+    errors: &mut Vec<ValidationError>,
+) -> Inputs {
+    let mut union = Inputs {
+        schema: None,
+        known: true,
+    };
+    for (edge, from) in inputs {
+        match &schemas[*from] {
+            Some(s) => match &union.schema {
+                None => union.schema = Some(s.clone()),
+                Some(first) if first.fields() != s.fields() => errors.push(ValidationError {
+                    path: paths.edge(*edge, ""),
+                    message: format!(
+                        "{} delivers columns ({}) unlike the other inputs of {} ({}); project them alike",
+                        def.operators[*from].name,
+                        column_list(s),
+                        op.name,
+                        column_list(first)
+                    ),
+                }),
+                Some(_) => {}
+            },
+            None => union.known = false,
+        }
+    }
+    union
 }
 
 /// Rebalance and broadcast edges reorder a bucket's changes; sinks that rely on that order
