@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::{Array, BooleanArray, Int8Array, Int64Array, RecordBatch};
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, Schema, SchemaBuilder, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -1052,8 +1052,6 @@ async fn inject(
 ) -> Result<()> {
     // An armed silt may have aborted during the pause's last moments.
     trial.reap().await?;
-    let bootstrap = trial.setup.bootstrap();
-    let data = trial.setup.data.clone();
     let control = trial.setup.control.clone();
     match fault {
         Fault::None => {
@@ -1067,18 +1065,7 @@ async fn inject(
         Fault::AbortAfterDurableWrite => {}
         Fault::SecondJob => {
             trial.count(fault);
-            let mut table = &tables[trial.rng.random_range(0..tables.len())];
-            if !partitioned.is_empty() && trial.extra_rng.random_bool(0.5) {
-                table = &partitioned[trial.extra_rng.random_range(0..partitioned.len())];
-            }
-            let note = match second_job(&bootstrap, &data, &trial.setup.dir, table, &mut trial.rng)
-                .await
-            {
-                Ok(note) => note,
-                // An armed silt may abort meanwhile: the second job then cannot start.
-                Err(e) => format!("second job on {}: {e:#}", table.name),
-            };
-            trial.note(note);
+            second_job_fault(trial, tables, partitioned).await;
         }
         Fault::StoreTransient => {
             trial.count(fault);
@@ -1093,89 +1080,132 @@ async fn inject(
             std::fs::write(&control, "down")?;
             let pause = Duration::from_millis(trial.rng.random_range(500..2000));
             trial.watch(pause).await?;
-            // Nothing partial may be visible while the store fails: the lake at its current
-            // version is a consistent prefix of every table's changelog.
-            for t in tables.iter().chain(partitioned) {
-                let mut o = VerifyOptions::new(&bootstrap, lake_root(&data));
-                o.wait_for_lake = false;
-                o.show_max = 3;
-                match verify_table_with_retry(&bootstrap, &t.name, &o).await {
-                    Ok(r) if r.verdict == Verdict::Match => {}
-                    Ok(r) => {
-                        trial
-                            .outcome
-                            .fail("lake not a prefix while its store is down");
-                        trial.note(format!(
-                            "store down: the lake of {} is not a prefix of its changelog:\n{}",
-                            t.name,
-                            r.render()
-                        ));
-                    }
-                    Err(e) => trial.note(format!("store down: could not check {}: {e:#}", t.name)),
-                }
-            }
+            check_prefix_while_store_down(trial, tables.iter().chain(partitioned)).await;
             std::fs::write(&control, "ok")?;
         }
         Fault::DiskFull | Fault::DiskNearlyFull => {
             trial.count(fault);
-            let free_bytes = if fault == Fault::DiskFull {
-                0
-            } else {
-                [4u64 << 10, 16 << 10, 64 << 10][trial.rng.random_range(0..3)]
-            };
-            let disk = trial.disk.expect("picked only with a disk");
-            let filler = disk.fill(free_bytes)?;
-            trial.disk_filled = true;
-            trial.disk_faulted = true;
-            let log_table = tables.iter().find(|t| !t.primary_key).expect("a log table");
-            // A large write through a client that does not retry shows what the server says;
-            // then, with a few KiB free, a small one that may still fit.
-            let mut sizes = vec![2000];
-            if free_bytes > 0 {
-                sizes.push(1);
-            }
-            for n in sizes {
-                let ids = probes.take(n);
-                let probe = workload::probe_write(&bootstrap, &log_table.name, &ids, 40).await;
-                let acked: Vec<bool> = match &probe {
-                    Ok(None) => vec![true; ids.len()],
-                    Ok(Some(refused)) => refused.acked.clone(),
-                    Err(_) => vec![false; ids.len()],
-                };
-                let written = probes.written.entry(log_table.name.clone()).or_default();
-                written.extend(ids.iter().copied().zip(acked));
-                // silt may have stopped on the full disk (see `Exit::StorageFailed`), or an
-                // armed abort may have fired: then nobody answered the probe, which says
-                // nothing about how it refuses. A lost connection is given a few seconds to turn
-                // out to be such a stop.
-                let connection_lost =
-                    matches!(&probe, Ok(Some(refused)) if refused.error.contains("rpc error"));
-                let mut stopped = trial.down;
-                for _ in 0..50 {
-                    if let Some(exit) = trial.silt.exited() {
-                        stopped |= matches!(
-                            exit,
-                            process::Exit::StorageFailed(_) | process::Exit::Aborted
-                        );
-                        break;
-                    }
-                    if !connection_lost {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                let note =
-                    disk_probe_note(fault, free_bytes, n, &probe, stopped, &mut trial.outcome);
-                trial.note(note);
-            }
-            let pause = Duration::from_millis(trial.rng.random_range(500..1500));
-            trial.watch(pause).await?;
-            std::fs::remove_file(&filler)?;
-            trial.disk_filled = false;
-            trial.reap().await?;
+            disk_full(trial, fault, tables, probes).await?;
         }
     }
     Ok(())
+}
+
+/// Starts a second tiering job on a random table (a partitioned one half the time, when there
+/// are some) and notes what it did.
+async fn second_job_fault(trial: &mut Trial<'_>, tables: &[TableSpec], partitioned: &[TableSpec]) {
+    let bootstrap = trial.setup.bootstrap();
+    let data = trial.setup.data.clone();
+    let mut table = &tables[trial.rng.random_range(0..tables.len())];
+    if !partitioned.is_empty() && trial.extra_rng.random_bool(0.5) {
+        table = &partitioned[trial.extra_rng.random_range(0..partitioned.len())];
+    }
+    let note = match second_job(&bootstrap, &data, &trial.setup.dir, table, &mut trial.rng).await {
+        Ok(note) => note,
+        // An armed silt may abort meanwhile: the second job then cannot start.
+        Err(e) => format!("second job on {}: {e:#}", table.name),
+    };
+    trial.note(note);
+}
+
+/// Nothing partial may be visible while the store fails: the lake at its current version is a
+/// consistent prefix of every table's changelog.
+async fn check_prefix_while_store_down<'t>(
+    trial: &mut Trial<'_>,
+    tables: impl Iterator<Item = &'t TableSpec>,
+) {
+    let bootstrap = trial.setup.bootstrap();
+    let data = trial.setup.data.clone();
+    for t in tables {
+        let mut o = VerifyOptions::new(&bootstrap, lake_root(&data));
+        o.wait_for_lake = false;
+        o.show_max = 3;
+        match verify_table_with_retry(&bootstrap, &t.name, &o).await {
+            Ok(r) if r.verdict == Verdict::Match => {}
+            Ok(r) => {
+                trial
+                    .outcome
+                    .fail("lake not a prefix while its store is down");
+                trial.note(format!(
+                    "store down: the lake of {} is not a prefix of its changelog:\n{}",
+                    t.name,
+                    r.render()
+                ));
+            }
+            Err(e) => trial.note(format!("store down: could not check {}: {e:#}", t.name)),
+        }
+    }
+}
+
+/// Fills the disk (to nothing free, or a few KiB), probes how a write is refused, then frees
+/// it again.
+async fn disk_full(
+    trial: &mut Trial<'_>,
+    fault: Fault,
+    tables: &[TableSpec],
+    probes: &mut ProbeIds,
+) -> Result<()> {
+    let bootstrap = trial.setup.bootstrap();
+    let free_bytes = if fault == Fault::DiskFull {
+        0
+    } else {
+        [4u64 << 10, 16 << 10, 64 << 10][trial.rng.random_range(0..3)]
+    };
+    let disk = trial.disk.expect("picked only with a disk");
+    let filler = disk.fill(free_bytes)?;
+    trial.disk_filled = true;
+    trial.disk_faulted = true;
+    let log_table = tables.iter().find(|t| !t.primary_key).expect("a log table");
+    // A large write through a client that does not retry shows what the server says;
+    // then, with a few KiB free, a small one that may still fit.
+    let mut sizes = vec![2000];
+    if free_bytes > 0 {
+        sizes.push(1);
+    }
+    for n in sizes {
+        let ids = probes.take(n);
+        let probe = workload::probe_write(&bootstrap, &log_table.name, &ids, 40).await;
+        let acked: Vec<bool> = match &probe {
+            Ok(None) => vec![true; ids.len()],
+            Ok(Some(refused)) => refused.acked.clone(),
+            Err(_) => vec![false; ids.len()],
+        };
+        let written = probes.written.entry(log_table.name.clone()).or_default();
+        written.extend(ids.iter().copied().zip(acked));
+        // A lost connection is given a few seconds to turn out to be a stop.
+        let connection_lost =
+            matches!(&probe, Ok(Some(refused)) if refused.error.contains("rpc error"));
+        let stopped = silt_stopped(trial, connection_lost).await;
+        let note = disk_probe_note(fault, free_bytes, n, &probe, stopped, &mut trial.outcome);
+        trial.note(note);
+    }
+    let pause = Duration::from_millis(trial.rng.random_range(500..1500));
+    trial.watch(pause).await?;
+    std::fs::remove_file(&filler)?;
+    trial.disk_filled = false;
+    trial.reap().await?;
+    Ok(())
+}
+
+/// Whether silt is down: it may have stopped on the full disk (see `Exit::StorageFailed`), or
+/// an armed abort may have fired; then nobody answered a probe, which says nothing about how
+/// it refuses. After a `connection_lost`, waits up to 5 s for such a stop.
+async fn silt_stopped(trial: &mut Trial<'_>, connection_lost: bool) -> bool {
+    let mut stopped = trial.down;
+    for _ in 0..50 {
+        if let Some(exit) = trial.silt.exited() {
+            stopped |= matches!(
+                exit,
+                process::Exit::StorageFailed(_) | process::Exit::Aborted
+            );
+            break;
+        }
+        if !connection_lost {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stopped
 }
 
 /// What a probe write on a full disk found; a refusal that does not name the disk counts as a
@@ -1276,25 +1306,32 @@ fn random_tables(rng: &mut SmallRng) -> Vec<TableSpec> {
     out
 }
 
+/// The columns of a trial table: a primary-key table's versioned rows, or a log table's
+/// events. A partitioned table adds its partition column.
+fn trial_columns(primary_key: bool) -> SchemaBuilder {
+    if primary_key {
+        Schema::builder()
+            .column("id", DataTypes::bigint())
+            .column("ver", DataTypes::bigint())
+            .column("score", DataTypes::bigint())
+            .column("note", DataTypes::string())
+    } else {
+        Schema::builder()
+            .column("id", DataTypes::bigint())
+            .column("n", DataTypes::int())
+            .column("payload", DataTypes::string())
+    }
+}
+
 async fn create_tables(bootstrap: &str, tables: &[TableSpec], rng: &mut SmallRng) -> Result<()> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
     let admin = connection.get_admin()?;
     admin.create_database(DB, None, true).await?;
     for t in tables {
         let schema = if t.primary_key {
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("ver", DataTypes::bigint())
-                .column("score", DataTypes::bigint())
-                .column("note", DataTypes::string())
-                .primary_key(vec!["id"])?
-                .build()?
+            trial_columns(true).primary_key(vec!["id"])?.build()?
         } else {
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("n", DataTypes::int())
-                .column("payload", DataTypes::string())
-                .build()?
+            trial_columns(false).build()?
         };
         let keys = if t.primary_key {
             vec!["id".to_string()]
@@ -1768,27 +1805,42 @@ fn log_rows(batches: &[RecordBatch]) -> Result<Vec<(Place, i64)>> {
 fn pk_changes(batches: &[RecordBatch]) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     for b in batches {
-        let buckets = i64_column(b, BUCKET_COLUMN)?;
-        let offsets = i64_column(b, OFFSET_COLUMN)?;
-        let ids = i64_column(b, "id")?;
-        let vers = i64_column(b, "ver")?;
-        let kinds = b
-            .column_by_name("__change_type")
-            .and_then(|c| c.as_any().downcast_ref::<Int8Array>())
-            .context("__change_type")?;
-        for i in 0..b.num_rows() {
-            changes.push(Change {
+        changes.extend(pk_rows(b, Some("__change_type"))?);
+    }
+    Ok(changes)
+}
+
+/// The rows of a primary-key table's batch as changes: of the type its column
+/// `change_type_column` says, or without one (a lake's rows), inserts.
+fn pk_rows(b: &RecordBatch, change_type_column: Option<&str>) -> Result<Vec<Change>> {
+    let buckets = i64_column(b, BUCKET_COLUMN)?;
+    let offsets = i64_column(b, OFFSET_COLUMN)?;
+    let ids = i64_column(b, "id")?;
+    let vers = i64_column(b, "ver")?;
+    let kinds = match change_type_column {
+        Some(name) => Some(
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<Int8Array>())
+                .context(name.to_string())?,
+        ),
+        None => None,
+    };
+    (0..b.num_rows())
+        .map(|i| {
+            Ok(Change {
                 at: Place {
                     bucket: buckets.value(i) as i32,
                     offset: offsets.value(i),
                 },
                 key: ids.value(i),
-                change: ChangeType::from_i8(kinds.value(i)).context("change type")?,
+                change: match kinds {
+                    Some(kinds) => ChangeType::from_i8(kinds.value(i)).context("change type")?,
+                    None => ChangeType::Insert,
+                },
                 ver: (!vers.is_null(i)).then(|| vers.value(i)),
-            });
-        }
-    }
-    Ok(changes)
+            })
+        })
+        .collect()
 }
 
 /// The changelog of every bucket (of the table, or of its partition `(id, name)`) from its log
@@ -1933,21 +1985,7 @@ async fn lake_rows_below(
 fn lake_images(batches: &[RecordBatch]) -> Result<Vec<Change>> {
     let mut images = Vec::new();
     for b in batches {
-        let buckets = i64_column(b, BUCKET_COLUMN)?;
-        let offsets = i64_column(b, OFFSET_COLUMN)?;
-        let ids = i64_column(b, "id")?;
-        let vers = i64_column(b, "ver")?;
-        for i in 0..b.num_rows() {
-            images.push(Change {
-                at: Place {
-                    bucket: buckets.value(i) as i32,
-                    offset: offsets.value(i),
-                },
-                key: ids.value(i),
-                change: ChangeType::Insert,
-                ver: (!vers.is_null(i)).then(|| vers.value(i)),
-            });
-        }
+        images.extend(pk_rows(b, None)?);
     }
     Ok(images)
 }

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use arrow::array::{Array, RecordBatch};
-use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, PartitionSpec, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -51,7 +51,7 @@ use super::check::{Change, Place};
 use super::workload::{ClientPlan, Records, Workload, WorkloadPlan};
 use super::{
     DB, HotView, PARTITION_COLUMN, RESOLVE_DEADLINE, SHOW_MAX, TableSpec, Trial, TrialsOptions,
-    Written, i64_column, judge_view, lake_root,
+    Written, i64_column, judge_view, lake_root, trial_columns,
 };
 
 /// The partitioned log table and primary-key table.
@@ -1270,22 +1270,11 @@ fn spec_of(day: &str) -> PartitionSpec {
 
 /// A partitioned table: the day partitions it, and is part of a primary key.
 fn descriptor(spec: &TableSpec, freshness_ms: u64) -> Result<TableDescriptor> {
+    let columns = trial_columns(spec.primary_key).column(PARTITION_COLUMN, DataTypes::string());
     let schema = if spec.primary_key {
-        Schema::builder()
-            .column("id", DataTypes::bigint())
-            .column("ver", DataTypes::bigint())
-            .column("score", DataTypes::bigint())
-            .column("note", DataTypes::string())
-            .column(PARTITION_COLUMN, DataTypes::string())
-            .primary_key(vec!["id", PARTITION_COLUMN])?
-            .build()?
+        columns.primary_key(vec!["id", PARTITION_COLUMN])?.build()?
     } else {
-        Schema::builder()
-            .column("id", DataTypes::bigint())
-            .column("n", DataTypes::int())
-            .column("payload", DataTypes::string())
-            .column(PARTITION_COLUMN, DataTypes::string())
-            .build()?
+        columns.build()?
     };
     let bucket_keys = if spec.primary_key {
         vec!["id".to_string()]
