@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use silt_bench::hotstore::{BenchReport, Workload, run_endpoint};
+use silt_bench::hotstore::{BenchReport, CpuMeter, Workload, run_endpoint};
 use silt_bench::report::Table;
 
 fn from_args() -> Result<(String, String, Workload)> {
@@ -94,7 +94,7 @@ async fn main() {
 
 async fn try_main() -> Result<()> {
     let (bootstrap, label, workload) = from_args()?;
-    let report = run_endpoint(&bootstrap, &workload).await?;
+    let report = run_endpoint(&bootstrap, &workload, &CpuMeter::ClientOnly).await?;
     print_report(&label, &bootstrap, &workload, &report);
     ensure!(
         report.lookup.misses == 0,
