@@ -30,6 +30,7 @@ use rand::{Rng, SeedableRng};
 
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
 
+use crate::procfs::status_field;
 use crate::report::Table;
 
 const DB: &str = "soak";
@@ -266,22 +267,14 @@ impl SiltChild {
     }
 
     fn threads(&self) -> f64 {
-        proc_status_field(self.child.id(), "Threads:").unwrap_or(f64::NAN)
+        status_field(&self.child.id().to_string(), "Threads").unwrap_or(f64::NAN)
     }
 }
 
-/// A number from `/proc/<pid>/status`, without its unit.
-fn proc_status_field(pid: u32, name: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-}
-
 fn resident_set_mb(pid: u32) -> (f64, f64) {
-    let mb = |name: &str| proc_status_field(pid, name).map_or(0.0, |kib| kib * 1024.0 / 1e6);
-    (mb("VmRSS:"), mb("RssFile:"))
+    let pid = pid.to_string();
+    let mb = |name: &str| status_field(&pid, name).map_or(0.0, |kib| kib * 1024.0 / 1e6);
+    (mb("VmRSS"), mb("RssFile"))
 }
 
 /// Reads the child's resident set every `every` on a thread of its own (not the bench's

@@ -113,16 +113,7 @@ fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> 
 
 /// A field of /proc/self/status in kB (`VmRSS`, `VmHWM`); None where there is no procfs.
 fn proc_status_kb(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix(field)?
-            .strip_prefix(':')?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse()
-            .ok()
-    })
+    crate::procfs::status_field("self", field).map(|kb| kb as u64)
 }
 
 /// Resets VmHWM to the current RSS (Linux: writing 5 to /proc/self/clear_refs); false where
