@@ -27,6 +27,7 @@ use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 
+use crate::procfs;
 use crate::report::{Table, percentile};
 
 const DATABASE: &str = "silt_bench";
@@ -253,14 +254,14 @@ const SERVER_THREAD_NAME: &str = "silt-server";
 
 impl CpuMeter {
     pub fn read(&self) -> CpuSplit {
-        let own = process_cpu_s("self");
+        let own = procfs::cpu_s("self");
         match self {
             CpuMeter::InProcess => {
                 let mut server_s = 0.0;
                 if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
                     for task in tasks.flatten() {
                         let stat = std::fs::read_to_string(task.path().join("stat"));
-                        if let Ok((name, cpu_s)) = stat.map(|s| parse_stat(&s))
+                        if let Ok((name, cpu_s)) = stat.map(|s| procfs::parse_stat(&s))
                             && SERVER_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
                         {
                             server_s += cpu_s;
@@ -274,7 +275,7 @@ impl CpuMeter {
             }
             CpuMeter::Processes(pids) => CpuSplit {
                 client_s: own,
-                server_s: pids.iter().map(|pid| process_cpu_s(&pid.to_string())).sum(),
+                server_s: pids.iter().map(|pid| procfs::cpu_s(&pid.to_string())).sum(),
             },
             CpuMeter::ClientOnly => CpuSplit {
                 client_s: own,
@@ -282,36 +283,6 @@ impl CpuMeter {
             },
         }
     }
-}
-
-/// User and system CPU seconds of `/proc/<pid>` (all its threads, also those that ended).
-fn process_cpu_s(pid: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| parse_stat(&s).1)
-        .unwrap_or(f64::NAN)
-}
-
-/// The thread or process name and its CPU seconds (utime + stime) from a `stat` line.
-fn parse_stat(stat: &str) -> (String, f64) {
-    // The name is in parentheses and may hold spaces; the fields after it are plain.
-    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-        return (String::new(), f64::NAN);
-    };
-    let name = stat[open + 1..close].to_string();
-    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    let cpu_s = match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => (user + system) / clock_ticks_per_s(),
-        _ => f64::NAN,
-    };
-    (name, cpu_s)
-}
-
-fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf reads a constant of the system and has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
 impl Throughput {
@@ -1099,25 +1070,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stat_line_gives_the_name_and_cpu_seconds() {
-        // A thread name with a space and a parenthesis, as /proc writes it.
-        let stat = "4242 (fjall:wor) ker) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100";
-        let (name, cpu_s) = parse_stat(stat);
-        assert_eq!(name, "fjall:wor) ker");
-        assert!(
-            (cpu_s - 300.0 / clock_ticks_per_s()).abs() < 1e-9,
-            "{cpu_s}"
-        );
-        assert!(parse_stat("garbage").1.is_nan());
-    }
-
-    #[test]
     fn the_in_process_meter_counts_this_process() {
         // Burn 0.3 s of CPU on a thread named like the server's, then on this one (CPU time,
         // not wall time: a loaded machine may run the thread for a part of it).
         let spin = || {
             let mut x = 0u64;
-            while process_cpu_s("thread-self") < 0.3 {
+            while procfs::cpu_s("thread-self") < 0.3 {
                 for _ in 0..100_000 {
                     x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
                 }
