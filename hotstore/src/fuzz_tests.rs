@@ -19,9 +19,9 @@ use crate::auth::{ConnectionAuth, Decision, SaslConfig, SaslUser};
 use crate::protocol::messages::*;
 use crate::protocol::{self, RequestHeader, api};
 use crate::server::{Server, ServerConfig, ServerHandle};
+use crate::test_server::{append, connect, create_table, log_table};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, JsonSerde, KvFormat, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, JsonSerde, KvFormat, Schema, TableDescriptor};
 use fluss::record::kv::KvRecordBatchBuilder;
 use fluss::row::encode::{RowEncoder, RowEncoderFactory};
 use fluss::row::{Datum, GenericRow};
@@ -54,19 +54,6 @@ struct Fixture {
     kv_batches: Vec<Vec<u8>>,
     /// Table JSON a client sends for a log table, to mutate in CreateTable.
     table_json: Vec<u8>,
-}
-
-fn log_descriptor(buckets: i32) -> TableDescriptor {
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .build()
-        .unwrap();
-    TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(buckets), vec![])
-        .build()
-        .unwrap()
 }
 
 pub(crate) fn pk_descriptor() -> TableDescriptor {
@@ -136,7 +123,7 @@ fn fixture() -> &'static Fixture {
                 ],
             ),
         ];
-        let table_json = log_descriptor(2).serialize_json().unwrap().to_string();
+        let table_json = log_table(2).serialize_json().unwrap().to_string();
         Fixture {
             runtime,
             _dir: dir,
@@ -152,31 +139,10 @@ fn fixture() -> &'static Fixture {
 
 /// Creates the fuzz tables through fluss-rs, writes rows and reads the log batches back raw.
 async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
-    let config = fluss::config::Config {
-        bootstrap_servers: server.local_addr().to_string(),
-        ..Default::default()
-    };
-    let connection = FlussConnection::new(config).await.unwrap();
-    let admin = connection.get_admin().unwrap();
-    let log_path = TablePath::new("fluss", "fuzz_log");
-    let pk_path = TablePath::new("fluss", "fuzz_pk");
-    admin
-        .create_table(&log_path, &log_descriptor(2), false)
-        .await
-        .unwrap();
-    admin
-        .create_table(&pk_path, &pk_descriptor(), false)
-        .await
-        .unwrap();
-    let table = connection.get_table(&log_path).await.unwrap();
-    let writer = table.new_append().unwrap().create_writer().unwrap();
-    for id in 0..5 {
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, "fuzz");
-        writer.append(&row).unwrap();
-    }
-    writer.flush().await.unwrap();
+    let connection = connect(server).await;
+    let (log_path, log_id) = create_table(&connection, "fuzz_log", &log_table(2)).await;
+    let (pk_path, pk_id) = create_table(&connection, "fuzz_pk", &pk_descriptor()).await;
+    append(&connection, &log_path, 0..5, "fuzz").await;
     let table = connection.get_table(&pk_path).await.unwrap();
     let upserter = table.new_upsert().unwrap().create_writer().unwrap();
     for id in 0..5 {
@@ -186,12 +152,6 @@ async fn seed(server: &ServerHandle) -> (i64, i64, Vec<Vec<u8>>) {
         upserter.upsert(&row).unwrap();
     }
     upserter.flush().await.unwrap();
-    let log_id = admin
-        .get_table_info(&log_path)
-        .await
-        .unwrap()
-        .get_table_id();
-    let pk_id = admin.get_table_info(&pk_path).await.unwrap().get_table_id();
 
     let service = server.service();
     let mut batches = Vec::new();
@@ -698,7 +658,7 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
             let json = if buckets == 0 {
                 mutate_bytes(fixture().table_json.clone(), &mutation)
             } else {
-                log_descriptor(buckets)
+                log_table(buckets)
                     .serialize_json()
                     .unwrap()
                     .to_string()
@@ -848,32 +808,10 @@ enum Input {
 
 /// The official client still works: it creates a table, appends and reads the offsets back.
 async fn client_still_works(fixture: &Fixture, table: &str) {
-    let config = fluss::config::Config {
-        bootstrap_servers: fixture.server.local_addr().to_string(),
-        ..Default::default()
-    };
-    let connection = FlussConnection::new(config).await.unwrap();
+    let connection = connect(&fixture.server).await;
     let admin = connection.get_admin().unwrap();
-    let path = TablePath::new("fluss", table);
-    admin
-        .create_table(&path, &log_descriptor(2), false)
-        .await
-        .unwrap();
-    let writer = connection
-        .get_table(&path)
-        .await
-        .unwrap()
-        .new_append()
-        .unwrap()
-        .create_writer()
-        .unwrap();
-    for id in 0..10 {
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, "after");
-        writer.append(&row).unwrap();
-    }
-    writer.flush().await.unwrap();
+    let (path, _) = create_table(&connection, table, &log_table(2)).await;
+    append(&connection, &path, 0..10, "after").await;
     // Under `fsync: never` the rows are visible once the next flush made them durable.
     let started = std::time::Instant::now();
     let visible = loop {

@@ -7,10 +7,10 @@ use crate::auth::{SaslConfig, SaslUser};
 use crate::protocol::messages::*;
 use crate::protocol::{api, code};
 use crate::server::{Server, ServerConfig, ServerHandle};
+use crate::test_server::{append, log_table, start_connected};
 use bytes::{Buf, BufMut, Bytes};
 use fluss::client::FlussConnection;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::row::GenericRow;
 use fluss::rpc::FlussError;
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
@@ -21,11 +21,7 @@ use tokio::net::TcpStream;
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 async fn start(dir: &std::path::Path, configure: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
-    let mut config = ServerConfig {
-        bind_addr: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        ..ServerConfig::default()
-    };
+    let mut config = crate::test_server::config(dir);
     configure(&mut config);
     Server::start(config).await.unwrap()
 }
@@ -44,32 +40,6 @@ async fn connect(
         config.security_sasl_password = password.into();
     }
     FlussConnection::new(config).await
-}
-
-fn log_table() -> TableDescriptor {
-    let schema = Schema::builder()
-        .column("id", DataTypes::int())
-        .column("name", DataTypes::string())
-        .build()
-        .unwrap();
-    TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(2), vec![])
-        .build()
-        .unwrap()
-}
-
-/// Appends `ids` to a table through the fluss-rs append writer.
-async fn append(connection: &FlussConnection, path: &TablePath, ids: std::ops::Range<i32>) {
-    let table = connection.get_table(path).await.unwrap();
-    let writer = table.new_append().unwrap().create_writer().unwrap();
-    for id in ids {
-        let mut row = GenericRow::new(2);
-        row.set_field(0, id);
-        row.set_field(1, "row");
-        writer.append(&row).unwrap();
-    }
-    writer.flush().await.unwrap();
 }
 
 /// Records in the table: the sum of the latest offsets of its buckets.
@@ -224,11 +194,11 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
     let path = TablePath::new("fluss", "hostile");
     let admin = client.get_admin().unwrap();
     admin
-        .create_table(&path, &log_table(), false)
+        .create_table(&path, &log_table(2), false)
         .await
         .unwrap();
     let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
-    append(&client, &path, 0..3).await;
+    append(&client, &path, 0..3, "row").await;
 
     // A batch exactly as a client wrote it (read back raw), to corrupt one field at a time.
     let mut raw = Raw::open(&server).await;
@@ -495,18 +465,16 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
             .iter()
             .any(|v| v.api_key == i32::from(api::AUTHENTICATE))
     );
-    append(&client, &path, 3..13).await;
+    append(&client, &path, 3..13, "row").await;
     let other = connect(&server, None).await.unwrap();
-    append(&other, &path, 13..20).await;
+    append(&other, &path, 13..20, "row").await;
     assert_eq!(row_count(&other, &path, 2).await, 3 + control_rows + 17);
     server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_names_are_refused_with_the_errors_the_client_maps() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let client = connect(&server, None).await.unwrap();
+    let (dir, server, client) = start_connected().await;
     let admin = client.get_admin().unwrap();
     let long = "x".repeat(201);
     let bad_names = [
@@ -531,7 +499,7 @@ async fn invalid_names_are_refused_with_the_errors_the_client_maps() {
             "database {name:?}: {error}"
         );
         let error = admin
-            .create_table(&TablePath::new("fluss", name), &log_table(), false)
+            .create_table(&TablePath::new("fluss", name), &log_table(2), false)
             .await
             .unwrap_err();
         assert_eq!(
@@ -545,7 +513,7 @@ async fn invalid_names_are_refused_with_the_errors_the_client_maps() {
     admin
         .create_table(
             &TablePath::new(longest.as_str(), "Ok_name-1"),
-            &log_table(),
+            &log_table(2),
             false,
         )
         .await
@@ -633,10 +601,10 @@ async fn sasl_plain_rejects_wrong_and_missing_credentials_and_accepts_right_ones
     let admin = client.get_admin().unwrap();
     let path = TablePath::new("fluss", "secured");
     admin
-        .create_table(&path, &log_table(), false)
+        .create_table(&path, &log_table(2), false)
         .await
         .unwrap();
-    append(&client, &path, 0..25).await;
+    append(&client, &path, 0..25, "row").await;
     assert_eq!(row_count(&client, &path, 2).await, 25);
 
     // On the wire: before authenticating only ApiVersions and Authenticate are served.
@@ -724,10 +692,10 @@ async fn unauthenticated_peers_cannot_hold_the_request_budget() {
         client
             .get_admin()
             .unwrap()
-            .create_table(&path, &log_table(), false)
+            .create_table(&path, &log_table(2), false)
             .await
             .unwrap();
-        append(&client, &path, 0..25).await;
+        append(&client, &path, 0..25, "row").await;
         row_count(&client, &path, 2).await
     })
     .await;
@@ -849,21 +817,19 @@ async fn produce_validation_throughput() {
         .ok();
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let client = connect(&server, None).await.unwrap();
+    let (_dir, server, client) = start_connected().await;
     let admin = client.get_admin().unwrap();
     let source = TablePath::new("fluss", "bench_source");
     let sink = TablePath::new("fluss", "bench_sink");
     admin
-        .create_table(&source, &log_table(), false)
+        .create_table(&source, &log_table(2), false)
         .await
         .unwrap();
     admin
-        .create_table(&sink, &log_table(), false)
+        .create_table(&sink, &log_table(2), false)
         .await
         .unwrap();
-    append(&client, &source, 0..1_000_000).await;
+    append(&client, &source, 0..1_000_000, "row").await;
     let source_id = admin.get_table_info(&source).await.unwrap().get_table_id();
     let sink_id = admin.get_table_info(&sink).await.unwrap().get_table_id();
 
@@ -938,9 +904,7 @@ async fn produce_validation_throughput() {
 /// names a lake format and its bucket key is not its primary key), answered for any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_requests_of_version_0_are_refused_where_older_clients_encode_keys_differently() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), |_| {}).await;
-    let client = connect(&server, None).await.unwrap();
+    let (_dir, server, client) = start_connected().await;
     let admin = client.get_admin().unwrap();
     let descriptor = |lake_format: Option<&str>| {
         let schema = Schema::builder()

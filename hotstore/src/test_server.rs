@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataType, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::row::GenericRow;
 
 use crate::{Server, ServerConfig, ServerHandle};
 
@@ -49,6 +50,39 @@ pub(crate) async fn create_table(
     admin.create_table(&path, descriptor, false).await.unwrap();
     let table_id = admin.get_table_info(&path).await.unwrap().get_table_id();
     (path, table_id)
+}
+
+/// The log table most tests write to: `id INT, name STRING` in `buckets` buckets.
+pub(crate) fn log_table(buckets: i32) -> TableDescriptor {
+    let schema = Schema::builder()
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .build()
+        .unwrap();
+    TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(buckets), vec![])
+        .build()
+        .unwrap()
+}
+
+/// Appends the rows `(id, name)` for each of `ids` to a [`log_table`] through the fluss-rs
+/// append writer, and waits for their acknowledgement.
+pub(crate) async fn append(
+    connection: &FlussConnection,
+    path: &TablePath,
+    ids: std::ops::Range<i32>,
+    name: &str,
+) {
+    let table = connection.get_table(path).await.unwrap();
+    let writer = table.new_append().unwrap().create_writer().unwrap();
+    for id in ids {
+        let mut row = GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, name);
+        writer.append(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
 }
 
 /// A table of `columns` partitioned by `keys`, in one bucket, with `properties`.
