@@ -15,14 +15,14 @@
 use crate::auth::{ConnectionAuth, Decision};
 pub use crate::config::{LakeSchemaCheck, ServerConfig};
 use crate::handlers;
-use crate::protocol::{self, ApiError, RequestHeader, code};
+use crate::protocol::{self, ApiError, Frame, RequestHeader, code};
 use crate::service::Service;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -350,8 +350,8 @@ async fn accept_loop(
 
 /// Answers one request; a handler that panics answers UNKNOWN_SERVER_ERROR (and is logged as
 /// the bug it is) instead of taking the connection down.
-async fn handle_guarded(service: &Service, header: RequestHeader, body: Bytes) -> Bytes {
-    std::panic::AssertUnwindSafe(handlers::handle(service, header, body))
+async fn handle_guarded(service: &Service, header: RequestHeader, body: Bytes) -> Frame {
+    std::panic::AssertUnwindSafe(handlers::respond(service, header, body))
         .catch_unwind()
         .await
         .unwrap_or_else(|_| {
@@ -366,6 +366,7 @@ async fn handle_guarded(service: &Service, header: RequestHeader, body: Bytes) -
                     "internal error in silt's hotstore",
                 ),
             )
+            .into()
         })
 }
 
@@ -378,7 +379,7 @@ async fn serve_connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (mut reader, writer) = stream.into_split();
-    let (response_tx, response_rx) = mpsc::channel::<Bytes>(config.requests_in_flight_max);
+    let (response_tx, response_rx) = mpsc::channel::<Frame>(config.requests_in_flight_max);
     let writer_task = tokio::spawn(write_responses(writer, response_rx));
     let in_flight = Arc::new(Semaphore::new(config.requests_in_flight_max));
     let mut requests = JoinSet::new();
@@ -419,14 +420,14 @@ async fn serve_connection(
         match auth.decide(header.api_key, header.request_id, body.clone()) {
             Decision::Pass => {}
             Decision::Answer(response) => {
-                if response_tx.send(response).await.is_err() {
+                if response_tx.send(response.into()).await.is_err() {
                     break;
                 }
                 continue;
             }
             Decision::AnswerAndClose(response) => {
                 tracing::warn!(%peer, "closing connection: authentication failed");
-                let _ = response_tx.send(response).await;
+                let _ = response_tx.send(response.into()).await;
                 break;
             }
         }
@@ -564,26 +565,52 @@ async fn read_body(
     Ok((frame.freeze(), permit))
 }
 
+/// Writes each response frame's chunks to the socket with vectored writes, without copying
+/// them: the frames already waiting go out together (bounded by the connection's
+/// `requests_in_flight_max`, the channel's size, and [`IO_SLICES_MAX`] buffers per call).
 async fn write_responses(
-    writer: tokio::net::tcp::OwnedWriteHalf,
-    mut responses: mpsc::Receiver<Bytes>,
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut responses: mpsc::Receiver<Frame>,
 ) {
-    let mut writer = BufWriter::new(writer);
+    let mut frames = Vec::new();
     while let Some(frame) = responses.recv().await {
-        if writer.write_all(&frame).await.is_err() {
+        frames.push(frame);
+        while frames.len() < responses.max_capacity()
+            && let Ok(frame) = responses.try_recv()
+        {
+            frames.push(frame);
+        }
+        let chunks = frames.iter().flat_map(Frame::chunks);
+        if write_all_vectored(&mut writer, chunks).await.is_err() {
             return;
         }
-        // Batch responses that are already waiting into one flush.
-        while let Ok(frame) = responses.try_recv() {
-            if writer.write_all(&frame).await.is_err() {
-                return;
-            }
-        }
-        if writer.flush().await.is_err() {
-            return;
-        }
+        frames.clear();
     }
     let _ = writer.shutdown().await;
+}
+
+/// Buffers handed to one vectored write (Linux's `IOV_MAX` is 1024).
+const IO_SLICES_MAX: usize = 1024;
+
+/// Writes every chunk, in order, [`IO_SLICES_MAX`] buffers per vectored write at most.
+async fn write_all_vectored<'a>(
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    chunks: impl Iterator<Item = &'a Bytes>,
+) -> std::io::Result<()> {
+    let chunks: Vec<&Bytes> = chunks.filter(|c| !c.is_empty()).collect();
+    for group in chunks.chunks(IO_SLICES_MAX) {
+        let mut slices: Vec<std::io::IoSlice<'_>> =
+            group.iter().map(|c| std::io::IoSlice::new(c)).collect();
+        let mut remaining = &mut slices[..];
+        while !remaining.is_empty() {
+            let written = writer.write_vectored(remaining).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            std::io::IoSlice::advance_slices(&mut remaining, written);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,21 +17,28 @@ pub(crate) mod prefix_lookup;
 pub(crate) mod table_stats;
 
 use crate::protocol::messages::*;
-use crate::protocol::{self, ApiError, RequestHeader, api, code};
+use crate::protocol::{self, ApiError, Frame, RequestHeader, api, code};
 use crate::service::Service;
 use bytes::Bytes;
 use prost::Message;
 
-/// Runs one request and returns the complete response frame.
+/// Runs one request and returns the complete response frame as one buffer (for tests that
+/// parse it; the server writes [`respond`]'s chunks).
+#[cfg(test)]
 pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> Bytes {
+    respond(service, header, body).await.into_bytes()
+}
+
+/// Runs one request and returns the complete response frame.
+pub async fn respond(service: &Service, header: RequestHeader, body: Bytes) -> Frame {
     let id = header.request_id;
     let Some(&(_, min, max)) = api::SERVED
         .iter()
         .find(|(key, _, _)| *key == header.api_key)
     else {
-        return protocol::encode_error(
+        return error(
             id,
-            &ApiError::new(
+            ApiError::new(
                 code::UNSUPPORTED_VERSION,
                 format!(
                     "api key {} is not served by silt's hotstore",
@@ -41,9 +48,9 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         );
     };
     if header.api_version < min || header.api_version > max {
-        return protocol::encode_error(
+        return error(
             id,
-            &ApiError::new(
+            ApiError::new(
                 code::UNSUPPORTED_VERSION,
                 format!(
                     "api key {} version {} is not supported (silt serves {min}..={max})",
@@ -73,7 +80,11 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::GET_FILE_SYSTEM_SECURITY_TOKEN => reply(id, Ok(ddl::empty_security_token())),
         api::GET_LAKE_SNAPSHOT => reply(id, ddl::get_lake_snapshot(service, body)),
         api::PRODUCE_LOG => reply(id, log::produce(service, body).await),
-        api::FETCH_LOG => reply(id, log::fetch(service, body).await),
+        // The records go out as the log read them (see `protocol::frame`).
+        api::FETCH_LOG => match log::fetch(service, body).await {
+            Ok(response) => protocol::frame::encode_fetch_success(id, &response),
+            Err(e) => error(id, e),
+        },
         api::LIST_OFFSETS => reply(id, log::list_offsets(service, body).await),
         api::PUT_KV => reply(id, kv::put(service, body, header.api_version).await),
         api::LOOKUP => reply(id, kv::lookup(service, body, header.api_version).await),
@@ -98,16 +109,16 @@ pub async fn handle(service: &Service, header: RequestHeader, body: Bytes) -> By
         api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
         api::GET_TABLE_STATS => reply(id, table_stats::get_table_stats(service, body)),
         // The connection answers Authenticate itself (it owns the per-connection state).
-        api::AUTHENTICATE => protocol::encode_error(
+        api::AUTHENTICATE => error(
             id,
-            &ApiError::new(
+            ApiError::new(
                 code::AUTHENTICATE_EXCEPTION,
                 "authenticate is handled by the connection, not the request handlers",
             ),
         ),
-        other => protocol::encode_error(
+        other => error(
             id,
-            &ApiError::new(
+            ApiError::new(
                 code::UNSUPPORTED_VERSION,
                 format!("api key {other} has no handler"),
             ),
@@ -154,11 +165,15 @@ fn api_versions() -> ApiVersionsResponse {
     }
 }
 
-fn reply<M: Message>(request_id: i32, result: Result<M, ApiError>) -> Bytes {
+fn reply<M: Message>(request_id: i32, result: Result<M, ApiError>) -> Frame {
     match result {
-        Ok(body) => protocol::encode_success(request_id, &body),
-        Err(error) => protocol::encode_error(request_id, &error),
+        Ok(body) => protocol::encode_success(request_id, &body).into(),
+        Err(e) => error(request_id, e),
     }
+}
+
+fn error(request_id: i32, error: ApiError) -> Frame {
+    protocol::encode_error(request_id, &error).into()
 }
 
 #[cfg(test)]

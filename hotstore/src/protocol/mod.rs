@@ -5,7 +5,10 @@
 //! A response frame opens with a `u8` response type (0 success, 1 error) and the `i32` request
 //! id; a success carries the response body, an error carries an [`messages::ErrorResponse`].
 
+pub mod frame;
 pub mod messages;
+
+pub use frame::Frame;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
