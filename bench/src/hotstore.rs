@@ -401,159 +401,156 @@ async fn fresh_table(
     }
 }
 
-async fn produce(
-    connection: &FlussConnection,
-    path: &TablePath,
-    workload: &Workload,
-    meter: &CpuMeter,
-) -> Result<Throughput> {
-    let table = connection.get_table(path).await?;
-    let writer = table.new_append()?.create_writer()?;
-    // One acknowledged warm-up batch (negative ids) before the clock starts: a new table's
-    // buckets may still be getting their leaders (real Fluss answers NotLeaderOrFollower for
-    // a moment), and the connection and the server's code paths get warm.
-    let (warm_up, _) = batch(-workload.batch_rows, workload.batch_rows)?;
-    drop(writer.append_arrow_batch(warm_up)?);
-    tokio::time::timeout(workload.deadline, writer.flush())
-        .await
-        .context("warm-up append deadline")??;
-    // Build batches before the clock starts, so the figure is the server's and the wire's.
-    let mut batches = Vec::new();
-    let mut bytes = 0;
-    let mut start = 0;
-    while start < workload.rows {
-        let rows = workload.batch_rows.min(workload.rows - start);
-        let (batch, batch_bytes) = batch(start, rows)?;
-        batches.push(batch);
-        bytes += batch_bytes;
-        start += rows;
-    }
-    let (started, cpu_before) = (Instant::now(), meter.read());
-    for batch in batches {
-        // Dropping the future is fine: flush() below waits for every acknowledgement.
-        drop(writer.append_arrow_batch(batch)?);
-    }
-    tokio::time::timeout(workload.deadline, writer.flush())
-        .await
-        .context("produce deadline")??;
-    Ok(Throughput {
-        rows: workload.rows,
-        bytes,
-        elapsed: started.elapsed(),
-        cpu: meter.read().since(cpu_before),
-    })
+/// What each measurement of one endpoint uses: the client's connection, the workload and the
+/// CPU meter.
+#[derive(Clone, Copy)]
+struct Endpoint<'a> {
+    connection: &'a FlussConnection,
+    workload: &'a Workload,
+    meter: &'a CpuMeter,
 }
 
-/// Reads the whole table `fetch_passes` times, each pass with a new scanner from the
-/// earliest offset; the figure is all passes' bytes over all passes' time.
-async fn fetch(
-    connection: &FlussConnection,
-    path: &TablePath,
-    workload: &Workload,
-    meter: &CpuMeter,
-) -> Result<Throughput> {
-    let table = connection.get_table(path).await?;
-    // The table also holds produce()'s warm-up batch.
-    let table_rows = workload.rows + workload.batch_rows;
-    let mut total = Throughput::default();
-    for _ in 0..workload.fetch_passes {
-        let scanner = table.new_scan().create_record_batch_log_scanner()?;
-        for bucket in 0..workload.buckets {
-            scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
+impl Endpoint<'_> {
+    async fn produce(self, path: &TablePath) -> Result<Throughput> {
+        let table = self.connection.get_table(path).await?;
+        let writer = table.new_append()?.create_writer()?;
+        // One acknowledged warm-up batch (negative ids) before the clock starts: a new table's
+        // buckets may still be getting their leaders (real Fluss answers NotLeaderOrFollower for
+        // a moment), and the self.connection and the server's code paths get warm.
+        let (warm_up, _) = batch(-self.workload.batch_rows, self.workload.batch_rows)?;
+        drop(writer.append_arrow_batch(warm_up)?);
+        tokio::time::timeout(self.workload.deadline, writer.flush())
+            .await
+            .context("warm-up append deadline")??;
+        // Build batches before the clock starts, so the figure is the server's and the wire's.
+        let mut batches = Vec::new();
+        let mut bytes = 0;
+        let mut start = 0;
+        while start < self.workload.rows {
+            let rows = self.workload.batch_rows.min(self.workload.rows - start);
+            let (batch, batch_bytes) = batch(start, rows)?;
+            batches.push(batch);
+            bytes += batch_bytes;
+            start += rows;
         }
-        let (started, cpu_before) = (Instant::now(), meter.read());
-        let mut rows = 0i64;
-        while rows < table_rows {
-            ensure!(
-                started.elapsed() < workload.deadline,
-                "fetch deadline: {rows} of {table_rows} rows"
-            );
-            for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
-                let batch = scan_batch.batch();
-                let payload = batch
-                    .column_by_name("payload")
-                    .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                    .context("payload column")?;
-                rows += batch.num_rows() as i64;
-                total.bytes += batch.num_rows() as u64 * 16 + payload.value_data().len() as u64;
+        let (started, cpu_before) = (Instant::now(), self.meter.read());
+        for batch in batches {
+            // Dropping the future is fine: flush() below waits for every acknowledgement.
+            drop(writer.append_arrow_batch(batch)?);
+        }
+        tokio::time::timeout(self.workload.deadline, writer.flush())
+            .await
+            .context("produce deadline")??;
+        Ok(Throughput {
+            rows: self.workload.rows,
+            bytes,
+            elapsed: started.elapsed(),
+            cpu: self.meter.read().since(cpu_before),
+        })
+    }
+
+    /// Reads the whole table `fetch_passes` times, each pass with a new scanner from the
+    /// earliest offset; the figure is all passes' bytes over all passes' time.
+    async fn fetch(self, path: &TablePath) -> Result<Throughput> {
+        let table = self.connection.get_table(path).await?;
+        // The table also holds produce()'s warm-up batch.
+        let table_rows = self.workload.rows + self.workload.batch_rows;
+        let mut total = Throughput::default();
+        for _ in 0..self.workload.fetch_passes {
+            let scanner = table.new_scan().create_record_batch_log_scanner()?;
+            for bucket in 0..self.workload.buckets {
+                scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
             }
+            let (started, cpu_before) = (Instant::now(), self.meter.read());
+            let mut rows = 0i64;
+            while rows < table_rows {
+                ensure!(
+                    started.elapsed() < self.workload.deadline,
+                    "fetch deadline: {rows} of {table_rows} rows"
+                );
+                for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
+                    let batch = scan_batch.batch();
+                    let payload = batch
+                        .column_by_name("payload")
+                        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                        .context("payload column")?;
+                    rows += batch.num_rows() as i64;
+                    total.bytes += batch.num_rows() as u64 * 16 + payload.value_data().len() as u64;
+                }
+            }
+            total.elapsed += started.elapsed();
+            total.rows += rows;
+            let cpu = self.meter.read().since(cpu_before);
+            total.cpu.client_s += cpu.client_s;
+            total.cpu.server_s += cpu.server_s;
         }
-        total.elapsed += started.elapsed();
-        total.rows += rows;
-        let cpu = meter.read().since(cpu_before);
-        total.cpu.client_s += cpu.client_s;
-        total.cpu.server_s += cpu.server_s;
+        Ok(total)
     }
-    Ok(total)
-}
 
-async fn upsert_and_lookup(
-    connection: &FlussConnection,
-    path: &TablePath,
-    workload: &Workload,
-) -> Result<(Throughput, Latency)> {
-    let table = connection.get_table(path).await?;
-    let writer = table.new_upsert()?.create_writer()?;
-    let started = Instant::now();
-    for id in 0..workload.keys {
-        let mut row = GenericRow::new(3);
-        row.set_field(0, id);
-        row.set_field(1, 1_700_000_000_000i64 + id);
-        row.set_field(2, PAYLOAD);
-        drop(writer.upsert(&row)?);
-    }
-    tokio::time::timeout(workload.deadline, writer.flush())
-        .await
-        .context("upsert deadline")??;
-    let bytes = workload.keys as u64 * (16 + PAYLOAD.len() as u64);
-    let upsert = Throughput {
-        rows: workload.keys,
-        bytes,
-        elapsed: started.elapsed(),
-        cpu: CpuSplit::default(),
-    };
-
-    let mut lookuper = table.new_lookup()?.create_lookuper()?;
-    let mut samples = Vec::with_capacity(workload.lookups);
-    // Every key was upserted and flushed before the first lookup, so a miss is a server bug;
-    // it is counted and reported rather than ending the run.
-    let mut missed = Vec::new();
-    // A fixed-seed LCG spreads keys over the table without a rand dependency.
-    let mut state: u64 = 0x5eed;
-    let started = Instant::now();
-    for _ in 0..workload.lookups {
-        ensure!(
-            started.elapsed() < workload.deadline,
-            "lookup deadline after {} lookups",
-            samples.len()
-        );
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let id = ((state >> 33) % workload.keys as u64) as i64;
-        let mut key = GenericRow::new(1);
-        key.set_field(0, id);
-        let sent = Instant::now();
-        let result = lookuper.lookup(&key).await?;
-        samples.push(sent.elapsed());
-        if result.get_single_row()?.is_none() {
-            missed.push(id);
+    async fn upsert_and_lookup(self, path: &TablePath) -> Result<(Throughput, Latency)> {
+        let table = self.connection.get_table(path).await?;
+        let writer = table.new_upsert()?.create_writer()?;
+        let started = Instant::now();
+        for id in 0..self.workload.keys {
+            let mut row = GenericRow::new(3);
+            row.set_field(0, id);
+            row.set_field(1, 1_700_000_000_000i64 + id);
+            row.set_field(2, PAYLOAD);
+            drop(writer.upsert(&row)?);
         }
-    }
-    let mut latency = Latency::of(samples);
-    latency.misses = missed.len();
-    if !missed.is_empty() {
-        // Tell late visibility from loss: look the missed keys up again after a pause.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        for id in missed {
+        tokio::time::timeout(self.workload.deadline, writer.flush())
+            .await
+            .context("upsert deadline")??;
+        let bytes = self.workload.keys as u64 * (16 + PAYLOAD.len() as u64);
+        let upsert = Throughput {
+            rows: self.workload.keys,
+            bytes,
+            elapsed: started.elapsed(),
+            cpu: CpuSplit::default(),
+        };
+
+        let mut lookuper = table.new_lookup()?.create_lookuper()?;
+        let mut samples = Vec::with_capacity(self.workload.lookups);
+        // Every key was upserted and flushed before the first lookup, so a miss is a server bug;
+        // it is counted and reported rather than ending the run.
+        let mut missed = Vec::new();
+        // A fixed-seed LCG spreads keys over the table without a rand dependency.
+        let mut state: u64 = 0x5eed;
+        let started = Instant::now();
+        for _ in 0..self.workload.lookups {
+            ensure!(
+                started.elapsed() < self.workload.deadline,
+                "lookup deadline after {} lookups",
+                samples.len()
+            );
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = ((state >> 33) % self.workload.keys as u64) as i64;
             let mut key = GenericRow::new(1);
             key.set_field(0, id);
-            if lookuper.lookup(&key).await?.get_single_row()?.is_none() {
-                latency.misses_after_2s += 1;
+            let sent = Instant::now();
+            let result = lookuper.lookup(&key).await?;
+            samples.push(sent.elapsed());
+            if result.get_single_row()?.is_none() {
+                missed.push(id);
             }
         }
+        let mut latency = Latency::of(samples);
+        latency.misses = missed.len();
+        if !missed.is_empty() {
+            // Tell late visibility from loss: look the missed keys up again after a pause.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for id in missed {
+                let mut key = GenericRow::new(1);
+                key.set_field(0, id);
+                if lookuper.lookup(&key).await?.get_single_row()?.is_none() {
+                    latency.misses_after_2s += 1;
+                }
+            }
+        }
+        Ok((upsert, latency))
     }
-    Ok((upsert, latency))
 }
 
 /// Runs the workload against one endpoint (silt's hotstore or a real Fluss cluster).
@@ -575,6 +572,11 @@ pub async fn run_endpoint(
         .await
         .with_context(|| format!("connect to {bootstrap}"))?;
     let admin = connection.get_admin()?;
+    let endpoint = Endpoint {
+        connection: &connection,
+        workload,
+        meter,
+    };
 
     let mut logs = Vec::new();
     for compression in &workload.compressions {
@@ -599,7 +601,7 @@ pub async fn run_endpoint(
             "  produce ({compression}): {} rows in batches of {} into {} buckets",
             workload.rows, workload.batch_rows, workload.buckets
         );
-        let produce = produce(&connection, &log_path, workload, meter).await?;
+        let produce = endpoint.produce(&log_path).await?;
         eprintln!(
             "    {:.0} rows/s, {:.1} MB/s in {:?}",
             produce.rows_per_s(),
@@ -611,7 +613,7 @@ pub async fn run_endpoint(
             workload.rows + workload.batch_rows,
             workload.fetch_passes
         );
-        let fetch = fetch(&connection, &log_path, workload, meter).await?;
+        let fetch = endpoint.fetch(&log_path).await?;
         eprintln!(
             "    {:.0} rows/s, {:.1} MB/s in {:?}",
             fetch.rows_per_s(),
@@ -641,7 +643,7 @@ pub async fn run_endpoint(
         "  upsert: {} keys, then {} lookups",
         workload.keys, workload.lookups
     );
-    let (upsert, lookup) = upsert_and_lookup(&connection, &kv_path, workload).await?;
+    let (upsert, lookup) = endpoint.upsert_and_lookup(&kv_path).await?;
     eprintln!(
         "    upsert {:.0} rows/s; lookup p50 {:?} p99 {:?}",
         upsert.rows_per_s(),

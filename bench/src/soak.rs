@@ -364,18 +364,12 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
     create_tables(&silt.bootstrap, &options).await?;
     let written = Arc::new(AtomicU64::new(0));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let log_writer = tokio::spawn(write_log(
-        silt.bootstrap.clone(),
-        options.log_rate,
-        written.clone(),
-        stop_rx.clone(),
-    ));
+    let pace = |rate| Pace::new(rate, written.clone(), stop_rx.clone());
+    let log_writer = tokio::spawn(write_log(silt.bootstrap.clone(), pace(options.log_rate)));
     let pk_writer = tokio::spawn(write_pk(
         silt.bootstrap.clone(),
-        options.upsert_rate,
         options.pk_keys,
-        written.clone(),
-        stop_rx.clone(),
+        pace(options.upsert_rate),
     ));
     let http = reqwest::Client::new();
     let started = Instant::now();
@@ -492,22 +486,49 @@ async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
 /// Steps of the writers' pacing: each step writes `rate / STEPS_PER_S` rows.
 const STEPS_PER_S: u64 = 10;
 
-async fn write_log(
-    bootstrap: String,
-    rate: u64,
+/// A writer's pacing: `rows_per_step` rows every `1 / STEPS_PER_S` s until `stop`, each step
+/// counted in `written` once flushed.
+struct Pace {
+    rows_per_step: u64,
+    tick: tokio::time::Interval,
     written: Arc<AtomicU64>,
     stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<()> {
+}
+
+impl Pace {
+    fn new(rate: u64, written: Arc<AtomicU64>, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        Pace {
+            rows_per_step: (rate / STEPS_PER_S).max(1),
+            tick,
+            written,
+            stop,
+        }
+    }
+
+    /// Waits for the next step; `None` once the soak stops, else the rows to write in it.
+    async fn step(&mut self) -> Option<u64> {
+        if *self.stop.borrow() {
+            return None;
+        }
+        self.tick.tick().await;
+        Some(self.rows_per_step)
+    }
+
+    /// Counts a step's rows as written (after their flush).
+    fn wrote(&self, rows: u64) {
+        self.written.fetch_add(rows, Ordering::Relaxed);
+    }
+}
+
+async fn write_log(bootstrap: String, mut pace: Pace) -> Result<()> {
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     let table = connection.get_table(&TablePath::new(DB, LOG_TABLE)).await?;
     let writer = table.new_append()?.create_writer()?;
-    let per_step = (rate / STEPS_PER_S).max(1);
-    let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut id = 0i64;
-    while !*stop.borrow() {
-        tick.tick().await;
-        for _ in 0..per_step {
+    while let Some(rows) = pace.step().await {
+        for _ in 0..rows {
             let mut row = GenericRow::new(3);
             row.set_field(0, id);
             row.set_field(1, (id % 7) as i32);
@@ -516,29 +537,19 @@ async fn write_log(
             id += 1;
         }
         writer.flush().await?;
-        written.fetch_add(per_step, Ordering::Relaxed);
+        pace.wrote(rows);
     }
     Ok(())
 }
 
-async fn write_pk(
-    bootstrap: String,
-    rate: u64,
-    keys: u64,
-    written: Arc<AtomicU64>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<()> {
+async fn write_pk(bootstrap: String, keys: u64, mut pace: Pace) -> Result<()> {
     let connection = silt_connectors::fluss::connect(&bootstrap).await?;
     let table = connection.get_table(&TablePath::new(DB, PK_TABLE)).await?;
     let writer = table.new_upsert()?.create_writer()?;
-    let per_step = (rate / STEPS_PER_S).max(1);
-    let mut tick = tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_S));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut rng = SmallRng::seed_from_u64(7);
     let mut version = 0i64;
-    while !*stop.borrow() {
-        tick.tick().await;
-        for _ in 0..per_step {
+    while let Some(rows) = pace.step().await {
+        for _ in 0..rows {
             let key = rng.random_range(0..keys.max(1)) as i64;
             version += 1;
             let name = format!("user {key} v{version}");
@@ -553,7 +564,7 @@ async fn write_pk(
             }
         }
         writer.flush().await?;
-        written.fetch_add(per_step, Ordering::Relaxed);
+        pace.wrote(rows);
     }
     Ok(())
 }

@@ -1713,11 +1713,10 @@ fn report_pk(
             .collect()
     };
     let op_of = |ver: i64| ops.iter().find(|o| o.ver == ver);
-    if !findings.wrong.is_empty() {
+    let (wrong, duplicated) = (findings.wrong.len(), findings.duplicated.len());
+    if wrong > 0 {
         notes.push(format!(
-            "{}: {} keys contradict their acknowledged writes:",
-            name,
-            findings.wrong.len()
+            "{name}: {wrong} keys contradict their acknowledged writes:"
         ));
     }
     for w in findings.wrong.iter().take(SHOW_MAX) {
@@ -1745,12 +1744,10 @@ fn report_pk(
             }
         }
     }
-    if !findings.duplicated.is_empty() {
+    if duplicated > 0 {
+        let extra = findings.extra_copies();
         notes.push(format!(
-            "{}: {} images stored more than once ({} extra copies):",
-            name,
-            findings.duplicated.len(),
-            findings.extra_copies()
+            "{name}: {duplicated} images stored more than once ({extra} extra copies):"
         ));
     }
     for (ver, (key, copies)) in findings.duplicated.iter().take(SHOW_MAX) {
@@ -1770,11 +1767,10 @@ fn report_pk(
             notes.push(format!("    {}", stored.describe_copy(c.bucket, c.offset)));
         }
     }
-    if !findings.inconsistent.is_empty() {
+    let inconsistent = findings.inconsistent.len();
+    if inconsistent > 0 {
         notes.push(format!(
-            "{}: the changelog disagrees with itself in {} records:",
-            name,
-            findings.inconsistent.len()
+            "{name}: the changelog disagrees with itself in {inconsistent} records:"
         ));
         for line in findings.inconsistent.iter().take(SHOW_MAX) {
             notes.push(format!("  {line}"));

@@ -155,6 +155,8 @@ impl SiltSetup {
                     .iter()
                     .flat_map(|point| ["--crash-at", point.flag()]),
             )
+            // A plain log: the failure summaries quote its lines.
+            .env("NO_COLOR", "1")
             .env("SILT_HOTSTORE__LISTEN", self.listen.to_string())
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             // Flight SQL is not exercised here; its fixed default port would clash.
@@ -244,7 +246,6 @@ impl Silt {
             lines = warnings.rev().take(2).collect();
         }
         lines.reverse();
-        let lines: Vec<String> = lines.iter().map(|l| strip_ansi(l)).collect();
         format!("{} ({})", lines.join(" | "), self.log.display())
     }
 
@@ -261,29 +262,10 @@ impl Drop for Silt {
     }
 }
 
-/// Drops the terminal colour codes tracing writes.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC '[' parameters, ending with a letter.
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn log_tail(log: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
-    let tail: Vec<String> = tail.into_iter().rev().map(strip_ansi).collect();
+    let mut tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.reverse();
     format!("{} (log {})", tail.join(" | "), log.display())
 }
 
