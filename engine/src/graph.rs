@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::operator::{OperatorFactory, SourceFactory};
+use crate::operator::{Operator, OperatorFactory, Sink, SourceFactory, TaskContext};
 
 /// Upper bound on a vertex's parallelism; a guard against typos, not a tuning knob.
 pub const PARALLELISM_MAX: u32 = 1024;
@@ -102,6 +102,20 @@ impl JobGraph {
             name.into(),
             parallelism,
             VertexKind::Operator(Arc::new(factory)),
+        )
+    }
+
+    /// Adds a vertex of sinks; `create` builds one per subtask and attempt.
+    pub fn add_sink<S: Sink + 'static>(
+        &mut self,
+        name: impl Into<String>,
+        parallelism: u32,
+        create: impl Fn(&TaskContext) -> S + Send + Sync + 'static,
+    ) -> VertexId {
+        self.add_operator(
+            name,
+            parallelism,
+            move |ctx: &TaskContext| -> Result<Box<dyn Operator>> { Ok(Box::new(create(ctx))) },
         )
     }
 

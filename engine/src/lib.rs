@@ -6,7 +6,8 @@
 //! then is every task told the checkpoint is complete. Failures restart the job from the latest
 //! complete checkpoint under a [`RestartStrategy`].
 //!
-//! Entry point: [`JobManager::submit`]. Connectors implement [`Source`] and [`Operator`].
+//! Entry point: [`JobManager::submit`]. Connectors implement [`Source`], [`Operator`] and
+//! [`Sink`].
 //!
 //! **Boundary:** this crate knows nothing of Fluss, Delta, HTTP, YAML or SQL; operator state is
 //! bytes the operator encodes itself.
@@ -36,6 +37,6 @@ pub use job::{
 };
 pub use metrics::{CheckpointStats, JobMetrics, OperatorMetrics};
 pub use operator::{
-    Operator, OperatorFactory, RestoredState, Source, SourceFactory, SourcePoll, TaskContext,
+    Operator, OperatorFactory, RestoredState, Sink, Source, SourceFactory, SourcePoll, TaskContext,
 };
 pub use output::Output;

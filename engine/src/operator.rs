@@ -1,5 +1,6 @@
-//! The contracts between the runtime and user code: sources, operators (sinks are operators
-//! without outputs) and the factories that build one instance per subtask.
+//! The contracts between the runtime and user code: sources, operators, sinks (operators
+//! without outputs; every [`Sink`] is an [`Operator`]) and the factories that build one
+//! instance per subtask.
 //!
 //! Life of an instance within one attempt of a job:
 //! `open(restored state)` → any number of `process` / `poll_next` calls interleaved with
@@ -100,8 +101,8 @@ pub trait Source: Send {
     }
 }
 
-/// A parallel operator with one or more inputs; a sink is an operator whose vertex has no
-/// outgoing edges. One instance per subtask.
+/// A parallel operator with one or more inputs. One instance per subtask. An operator that
+/// emits nothing is better written as a [`Sink`].
 ///
 /// Contract: `snapshot(n)` is called once every input has delivered barrier `n` and before the
 /// barrier is forwarded, so the state covers exactly the batches before the barrier. Batches
@@ -125,6 +126,60 @@ pub trait Operator: Send {
     /// is stopped with a final checkpoint.
     async fn finish(&mut self, _out: &mut Output) -> Result<()> {
         Ok(())
+    }
+}
+
+/// The end of a dataflow: an operator that emits nothing, after Flink's `SinkFunction`. Every
+/// sink is an [`Operator`] (see the impl below), so a graph adds it as one and the runtime
+/// drives it alike: the same calls, in the same order, with the output left out.
+///
+/// Contract: `snapshot(n)` is called once every input has delivered barrier `n`, so the state
+/// covers exactly the batches written before it; `notify_checkpoint_complete(n)` is called
+/// only after checkpoint `n` is durable. A transactional sink keeps what it wrote since the
+/// last barrier as a pending transaction in its state and makes it visible at notify-complete,
+/// nowhere else; `open` gets the pending transactions of the restored checkpoint, which is
+/// complete, so it may commit them at once. Every input is written alike.
+#[async_trait]
+pub trait Sink: Send {
+    async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> Result<()> {
+        Ok(())
+    }
+    async fn write(&mut self, batch: RecordBatch) -> Result<()>;
+    async fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Bytes> {
+        Ok(Bytes::new())
+    }
+    async fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
+        Ok(())
+    }
+    /// End of input on every input edge: flush what is buffered. Not called when the job
+    /// is stopped with a final checkpoint.
+    async fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink runs as an operator whose output is never used: each call passes straight through.
+#[async_trait]
+impl<S: Sink> Operator for S {
+    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()> {
+        Sink::open(self, ctx, restored).await
+    }
+    async fn process(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.write(batch).await
+    }
+    async fn snapshot(&mut self, checkpoint_id: u64, _out: &mut Output) -> Result<Bytes> {
+        Sink::snapshot(self, checkpoint_id).await
+    }
+    async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
+        Sink::notify_checkpoint_complete(self, checkpoint_id).await
+    }
+    async fn finish(&mut self, _out: &mut Output) -> Result<()> {
+        Sink::finish(self).await
     }
 }
 

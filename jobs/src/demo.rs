@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use arrow::array::{Float64Array, Int64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{AsArray, Float64Array, Int64Array};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use silt_engine::{
-    JobConfig, JobGraph, JobManager, JobState, Operator, Output, Partitioning, RestoredState,
-    Source, SourcePoll, TaskContext,
+    JobConfig, JobGraph, JobManager, JobState, Partitioning, RestoredState, Sink, Source,
+    SourcePoll, TaskContext,
 };
 
 const CUSTOMERS: i64 = 100;
@@ -104,7 +104,7 @@ struct RevenuePerCustomer {
 }
 
 #[async_trait]
-impl Operator for RevenuePerCustomer {
+impl Sink for RevenuePerCustomer {
     async fn open(
         &mut self,
         ctx: &TaskContext,
@@ -119,22 +119,9 @@ impl Operator for RevenuePerCustomer {
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> silt_engine::Result<()> {
-        let customers = batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .expect("customer is int64");
-        let amounts = batch
-            .column(2)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .expect("amount is float64");
+    async fn write(&mut self, batch: RecordBatch) -> silt_engine::Result<()> {
+        let customers = batch.column(1).as_primitive::<Int64Type>();
+        let amounts = batch.column(2).as_primitive::<Float64Type>();
         for (c, a) in customers.values().iter().zip(amounts.values()) {
             let t = self.totals.entry(*c).or_default();
             t.0 += 1;
@@ -143,7 +130,7 @@ impl Operator for RevenuePerCustomer {
         Ok(())
     }
 
-    async fn snapshot(&mut self, _id: u64, _out: &mut Output) -> silt_engine::Result<Bytes> {
+    async fn snapshot(&mut self, _id: u64) -> silt_engine::Result<Bytes> {
         let mut b = BytesMut::new();
         for (c, (n, total)) in &self.totals {
             b.put_i64(*c);
@@ -187,13 +174,9 @@ pub async fn run(data_dir: &Path, options: DemoOptions) -> Result<()> {
             }))
         },
     );
-    let revenue = graph.add_operator(
-        "revenue-per-customer",
-        parallelism,
-        |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-            Ok(Box::new(RevenuePerCustomer::default()))
-        },
-    );
+    let revenue = graph.add_sink("revenue-per-customer", parallelism, |_: &TaskContext| {
+        RevenuePerCustomer::default()
+    });
     graph.connect(
         source,
         revenue,

@@ -1,4 +1,4 @@
-//! The committer operator (parallelism 1): committables in, one Delta commit per completed
+//! The committer sink (parallelism 1): committables in, one Delta commit per completed
 //! checkpoint out.
 //!
 //! Contract: committables received before barrier `n` are in the state of checkpoint `n`.
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use bytes::Bytes;
-use silt_engine::{Operator, Output, RestoredState, TaskContext};
+use silt_engine::{RestoredState, Sink, TaskContext};
 use tracing::{info, warn};
 
 use super::committable::{Committable, decode_pending, encode_pending, from_batch};
@@ -178,7 +178,7 @@ impl DeltaCommitter {
 }
 
 #[async_trait]
-impl Operator for DeltaCommitter {
+impl Sink for DeltaCommitter {
     async fn open(
         &mut self,
         _ctx: &TaskContext,
@@ -193,21 +193,12 @@ impl Operator for DeltaCommitter {
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> silt_engine::Result<()> {
+    async fn write(&mut self, batch: RecordBatch) -> silt_engine::Result<()> {
         self.pending.extend(from_batch(&batch)?);
         Ok(())
     }
 
-    async fn snapshot(
-        &mut self,
-        _checkpoint_id: u64,
-        _out: &mut Output,
-    ) -> silt_engine::Result<Bytes> {
+    async fn snapshot(&mut self, _checkpoint_id: u64) -> silt_engine::Result<Bytes> {
         Ok(Bytes::from(encode_pending(&self.pending)?))
     }
 

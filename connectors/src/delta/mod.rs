@@ -379,13 +379,9 @@ pub fn add_delta_sink(
             Ok(Box::new(DeltaWriter::new(writer_config.clone(), ctx)))
         },
     );
-    let committer = graph.add_operator(
-        format!("{name}-committer"),
-        1,
-        move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-            Ok(Box::new(DeltaCommitter::new(config.clone())))
-        },
-    );
+    let committer = graph.add_sink(format!("{name}-committer"), 1, move |_: &TaskContext| {
+        DeltaCommitter::new(config.clone())
+    });
     graph.connect(upstream, writer, partitioning);
     graph.connect(writer, committer, Partitioning::Rebalance);
     Ok(committer)

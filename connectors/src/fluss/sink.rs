@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use fluss::client::{AppendWriter, FlussConnection, UpsertWriter, WriteResultFuture};
 use fluss::metadata::{RowType, TablePath};
 use fluss::row::ColumnarRow;
-use silt_engine::{Error, Operator, Output, RestoredState, Result, TaskContext};
+use silt_engine::{Error, RestoredState, Result, Sink, TaskContext};
 
 use super::source::connect_with;
 use crate::changelog::{CHANGE_TYPE_COLUMN, ChangeType};
@@ -152,7 +152,7 @@ impl FlussSink {
 }
 
 #[async_trait]
-impl Operator for FlussSink {
+impl Sink for FlussSink {
     async fn open(&mut self, _ctx: &TaskContext, _restored: RestoredState) -> Result<()> {
         let name = self.name();
         let connection = connect_with(
@@ -202,12 +202,7 @@ impl Operator for FlussSink {
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> Result<()> {
+    async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -254,7 +249,7 @@ impl Operator for FlussSink {
 
     /// Flushes and waits for every acknowledgement: what came before the barrier is durable
     /// in the target before this subtask acknowledges the checkpoint.
-    async fn snapshot(&mut self, _checkpoint_id: u64, _out: &mut Output) -> Result<bytes::Bytes> {
+    async fn snapshot(&mut self, _checkpoint_id: u64) -> Result<bytes::Bytes> {
         let name = self.name();
         match self.writer.as_ref() {
             Some(Writer::Append(w)) => w.flush().await,
@@ -266,7 +261,7 @@ impl Operator for FlussSink {
         Ok(bytes::Bytes::new())
     }
 
-    async fn finish(&mut self, out: &mut Output) -> Result<()> {
-        self.snapshot(0, out).await.map(|_| ())
+    async fn finish(&mut self) -> Result<()> {
+        self.snapshot(0).await.map(|_| ())
     }
 }

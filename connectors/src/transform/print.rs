@@ -5,7 +5,7 @@
 use arrow::array::{Array, Int8Array, RecordBatch};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
-use silt_engine::{Operator, Output, RestoredState, TaskContext};
+use silt_engine::{RestoredState, Sink, TaskContext};
 
 use crate::changelog::{CHANGE_TYPE_COLUMN, ChangeType};
 
@@ -85,7 +85,7 @@ impl PrintSink {
 }
 
 #[async_trait]
-impl Operator for PrintSink {
+impl Sink for PrintSink {
     async fn open(
         &mut self,
         ctx: &TaskContext,
@@ -95,12 +95,7 @@ impl Operator for PrintSink {
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> silt_engine::Result<()> {
+    async fn write(&mut self, batch: RecordBatch) -> silt_engine::Result<()> {
         use std::io::Write;
         let lines = self.format(&batch)?;
         let mut stdout = std::io::stdout().lock();

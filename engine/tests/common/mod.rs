@@ -17,7 +17,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_engine::{
-    Error, Operator, Output, RestoredState, Result, Source, SourcePoll, TaskContext,
+    Error, Operator, Output, RestoredState, Result, Sink, Source, SourcePoll, TaskContext,
 };
 
 pub fn input_schema() -> SchemaRef {
@@ -255,7 +255,7 @@ impl TxSink {
 }
 
 #[async_trait]
-impl Operator for TxSink {
+impl Sink for TxSink {
     async fn open(&mut self, _ctx: &TaskContext, restored: RestoredState) -> Result<()> {
         // Pending transactions in a restored state belong to a complete checkpoint: commit them.
         if let Some(mut state) = restored.own().cloned() {
@@ -272,12 +272,7 @@ impl Operator for TxSink {
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> Result<()> {
+    async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         let (k, v, c) = (column(&batch, 0), column(&batch, 1), column(&batch, 2));
         for i in 0..batch.num_rows() {
             self.buffer.push((k.value(i), v.value(i), c.value(i)));
@@ -288,7 +283,7 @@ impl Operator for TxSink {
         Ok(())
     }
 
-    async fn snapshot(&mut self, checkpoint_id: u64, _out: &mut Output) -> Result<Bytes> {
+    async fn snapshot(&mut self, checkpoint_id: u64) -> Result<Bytes> {
         self.snapshots_started.fetch_add(1, Ordering::SeqCst);
         if !self.snapshot_delay.is_zero() {
             tokio::time::sleep(self.snapshot_delay).await;

@@ -745,24 +745,15 @@ fn add_vertex(
                 "fluss-sink {}.{} ({:?})",
                 config.database, config.table, config.mode
             );
-            let config = Arc::new(config);
-            let id = graph.add_operator(
-                name,
-                p,
-                move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-                    Ok(Box::new(FlussSink::new((*config).clone())))
-                },
-            );
+            let id = graph.add_sink(name, p, move |_: &TaskContext| {
+                FlussSink::new(config.clone())
+            });
             (id, describe)
         }
         Resolved::Print(config) => {
-            let id = graph.add_operator(
-                name,
-                p,
-                move |_: &TaskContext| -> silt_engine::Result<Box<dyn Operator>> {
-                    Ok(Box::new(PrintSink::new(config.clone())))
-                },
-            );
+            let id = graph.add_sink(name, p, move |_: &TaskContext| {
+                PrintSink::new(config.clone())
+            });
             (id, "print-sink (stdout of silt up)".to_string())
         }
         Resolved::Delta(_) => unreachable!("build adds Delta sinks itself"),

@@ -31,7 +31,7 @@ use silt_connectors::fluss::{
 };
 use silt_connectors::transform::{PrintSink, PrintSinkConfig, Transform, TransformOperator};
 use silt_engine::graph::PARALLELISM_MAX;
-use silt_engine::{JobGraph, Operator, Partitioning, Source, TaskContext, VertexId};
+use silt_engine::{JobGraph, Partitioning, Source, TaskContext, VertexId};
 
 /// The operator types a definition may name.
 mod catalog;
