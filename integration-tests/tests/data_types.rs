@@ -41,8 +41,9 @@ use fluss::row::{
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_jobs::query::{QueryConfig, QueryRequest, QueryService};
 use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
-use silt_testkit::hotstore::{self, DEADLINE};
+use silt_testkit::hotstore;
 use silt_testkit::java_client;
+use silt_testkit::scan::Read;
 use silt_testkit::tables::Table;
 use silt_testkit::tiering;
 use silt_testkit::wait::describe_diff;
@@ -864,19 +865,9 @@ async fn scan(
     for bucket in 0..2 {
         scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
     }
-    let mut got = Vec::new();
-    let started = Instant::now();
-    while got.len() < rows {
-        ensure!(
-            started.elapsed() < DEADLINE,
-            "{}: scanned {} of {rows} rows",
-            shape.qualified(),
-            got.len()
-        );
-        for batch in scanner.poll(Duration::from_millis(300)).await? {
-            got.extend(rows_of(&[batch.batch().clone()]));
-        }
-    }
+    let mut got = Read::new(&shape.qualified(), rows)
+        .batches(&scanner, |batch| Ok(rows_of(&[batch.batch().clone()])))
+        .await?;
     got.sort();
     Ok(got)
 }

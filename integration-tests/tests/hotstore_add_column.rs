@@ -26,6 +26,7 @@ use silt_hotstore::protocol::messages::{
 use silt_hotstore::protocol::{api, code};
 use silt_testkit::changelog;
 use silt_testkit::hotstore::{self, api_code};
+use silt_testkit::scan::Read;
 use silt_testkit::tables::Table;
 use tempfile::TempDir;
 
@@ -85,18 +86,11 @@ async fn scan(
     );
     let scanner = scan.create_log_scanner()?;
     scanner.subscribe(0, EARLIEST_OFFSET).await?;
-    let mut rows = Vec::new();
-    let deadline = std::time::Instant::now() + READ_TIMEOUT;
-    while (rows.len() as i64) < end {
-        ensure!(
-            std::time::Instant::now() < deadline,
-            "scan of {path} timed out at {rows:?}"
-        );
-        for record in scanner.poll(Duration::from_millis(200)).await? {
-            rows.push(shown(record.row(), fields)?);
-        }
-    }
-    Ok(rows)
+    Read::new(&format!("scan of {path}"), usize::try_from(end)?)
+        .poll(Duration::from_millis(200))
+        .timeout(READ_TIMEOUT)
+        .records(&scanner, |record| shown(record.row(), fields))
+        .await
 }
 
 /// The schema id of each batch of bucket 0 of table `table_id`, as the server stores them (a

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use arrow::array::{Int64Array, StringArray};
@@ -28,6 +28,7 @@ use fluss::rpc::message::OffsetSpec;
 use silt_testkit::changelog;
 use silt_testkit::hotstore;
 use silt_testkit::process::ChildGuard;
+use silt_testkit::scan::Read;
 use silt_testkit::tables;
 
 const CHILD_ENV: &str = "SILTTEST_HOTSTORE_CHILD_DIR";
@@ -338,22 +339,16 @@ async fn read_events(connection: &FlussConnection) -> Result<BTreeMap<(i32, i64)
     for bucket in &ids {
         scanner.subscribe(*bucket, EARLIEST_OFFSET).await?;
     }
+    let read = Read::new("events", usize::try_from(total)?)
+        .poll(Duration::from_millis(200))
+        .batches(&scanner, event_rows)
+        .await?;
     let mut rows = BTreeMap::new();
-    let started = Instant::now();
-    while (rows.len() as i64) < total {
+    for (bucket_offset, id) in read {
         ensure!(
-            started.elapsed() < hotstore::DEADLINE,
-            "read {} of {total} events",
-            rows.len()
+            rows.insert(bucket_offset, id).is_none(),
+            "offset {bucket_offset:?} read twice"
         );
-        for batch in scanner.poll(Duration::from_millis(200)).await? {
-            for (bucket_offset, id) in event_rows(&batch)? {
-                ensure!(
-                    rows.insert(bucket_offset, id).is_none(),
-                    "offset {bucket_offset:?} read twice"
-                );
-            }
-        }
     }
     for bucket in ids {
         ensure!(

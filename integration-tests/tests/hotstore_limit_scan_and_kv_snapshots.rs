@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use arrow::array::{Int64Array, RecordBatch, StringArray};
@@ -17,13 +17,15 @@ use fluss::client::{FlussConnection, FlussTable};
 use fluss::metadata::{
     KvSnapshotLeaseForBucket, KvSnapshotLeaseForTable, TableBucket, TableDescriptor, TablePath,
 };
+use fluss::record::ScanRecord;
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
 use silt_hotstore::protocol::messages::{ErrorResponse, LimitScanRequest, LimitScanResponse};
 use silt_hotstore::protocol::{api, code};
 use silt_hotstore::{ServerConfig, ServerHandle};
-use silt_testkit::hotstore::{self, DEADLINE, api_code};
+use silt_testkit::hotstore::{self, api_code};
 use silt_testkit::rows::{self, UserRow, read_user, user, users_in};
+use silt_testkit::scan::Read;
 use silt_testkit::tables::{Table, append_events, text_log};
 
 /// Small segments, so a log's last rows span several of them, and small limits, so the tests
@@ -224,19 +226,21 @@ async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_r
     for bucket in [0, 1] {
         scanner.subscribe(bucket, earliest[&bucket]).await?;
     }
+    let count = usize::try_from(latest.values().sum::<i64>())?;
+    let change = |record: &ScanRecord| {
+        let row = read_user(record.row())?;
+        Ok((record.change_type().short_string(), row))
+    };
+    let changes = Read::new("changes", count)
+        .poll(Duration::from_millis(200))
+        .records(&scanner, change)
+        .await?;
     let mut state: BTreeMap<i32, UserRow> = BTreeMap::new();
-    let mut read: i64 = 0;
-    let started = Instant::now();
-    while read < latest.values().sum::<i64>() {
-        ensure!(started.elapsed() < DEADLINE, "read {read} changes");
-        for record in scanner.poll(Duration::from_millis(200)).await? {
-            read += 1;
-            let row = read_user(record.row())?;
-            match record.change_type().short_string() {
-                "+I" | "+U" => state.insert(row.id, row),
-                _ => state.remove(&row.id),
-            };
-        }
+    for (change, row) in changes {
+        match change {
+            "+I" | "+U" => state.insert(row.id, row),
+            _ => state.remove(&row.id),
+        };
     }
     let expected: BTreeMap<i32, UserRow> = (0..30)
         .filter(|id| id % 7 != 0)

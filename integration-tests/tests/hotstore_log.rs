@@ -4,16 +4,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+use arrow::array::{AsArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema as ArrowSchema};
 use fluss::client::EARLIEST_OFFSET;
 use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
+use fluss::record::ScanBatch;
 use fluss::row::DataGetters;
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::hotstore::{self, DEADLINE, connect};
+use silt_testkit::scan::Read;
 use silt_testkit::tables::Table;
 
 const BUCKETS: i32 = 3;
@@ -111,53 +113,37 @@ async fn million_rows_scan_back_in_offset_order_with_projection() -> Result<()> 
     }
     let mut next_offset: BTreeMap<i32, i64> = buckets.iter().map(|b| (*b, 0)).collect();
     let mut seen = vec![false; ROWS as usize];
-    let mut rows = 0i64;
-    let started = Instant::now();
-    while rows < ROWS {
+    let check_batch = |scan_batch: &ScanBatch| {
+        let bucket = scan_batch.bucket().bucket_id();
+        let batch = scan_batch.batch();
         ensure!(
-            started.elapsed() < DEADLINE,
-            "scanned {rows} of {ROWS} rows within {DEADLINE:?}"
+            batch.num_columns() == 2,
+            "projection keeps 2 columns, got {}",
+            batch.num_columns()
         );
-        for scan_batch in scanner.poll(Duration::from_millis(500)).await? {
-            let bucket = scan_batch.bucket().bucket_id();
-            let batch = scan_batch.batch();
+        let expected = next_offset[&bucket];
+        ensure!(
+            scan_batch.base_offset() == expected,
+            "bucket {bucket}: batch at {} after {expected}",
+            scan_batch.base_offset()
+        );
+        next_offset.insert(bucket, expected + batch.num_rows() as i64);
+        let ids = batch.column(0).as_primitive::<Int64Type>().values();
+        let amounts = batch.column(1).as_primitive::<Int32Type>().values();
+        for (&id, &amount) in ids.iter().zip(amounts.iter()) {
+            ensure!(amount == (id % 1000) as i32, "row {id} has amount {amount}");
             ensure!(
-                batch.num_columns() == 2,
-                "projection keeps 2 columns, got {}",
-                batch.num_columns()
+                !std::mem::replace(&mut seen[id as usize], true),
+                "row {id} scanned twice"
             );
-            let expected = next_offset[&bucket];
-            ensure!(
-                scan_batch.base_offset() == expected,
-                "bucket {bucket}: batch at {} after {expected}",
-                scan_batch.base_offset()
-            );
-            next_offset.insert(bucket, expected + batch.num_rows() as i64);
-            let ids = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("id is BIGINT");
-            let amounts = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<Int32Array>()
-                .expect("amount is INT");
-            for i in 0..batch.num_rows() {
-                let id = ids.value(i);
-                ensure!(
-                    amounts.value(i) == (id % 1000) as i32,
-                    "row {id} has amount {}",
-                    amounts.value(i)
-                );
-                ensure!(
-                    !std::mem::replace(&mut seen[id as usize], true),
-                    "row {id} scanned twice"
-                );
-            }
-            rows += batch.num_rows() as i64;
         }
-    }
+        // One item a row: the scan ends once every row has been checked.
+        Ok(vec![(); batch.num_rows()])
+    };
+    Read::new("the log from earliest", ROWS as usize)
+        .poll(Duration::from_millis(500))
+        .batches(&scanner, check_batch)
+        .await?;
     ensure!(
         next_offset == latest.into_iter().collect(),
         "scan ends at the high watermarks"
@@ -186,18 +172,10 @@ async fn fetch_from_earliest_after_restart() -> Result<()> {
     for bucket in 0..BUCKETS {
         scanner.subscribe(bucket, EARLIEST_OFFSET).await?;
     }
-    let mut ids = Vec::new();
-    let started = Instant::now();
-    while ids.len() < 1000 {
-        ensure!(
-            started.elapsed() < DEADLINE,
-            "scanned {} of 1000 rows after restart",
-            ids.len()
-        );
-        for record in scanner.poll(Duration::from_millis(500)).await? {
-            ids.push(record.row().get_long(0)?);
-        }
-    }
+    let mut ids = Read::new("the log after restart", 1000)
+        .poll(Duration::from_millis(500))
+        .records(&scanner, |record| Ok(record.row().get_long(0)?))
+        .await?;
     ids.sort();
     ensure!(
         ids == (0..1000).collect::<Vec<i64>>(),

@@ -3,14 +3,16 @@
 //! 0..4; an unchanged upsert adds nothing; lookups return the latest row or nothing; a partial
 //! update keeps the other columns; the kv state survives a restart.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use fluss::client::FlussTable;
 use fluss::metadata::{TableDescriptor, TablePath};
+use fluss::record::ScanRecord;
 use fluss::rpc::message::OffsetSpec;
-use silt_testkit::hotstore::{self, DEADLINE, connect};
+use silt_testkit::hotstore::{self, connect};
 use silt_testkit::rows::{self, UserRow, read_user, user};
+use silt_testkit::scan::Read;
 
 fn expect(id: i32, name: &str, score: i64) -> UserRow {
     UserRow {
@@ -36,29 +38,19 @@ async fn changelog(
 ) -> Result<Vec<(i64, String, UserRow)>> {
     let scanner = table.new_scan().create_log_scanner()?;
     scanner.subscribe(0, from).await?;
-    let mut entries = Vec::new();
-    let started = Instant::now();
-    while entries.len() < expected {
-        ensure!(
-            started.elapsed() < DEADLINE,
-            "changelog has {} of {expected} entries: {entries:?}",
-            entries.len()
-        );
-        for record in scanner.poll(Duration::from_millis(300)).await? {
-            entries.push((
-                record.offset(),
-                record.change_type().short_string().to_string(),
-                read_user(record.row())?,
-            ));
-        }
-    }
-    // A short extra poll catches entries that should not be there.
-    for record in scanner.poll(Duration::from_millis(300)).await? {
-        entries.push((
+    let entry = |record: &ScanRecord| {
+        Ok((
             record.offset(),
             record.change_type().short_string().to_string(),
             read_user(record.row())?,
-        ));
+        ))
+    };
+    let mut entries = Read::new("changelog", expected)
+        .records(&scanner, entry)
+        .await?;
+    // A short extra poll catches entries that should not be there.
+    for record in scanner.poll(Duration::from_millis(300)).await? {
+        entries.push(entry(&record)?);
     }
     Ok(entries)
 }

@@ -5,7 +5,7 @@
 //! changelog expires, and a full read of it (no kv snapshot, changelog from the earliest
 //! offset) is refused once the changelog no longer starts at 0.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
@@ -17,6 +17,7 @@ use silt_engine::{RestoredState, Source as _, TaskContext};
 use silt_hotstore::{BucketRetention, ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::rows;
+use silt_testkit::scan::Read;
 use silt_testkit::tables::{Table, append_events, text_log};
 
 /// 1 KiB segments, and retention that runs only when a test asks.
@@ -73,19 +74,9 @@ async fn scan_ids(
     let table = connection.get_table(path).await?;
     let scanner = table.new_scan().create_log_scanner()?;
     scanner.subscribe(0, offset).await?;
-    let mut ids = Vec::new();
-    let started = Instant::now();
-    while ids.len() < count {
-        ensure!(
-            started.elapsed() < DEADLINE,
-            "read {} of {count} rows",
-            ids.len()
-        );
-        for record in scanner.poll(Duration::from_millis(300)).await? {
-            ids.push(record.row().get_long(0)?);
-        }
-    }
-    Ok(ids)
+    Read::new(&format!("{path}"), count)
+        .records(&scanner, |record| Ok(record.row().get_long(0)?))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

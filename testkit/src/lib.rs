@@ -3,8 +3,9 @@
 //! A test starts an in-process hot store ([`hotstore::start`]) or the real `silt` binary
 //! ([`process::SiltProcess`]) over its own scratch directory, creates tables through the
 //! official fluss-rs client ([`tables`]), tiers them ([`tiering::service`]), waits for a
-//! condition with a deadline ([`wait`]) and reads back what the lake holds ([`lake`]). Tests
-//! against what no one here wrote start a real Apache Fluss cluster ([`real_fluss`]) or the
+//! condition with a deadline ([`wait`]), reads a log through a scanner until enough has
+//! arrived ([`scan`]) and reads back what the lake holds ([`lake`]). Tests against what no one
+//! here wrote start a real Apache Fluss cluster ([`real_fluss`]) or the
 //! official Java client ([`java_client`]); both skip, saying why, where Java or Maven is missing.
 //!
 //! Bounds: every wait in this crate has a deadline and fails naming what it waited for; every
@@ -24,6 +25,7 @@ pub mod lake;
 pub mod process;
 pub mod real_fluss;
 pub mod rows;
+pub mod scan;
 pub mod tables;
 pub mod tiering;
 pub mod wait;
