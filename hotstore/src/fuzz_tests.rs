@@ -389,12 +389,26 @@ fn table_path() -> impl Strategy<Value = PbTablePath> {
         })
 }
 
-fn write_bucket(bucket_id: i32, records: Vec<u8>) -> PbWriteReqForBucket {
-    PbWriteReqForBucket {
-        bucket_id,
-        records: Bytes::from(records),
-        ..PbWriteReqForBucket::default()
-    }
+/// One or two buckets' writes of `records`, as ProduceLog and PutKv carry them.
+fn write_buckets(
+    records: impl Strategy<Value = Vec<u8>>,
+) -> impl Strategy<Value = Vec<PbWriteReqForBucket>> {
+    proptest::collection::vec((bucket_id(), records), 1..3).prop_map(|buckets| {
+        buckets
+            .into_iter()
+            .map(|(bucket_id, records)| PbWriteReqForBucket {
+                bucket_id,
+                records: Bytes::from(records),
+                ..PbWriteReqForBucket::default()
+            })
+            .collect()
+    })
+}
+
+/// The bucket a request names: (table id, partition id (mostly none), bucket id).
+fn table_bucket() -> impl Strategy<Value = (i64, Option<i64>, i32)> {
+    let partition_id = proptest::option::weighted(0.1, interesting_i64());
+    (table_id(), partition_id, bucket_id())
 }
 
 fn log_records() -> impl Strategy<Value = Vec<u8>> {
@@ -424,37 +438,27 @@ fn kv_records() -> impl Strategy<Value = Vec<u8>> {
 
 /// A typed request: (api key, encoded body).
 fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
-    let produce = (
-        table_id(),
-        proptest::collection::vec((bucket_id(), log_records()), 1..3),
-    )
-        .prop_map(|(table_id, buckets)| {
-            let request = ProduceLogRequest {
-                acks: -1,
-                table_id,
-                timeout_ms: 30_000,
-                buckets_req: buckets
-                    .into_iter()
-                    .map(|(b, r)| write_bucket(b, r))
-                    .collect(),
-            };
-            (api::PRODUCE_LOG, request.encode_to_vec())
-        });
+    let produce = (table_id(), write_buckets(log_records())).prop_map(|(table_id, buckets_req)| {
+        let request = ProduceLogRequest {
+            acks: -1,
+            table_id,
+            timeout_ms: 30_000,
+            buckets_req,
+        };
+        (api::PRODUCE_LOG, request.encode_to_vec())
+    });
     let put_kv = (
         table_id(),
-        proptest::collection::vec((bucket_id(), kv_records()), 1..3),
+        write_buckets(kv_records()),
         prop_oneof![3 => Just(vec![]), 1 => proptest::collection::vec(-1..4i32, 0..4)],
     )
-        .prop_map(|(table_id, buckets, target_columns)| {
+        .prop_map(|(table_id, buckets_req, target_columns)| {
             let request = PutKvRequest {
                 acks: -1,
                 table_id,
                 timeout_ms: 30_000,
                 target_columns,
-                buckets_req: buckets
-                    .into_iter()
-                    .map(|(b, r)| write_bucket(b, r))
-                    .collect(),
+                buckets_req,
                 agg_mode: None,
             };
             (api::PUT_KV, request.encode_to_vec())
@@ -510,13 +514,8 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
             };
             (api::LIST_OFFSETS, request.encode_to_vec())
         });
-    let limit_scan = (
-        table_id(),
-        proptest::option::weighted(0.1, interesting_i64()),
-        bucket_id(),
-        interesting_i32(),
-    )
-        .prop_map(|(table_id, partition_id, bucket_id, limit)| {
+    let limit_scan = (table_bucket(), interesting_i32()).prop_map(
+        |((table_id, partition_id, bucket_id), limit)| {
             let request = LimitScanRequest {
                 table_id,
                 partition_id,
@@ -524,14 +523,11 @@ fn typed_request() -> impl Strategy<Value = (i16, Vec<u8>)> {
                 limit,
             };
             (api::LIMIT_SCAN, request.encode_to_vec())
-        });
-    let prefix_lookup = (
-        table_id(),
-        proptest::option::weighted(0.1, interesting_i64()),
-        bucket_id(),
-        proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..4),
-    )
-        .prop_map(|(table_id, partition_id, bucket_id, keys)| {
+        },
+    );
+    let keys = proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..4);
+    let prefix_lookup =
+        (table_bucket(), keys).prop_map(|((table_id, partition_id, bucket_id), keys)| {
             let request = PrefixLookupRequest {
                 table_id,
                 buckets_req: vec![PbPrefixLookupReqForBucket {

@@ -11,7 +11,10 @@ use crate::test_server::{append, log_table, start_connected};
 use bytes::{Buf, BufMut, Bytes};
 use fluss::client::FlussConnection;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
-use fluss::rpc::FlussError;
+use fluss::rpc::FlussError::{
+    self, AuthenticateException, InvalidConfigException, InvalidDatabaseException,
+    InvalidTableException,
+};
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
 use std::time::{Duration, Instant};
@@ -40,6 +43,16 @@ async fn connect(
         config.security_sasl_password = password.into();
     }
     FlussConnection::new(config).await
+}
+
+/// `result` failed with the error the client maps `expected` to; `what` names the call.
+fn assert_refused<T: std::fmt::Debug>(
+    result: fluss::error::Result<T>,
+    expected: FlussError,
+    what: &str,
+) {
+    let error = result.unwrap_err();
+    assert_eq!(error.api_error(), Some(expected), "{what}: {error}");
 }
 
 /// Records in the table: the sum of the latest offsets of its buckets.
@@ -492,21 +505,11 @@ async fn invalid_names_are_refused_with_the_errors_the_client_maps() {
         long.as_str(),
     ];
     for name in bad_names {
-        let error = admin.create_database(name, None, false).await.unwrap_err();
-        assert_eq!(
-            error.api_error(),
-            Some(FlussError::InvalidDatabaseException),
-            "database {name:?}: {error}"
-        );
-        let error = admin
-            .create_table(&TablePath::new("fluss", name), &log_table(2), false)
-            .await
-            .unwrap_err();
-        assert_eq!(
-            error.api_error(),
-            Some(FlussError::InvalidTableException),
-            "table {name:?}: {error}"
-        );
+        let db = admin.create_database(name, None, false).await;
+        assert_refused(db, InvalidDatabaseException, &format!("database {name:?}"));
+        let path = TablePath::new("fluss", name);
+        let table = admin.create_table(&path, &log_table(2), false).await;
+        assert_refused(table, InvalidTableException, &format!("table {name:?}"));
     }
     let longest = "y".repeat(200);
     admin.create_database(&longest, None, false).await.unwrap();
@@ -577,21 +580,11 @@ async fn sasl_plain_rejects_wrong_and_missing_credentials_and_accepts_right_ones
         ("unknown user", Some(("mallory", "wonder-land"))),
         ("another user's password", Some(("silt", "wonder-land"))),
     ] {
-        let error = match connect(&server, credentials).await {
-            Ok(connection) => connection
-                .get_admin()
-                .unwrap()
-                .list_databases()
-                .await
-                .map(|_| ())
-                .unwrap_err(),
-            Err(error) => error,
+        let listed = match connect(&server, credentials).await {
+            Ok(connection) => connection.get_admin().unwrap().list_databases().await,
+            Err(error) => Err(error),
         };
-        assert_eq!(
-            error.api_error(),
-            Some(FlussError::AuthenticateException),
-            "{what}: {error}"
-        );
+        assert_refused(listed, AuthenticateException, what);
     }
 
     // The right credentials: the client works as usual.
@@ -953,13 +946,8 @@ async fn kv_requests_of_version_0_are_refused_where_older_clients_encode_keys_di
         .unwrap();
     let refused = admin
         .create_table(&TablePath::new("fluss", "v3"), &bad_version, false)
-        .await
-        .unwrap_err();
-    assert_eq!(
-        refused.api_error(),
-        Some(FlussError::InvalidConfigException),
-        "{refused}"
-    );
+        .await;
+    assert_refused(refused, InvalidConfigException, "table.kv.format-version 3");
 
     let mut raw = Raw::open(&server).await;
     let versions: ApiVersionsResponse = success(raw.call(api::API_VERSIONS, 0, b"").await);
