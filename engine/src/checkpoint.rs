@@ -180,6 +180,70 @@ fn check_state(handle: &StateHandle, bytes: &Bytes, origin: &str) -> Result<()> 
     Ok(())
 }
 
+/// The file operations a checkpoint storage is built from, over the layout in this module's
+/// doc: [`CheckpointStorage`] is implemented once on top of them.
+#[async_trait]
+trait CheckpointFiles: Send + Sync + Debug {
+    /// Writes one file of a checkpoint atomically: after a crash it is absent or whole.
+    async fn put(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()>;
+    /// One file of a checkpoint and where it was read (for error messages).
+    async fn get(&self, checkpoint_id: u64, file: &str) -> Result<(Bytes, String)>;
+    /// `(id, has metadata)` for every checkpoint directory, ascending.
+    async fn scan(&self) -> Result<Vec<(u64, bool)>>;
+    /// Deletes a checkpoint's directory; an absent one is no error.
+    async fn remove(&self, checkpoint_id: u64) -> Result<()>;
+}
+
+#[async_trait]
+impl<F: CheckpointFiles> CheckpointStorage for F {
+    async fn write_state(
+        &self,
+        checkpoint_id: u64,
+        vertex: &str,
+        subtask: u32,
+        parallelism: u32,
+        state: Bytes,
+    ) -> Result<StateHandle> {
+        let handle = StateHandle::new(vertex, subtask, parallelism, &state);
+        self.put(checkpoint_id, &handle.file, state).await?;
+        Ok(handle)
+    }
+
+    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
+        let bytes = encode_metadata(metadata)?;
+        self.put(metadata.checkpoint_id, METADATA_FILE, bytes.into())
+            .await
+    }
+
+    async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
+        let found = self.scan().await?.into_iter();
+        Ok(found
+            .filter(|&(_, complete)| complete)
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    async fn all_checkpoints(&self) -> Result<Vec<u64>> {
+        Ok(self.scan().await?.into_iter().map(|(id, _)| id).collect())
+    }
+
+    async fn load(&self, checkpoint_id: u64) -> Result<CompletedCheckpoint> {
+        let (bytes, origin) = self.get(checkpoint_id, METADATA_FILE).await?;
+        let metadata = decode_metadata(&bytes, &origin)?;
+        let mut states = HashMap::new();
+        for handle in &metadata.states {
+            let (bytes, origin) = self.get(checkpoint_id, &handle.file).await?;
+            check_state(handle, &bytes, &origin)?;
+            states.insert((handle.vertex.clone(), handle.subtask), bytes);
+        }
+        Ok(CompletedCheckpoint { metadata, states })
+    }
+
+    async fn discard(&self, checkpoint_id: u64) -> Result<()> {
+        self.remove(checkpoint_id).await
+    }
+}
+
 /// Checkpoints in a local directory, written with write-to-temp, fsync, rename, fsync-dir.
 #[derive(Debug, Clone)]
 pub struct LocalDirStorage {
@@ -193,15 +257,6 @@ impl LocalDirStorage {
 
     fn dir(&self, id: u64) -> PathBuf {
         self.root.join(checkpoint_dir_name(id))
-    }
-
-    /// Writes one file of a checkpoint durably, off the async workers.
-    async fn write_file(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
-        let path = self.dir(checkpoint_id).join(file);
-        crate::io_threads::files()
-            .run(move || write_durably(&path, &bytes))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?
     }
 
     fn list_dirs(&self) -> Result<Vec<(u64, PathBuf)>> {
@@ -237,58 +292,34 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 #[async_trait]
-impl CheckpointStorage for LocalDirStorage {
-    async fn write_state(
-        &self,
-        checkpoint_id: u64,
-        vertex: &str,
-        subtask: u32,
-        parallelism: u32,
-        state: Bytes,
-    ) -> Result<StateHandle> {
-        let handle = StateHandle::new(vertex, subtask, parallelism, &state);
-        self.write_file(checkpoint_id, &handle.file, state).await?;
-        Ok(handle)
-    }
-
-    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        let bytes = encode_metadata(metadata)?;
-        self.write_file(metadata.checkpoint_id, METADATA_FILE, bytes.into())
+impl CheckpointFiles for LocalDirStorage {
+    /// Writes durably, off the async workers.
+    async fn put(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
+        let path = self.dir(checkpoint_id).join(file);
+        crate::io_threads::files()
+            .run(move || write_durably(&path, &bytes))
             .await
+            .map_err(|e| Error::Internal(e.to_string()))?
     }
 
-    async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
+    async fn get(&self, checkpoint_id: u64, file: &str) -> Result<(Bytes, String)> {
+        let path = self.dir(checkpoint_id).join(file);
+        let origin = path.display().to_string();
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok((Bytes::from(bytes), origin)),
+            Err(e) => Err(Error::io(origin, e)),
+        }
+    }
+
+    async fn scan(&self) -> Result<Vec<(u64, bool)>> {
         Ok(self
             .list_dirs()?
             .into_iter()
-            .filter(|(_, dir)| dir.join(METADATA_FILE).is_file())
-            .map(|(id, _)| id)
+            .map(|(id, dir)| (id, dir.join(METADATA_FILE).is_file()))
             .collect())
     }
 
-    async fn all_checkpoints(&self) -> Result<Vec<u64>> {
-        Ok(self.list_dirs()?.into_iter().map(|(id, _)| id).collect())
-    }
-
-    async fn load(&self, checkpoint_id: u64) -> Result<CompletedCheckpoint> {
-        let dir = self.dir(checkpoint_id);
-        let meta_path = dir.join(METADATA_FILE);
-        let bytes =
-            std::fs::read(&meta_path).map_err(|e| Error::io(meta_path.display().to_string(), e))?;
-        let metadata = decode_metadata(&bytes, &meta_path.display().to_string())?;
-        let mut states = HashMap::new();
-        for handle in &metadata.states {
-            let path = dir.join(&handle.file);
-            let bytes = Bytes::from(
-                std::fs::read(&path).map_err(|e| Error::io(path.display().to_string(), e))?,
-            );
-            check_state(handle, &bytes, &path.display().to_string())?;
-            states.insert((handle.vertex.clone(), handle.subtask), bytes);
-        }
-        Ok(CompletedCheckpoint { metadata, states })
-    }
-
-    async fn discard(&self, checkpoint_id: u64) -> Result<()> {
+    async fn remove(&self, checkpoint_id: u64) -> Result<()> {
         let dir = self.dir(checkpoint_id);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
@@ -314,8 +345,11 @@ impl ObjectStoreStorage {
     fn path(&self, id: u64, file: &str) -> ObjectPath {
         self.prefix.clone().join(checkpoint_dir_name(id)).join(file)
     }
+}
 
-    /// Writes one file of a checkpoint in a single, atomic `put`.
+#[async_trait]
+impl CheckpointFiles for ObjectStoreStorage {
+    /// A single `put`, which object stores make atomic.
     async fn put(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
         let path = self.path(checkpoint_id, file);
         self.store
@@ -325,7 +359,13 @@ impl ObjectStoreStorage {
         Ok(())
     }
 
-    /// `(id, has_metadata)` for every checkpoint directory.
+    async fn get(&self, checkpoint_id: u64, file: &str) -> Result<(Bytes, String)> {
+        let path = self.path(checkpoint_id, file);
+        let reading = |e| Error::Storage(format!("reading {path}: {e}"));
+        let bytes = self.store.get(&path).await.map_err(reading)?.bytes().await;
+        Ok((bytes.map_err(reading)?, path.to_string()))
+    }
+
     async fn scan(&self) -> Result<Vec<(u64, bool)>> {
         let objects: Vec<_> = self
             .store
@@ -348,67 +388,7 @@ impl ObjectStoreStorage {
         Ok(found.into_iter().collect())
     }
 
-    async fn get(&self, path: &ObjectPath) -> Result<Bytes> {
-        let got = self
-            .store
-            .get(path)
-            .await
-            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))?;
-        got.bytes()
-            .await
-            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))
-    }
-}
-
-#[async_trait]
-impl CheckpointStorage for ObjectStoreStorage {
-    async fn write_state(
-        &self,
-        checkpoint_id: u64,
-        vertex: &str,
-        subtask: u32,
-        parallelism: u32,
-        state: Bytes,
-    ) -> Result<StateHandle> {
-        let handle = StateHandle::new(vertex, subtask, parallelism, &state);
-        self.put(checkpoint_id, &handle.file, state).await?;
-        Ok(handle)
-    }
-
-    async fn write_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        let bytes = encode_metadata(metadata)?;
-        self.put(metadata.checkpoint_id, METADATA_FILE, bytes.into())
-            .await
-    }
-
-    async fn complete_checkpoints(&self) -> Result<Vec<u64>> {
-        Ok(self
-            .scan()
-            .await?
-            .into_iter()
-            .filter(|(_, c)| *c)
-            .map(|(id, _)| id)
-            .collect())
-    }
-
-    async fn all_checkpoints(&self) -> Result<Vec<u64>> {
-        Ok(self.scan().await?.into_iter().map(|(id, _)| id).collect())
-    }
-
-    async fn load(&self, checkpoint_id: u64) -> Result<CompletedCheckpoint> {
-        let meta_path = self.path(checkpoint_id, METADATA_FILE);
-        let metadata = decode_metadata(&self.get(&meta_path).await?, meta_path.as_ref())?;
-        let mut states = HashMap::new();
-        for handle in &metadata.states {
-            let path = self.path(checkpoint_id, &handle.file);
-            let bytes = self.get(&path).await?;
-            check_state(handle, &bytes, path.as_ref())?;
-            states.insert((handle.vertex.clone(), handle.subtask), bytes);
-        }
-        Ok(CompletedCheckpoint { metadata, states })
-    }
-
-    async fn discard(&self, checkpoint_id: u64) -> Result<()> {
+    async fn remove(&self, checkpoint_id: u64) -> Result<()> {
         let dir = self.prefix.clone().join(checkpoint_dir_name(checkpoint_id));
         let objects: Vec<_> = self
             .store
