@@ -27,6 +27,20 @@ pub mod tiering;
 pub mod up;
 pub mod verify;
 
+/// Helpers the unit tests of several modules share.
+#[cfg(test)]
+pub(crate) mod test_util {
+    /// Asserts that an error message names every one of `parts`: the thing that is wrong and
+    /// how to fix it.
+    #[track_caller]
+    pub fn assert_mentions(error: impl std::fmt::Display, parts: &[&str]) {
+        let message = error.to_string();
+        for part in parts {
+            assert!(message.contains(part), "{part:?} is not in: {message}");
+        }
+    }
+}
+
 /// Declares the allocator of silt's binaries: jemalloc with background threads, which hands
 /// freed pages back to the kernel after `dirty_decay_ms`. Under a steady load `silt up`'s live
 /// heap stayed flat while glibc's per-thread arenas kept the freed memory of ~90 threads (the

@@ -358,47 +358,57 @@ async fn create_demo_tables(
         .create_database(DEMO_DATABASE, None, true)
         .await
         .map_err(|e| anyhow!("creating database {DEMO_DATABASE}: {e}"))?;
-    let orders = Schema::builder()
-        .column("order_id", DataTypes::bigint())
-        .column("customer_id", DataTypes::bigint())
-        .column("amount", DataTypes::double())
-        .column("status", DataTypes::string())
-        .build()
-        .context("the demo.orders schema")?;
-    let orders = TableDescriptor::builder()
-        .schema(orders)
-        .distributed_by(Some(3), vec![])
-        .property(DATALAKE_ENABLED, "true")
-        .property(DATALAKE_FRESHNESS, "5s")
-        .build()
-        .context("the demo.orders descriptor")?;
-    admin
-        .create_table(&TablePath::new(DEMO_DATABASE, "orders"), &orders, true)
-        .await
-        .map_err(|e| anyhow!("creating demo.orders: {e}"))?;
-    let customers = Schema::builder()
-        .column("customer_id", DataTypes::bigint())
-        .column("name", DataTypes::string())
-        .column("balance", DataTypes::double())
-        .primary_key(vec!["customer_id"])
-        .context("the demo.customers primary key")?
-        .build()
-        .context("the demo.customers schema")?;
-    let customers = TableDescriptor::builder()
-        .schema(customers)
-        .distributed_by(Some(2), vec!["customer_id".to_string()])
-        .property(DATALAKE_ENABLED, "true")
-        .property(DATALAKE_FRESHNESS, "5s")
-        .build()
-        .context("the demo.customers descriptor")?;
-    admin
-        .create_table(
-            &TablePath::new(DEMO_DATABASE, "customers"),
-            &customers,
-            true,
-        )
-        .await
-        .map_err(|e| anyhow!("creating demo.customers: {e}"))?;
+    // (table, columns, primary key, buckets); both are tiered into the lake.
+    let tables = [
+        (
+            "orders",
+            vec![
+                ("order_id", DataTypes::bigint()),
+                ("customer_id", DataTypes::bigint()),
+                ("amount", DataTypes::double()),
+                ("status", DataTypes::string()),
+            ],
+            None,
+            3,
+        ),
+        (
+            "customers",
+            vec![
+                ("customer_id", DataTypes::bigint()),
+                ("name", DataTypes::string()),
+                ("balance", DataTypes::double()),
+            ],
+            Some("customer_id"),
+            2,
+        ),
+    ];
+    for (table, columns, primary_key, buckets) in tables {
+        let name = format!("{DEMO_DATABASE}.{table}");
+        let mut schema = Schema::builder();
+        for (column, data_type) in columns {
+            schema = schema.column(column, data_type);
+        }
+        if let Some(key) = primary_key {
+            schema = schema
+                .primary_key([key])
+                .with_context(|| format!("the {name} primary key"))?;
+        }
+        let schema = schema
+            .build()
+            .with_context(|| format!("the {name} schema"))?;
+        let bucket_keys = primary_key.into_iter().map(str::to_string).collect();
+        let descriptor = TableDescriptor::builder()
+            .schema(schema)
+            .distributed_by(Some(buckets), bucket_keys)
+            .property(DATALAKE_ENABLED, "true")
+            .property(DATALAKE_FRESHNESS, "5s")
+            .build()
+            .with_context(|| format!("the {name} descriptor"))?;
+        admin
+            .create_table(&TablePath::new(DEMO_DATABASE, table), &descriptor, true)
+            .await
+            .map_err(|e| anyhow!("creating {name}: {e}"))?;
+    }
     info!(
         "demo tables ready: demo.orders (log, 3 buckets), demo.customers (primary key, 2 buckets)"
     );

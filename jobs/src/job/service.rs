@@ -89,9 +89,11 @@ impl JobServiceConfig {
 }
 
 /// What the user last asked of a job; decides whether a restart resumes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Desired {
+    /// A job is submitted to run.
+    #[default]
     Running,
     Stopped,
     Cancelled,
@@ -155,7 +157,7 @@ pub struct CheckpointStatus {
 }
 
 /// A job's status as the REST API and the CLI show it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct JobStatus {
     pub id: String,
     pub name: String,
@@ -503,14 +505,8 @@ fn status_of(entry: &Entry) -> JobStatus {
             .map(|_| silt_engine::Cause::User.as_str().to_string()),
         submitted_at_ms: p.submitted_at_ms,
         checkpoint_interval_ms: entry.checkpoint_interval.as_millis() as u64,
-        parallelism: BTreeMap::new(),
-        checkpoints: Vec::new(),
-        checkpoints_completed: 0,
-        checkpoints_failed: 0,
-        restarts: 0,
-        buffered_bytes: 0,
-        operators: Vec::new(),
         graph: entry.summary.clone(),
+        ..JobStatus::default()
     };
     let Some(handle) = &entry.handle else {
         return status;

@@ -759,55 +759,24 @@ mod tests {
 
     #[test]
     fn log_tables_compare_as_multisets() {
-        let hot = [(1, "a", 0, 0, A), (2, "b", 0, 1, A), (2, "b", 1, 0, A)];
-        assert_eq!(
-            diff(
-                &hot,
-                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
-                &[],
-                0
-            ),
-            (0, 0, 0, 0)
-        );
-        // A lost row, a duplicated row, a changed row (same bucket and offset, other values).
-        assert_eq!(
-            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0)], &[], 0),
-            (1, 0, 0, 0)
-        );
-        assert_eq!(
-            diff(
-                &hot,
-                &[
-                    (1, "a", 0, 0, 0),
-                    (1, "a", 0, 0, 1),
-                    (2, "b", 0, 1, 0),
-                    (2, "b", 1, 0, 0)
-                ],
-                &[],
-                0
-            ),
-            (0, 1, 0, 0)
-        );
-        assert_eq!(
-            diff(
-                &hot,
-                &[(1, "a", 0, 0, 0), (2, "x", 0, 1, 0), (2, "b", 1, 0, 0)],
-                &[],
-                0
-            ),
-            (0, 0, 1, 0)
-        );
+        let hot: &[Row] = &[(1, "a", 0, 0, A), (2, "b", 0, 1, A), (2, "b", 1, 0, A)];
+        let lake: [Row; 3] = [(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)];
+        let [a, b0, b1] = lake;
         // Retention dropped offset 0 of each bucket: lake rows below it are not compared.
-        let held = [(2, "b", 0, 1, A)];
-        assert_eq!(
-            diff(
-                &held,
-                &[(1, "a", 0, 0, 0), (2, "b", 0, 1, 0), (2, "b", 1, 0, 0)],
-                &[],
-                1
-            ),
-            (0, 0, 0, 0)
-        );
+        let held: &[Row] = &[(2, "b", 0, 1, A)];
+        // (hot, lake, earliest held offset, (missing, extra, differing, unchecked))
+        let cases: [(&[Row], &[Row], i64, _); 5] = [
+            (hot, &lake, 0, (0, 0, 0, 0)),
+            // A lost row, a duplicated row, a changed row (same bucket and offset, other values).
+            (hot, &[a, b0], 0, (1, 0, 0, 0)),
+            (hot, &[a, (1, "a", 0, 0, 1), b0, b1], 0, (0, 1, 0, 0)),
+            (hot, &[a, (2, "x", 0, 1, 0), b1], 0, (0, 0, 1, 0)),
+            (held, &lake, 1, (0, 0, 0, 0)),
+        ];
+        for (hot, lake, earliest, want) in cases {
+            let got = diff(hot, lake, &[], earliest);
+            assert_eq!(got, want, "hot {hot:?}, lake {lake:?}");
+        }
     }
 
     #[test]
@@ -821,30 +790,25 @@ mod tests {
             (2, "b", 1, 1, D),
             (3, "c", 1, 2, I),
         ];
-        let good = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0)];
-        assert_eq!(diff(&hot, &good, &["id"], 0), (0, 0, 0, 0));
-        // The old image of 1, the deleted 2 resurrected, 3 missing.
-        assert_eq!(
-            diff(&hot, &[(1, "a", 0, 0, 0), (2, "b", 1, 0, 0)], &["id"], 0),
-            (1, 1, 1, 0)
-        );
-        // A key held twice.
-        assert_eq!(
-            diff(
-                &hot,
-                &[(1, "a2", 0, 2, 0), (1, "a2", 0, 2, 1), (3, "c", 1, 2, 0)],
-                &["id"],
-                0
-            ),
-            (0, 1, 0, 0)
-        );
+        let good: &[Row] = &[(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0)];
         // Retention dropped offsets < 2: only 1 and 3 are decided by the held changelog; a lake
         // key the held range never mentions is unchecked, not extra.
-        let held = [(1, "a2", 0, 2, UA), (3, "c", 1, 2, I)];
-        let lake = [(1, "a2", 0, 2, 0), (3, "c", 1, 2, 0), (9, "z", 0, 0, 0)];
-        assert_eq!(diff(&held, &lake, &["id"], 2), (0, 0, 0, 1));
-        let wrong = [(1, "a", 0, 0, 0), (3, "c", 1, 2, 0)];
-        assert_eq!(diff(&held, &wrong, &["id"], 2), (0, 0, 1, 0));
+        let held: &[Row] = &[(1, "a2", 0, 2, UA), (3, "c", 1, 2, I)];
+        // (hot, lake, earliest held offset, (missing, extra, differing, unchecked))
+        #[rustfmt::skip]
+        let cases: [(&[Row], &[Row], i64, _); 5] = [
+            (&hot, good, 0, (0, 0, 0, 0)),
+            // The old image of 1, the deleted 2 resurrected, 3 missing.
+            (&hot, &[(1, "a", 0, 0, 0), (2, "b", 1, 0, 0)], 0, (1, 1, 1, 0)),
+            // A key held twice.
+            (&hot, &[good[0], (1, "a2", 0, 2, 1), good[1]], 0, (0, 1, 0, 0)),
+            (held, &[good[0], good[1], (9, "z", 0, 0, 0)], 2, (0, 0, 0, 1)),
+            (held, &[(1, "a", 0, 0, 0), good[1]], 2, (0, 0, 1, 0)),
+        ];
+        for (hot, lake, earliest, want) in cases {
+            let got = diff(hot, lake, &["id"], earliest);
+            assert_eq!(got, want, "hot {hot:?}, lake {lake:?}");
+        }
     }
 
     #[test]
