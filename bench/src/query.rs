@@ -275,91 +275,28 @@ fn print_report(
         scan.parquet_bytes as f64 / 1e9
     );
     let mut table = Table::new(["figure", "value"]);
+    #[rustfmt::skip]
     let rows: Vec<(String, String)> = vec![
-        (
-            format!("(a) silt: aggregate over {DB}.scan$lake, median (s)"),
-            format!("{:.3}", scans.silt_s),
-        ),
-        (
-            "    raw DataFusion: listing table, same files, median (s)".into(),
-            format!("{:.3}", scans.raw_s),
-        ),
-        (
-            "    silt / raw (target <= 1.10)".into(),
-            format!("{:.2}", scans.silt_s / scans.raw_s),
-        ),
-        (
-            "    deltalake's provider, plain session, median (s)".into(),
-            format!("{:.3}", scans.delta_s),
-        ),
-        (
-            "    silt / deltalake's provider".into(),
-            format!("{:.2}", scans.silt_s / scans.delta_s),
-        ),
-        (
-            "    scan rate through silt (rows/s)".into(),
-            format!("{:.0}", options.lake_rows as f64 / scans.silt_s),
-        ),
-        (
-            format!(
-                "(b) deadline passed: {} of {} queries",
-                deadlines.overshoot_ms.len(),
-                deadlines.queries
-            ),
-            format!("{} in time", deadlines.finished_in_time),
-        ),
-        (
-            "    returned after the deadline p50 (ms)".into(),
-            overshoot(0.5),
-        ),
-        (
-            "    returned after the deadline p99 (ms, target <= 250)".into(),
-            overshoot(0.99),
-        ),
-        (
-            "    returned after the deadline max (ms)".into(),
-            overshoot(1.0),
-        ),
-        (
-            format!("(c) PK view, {} runs: keys tiered", view.runs),
-            options.pk_keys.to_string(),
-        ),
-        (
-            "    changes tiered after them".into(),
-            options.lake_changes.to_string(),
-        ),
-        (
-            "    changes in the hot tail".into(),
-            options.tail_changes.to_string(),
-        ),
-        (
-            "    lake files with a deletion vector".into(),
-            format!("{} of {}", view.vectored_files, view.lake_files),
-        ),
-        (
-            "    view aggregate (lake + tail) p50 (ms)".into(),
-            format!("{:.1}", view.view_p50_ms),
-        ),
-        (
-            "    view aggregate (lake + tail) max (ms)".into(),
-            format!("{:.1}", view.view_max_ms),
-        ),
-        (
-            "    view point query (id = ...) p50 (ms)".into(),
-            format!("{:.1}", view.point_p50_ms),
-        ),
-        (
-            "    $lake aggregate alone p50 (ms)".into(),
-            format!("{:.1}", view.lake_p50_ms),
-        ),
-        (
-            "    view / $lake".into(),
-            format!("{:.2}", view.view_p50_ms / view.lake_p50_ms),
-        ),
-        (
-            "    view equals the changelog as written".into(),
-            if view.matches { "yes" } else { "NO" }.into(),
-        ),
+        (format!("(a) silt: aggregate over {DB}.scan$lake, median (s)"), format!("{:.3}", scans.silt_s)),
+        ("    raw DataFusion: listing table, same files, median (s)".into(), format!("{:.3}", scans.raw_s)),
+        ("    silt / raw (target <= 1.10)".into(), format!("{:.2}", scans.silt_s / scans.raw_s)),
+        ("    deltalake's provider, plain session, median (s)".into(), format!("{:.3}", scans.delta_s)),
+        ("    silt / deltalake's provider".into(), format!("{:.2}", scans.silt_s / scans.delta_s)),
+        ("    scan rate through silt (rows/s)".into(), format!("{:.0}", options.lake_rows as f64 / scans.silt_s)),
+        (format!("(b) deadline passed: {} of {} queries", deadlines.overshoot_ms.len(), deadlines.queries), format!("{} in time", deadlines.finished_in_time)),
+        ("    returned after the deadline p50 (ms)".into(), overshoot(0.5)),
+        ("    returned after the deadline p99 (ms, target <= 250)".into(), overshoot(0.99)),
+        ("    returned after the deadline max (ms)".into(), overshoot(1.0)),
+        (format!("(c) PK view, {} runs: keys tiered", view.runs), options.pk_keys.to_string()),
+        ("    changes tiered after them".into(), options.lake_changes.to_string()),
+        ("    changes in the hot tail".into(), options.tail_changes.to_string()),
+        ("    lake files with a deletion vector".into(), format!("{} of {}", view.vectored_files, view.lake_files)),
+        ("    view aggregate (lake + tail) p50 (ms)".into(), format!("{:.1}", view.view_p50_ms)),
+        ("    view aggregate (lake + tail) max (ms)".into(), format!("{:.1}", view.view_max_ms)),
+        ("    view point query (id = ...) p50 (ms)".into(), format!("{:.1}", view.point_p50_ms)),
+        ("    $lake aggregate alone p50 (ms)".into(), format!("{:.1}", view.lake_p50_ms)),
+        ("    view / $lake".into(), format!("{:.2}", view.view_p50_ms / view.lake_p50_ms)),
+        ("    view equals the changelog as written".into(), if view.matches { "yes" } else { "NO" }.into()),
     ];
     for (figure, value) in rows {
         table.row([figure, value]);

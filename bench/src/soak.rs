@@ -607,6 +607,9 @@ async fn take_sample(
         &format!("SELECT count(*) FROM {DB}.{PK_TABLE}"),
     )
     .await;
+    // A `/v1/memory` figure in MB (the sum of `pointers`); NaN without the endpoint's answer.
+    let memory_mb =
+        |pointers: &[&str]| memory.as_ref().map_or(f64::NAN, |m| figure(m, pointers)) / 1e6;
     Sample {
         at_s: started.elapsed().as_secs_f64(),
         rss_mb,
@@ -614,38 +617,14 @@ async fn take_sample(
         rss_avg_mb: f64::NAN,
         rss_file_mb,
         // jemalloc counts what the threads' caches hold as allocated; the live heap is the rest.
-        heap_mb: memory.as_ref().map_or(f64::NAN, |m| {
-            figure(m, &["/allocated_bytes"]) - figure(m, &["/thread_cache_bytes"])
-        }) / 1e6,
-        cache_mb: memory.as_ref().map_or(f64::NAN, |m| {
-            figure(m, &["/hot_kv/cache_bytes", "/key_indexes/cache_bytes"])
-        }) / 1e6,
-        memtable_mb: memory.as_ref().map_or(f64::NAN, |m| {
-            figure(
-                m,
-                &["/hot_kv/memtable_bytes", "/key_indexes/memtable_bytes"],
-            )
-        }) / 1e6,
-        allocator_resident_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/resident_bytes"]))
-            / 1e6,
-        allocator_active_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/active_bytes"]))
-            / 1e6,
-        thread_cache_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/thread_cache_bytes"]))
-            / 1e6,
-        c_malloc_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/c_malloc_in_use_bytes"]))
-            / 1e6,
-        c_malloc_free_mb: memory
-            .as_ref()
-            .map_or(f64::NAN, |m| figure(m, &["/c_malloc_free_bytes"]))
-            / 1e6,
+        heap_mb: memory_mb(&["/allocated_bytes"]) - memory_mb(&["/thread_cache_bytes"]),
+        cache_mb: memory_mb(&["/hot_kv/cache_bytes", "/key_indexes/cache_bytes"]),
+        memtable_mb: memory_mb(&["/hot_kv/memtable_bytes", "/key_indexes/memtable_bytes"]),
+        allocator_resident_mb: memory_mb(&["/resident_bytes"]),
+        allocator_active_mb: memory_mb(&["/active_bytes"]),
+        thread_cache_mb: memory_mb(&["/thread_cache_bytes"]),
+        c_malloc_mb: memory_mb(&["/c_malloc_in_use_bytes"]),
+        c_malloc_free_mb: memory_mb(&["/c_malloc_free_bytes"]),
         hot_mb: disk_usage(&data_dir.join("hotstore"), |_| true).1 / 1e6,
         lake_files: lake.0,
         lake_active: active_files(&data_dir.join("lake")).await,

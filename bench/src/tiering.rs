@@ -19,14 +19,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 use arrow::array::{Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use fluss::client::{AppendWriter, FlussAdmin, FlussConnection};
 use fluss::metadata::{TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use silt_connectors::changelog::BucketKey;
+use silt_connectors::changelog::{BucketKey, lake_system_fields};
 use silt_jobs::tiering::{TieringConfig, TieringService};
 
 use crate::data::{make_batch, wait_lake_covers};
@@ -84,19 +84,14 @@ const BUCKETS: i32 = 4;
 
 fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
     let n = batch.num_rows();
-    let mut fields: Vec<Field> = batch
-        .schema()
+    // The user's columns, then the lake's system columns.
+    let (user, system) = (batch.schema(), lake_system_fields());
+    let fields: Vec<FieldRef> = user
         .fields()
         .iter()
-        .map(|f| f.as_ref().clone())
+        .cloned()
+        .chain(system.into_iter().map(Arc::new))
         .collect();
-    fields.push(Field::new("__bucket", DataType::Int32, false));
-    fields.push(Field::new("__offset", DataType::Int64, false));
-    fields.push(Field::new(
-        "__timestamp",
-        DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-        false,
-    ));
     let mut columns = batch.columns().to_vec();
     columns.push(Arc::new(Int32Array::from(vec![0; n])));
     columns.push(Arc::new(Int64Array::from_iter_values(

@@ -729,6 +729,22 @@ impl Trial<'_> {
             tokio::time::sleep(Duration::from_millis(100 << attempt.min(4))).await;
         }
     }
+
+    /// As [`Trial::admin`], `op` given the admin of a fresh connection to `silt up` at each
+    /// attempt.
+    async fn with_admin<T>(
+        &mut self,
+        what: &str,
+        op: impl AsyncFn(&fluss::client::FlussAdmin) -> Result<T>,
+    ) -> Result<T> {
+        let bootstrap = self.setup.bootstrap();
+        self.admin(what, || async {
+            let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+            let admin = connection.get_admin()?;
+            op(&admin).await
+        })
+        .await
+    }
 }
 
 /// What a seed fixes before `silt up` starts: the tables, the clients and the phases.
@@ -1527,28 +1543,33 @@ fn judge_view(
             ends.join("; ")
         ));
     }
-    if primary_key {
+    // (lost, extra copies, what fails the trial if anything, the notes)
+    let (lost, extra_copies, failure, notes) = if primary_key {
         let changes = view.pk_changes()?;
         let initial = lake_images(&view.below.batches)?;
         let findings = check::check_pk(&initial, &changes, &written.pk, &view.log_start);
-        trial.count_lost(name, findings.wrong.len() as u64);
-        trial.outcome.rows_duplicated += findings.extra_copies();
-        if !findings.inconsistent.is_empty() {
-            trial.outcome.fail("changelog disagrees with itself");
-        }
-        let notes = report_pk(name, &findings, &changes, &written.pk, stored);
-        trial.outcome.notes.extend(notes);
+        (
+            findings.wrong.len(),
+            findings.extra_copies(),
+            (!findings.inconsistent.is_empty()).then_some("changelog disagrees with itself"),
+            report_pk(name, &findings, &changes, &written.pk, stored),
+        )
     } else {
         let rows = view.log_rows()?;
         let findings = check::check_log(&rows, &written.log);
-        trial.count_lost(name, findings.lost.len() as u64);
-        trial.outcome.rows_duplicated += findings.extra_copies();
-        if !findings.phantom.is_empty() {
-            trial.outcome.fail("rows no one wrote");
-        }
-        let notes = report_log(name, &findings, &rows, &written.origins, stored);
-        trial.outcome.notes.extend(notes);
+        (
+            findings.lost.len(),
+            findings.extra_copies(),
+            (!findings.phantom.is_empty()).then_some("rows no one wrote"),
+            report_log(name, &findings, &rows, &written.origins, stored),
+        )
+    };
+    trial.count_lost(name, lost as u64);
+    trial.outcome.rows_duplicated += extra_copies;
+    if let Some(failure) = failure {
+        trial.outcome.fail(failure);
     }
+    trial.outcome.notes.extend(notes);
     Ok(())
 }
 

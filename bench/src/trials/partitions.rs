@@ -341,17 +341,11 @@ impl Partitions {
         let mut table_ids = [0; 2];
         for (t, spec) in specs.iter().enumerate() {
             let descriptor = descriptor(spec, plan.freshness_ms[t])?;
-            let bootstrap = trial.setup.bootstrap();
             let path = TablePath::new(DB, &spec.name);
             table_ids[t] = trial
-                .admin(&format!("creating {DB}.{}", spec.name), || {
-                    let (bootstrap, path, descriptor) = (&bootstrap, &path, &descriptor);
-                    async move {
-                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
-                        let admin = connection.get_admin()?;
-                        admin.create_table(path, descriptor, true).await?;
-                        Ok(admin.get_table_info(path).await?.table_id)
-                    }
+                .with_admin(&format!("creating {DB}.{}", spec.name), async |admin| {
+                    admin.create_table(&path, &descriptor, true).await?;
+                    Ok(admin.get_table_info(&path).await?.table_id)
                 })
                 .await?;
         }
@@ -494,25 +488,19 @@ impl Partitions {
 
     /// Creates the partition `day` in both tables and starts its workload.
     async fn create_day(&mut self, trial: &mut Trial<'_>, day: String, again: bool) -> Result<()> {
-        let bootstrap = trial.setup.bootstrap();
         let mut ids = [0; 2];
         for (t, spec) in self.specs.iter().enumerate() {
             let path = TablePath::new(DB, &spec.name);
             let what = format!("creating partition {day} of {DB}.{}", spec.name);
             ids[t] = trial
-                .admin(&what, || {
-                    let (bootstrap, path, day) = (&bootstrap, &path, &day);
-                    async move {
-                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
-                        let admin = connection.get_admin()?;
-                        admin.create_partition(path, &spec_of(day), true).await?;
-                        let infos = admin.list_partition_infos(path).await?;
-                        infos
-                            .iter()
-                            .find(|p| p.get_partition_name() == *day)
-                            .map(|p| p.get_partition_id())
-                            .ok_or_else(|| anyhow!("partition {day} is not listed"))
-                    }
+                .with_admin(&what, async |admin| {
+                    admin.create_partition(&path, &spec_of(&day), true).await?;
+                    let infos = admin.list_partition_infos(&path).await?;
+                    infos
+                        .iter()
+                        .find(|p| p.get_partition_name() == day)
+                        .map(|p| p.get_partition_id())
+                        .ok_or_else(|| anyhow!("partition {day} is not listed"))
                 })
                 .await?;
         }
@@ -601,14 +589,9 @@ impl Partitions {
             let path = TablePath::new(DB, &spec.name);
             let what = format!("dropping partition {day} of {DB}.{}", spec.name);
             trial
-                .admin(&what, || {
-                    let (bootstrap, path, day) = (&bootstrap, &path, &day);
-                    async move {
-                        let connection = silt_connectors::fluss::connect(bootstrap).await?;
-                        let admin = connection.get_admin()?;
-                        admin.drop_partition(path, &spec_of(day), true).await?;
-                        Ok(())
-                    }
+                .with_admin(&what, async |admin| {
+                    admin.drop_partition(&path, &spec_of(&day), true).await?;
+                    Ok(())
                 })
                 .await?;
         }
