@@ -12,19 +12,16 @@
 # (120), FLINK_SQL_PARALLELISM (1).
 set -euo pipefail
 
+readonly HARNESS_NAME=flink-sql
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ $# -lt 2 ]]; then
-    echo "usage: run.sh <host:port> <script.sql>..." >&2
-    exit 2
-fi
-out="${FLINK_SQL_CACHE_DIR:-$here/.cache}"
+# shellcheck source=../harness-common.sh
+source "$here/../harness-common.sh"
+require_args 2 $# "run.sh <host:port> <script.sql>..."
 
 "$here/build.sh"
 
-# Flink's own list of what it opens on Java 17 (its config.yaml's env.java.opts.all). C1 only
-# (TieredStopAtLevel=1): these runs are short, and full JIT costs more than it saves on two
-# cores.
-exec java "-Xmx${FLINK_SQL_HEAP:-1g}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+# Flink's own list of what it opens on Java 17 (its config.yaml's env.java.opts.all).
+exec_jvm "${FLINK_SQL_CACHE_DIR:-$here/.cache}" "${FLINK_SQL_HEAP:-1g}" dev.silt.flinksql.Main \
     --add-exports=java.base/sun.net.util=ALL-UNNAMED \
     --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED \
     --add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED \
@@ -45,7 +42,4 @@ exec java "-Xmx${FLINK_SQL_HEAP:-1g}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
     --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
     --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
     --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED \
-    -Dio.netty.tryReflectionSetAccessible=true \
-    -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
-    -Dorg.slf4j.simpleLogger.log.org.apache.fluss.client.token=error \
-    -cp "$out/classes:$out/lib/*" dev.silt.flinksql.Main "$@"
+    -- "$@"
