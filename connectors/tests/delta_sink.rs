@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arrow::array::{
-    Array, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+    Array, ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
@@ -738,34 +739,41 @@ async fn write_committable(
 ) -> Committable {
     let mut writer = RecordBatchWriter::for_table(lake.table()).unwrap();
     let offsets = start..start + rows;
-    let batch = RecordBatch::try_new(
-        lake.lake_schema().clone(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(StringArray::from_iter_values(
-                offsets.clone().map(|o| format!("v{o}")),
-            )),
-            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(
-                offsets.clone().map(|o| ts_ms(bucket, o) * 1000),
-            )),
-            Arc::new(Int32Array::from_iter_values(
-                offsets.clone().map(|_| bucket),
-            )),
-            Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(
-                arrow::array::TimestampMicrosecondArray::from_iter_values(
-                    offsets.map(|o| ts_ms(bucket, o) * 1000),
-                )
-                .with_timezone("UTC"),
-            ),
-        ],
-    )
-    .unwrap();
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(offsets.clone())),
+        Arc::new(StringArray::from_iter_values(
+            offsets.clone().map(|o| format!("v{o}")),
+        )),
+    ];
+    columns.extend(system_columns(bucket, offsets));
+    let batch = RecordBatch::try_new(lake.lake_schema().clone(), columns).unwrap();
     writer.write(batch).await.unwrap();
+    let mut committable = range_committable(checkpoint_id, bucket, start, rows);
+    committable.adds = writer.flush().await.unwrap();
+    committable
+}
+
+/// The stream's system columns of rows `offsets` of `bucket`: `ts` (µs, from [`ts_ms`]), the
+/// bucket, the offset and the event time (µs, UTC).
+fn system_columns(bucket: i32, offsets: std::ops::Range<i64>) -> [ArrayRef; 4] {
+    let micros = offsets.clone().map(|o| ts_ms(bucket, o) * 1000);
+    [
+        Arc::new(TimestampMicrosecondArray::from_iter_values(micros.clone())),
+        Arc::new(Int32Array::from_iter_values(
+            offsets.clone().map(|_| bucket),
+        )),
+        Arc::new(Int64Array::from_iter_values(offsets)),
+        Arc::new(TimestampMicrosecondArray::from_iter_values(micros).with_timezone("UTC")),
+    ]
+}
+
+/// A committable of checkpoint `checkpoint_id` with nothing to add yet, covering `rows` rows
+/// of `bucket` from offset `start` (following `start`).
+fn range_committable(checkpoint_id: u64, bucket: i32, start: i64, rows: i64) -> Committable {
     Committable {
         checkpoint_id,
         writer: 0,
-        adds: writer.flush().await.unwrap(),
+        adds: Vec::new(),
         staged: Vec::new(),
         buckets: BTreeMap::from([(
             BucketKey::table(bucket),
@@ -1525,34 +1533,19 @@ async fn stage_changes(
     changes: &[(i64, Option<&str>)],
 ) -> Committable {
     let schema = lake.staged_schema();
-    let offsets = start..start + changes.len() as i64;
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.0))),
-            Arc::new(StringArray::from_iter(changes.iter().map(|c| c.1))),
-            Arc::new(arrow::array::TimestampMicrosecondArray::from_iter_values(
-                offsets.clone().map(|o| ts_ms(bucket, o) * 1000),
-            )),
-            Arc::new(Int32Array::from_iter_values(
-                offsets.clone().map(|_| bucket),
-            )),
-            Arc::new(Int64Array::from_iter_values(offsets.clone())),
-            Arc::new(
-                arrow::array::TimestampMicrosecondArray::from_iter_values(
-                    offsets.clone().map(|o| ts_ms(bucket, o) * 1000),
-                )
-                .with_timezone("UTC"),
-            ),
-            Arc::new(arrow::array::Int8Array::from_iter_values(
-                changes.iter().map(|c| match c.1 {
-                    Some(_) => ChangeType::UpdateAfter as i8,
-                    None => ChangeType::Delete as i8,
-                }),
-            )),
-        ],
-    )
-    .unwrap();
+    let rows = changes.len() as i64;
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.0))),
+        Arc::new(StringArray::from_iter(changes.iter().map(|c| c.1))),
+    ];
+    columns.extend(system_columns(bucket, start..start + rows));
+    columns.push(Arc::new(Int8Array::from_iter_values(changes.iter().map(
+        |c| match c.1 {
+            Some(_) => ChangeType::UpdateAfter as i8,
+            None => ChangeType::Delete as i8,
+        },
+    ))));
+    let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
     let mut bytes = Vec::new();
     let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
     writer.write(&batch).unwrap();
@@ -1560,21 +1553,9 @@ async fn stage_changes(
     let path = stage_parquet(lake, &format!("test-{checkpoint_id}-{bucket}"), bytes)
         .await
         .unwrap();
-    Committable {
-        checkpoint_id,
-        writer: 0,
-        adds: Vec::new(),
-        staged: vec![path],
-        buckets: BTreeMap::from([(
-            BucketKey::table(bucket),
-            BucketRange {
-                follows: Some(start),
-                start,
-                end: offsets.end,
-                rows: changes.len() as u64,
-            },
-        )]),
-    }
+    let mut committable = range_committable(checkpoint_id, bucket, start, rows);
+    committable.staged = vec![path];
+    committable
 }
 
 /// The model of a primary-key lake: key -> (value, bucket, offset) of its live row, and the next
@@ -2010,12 +1991,17 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         !first_vectors.is_empty(),
         "the second commit left deletion vectors"
     );
+    // Waits past the retention, commits `changes` as checkpoint `checkpoint` and maintains the
+    // table: the maintenance report and the deletion vectors on disk after it.
+    let mut aged_commit = async |checkpoint: u64, changes: Vec<(i64, Option<String>)>| {
+        tokio::time::sleep(age + Duration::from_millis(500)).await;
+        commit_round(&mut lake, &table_dir, &mut model, checkpoint, &changes).await;
+        let report = lake.maintain(&Default::default()).await.unwrap();
+        (report, vector_files(&table_dir))
+    };
     // The vectors age past the retention; then a commit supersedes them (same files, more
     // deleted rows).
-    tokio::time::sleep(age + Duration::from_millis(500)).await;
-    commit_round(&mut lake, &table_dir, &mut model, 3, &round(50, 60, "c")).await;
-    let report = lake.maintain(&Default::default()).await.unwrap();
-    let on_disk = vector_files(&table_dir);
+    let (report, on_disk) = aged_commit(3, round(50, 60, "c")).await;
     assert!(
         first_vectors.is_subset(&on_disk),
         "superseded just now, so kept: {first_vectors:?} on disk {on_disk:?} ({report:?})"
@@ -2026,10 +2012,7 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         "the previous version still reads"
     );
     // Once the superseding commit is older than the retention, they go.
-    tokio::time::sleep(age + Duration::from_millis(500)).await;
-    commit_round(&mut lake, &table_dir, &mut model, 4, &round(60, 70, "d")).await;
-    let report = lake.maintain(&Default::default()).await.unwrap();
-    let on_disk = vector_files(&table_dir);
+    let (report, on_disk) = aged_commit(4, round(60, 70, "d")).await;
     assert!(
         first_vectors.is_disjoint(&on_disk),
         "expired: {first_vectors:?} on disk {on_disk:?} ({report:?})"

@@ -344,20 +344,10 @@ fn id_and_v(table: Table) -> Table {
 async fn write_log_table(connection: &FlussConnection, name: &str) -> Result<TablePath> {
     let table = id_and_v(Table::log(DB, name));
     table.create(connection).await?;
-    let writer = connection
-        .get_table(&table.path)
-        .await?
-        .new_append()?
-        .create_writer()?;
+    let writer = tables::appender(connection, &table.path).await?;
     for flush in 0..FLUSHES {
-        for id in flush * FLUSH_ROWS..(flush + 1) * FLUSH_ROWS {
-            let v = format!("event-{id}");
-            let mut row = GenericRow::new(2);
-            row.set_field(0, id);
-            if id % 11 != 0 {
-                row.set_field(1, v.as_str());
-            }
-            writer.append(&row)?;
+        for id in flush_ids(flush) {
+            writer.append(&id_v_row(id, (id % 11 != 0).then(|| format!("event-{id}"))))?;
         }
         writer.flush().await?;
     }
@@ -385,20 +375,28 @@ fn large_batch(schema: &Schema, from: i64) -> Result<RecordBatch> {
 async fn write_primary_key_table(connection: &FlussConnection, name: &str) -> Result<TablePath> {
     let table = id_and_v(Table::primary_key(DB, name, &["id"]));
     table.create(connection).await?;
-    let writer = connection
-        .get_table(&table.path)
-        .await?
-        .new_upsert()?
-        .create_writer()?;
+    let writer = tables::upserter(connection, &table.path).await?;
     for flush in 0..FLUSHES {
-        for i in flush * FLUSH_ROWS..(flush + 1) * FLUSH_ROWS {
-            let v = format!("value-{i}");
-            let mut row = GenericRow::new(2);
-            row.set_field(0, i % 50);
-            row.set_field(1, v.as_str());
+        for i in flush_ids(flush) {
+            let row = id_v_row(i % 50, Some(format!("value-{i}")));
             tables::upsert_or_delete(&writer, &row, i % 7 == 0)?;
         }
         writer.flush().await?;
     }
     Ok(table.path)
+}
+
+/// The ids (or write numbers) of flush `flush` of `FLUSHES`.
+fn flush_ids(flush: i64) -> std::ops::Range<i64> {
+    flush * FLUSH_ROWS..(flush + 1) * FLUSH_ROWS
+}
+
+/// An `(id, v)` row of [`id_and_v`]'s tables, `v` null when `None`.
+fn id_v_row(id: i64, v: Option<String>) -> GenericRow<'static> {
+    let mut row = GenericRow::new(2);
+    row.set_field(0, id);
+    if let Some(v) = v {
+        row.set_field(1, v);
+    }
+    row
 }

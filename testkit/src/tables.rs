@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use anyhow::Result;
-use fluss::client::{FlussConnection, UpsertWriter};
+use fluss::client::{AppendWriter, FlussConnection, UpsertWriter};
 use fluss::metadata::{DataType, DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
 use fluss::row::{Datum, GenericRow};
 
@@ -239,17 +239,52 @@ pub async fn append_events(
     append_rows(connection, path, rows).await
 }
 
+/// A new append writer of the log table at `path`.
+pub async fn appender(connection: &FlussConnection, path: &TablePath) -> Result<AppendWriter> {
+    let table = connection.get_table(path).await?;
+    Ok(table.new_append()?.create_writer()?)
+}
+
+/// A new upsert writer of the primary-key table at `path`.
+pub async fn upserter(connection: &FlussConnection, path: &TablePath) -> Result<UpsertWriter> {
+    let table = connection.get_table(path).await?;
+    Ok(table.new_upsert()?.create_writer()?)
+}
+
+/// An append writer of a log table and an upsert writer of a primary-key table, flushed
+/// together: what a test that writes events and users in step holds.
+pub struct LogAndKeyed {
+    pub appender: AppendWriter,
+    pub upserter: UpsertWriter,
+}
+
+impl LogAndKeyed {
+    /// New writers of the log table `log` and the primary-key table `keyed`.
+    pub async fn open(
+        connection: &FlussConnection,
+        log: &TablePath,
+        keyed: &TablePath,
+    ) -> Result<LogAndKeyed> {
+        let appender = appender(connection, log).await?;
+        let upserter = upserter(connection, keyed).await?;
+        Ok(LogAndKeyed { appender, upserter })
+    }
+
+    /// Flushes both writers: every write so far is acknowledged.
+    pub async fn flush(&self) -> Result<()> {
+        self.appender.flush().await?;
+        self.upserter.flush().await?;
+        Ok(())
+    }
+}
+
 /// Appends `rows` to the log table at `path` through one writer and flushes once at the end.
 pub async fn append_rows<'a>(
     connection: &FlussConnection,
     path: &TablePath,
     rows: impl IntoIterator<Item = GenericRow<'a>>,
 ) -> Result<()> {
-    let writer = connection
-        .get_table(path)
-        .await?
-        .new_append()?
-        .create_writer()?;
+    let writer = appender(connection, path).await?;
     for row in rows {
         writer.append(&row)?;
     }
@@ -296,14 +331,12 @@ pub async fn write_events_and_users(
     changes: UserChanges,
     expected: &mut Expected,
 ) -> Result<()> {
-    let events = connection
-        .get_table(&TablePath::new(database, "events"))
-        .await?;
-    let users = connection
-        .get_table(&TablePath::new(database, "users"))
-        .await?;
-    let appender = events.new_append()?.create_writer()?;
-    let upserter = users.new_upsert()?.create_writer()?;
+    let (events, users) = (
+        TablePath::new(database, "events"),
+        TablePath::new(database, "users"),
+    );
+    let writers = LogAndKeyed::open(connection, &events, &users).await?;
+    let LogAndKeyed { appender, upserter } = &writers;
     for id in ids {
         let v = format!("event-{id}");
         let mut row = GenericRow::new(2);
@@ -327,13 +360,10 @@ pub async fn write_events_and_users(
             }
         }
         if id % 500 == 499 {
-            appender.flush().await?;
-            upserter.flush().await?;
+            writers.flush().await?;
         }
     }
-    appender.flush().await?;
-    upserter.flush().await?;
-    Ok(())
+    writers.flush().await
 }
 
 /// AlterTable's ADD COLUMN of a nullable `name` of `data_type` at the end, as fluss-rs sends it.
