@@ -7,1005 +7,647 @@
 
 use bytes::Bytes;
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ErrorResponse {
-    #[prost(int32, required, tag = "1")]
-    pub error_code: i32,
-    #[prost(string, optional, tag = "2")]
-    pub error_message: Option<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ApiVersionsResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub api_versions: Vec<PbApiVersion>,
-    #[prost(int32, optional, tag = "2")]
-    pub server_type: Option<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbApiVersion {
-    #[prost(int32, required, tag = "1")]
-    pub api_key: i32,
-    #[prost(int32, required, tag = "2")]
-    pub min_version: i32,
-    #[prost(int32, required, tag = "3")]
-    pub max_version: i32,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbTablePath {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-    #[prost(string, required, tag = "2")]
-    pub table_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPhysicalTablePath {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-    #[prost(string, required, tag = "2")]
-    pub table_name: String,
-    #[prost(string, optional, tag = "3")]
-    pub partition_name: Option<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbKeyValue {
-    #[prost(string, required, tag = "1")]
-    pub key: String,
-    #[prost(string, required, tag = "2")]
-    pub value: String,
-}
-
-// ---- databases ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct CreateDatabaseRequest {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-    #[prost(bool, required, tag = "2")]
-    pub ignore_if_exists: bool,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    pub database_json: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Empty {}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetDatabaseInfoRequest {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetDatabaseInfoResponse {
-    #[prost(bytes = "vec", required, tag = "3")]
-    pub database_json: Vec<u8>,
-    #[prost(int64, required, tag = "4")]
-    pub created_time: i64,
-    #[prost(int64, required, tag = "5")]
-    pub modified_time: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DropDatabaseRequest {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-    #[prost(bool, required, tag = "2")]
-    pub ignore_if_not_exists: bool,
-    #[prost(bool, required, tag = "3")]
-    pub cascade: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DatabaseExistsRequest {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ExistsResponse {
-    #[prost(bool, required, tag = "1")]
-    pub exists: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListDatabasesRequest {
-    #[prost(bool, optional, tag = "1")]
-    pub include_summary: Option<bool>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListDatabasesResponse {
-    #[prost(string, repeated, tag = "1")]
-    pub database_name: Vec<String>,
-    #[prost(message, repeated, tag = "2")]
-    pub database_summary: Vec<PbDatabaseSummary>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbDatabaseSummary {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-    #[prost(int64, required, tag = "2")]
-    pub created_time: i64,
-    #[prost(int32, required, tag = "3")]
-    pub table_count: i32,
-}
-
-// ---- tables ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct CreateTableRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(bytes = "vec", required, tag = "2")]
-    pub table_json: Vec<u8>,
-    #[prost(bool, required, tag = "3")]
-    pub ignore_if_exists: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DropTableRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(bool, required, tag = "2")]
-    pub ignore_if_not_exists: bool,
-}
-
-/// GetTableInfo, TableExists and ListPartitionInfos all open with the table path as field 1.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TablePathRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTableInfoResponse {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(int32, required, tag = "2")]
-    pub schema_id: i32,
-    #[prost(bytes = "vec", required, tag = "3")]
-    pub table_json: Vec<u8>,
-    #[prost(int64, required, tag = "4")]
-    pub created_time: i64,
-    #[prost(int64, required, tag = "5")]
-    pub modified_time: i64,
-    #[prost(string, optional, tag = "6")]
-    pub remote_data_dir: Option<String>,
-    #[prost(int64, optional, tag = "7")]
-    pub bucket_count_epoch: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListTablesRequest {
-    #[prost(string, required, tag = "1")]
-    pub database_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListTablesResponse {
-    #[prost(string, repeated, tag = "1")]
-    pub table_name: Vec<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTableSchemaRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(int32, optional, tag = "2")]
-    pub schema_id: Option<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTableSchemaResponse {
-    #[prost(int32, required, tag = "1")]
-    pub schema_id: i32,
-    #[prost(bytes = "vec", required, tag = "2")]
-    pub schema_json: Vec<u8>,
-}
-
-// ---- partitions ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPartitionSpec {
-    #[prost(message, repeated, tag = "1")]
-    pub partition_key_values: Vec<PbKeyValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPartitionInfo {
-    #[prost(int64, required, tag = "1")]
-    pub partition_id: i64,
-    #[prost(message, required, tag = "2")]
-    pub partition_spec: PbPartitionSpec,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListPartitionInfosRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(message, optional, tag = "2")]
-    pub partial_partition_spec: Option<PbPartitionSpec>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListPartitionInfosResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub partitions_info: Vec<PbPartitionInfo>,
-    #[prost(bool, optional, tag = "2")]
-    pub system_partitions_included: Option<bool>,
-}
-
-/// CreatePartition and DropPartition share their fields; Fluss names the flag
-/// `ignore_if_not_exists` in both, and it means "if exists" for a create.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PartitionRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(message, required, tag = "2")]
-    pub partition_spec: PbPartitionSpec,
-    #[prost(bool, required, tag = "3")]
-    pub ignore_if_not_exists: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPartitionMetadata {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(string, required, tag = "2")]
-    pub partition_name: String,
-    #[prost(int64, required, tag = "3")]
-    pub partition_id: i64,
-    #[prost(message, repeated, tag = "4")]
-    pub bucket_metadata: Vec<PbBucketMetadata>,
-}
-
-// ---- metadata ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct MetadataRequest {
-    #[prost(message, repeated, tag = "1")]
-    pub table_path: Vec<PbTablePath>,
-    #[prost(message, repeated, tag = "2")]
-    pub partitions_path: Vec<PbPhysicalTablePath>,
-    #[prost(int64, repeated, packed = "true", tag = "3")]
-    pub partitions_id: Vec<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct MetadataResponse {
-    #[prost(message, optional, tag = "1")]
-    pub coordinator_server: Option<PbServerNode>,
-    #[prost(message, repeated, tag = "2")]
-    pub tablet_servers: Vec<PbServerNode>,
-    #[prost(message, repeated, tag = "3")]
-    pub table_metadata: Vec<PbTableMetadata>,
-    #[prost(message, repeated, tag = "4")]
-    pub partition_metadata: Vec<PbPartitionMetadata>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbServerNode {
-    #[prost(int32, required, tag = "1")]
-    pub node_id: i32,
-    #[prost(string, required, tag = "2")]
-    pub host: String,
-    #[prost(int32, required, tag = "3")]
-    pub port: i32,
-    #[prost(string, optional, tag = "4")]
-    pub listeners: Option<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbTableMetadata {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(int64, required, tag = "2")]
-    pub table_id: i64,
-    #[prost(int32, required, tag = "3")]
-    pub schema_id: i32,
-    #[prost(bytes = "vec", required, tag = "4")]
-    pub table_json: Vec<u8>,
-    #[prost(message, repeated, tag = "5")]
-    pub bucket_metadata: Vec<PbBucketMetadata>,
-    #[prost(int64, required, tag = "6")]
-    pub created_time: i64,
-    #[prost(int64, required, tag = "7")]
-    pub modified_time: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbBucketMetadata {
-    #[prost(int32, required, tag = "1")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "2")]
-    pub leader_id: Option<i32>,
-    #[prost(int32, repeated, packed = "true", tag = "3")]
-    pub replica_id: Vec<i32>,
-    #[prost(int32, optional, tag = "4")]
-    pub leader_epoch: Option<i32>,
-    #[prost(int32, optional, tag = "5")]
-    pub bucket_epoch: Option<i32>,
-    #[prost(int32, repeated, packed = "true", tag = "6")]
-    pub isr: Vec<i32>,
-}
-
-// ---- writes ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitWriterRequest {
-    #[prost(message, repeated, tag = "1")]
-    pub table_path: Vec<PbTablePath>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitWriterResponse {
-    #[prost(int64, required, tag = "1")]
-    pub writer_id: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ProduceLogRequest {
-    #[prost(int32, required, tag = "1")]
-    pub acks: i32,
-    #[prost(int64, required, tag = "2")]
-    pub table_id: i64,
-    #[prost(int32, required, tag = "3")]
-    pub timeout_ms: i32,
-    #[prost(message, repeated, tag = "4")]
-    pub buckets_req: Vec<PbWriteReqForBucket>,
-}
-
-/// PbProduceLogReqForBucket and PbPutKvReqForBucket share their first five fields.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbWriteReqForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(bytes = "bytes", required, tag = "3")]
-    pub records: Bytes,
-    #[prost(string, optional, tag = "4")]
-    pub original_partition_name: Option<String>,
-    #[prost(int32, optional, tag = "5")]
-    pub routing_bucket_count: Option<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ProduceLogResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbProduceLogRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbProduceLogRespForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "3")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    pub error_message: Option<String>,
-    #[prost(int64, optional, tag = "5")]
-    pub base_offset: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PutKvRequest {
-    #[prost(int32, required, tag = "1")]
-    pub acks: i32,
-    #[prost(int64, required, tag = "2")]
-    pub table_id: i64,
-    #[prost(int32, required, tag = "3")]
-    pub timeout_ms: i32,
-    #[prost(int32, repeated, packed = "true", tag = "4")]
-    pub target_columns: Vec<i32>,
-    #[prost(message, repeated, tag = "5")]
-    pub buckets_req: Vec<PbWriteReqForBucket>,
-    #[prost(int32, optional, tag = "6")]
-    pub agg_mode: Option<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PutKvResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbPutKvRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPutKvRespForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "3")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    pub error_message: Option<String>,
-    #[prost(int64, optional, tag = "5")]
-    pub log_end_offset: Option<i64>,
-}
-
-// ---- reads ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FetchLogRequest {
-    #[prost(int32, required, tag = "1")]
-    pub follower_server_id: i32,
-    #[prost(int32, required, tag = "2")]
-    pub max_bytes: i32,
-    #[prost(message, repeated, tag = "3")]
-    pub tables_req: Vec<PbFetchLogReqForTable>,
-    #[prost(int32, optional, tag = "4")]
-    pub max_wait_ms: Option<i32>,
-    #[prost(int32, optional, tag = "5")]
-    pub min_bytes: Option<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbFetchLogReqForTable {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(bool, required, tag = "2")]
-    pub projection_pushdown_enabled: bool,
-    #[prost(int32, repeated, packed = "true", tag = "3")]
-    pub projected_fields: Vec<i32>,
-    #[prost(message, repeated, tag = "4")]
-    pub buckets_req: Vec<PbFetchLogReqForBucket>,
-    /// A filter the server may prune whole batches by (Fluss 1.0; fluss-rs's
-    /// `new_scan().filter(..)`): the client filters rows itself, so a superset is correct.
-    #[prost(message, optional, tag = "5")]
-    pub filter_predicate: Option<PbPredicate>,
-    /// The schema the predicate's field ids refer to; required with a predicate.
-    #[prost(int32, optional, tag = "6")]
-    pub filter_schema_id: Option<i32>,
-}
-
-/// `type`: 0 a leaf, 1 a compound.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPredicate {
-    #[prost(int32, required, tag = "1")]
-    pub r#type: i32,
-    #[prost(message, optional, tag = "2")]
-    pub leaf: Option<PbLeafPredicate>,
-    #[prost(message, optional, boxed, tag = "3")]
-    pub compound: Option<Box<PbCompoundPredicate>>,
-}
-
-/// `function`: EQUAL 0, NOT_EQUAL 1, LESS_THAN 2, LESS_OR_EQUAL 3, GREATER_THAN 4,
-/// GREATER_OR_EQUAL 5, IS_NULL 6, IS_NOT_NULL 7, STARTS_WITH 8, CONTAINS 9, ENDS_WITH 10,
-/// IN 11, NOT_IN 12. `field_id` is the schema's column id of a top-level column.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbLeafPredicate {
-    #[prost(int32, required, tag = "1")]
-    pub function: i32,
-    #[prost(int32, required, tag = "2")]
-    pub field_id: i32,
-    #[prost(message, repeated, tag = "3")]
-    pub literals: Vec<PbLiteralValue>,
-}
-
-/// `function`: AND 0, OR 1.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbCompoundPredicate {
-    #[prost(int32, required, tag = "1")]
-    pub function: i32,
-    #[prost(message, repeated, tag = "2")]
-    pub children: Vec<PbPredicate>,
-}
-
-/// A literal in the type of its column (`literal_type`, Fluss's data type root: BOOLEAN 0 ..
-/// BYTES 15). DATE travels in `bigint_value`, TIME (ms) in `int_value`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbLiteralValue {
-    #[prost(int32, required, tag = "1")]
-    pub literal_type: i32,
-    #[prost(bool, required, tag = "2")]
-    pub is_null: bool,
-    #[prost(bool, optional, tag = "3")]
-    pub boolean_value: Option<bool>,
-    #[prost(int32, optional, tag = "4")]
-    pub int_value: Option<i32>,
-    #[prost(int64, optional, tag = "5")]
-    pub bigint_value: Option<i64>,
-    #[prost(float, optional, tag = "6")]
-    pub float_value: Option<f32>,
-    #[prost(double, optional, tag = "7")]
-    pub double_value: Option<f64>,
-    #[prost(string, optional, tag = "8")]
-    pub string_value: Option<String>,
-    #[prost(bytes = "vec", optional, tag = "9")]
-    pub binary_value: Option<Vec<u8>>,
-    #[prost(int64, optional, tag = "10")]
-    pub decimal_value: Option<i64>,
-    #[prost(int64, optional, tag = "11")]
-    pub timestamp_millis_value: Option<i64>,
-    #[prost(int32, optional, tag = "12")]
-    pub timestamp_nano_of_millis_value: Option<i32>,
-    #[prost(bytes = "vec", optional, tag = "13")]
-    pub decimal_bytes: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbFetchLogReqForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int64, required, tag = "3")]
-    pub fetch_offset: i64,
-    #[prost(int32, required, tag = "4")]
-    pub max_fetch_bytes: i32,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FetchLogResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub tables_resp: Vec<PbFetchLogRespForTable>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbFetchLogRespForTable {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub buckets_resp: Vec<PbFetchLogRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbFetchLogRespForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "3")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    pub error_message: Option<String>,
-    #[prost(int64, optional, tag = "5")]
-    pub high_watermark: Option<i64>,
-    #[prost(int64, optional, tag = "6")]
-    pub log_start_offset: Option<i64>,
-    #[prost(bytes = "bytes", optional, tag = "8")]
-    pub records: Option<Bytes>,
-    /// Set when a filter pruned batches: the client's next fetch starts at least here.
-    #[prost(int64, optional, tag = "9")]
-    pub filtered_end_offset: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LookupRequest {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub buckets_req: Vec<PbLookupReqForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbLookupReqForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(bytes = "bytes", repeated, tag = "3")]
-    pub keys: Vec<Bytes>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LookupResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbLookupRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbLookupRespForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "3")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    pub error_message: Option<String>,
-    #[prost(message, repeated, tag = "5")]
-    pub values: Vec<PbValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbValue {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    pub values: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListOffsetsRequest {
-    #[prost(int32, required, tag = "1")]
-    pub follower_server_id: i32,
-    #[prost(int32, required, tag = "2")]
-    pub offset_type: i32,
-    #[prost(int64, required, tag = "3")]
-    pub table_id: i64,
-    #[prost(int64, optional, tag = "4")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, repeated, packed = "true", tag = "5")]
-    pub bucket_id: Vec<i32>,
-    #[prost(int64, optional, tag = "6")]
-    pub start_timestamp: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListOffsetsResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbListOffsetsRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbListOffsetsRespForBucket {
-    #[prost(int32, required, tag = "1")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "2")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "3")]
-    pub error_message: Option<String>,
-    #[prost(int64, optional, tag = "4")]
-    pub offset: Option<i64>,
-}
-
-// ---- security token and lake ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetFileSystemSecurityTokenResponse {
-    #[prost(string, required, tag = "1")]
-    pub schema: String,
-    #[prost(bytes = "vec", required, tag = "2")]
-    pub token: Vec<u8>,
-    #[prost(int64, optional, tag = "3")]
-    pub expiration_time: Option<i64>,
-    #[prost(message, repeated, tag = "4")]
-    pub addition_info: Vec<PbKeyValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetLakeSnapshotRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(int64, optional, tag = "2")]
-    pub snapshot_id: Option<i64>,
-    #[prost(bool, optional, tag = "3")]
-    pub readable: Option<bool>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetLakeSnapshotResponse {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(int64, required, tag = "2")]
-    pub snapshot_id: i64,
-    #[prost(message, repeated, tag = "3")]
-    pub bucket_snapshots: Vec<PbLakeSnapshotForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbLakeSnapshotForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int64, optional, tag = "3")]
-    pub log_offset: Option<i64>,
-}
-
-// ---- authentication ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AuthenticateRequest {
-    #[prost(string, required, tag = "1")]
-    pub protocol: String,
-    #[prost(bytes = "vec", required, tag = "2")]
-    pub token: Vec<u8>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AuthenticateResponse {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    pub challenge: Option<Vec<u8>>,
-}
-
-// ---- prefix lookup ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PrefixLookupRequest {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub buckets_req: Vec<PbPrefixLookupReqForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPrefixLookupReqForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    /// Encoded bucket keys, each a byte prefix of the encoded primary keys it matches.
-    #[prost(bytes = "vec", repeated, tag = "3")]
-    pub keys: Vec<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PrefixLookupResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbPrefixLookupRespForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbPrefixLookupRespForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int32, optional, tag = "3")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    pub error_message: Option<String>,
-    /// One list per requested key, in request order: the values of every matching row.
-    #[prost(message, repeated, tag = "5")]
-    pub value_lists: Vec<PbValueList>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbValueList {
-    #[prost(bytes = "vec", repeated, tag = "1")]
-    pub values: Vec<Vec<u8>>,
-}
-
-// ---- alter table ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AlterTableRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(bool, required, tag = "2")]
-    pub ignore_if_not_exists: bool,
-    #[prost(message, repeated, tag = "3")]
-    pub config_changes: Vec<PbAlterConfig>,
-    #[prost(message, repeated, tag = "4")]
-    pub add_columns: Vec<PbAddColumn>,
-    #[prost(message, repeated, tag = "5")]
-    pub drop_columns: Vec<PbColumnChange>,
-    #[prost(message, repeated, tag = "6")]
-    pub rename_columns: Vec<PbColumnChange>,
-    #[prost(message, repeated, tag = "7")]
-    pub modify_columns: Vec<PbColumnChange>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbAlterConfig {
-    #[prost(string, required, tag = "1")]
-    pub config_key: String,
-    #[prost(string, optional, tag = "2")]
-    pub config_value: Option<String>,
-    /// SET = 0, DELETE = 1 (reset), APPEND = 2, SUBTRACT = 3.
-    #[prost(int32, required, tag = "3")]
-    pub op_type: i32,
-}
-
-/// A column added by AlterTable.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbAddColumn {
-    #[prost(string, required, tag = "1")]
-    pub column_name: String,
-    #[prost(bytes = "vec", required, tag = "2")]
-    pub data_type_json: Vec<u8>,
-    #[prost(string, optional, tag = "3")]
-    pub comment: Option<String>,
-    /// LAST = 0, FIRST = 1, AFTER = 3.
-    #[prost(int32, required, tag = "4")]
-    pub column_position_type: i32,
-    #[prost(string, optional, tag = "5")]
-    pub agg_function_type: Option<String>,
-}
-
-/// A schema change silt refuses, as Fluss 0.9.1 does (PbDropColumn, PbRenameColumn,
-/// PbModifyColumn): only the column name (field 1 in each) is read, to name it in the error.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbColumnChange {
-    #[prost(string, optional, tag = "1")]
-    pub column_name: Option<String>,
-}
-
-// ---- limit scan ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LimitScanRequest {
-    #[prost(int64, required, tag = "2")]
-    pub table_id: i64,
-    #[prost(int64, optional, tag = "3")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "4")]
-    pub bucket_id: i32,
-    #[prost(int32, required, tag = "5")]
-    pub limit: i32,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LimitScanResponse {
-    #[prost(int32, optional, tag = "1")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "2")]
-    pub error_message: Option<String>,
-    #[prost(bool, optional, tag = "3")]
-    pub is_log_table: Option<bool>,
-    /// Log batches for a log table; one value record batch for a primary-key table.
-    #[prost(bytes = "bytes", optional, tag = "4")]
-    pub records: Option<Bytes>,
-}
-
-// ---- table stats ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTableStatsRequest {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub buckets_req: Vec<PbTableStatsReqForBucket>,
-    /// Column statistics asked for; reserved in Fluss 0.9.1, which answers none.
-    #[prost(int32, repeated, packed = "true", tag = "3")]
-    pub target_columns: Vec<i32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbTableStatsReqForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTableStatsResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub buckets_resp: Vec<PbTableStatsRespForBucket>,
-}
-
-/// One bucket's stats, or its error: `row_count` is the live keys of a primary-key bucket and
-/// the records between log start and high watermark of a log bucket.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbTableStatsRespForBucket {
-    #[prost(int32, optional, tag = "1")]
-    pub error_code: Option<i32>,
-    #[prost(string, optional, tag = "2")]
-    pub error_message: Option<String>,
-    #[prost(int64, optional, tag = "3")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "4")]
-    pub bucket_id: i32,
-    #[prost(int64, optional, tag = "5")]
-    pub row_count: Option<i64>,
-}
-
-// ---- kv snapshots and their leases ----
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetLatestKvSnapshotsRequest {
-    #[prost(message, required, tag = "1")]
-    pub table_path: PbTablePath,
-    #[prost(string, optional, tag = "2")]
-    pub partition_name: Option<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetLatestKvSnapshotsResponse {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(int64, optional, tag = "2")]
-    pub partition_id: Option<i64>,
-    #[prost(message, repeated, tag = "3")]
-    pub latest_snapshots: Vec<PbKvSnapshot>,
-}
-
-/// A bucket's latest kv snapshot; both options are absent when the bucket has none, which
-/// tells a reader to read the changelog from the earliest offset.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbKvSnapshot {
-    #[prost(int32, required, tag = "1")]
-    pub bucket_id: i32,
-    #[prost(int64, optional, tag = "2")]
-    pub snapshot_id: Option<i64>,
-    #[prost(int64, optional, tag = "3")]
-    pub log_offset: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetKvSnapshotMetadataRequest {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(int64, optional, tag = "2")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "3")]
-    pub bucket_id: i32,
-    #[prost(int64, required, tag = "4")]
-    pub snapshot_id: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetKvSnapshotMetadataResponse {
-    #[prost(int64, required, tag = "1")]
-    pub log_offset: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub snapshot_files: Vec<PbRemotePathAndLocalFile>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbRemotePathAndLocalFile {
-    #[prost(string, required, tag = "1")]
-    pub remote_path: String,
-    #[prost(string, required, tag = "2")]
-    pub local_file_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AcquireKvSnapshotLeaseRequest {
-    #[prost(string, required, tag = "1")]
-    pub lease_id: String,
-    #[prost(int64, required, tag = "2")]
-    pub lease_duration_ms: i64,
-    #[prost(message, repeated, tag = "3")]
-    pub snapshots_to_lease: Vec<PbKvSnapshotLeaseForTable>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AcquireKvSnapshotLeaseResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub unavailable_snapshots: Vec<PbKvSnapshotLeaseForTable>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbKvSnapshotLeaseForTable {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(message, repeated, tag = "2")]
-    pub bucket_snapshots: Vec<PbKvSnapshotLeaseForBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbKvSnapshotLeaseForBucket {
-    #[prost(int64, optional, tag = "1")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "2")]
-    pub bucket_id: i32,
-    #[prost(int64, required, tag = "3")]
-    pub snapshot_id: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ReleaseKvSnapshotLeaseRequest {
-    #[prost(string, required, tag = "1")]
-    pub lease_id: String,
-    #[prost(message, repeated, tag = "2")]
-    pub buckets_to_release: Vec<PbTableBucket>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PbTableBucket {
-    #[prost(int64, required, tag = "1")]
-    pub table_id: i64,
-    #[prost(int64, optional, tag = "2")]
-    pub partition_id: Option<i64>,
-    #[prost(int32, required, tag = "3")]
-    pub bucket_id: i32,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DropKvSnapshotLeaseRequest {
-    #[prost(string, required, tag = "1")]
-    pub lease_id: String,
+/// Declares the messages below as prost messages, one field a line:
+/// `name: RustType = tag [prost's kind and label]`, the bracket holding exactly what prost's
+/// `#[prost(..)]` attribute holds before `tag`.
+macro_rules! messages {
+    ($(
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_attr:meta])* $field:ident: $ty:ty = $tag:tt [$($prost:tt)*] ),* $(,)?
+        }
+    )*) => {$(
+        $(#[$attr])*
+        #[derive(Clone, PartialEq, prost::Message)]
+        pub struct $name {
+            $( $(#[$field_attr])* #[prost($($prost)*, tag = $tag)] pub $field: $ty, )*
+        }
+    )*};
+}
+
+messages! {
+    pub struct ErrorResponse {
+        error_code: i32 = 1 [int32, required],
+        error_message: Option<String> = 2 [string, optional],
+    }
+
+    pub struct ApiVersionsResponse {
+        api_versions: Vec<PbApiVersion> = 1 [message, repeated],
+        server_type: Option<i32> = 2 [int32, optional],
+    }
+
+    pub struct PbApiVersion {
+        api_key: i32 = 1 [int32, required],
+        min_version: i32 = 2 [int32, required],
+        max_version: i32 = 3 [int32, required],
+    }
+
+    pub struct PbTablePath {
+        database_name: String = 1 [string, required],
+        table_name: String = 2 [string, required],
+    }
+
+    pub struct PbPhysicalTablePath {
+        database_name: String = 1 [string, required],
+        table_name: String = 2 [string, required],
+        partition_name: Option<String> = 3 [string, optional],
+    }
+
+    pub struct PbKeyValue {
+        key: String = 1 [string, required],
+        value: String = 2 [string, required],
+    }
+
+    // ---- databases ----
+
+    pub struct CreateDatabaseRequest {
+        database_name: String = 1 [string, required],
+        ignore_if_exists: bool = 2 [bool, required],
+        database_json: Option<Vec<u8>> = 3 [bytes = "vec", optional],
+    }
+
+    pub struct Empty {}
+
+    pub struct GetDatabaseInfoRequest {
+        database_name: String = 1 [string, required],
+    }
+
+    pub struct GetDatabaseInfoResponse {
+        database_json: Vec<u8> = 3 [bytes = "vec", required],
+        created_time: i64 = 4 [int64, required],
+        modified_time: i64 = 5 [int64, required],
+    }
+
+    pub struct DropDatabaseRequest {
+        database_name: String = 1 [string, required],
+        ignore_if_not_exists: bool = 2 [bool, required],
+        cascade: bool = 3 [bool, required],
+    }
+
+    pub struct DatabaseExistsRequest {
+        database_name: String = 1 [string, required],
+    }
+
+    pub struct ExistsResponse {
+        exists: bool = 1 [bool, required],
+    }
+
+    pub struct ListDatabasesRequest {
+        include_summary: Option<bool> = 1 [bool, optional],
+    }
+
+    pub struct ListDatabasesResponse {
+        database_name: Vec<String> = 1 [string, repeated],
+        database_summary: Vec<PbDatabaseSummary> = 2 [message, repeated],
+    }
+
+    pub struct PbDatabaseSummary {
+        database_name: String = 1 [string, required],
+        created_time: i64 = 2 [int64, required],
+        table_count: i32 = 3 [int32, required],
+    }
+
+    // ---- tables ----
+
+    pub struct CreateTableRequest {
+        table_path: PbTablePath = 1 [message, required],
+        table_json: Vec<u8> = 2 [bytes = "vec", required],
+        ignore_if_exists: bool = 3 [bool, required],
+    }
+
+    pub struct DropTableRequest {
+        table_path: PbTablePath = 1 [message, required],
+        ignore_if_not_exists: bool = 2 [bool, required],
+    }
+
+    /// GetTableInfo, TableExists and ListPartitionInfos all open with the table path as field 1.
+    pub struct TablePathRequest {
+        table_path: PbTablePath = 1 [message, required],
+    }
+
+    pub struct GetTableInfoResponse {
+        table_id: i64 = 1 [int64, required],
+        schema_id: i32 = 2 [int32, required],
+        table_json: Vec<u8> = 3 [bytes = "vec", required],
+        created_time: i64 = 4 [int64, required],
+        modified_time: i64 = 5 [int64, required],
+        remote_data_dir: Option<String> = 6 [string, optional],
+        bucket_count_epoch: Option<i64> = 7 [int64, optional],
+    }
+
+    pub struct ListTablesRequest {
+        database_name: String = 1 [string, required],
+    }
+
+    pub struct ListTablesResponse {
+        table_name: Vec<String> = 1 [string, repeated],
+    }
+
+    pub struct GetTableSchemaRequest {
+        table_path: PbTablePath = 1 [message, required],
+        schema_id: Option<i32> = 2 [int32, optional],
+    }
+
+    pub struct GetTableSchemaResponse {
+        schema_id: i32 = 1 [int32, required],
+        schema_json: Vec<u8> = 2 [bytes = "vec", required],
+    }
+
+    // ---- partitions ----
+
+    pub struct PbPartitionSpec {
+        partition_key_values: Vec<PbKeyValue> = 1 [message, repeated],
+    }
+
+    pub struct PbPartitionInfo {
+        partition_id: i64 = 1 [int64, required],
+        partition_spec: PbPartitionSpec = 2 [message, required],
+    }
+
+    pub struct ListPartitionInfosRequest {
+        table_path: PbTablePath = 1 [message, required],
+        partial_partition_spec: Option<PbPartitionSpec> = 2 [message, optional],
+    }
+
+    pub struct ListPartitionInfosResponse {
+        partitions_info: Vec<PbPartitionInfo> = 1 [message, repeated],
+        system_partitions_included: Option<bool> = 2 [bool, optional],
+    }
+
+    /// CreatePartition and DropPartition share their fields; Fluss names the flag
+    /// `ignore_if_not_exists` in both, and it means "if exists" for a create.
+    pub struct PartitionRequest {
+        table_path: PbTablePath = 1 [message, required],
+        partition_spec: PbPartitionSpec = 2 [message, required],
+        ignore_if_not_exists: bool = 3 [bool, required],
+    }
+
+    pub struct PbPartitionMetadata {
+        table_id: i64 = 1 [int64, required],
+        partition_name: String = 2 [string, required],
+        partition_id: i64 = 3 [int64, required],
+        bucket_metadata: Vec<PbBucketMetadata> = 4 [message, repeated],
+    }
+
+    // ---- metadata ----
+
+    pub struct MetadataRequest {
+        table_path: Vec<PbTablePath> = 1 [message, repeated],
+        partitions_path: Vec<PbPhysicalTablePath> = 2 [message, repeated],
+        partitions_id: Vec<i64> = 3 [int64, repeated, packed = "true"],
+    }
+
+    pub struct MetadataResponse {
+        coordinator_server: Option<PbServerNode> = 1 [message, optional],
+        tablet_servers: Vec<PbServerNode> = 2 [message, repeated],
+        table_metadata: Vec<PbTableMetadata> = 3 [message, repeated],
+        partition_metadata: Vec<PbPartitionMetadata> = 4 [message, repeated],
+    }
+
+    pub struct PbServerNode {
+        node_id: i32 = 1 [int32, required],
+        host: String = 2 [string, required],
+        port: i32 = 3 [int32, required],
+        listeners: Option<String> = 4 [string, optional],
+    }
+
+    pub struct PbTableMetadata {
+        table_path: PbTablePath = 1 [message, required],
+        table_id: i64 = 2 [int64, required],
+        schema_id: i32 = 3 [int32, required],
+        table_json: Vec<u8> = 4 [bytes = "vec", required],
+        bucket_metadata: Vec<PbBucketMetadata> = 5 [message, repeated],
+        created_time: i64 = 6 [int64, required],
+        modified_time: i64 = 7 [int64, required],
+    }
+
+    pub struct PbBucketMetadata {
+        bucket_id: i32 = 1 [int32, required],
+        leader_id: Option<i32> = 2 [int32, optional],
+        replica_id: Vec<i32> = 3 [int32, repeated, packed = "true"],
+        leader_epoch: Option<i32> = 4 [int32, optional],
+        bucket_epoch: Option<i32> = 5 [int32, optional],
+        isr: Vec<i32> = 6 [int32, repeated, packed = "true"],
+    }
+
+    // ---- writes ----
+
+    pub struct InitWriterRequest {
+        table_path: Vec<PbTablePath> = 1 [message, repeated],
+    }
+
+    pub struct InitWriterResponse {
+        writer_id: i64 = 1 [int64, required],
+    }
+
+    pub struct ProduceLogRequest {
+        acks: i32 = 1 [int32, required],
+        table_id: i64 = 2 [int64, required],
+        timeout_ms: i32 = 3 [int32, required],
+        buckets_req: Vec<PbWriteReqForBucket> = 4 [message, repeated],
+    }
+
+    /// PbProduceLogReqForBucket and PbPutKvReqForBucket share their first five fields.
+    pub struct PbWriteReqForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        records: Bytes = 3 [bytes = "bytes", required],
+        original_partition_name: Option<String> = 4 [string, optional],
+        routing_bucket_count: Option<i32> = 5 [int32, optional],
+    }
+
+    pub struct ProduceLogResponse {
+        buckets_resp: Vec<PbProduceLogRespForBucket> = 1 [message, repeated],
+    }
+
+    pub struct PbProduceLogRespForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        error_code: Option<i32> = 3 [int32, optional],
+        error_message: Option<String> = 4 [string, optional],
+        base_offset: Option<i64> = 5 [int64, optional],
+    }
+
+    pub struct PutKvRequest {
+        acks: i32 = 1 [int32, required],
+        table_id: i64 = 2 [int64, required],
+        timeout_ms: i32 = 3 [int32, required],
+        target_columns: Vec<i32> = 4 [int32, repeated, packed = "true"],
+        buckets_req: Vec<PbWriteReqForBucket> = 5 [message, repeated],
+        agg_mode: Option<i32> = 6 [int32, optional],
+    }
+
+    pub struct PutKvResponse {
+        buckets_resp: Vec<PbPutKvRespForBucket> = 1 [message, repeated],
+    }
+
+    pub struct PbPutKvRespForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        error_code: Option<i32> = 3 [int32, optional],
+        error_message: Option<String> = 4 [string, optional],
+        log_end_offset: Option<i64> = 5 [int64, optional],
+    }
+
+    // ---- reads ----
+
+    pub struct FetchLogRequest {
+        follower_server_id: i32 = 1 [int32, required],
+        max_bytes: i32 = 2 [int32, required],
+        tables_req: Vec<PbFetchLogReqForTable> = 3 [message, repeated],
+        max_wait_ms: Option<i32> = 4 [int32, optional],
+        min_bytes: Option<i32> = 5 [int32, optional],
+    }
+
+    pub struct PbFetchLogReqForTable {
+        table_id: i64 = 1 [int64, required],
+        projection_pushdown_enabled: bool = 2 [bool, required],
+        projected_fields: Vec<i32> = 3 [int32, repeated, packed = "true"],
+        buckets_req: Vec<PbFetchLogReqForBucket> = 4 [message, repeated],
+        /// A filter the server may prune whole batches by (Fluss 1.0; fluss-rs's
+        /// `new_scan().filter(..)`): the client filters rows itself, so a superset is correct.
+        filter_predicate: Option<PbPredicate> = 5 [message, optional],
+        /// The schema the predicate's field ids refer to; required with a predicate.
+        filter_schema_id: Option<i32> = 6 [int32, optional],
+    }
+
+    /// `type`: 0 a leaf, 1 a compound.
+    pub struct PbPredicate {
+        r#type: i32 = 1 [int32, required],
+        leaf: Option<PbLeafPredicate> = 2 [message, optional],
+        compound: Option<Box<PbCompoundPredicate>> = 3 [message, optional, boxed],
+    }
+
+    /// `function`: EQUAL 0, NOT_EQUAL 1, LESS_THAN 2, LESS_OR_EQUAL 3, GREATER_THAN 4,
+    /// GREATER_OR_EQUAL 5, IS_NULL 6, IS_NOT_NULL 7, STARTS_WITH 8, CONTAINS 9, ENDS_WITH 10,
+    /// IN 11, NOT_IN 12. `field_id` is the schema's column id of a top-level column.
+    pub struct PbLeafPredicate {
+        function: i32 = 1 [int32, required],
+        field_id: i32 = 2 [int32, required],
+        literals: Vec<PbLiteralValue> = 3 [message, repeated],
+    }
+
+    /// `function`: AND 0, OR 1.
+    pub struct PbCompoundPredicate {
+        function: i32 = 1 [int32, required],
+        children: Vec<PbPredicate> = 2 [message, repeated],
+    }
+
+    /// A literal in the type of its column (`literal_type`, Fluss's data type root: BOOLEAN 0 ..
+    /// BYTES 15). DATE travels in `bigint_value`, TIME (ms) in `int_value`.
+    pub struct PbLiteralValue {
+        literal_type: i32 = 1 [int32, required],
+        is_null: bool = 2 [bool, required],
+        boolean_value: Option<bool> = 3 [bool, optional],
+        int_value: Option<i32> = 4 [int32, optional],
+        bigint_value: Option<i64> = 5 [int64, optional],
+        float_value: Option<f32> = 6 [float, optional],
+        double_value: Option<f64> = 7 [double, optional],
+        string_value: Option<String> = 8 [string, optional],
+        binary_value: Option<Vec<u8>> = 9 [bytes = "vec", optional],
+        decimal_value: Option<i64> = 10 [int64, optional],
+        timestamp_millis_value: Option<i64> = 11 [int64, optional],
+        timestamp_nano_of_millis_value: Option<i32> = 12 [int32, optional],
+        decimal_bytes: Option<Vec<u8>> = 13 [bytes = "vec", optional],
+    }
+
+    pub struct PbFetchLogReqForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        fetch_offset: i64 = 3 [int64, required],
+        max_fetch_bytes: i32 = 4 [int32, required],
+    }
+
+    pub struct FetchLogResponse {
+        tables_resp: Vec<PbFetchLogRespForTable> = 1 [message, repeated],
+    }
+
+    pub struct PbFetchLogRespForTable {
+        table_id: i64 = 1 [int64, required],
+        buckets_resp: Vec<PbFetchLogRespForBucket> = 2 [message, repeated],
+    }
+
+    pub struct PbFetchLogRespForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        error_code: Option<i32> = 3 [int32, optional],
+        error_message: Option<String> = 4 [string, optional],
+        high_watermark: Option<i64> = 5 [int64, optional],
+        log_start_offset: Option<i64> = 6 [int64, optional],
+        records: Option<Bytes> = 8 [bytes = "bytes", optional],
+        /// Set when a filter pruned batches: the client's next fetch starts at least here.
+        filtered_end_offset: Option<i64> = 9 [int64, optional],
+    }
+
+    pub struct LookupRequest {
+        table_id: i64 = 1 [int64, required],
+        buckets_req: Vec<PbLookupReqForBucket> = 2 [message, repeated],
+    }
+
+    pub struct PbLookupReqForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        keys: Vec<Bytes> = 3 [bytes = "bytes", repeated],
+    }
+
+    pub struct LookupResponse {
+        buckets_resp: Vec<PbLookupRespForBucket> = 1 [message, repeated],
+    }
+
+    pub struct PbLookupRespForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        error_code: Option<i32> = 3 [int32, optional],
+        error_message: Option<String> = 4 [string, optional],
+        values: Vec<PbValue> = 5 [message, repeated],
+    }
+
+    pub struct PbValue {
+        values: Option<Vec<u8>> = 1 [bytes = "vec", optional],
+    }
+
+    pub struct ListOffsetsRequest {
+        follower_server_id: i32 = 1 [int32, required],
+        offset_type: i32 = 2 [int32, required],
+        table_id: i64 = 3 [int64, required],
+        partition_id: Option<i64> = 4 [int64, optional],
+        bucket_id: Vec<i32> = 5 [int32, repeated, packed = "true"],
+        start_timestamp: Option<i64> = 6 [int64, optional],
+    }
+
+    pub struct ListOffsetsResponse {
+        buckets_resp: Vec<PbListOffsetsRespForBucket> = 1 [message, repeated],
+    }
+
+    pub struct PbListOffsetsRespForBucket {
+        bucket_id: i32 = 1 [int32, required],
+        error_code: Option<i32> = 2 [int32, optional],
+        error_message: Option<String> = 3 [string, optional],
+        offset: Option<i64> = 4 [int64, optional],
+    }
+
+    // ---- security token and lake ----
+
+    pub struct GetFileSystemSecurityTokenResponse {
+        schema: String = 1 [string, required],
+        token: Vec<u8> = 2 [bytes = "vec", required],
+        expiration_time: Option<i64> = 3 [int64, optional],
+        addition_info: Vec<PbKeyValue> = 4 [message, repeated],
+    }
+
+    pub struct GetLakeSnapshotRequest {
+        table_path: PbTablePath = 1 [message, required],
+        snapshot_id: Option<i64> = 2 [int64, optional],
+        readable: Option<bool> = 3 [bool, optional],
+    }
+
+    pub struct GetLakeSnapshotResponse {
+        table_id: i64 = 1 [int64, required],
+        snapshot_id: i64 = 2 [int64, required],
+        bucket_snapshots: Vec<PbLakeSnapshotForBucket> = 3 [message, repeated],
+    }
+
+    pub struct PbLakeSnapshotForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        log_offset: Option<i64> = 3 [int64, optional],
+    }
+
+    // ---- authentication ----
+
+    pub struct AuthenticateRequest {
+        protocol: String = 1 [string, required],
+        token: Vec<u8> = 2 [bytes = "vec", required],
+    }
+
+    pub struct AuthenticateResponse {
+        challenge: Option<Vec<u8>> = 1 [bytes = "vec", optional],
+    }
+
+    // ---- prefix lookup ----
+
+    pub struct PrefixLookupRequest {
+        table_id: i64 = 1 [int64, required],
+        buckets_req: Vec<PbPrefixLookupReqForBucket> = 2 [message, repeated],
+    }
+
+    pub struct PbPrefixLookupReqForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        /// Encoded bucket keys, each a byte prefix of the encoded primary keys it matches.
+        keys: Vec<Vec<u8>> = 3 [bytes = "vec", repeated],
+    }
+
+    pub struct PrefixLookupResponse {
+        buckets_resp: Vec<PbPrefixLookupRespForBucket> = 1 [message, repeated],
+    }
+
+    pub struct PbPrefixLookupRespForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        error_code: Option<i32> = 3 [int32, optional],
+        error_message: Option<String> = 4 [string, optional],
+        /// One list per requested key, in request order: the values of every matching row.
+        value_lists: Vec<PbValueList> = 5 [message, repeated],
+    }
+
+    pub struct PbValueList {
+        values: Vec<Vec<u8>> = 1 [bytes = "vec", repeated],
+    }
+
+    // ---- alter table ----
+
+    pub struct AlterTableRequest {
+        table_path: PbTablePath = 1 [message, required],
+        ignore_if_not_exists: bool = 2 [bool, required],
+        config_changes: Vec<PbAlterConfig> = 3 [message, repeated],
+        add_columns: Vec<PbAddColumn> = 4 [message, repeated],
+        drop_columns: Vec<PbColumnChange> = 5 [message, repeated],
+        rename_columns: Vec<PbColumnChange> = 6 [message, repeated],
+        modify_columns: Vec<PbColumnChange> = 7 [message, repeated],
+    }
+
+    pub struct PbAlterConfig {
+        config_key: String = 1 [string, required],
+        config_value: Option<String> = 2 [string, optional],
+        /// SET = 0, DELETE = 1 (reset), APPEND = 2, SUBTRACT = 3.
+        op_type: i32 = 3 [int32, required],
+    }
+
+    /// A column added by AlterTable.
+    pub struct PbAddColumn {
+        column_name: String = 1 [string, required],
+        data_type_json: Vec<u8> = 2 [bytes = "vec", required],
+        comment: Option<String> = 3 [string, optional],
+        /// LAST = 0, FIRST = 1, AFTER = 3.
+        column_position_type: i32 = 4 [int32, required],
+        agg_function_type: Option<String> = 5 [string, optional],
+    }
+
+    /// A schema change silt refuses, as Fluss 0.9.1 does (PbDropColumn, PbRenameColumn,
+    /// PbModifyColumn): only the column name (field 1 in each) is read, to name it in the error.
+    pub struct PbColumnChange {
+        column_name: Option<String> = 1 [string, optional],
+    }
+
+    // ---- limit scan ----
+
+    pub struct LimitScanRequest {
+        table_id: i64 = 2 [int64, required],
+        partition_id: Option<i64> = 3 [int64, optional],
+        bucket_id: i32 = 4 [int32, required],
+        limit: i32 = 5 [int32, required],
+    }
+
+    pub struct LimitScanResponse {
+        error_code: Option<i32> = 1 [int32, optional],
+        error_message: Option<String> = 2 [string, optional],
+        is_log_table: Option<bool> = 3 [bool, optional],
+        /// Log batches for a log table; one value record batch for a primary-key table.
+        records: Option<Bytes> = 4 [bytes = "bytes", optional],
+    }
+
+    // ---- table stats ----
+
+    pub struct GetTableStatsRequest {
+        table_id: i64 = 1 [int64, required],
+        buckets_req: Vec<PbTableStatsReqForBucket> = 2 [message, repeated],
+        /// Column statistics asked for; reserved in Fluss 0.9.1, which answers none.
+        target_columns: Vec<i32> = 3 [int32, repeated, packed = "true"],
+    }
+
+    pub struct PbTableStatsReqForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+    }
+
+    pub struct GetTableStatsResponse {
+        buckets_resp: Vec<PbTableStatsRespForBucket> = 1 [message, repeated],
+    }
+
+    /// One bucket's stats, or its error: `row_count` is the live keys of a primary-key bucket and
+    /// the records between log start and high watermark of a log bucket.
+    pub struct PbTableStatsRespForBucket {
+        error_code: Option<i32> = 1 [int32, optional],
+        error_message: Option<String> = 2 [string, optional],
+        partition_id: Option<i64> = 3 [int64, optional],
+        bucket_id: i32 = 4 [int32, required],
+        row_count: Option<i64> = 5 [int64, optional],
+    }
+
+    // ---- kv snapshots and their leases ----
+
+    pub struct GetLatestKvSnapshotsRequest {
+        table_path: PbTablePath = 1 [message, required],
+        partition_name: Option<String> = 2 [string, optional],
+    }
+
+    pub struct GetLatestKvSnapshotsResponse {
+        table_id: i64 = 1 [int64, required],
+        partition_id: Option<i64> = 2 [int64, optional],
+        latest_snapshots: Vec<PbKvSnapshot> = 3 [message, repeated],
+    }
+
+    /// A bucket's latest kv snapshot; both options are absent when the bucket has none, which
+    /// tells a reader to read the changelog from the earliest offset.
+    pub struct PbKvSnapshot {
+        bucket_id: i32 = 1 [int32, required],
+        snapshot_id: Option<i64> = 2 [int64, optional],
+        log_offset: Option<i64> = 3 [int64, optional],
+    }
+
+    pub struct GetKvSnapshotMetadataRequest {
+        table_id: i64 = 1 [int64, required],
+        partition_id: Option<i64> = 2 [int64, optional],
+        bucket_id: i32 = 3 [int32, required],
+        snapshot_id: i64 = 4 [int64, required],
+    }
+
+    pub struct GetKvSnapshotMetadataResponse {
+        log_offset: i64 = 1 [int64, required],
+        snapshot_files: Vec<PbRemotePathAndLocalFile> = 2 [message, repeated],
+    }
+
+    pub struct PbRemotePathAndLocalFile {
+        remote_path: String = 1 [string, required],
+        local_file_name: String = 2 [string, required],
+    }
+
+    pub struct AcquireKvSnapshotLeaseRequest {
+        lease_id: String = 1 [string, required],
+        lease_duration_ms: i64 = 2 [int64, required],
+        snapshots_to_lease: Vec<PbKvSnapshotLeaseForTable> = 3 [message, repeated],
+    }
+
+    pub struct AcquireKvSnapshotLeaseResponse {
+        unavailable_snapshots: Vec<PbKvSnapshotLeaseForTable> = 1 [message, repeated],
+    }
+
+    pub struct PbKvSnapshotLeaseForTable {
+        table_id: i64 = 1 [int64, required],
+        bucket_snapshots: Vec<PbKvSnapshotLeaseForBucket> = 2 [message, repeated],
+    }
+
+    pub struct PbKvSnapshotLeaseForBucket {
+        partition_id: Option<i64> = 1 [int64, optional],
+        bucket_id: i32 = 2 [int32, required],
+        snapshot_id: i64 = 3 [int64, required],
+    }
+
+    pub struct ReleaseKvSnapshotLeaseRequest {
+        lease_id: String = 1 [string, required],
+        buckets_to_release: Vec<PbTableBucket> = 2 [message, repeated],
+    }
+
+    pub struct PbTableBucket {
+        table_id: i64 = 1 [int64, required],
+        partition_id: Option<i64> = 2 [int64, optional],
+        bucket_id: i32 = 3 [int32, required],
+    }
+
+    pub struct DropKvSnapshotLeaseRequest {
+        lease_id: String = 1 [string, required],
+    }
 }
 
 #[cfg(test)]
