@@ -447,39 +447,32 @@ async fn create_tables(bootstrap: &str, options: &SoakOptions) -> Result<()> {
         .iter()
         .map(|ttl| (silt_hotstore::LOG_TTL.to_string(), ttl.clone()))
         .collect();
-    let log = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("kind", DataTypes::int())
-                .column("payload", DataTypes::string())
-                .build()?,
-        )
-        .distributed_by(Some(options.buckets), vec![])
-        .property(DATALAKE_ENABLED, "true")
-        .property(DATALAKE_FRESHNESS, freshness.clone())
-        .properties(ttl.clone())
+    let log = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("kind", DataTypes::int())
+        .column("payload", DataTypes::string())
         .build()?;
-    admin
-        .create_table(&TablePath::new(DB, LOG_TABLE), &log, true)
-        .await?;
-    let pk = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .column("score", DataTypes::bigint())
-                .column("name", DataTypes::string())
-                .primary_key(vec!["id"])?
-                .build()?,
-        )
-        .distributed_by(Some(options.buckets), vec!["id".to_string()])
-        .property(DATALAKE_ENABLED, "true")
-        .property(DATALAKE_FRESHNESS, freshness)
-        .properties(ttl)
+    let pk = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("score", DataTypes::bigint())
+        .column("name", DataTypes::string())
+        .primary_key(vec!["id"])?
         .build()?;
-    admin
-        .create_table(&TablePath::new(DB, PK_TABLE), &pk, true)
-        .await?;
+    for (name, schema, bucket_keys) in [
+        (LOG_TABLE, log, vec![]),
+        (PK_TABLE, pk, vec!["id".to_string()]),
+    ] {
+        let descriptor = TableDescriptor::builder()
+            .schema(schema)
+            .distributed_by(Some(options.buckets), bucket_keys)
+            .property(DATALAKE_ENABLED, "true")
+            .property(DATALAKE_FRESHNESS, freshness.clone())
+            .properties(ttl.clone())
+            .build()?;
+        admin
+            .create_table(&TablePath::new(DB, name), &descriptor, true)
+            .await?;
+    }
     Ok(())
 }
 

@@ -1303,21 +1303,15 @@ fn random_tables(rng: &mut SmallRng) -> Vec<TableSpec> {
     let logs = 1 + rng.random_range(0..2);
     let pks = 1 + rng.random_range(0..2);
     let mut out = Vec::new();
-    for i in 0..logs {
-        out.push(TableSpec {
-            name: format!("log{i}"),
-            primary_key: false,
-            buckets: rng.random_range(1..5),
-            day: None,
-        });
-    }
-    for i in 0..pks {
-        out.push(TableSpec {
-            name: format!("pk{i}"),
-            primary_key: true,
-            buckets: rng.random_range(1..5),
-            day: None,
-        });
+    for (prefix, primary_key, count) in [("log", false, logs), ("pk", true, pks)] {
+        for i in 0..count {
+            out.push(TableSpec {
+                name: format!("{prefix}{i}"),
+                primary_key,
+                buckets: rng.random_range(1..5),
+                day: None,
+            });
+        }
     }
     out
 }

@@ -114,6 +114,13 @@ impl PkFindings {
     }
 }
 
+/// Records where the image of `key` with `ver` is stored; an image without a ver is not tracked.
+fn add_image(images: &mut BTreeMap<i64, (i64, Vec<Place>)>, key: i64, ver: Option<i64>, at: Place) {
+    if let Some(ver) = ver {
+        images.entry(ver).or_insert((key, Vec::new())).1.push(at);
+    }
+}
+
 /// `initial`: under hot retention, the lake's images below each bucket's log start
 /// (`log_start`; all 0 without retention), where the changelog `changes` begins. A key changed
 /// between its bucket's log start and the lake's offset has no such image (the lake holds its
@@ -133,13 +140,7 @@ pub(super) fn check_pk(
     let mut images: BTreeMap<i64, (i64, Vec<Place>)> = BTreeMap::new();
     for image in initial {
         state.insert(image.key, Some((image.ver, image.at)));
-        if let Some(ver) = image.ver {
-            images
-                .entry(ver)
-                .or_insert((image.key, Vec::new()))
-                .1
-                .push(image.at);
-        }
+        add_image(&mut images, image.key, image.ver, image.at);
     }
     for c in changes {
         let cut = log_start.get(&c.at.bucket).is_some_and(|s| *s > 0);
@@ -177,13 +178,7 @@ pub(super) fn check_pk(
                     ));
                 }
                 state.insert(c.key, Some((c.ver, c.at)));
-                if let Some(ver) = c.ver {
-                    images
-                        .entry(ver)
-                        .or_insert((c.key, Vec::new()))
-                        .1
-                        .push(c.at);
-                }
+                add_image(&mut images, c.key, c.ver, c.at);
             }
         }
     }
