@@ -25,8 +25,8 @@ use silt_jobs::verify::{Verdict, VerifyOptions, verify_table};
 use silt_testkit::hotstore;
 use silt_testkit::lake::rows_of;
 use silt_testkit::tables::{
-    Table, create_day_partitions, day_partitioned_log, day_partitioned_primary_key, day_row,
-    day_spec,
+    LogAndKeyed, Table, create_day_partitions, day_partitioned_log, day_partitioned_primary_key,
+    day_row, day_spec,
 };
 use silt_testkit::tiering::{Driver, service as tiering, wait_caught_up};
 
@@ -91,16 +91,12 @@ async fn write(
     ids: std::ops::Range<i64>,
     written: &mut Written,
 ) -> Result<()> {
-    let events = connection
-        .get_table(&TablePath::new(DB, "events"))
-        .await?
-        .new_append()?
-        .create_writer()?;
-    let users = connection
-        .get_table(&TablePath::new(DB, "users"))
-        .await?
-        .new_upsert()?
-        .create_writer()?;
+    let (events, users) = (TablePath::new(DB, "events"), TablePath::new(DB, "users"));
+    let writers = LogAndKeyed::open(connection, &events, &users).await?;
+    let LogAndKeyed {
+        appender: events,
+        upserter: users,
+    } = &writers;
     for id in ids {
         let v = format!("{day}-{id}");
         events.append(&day_row(day, id, &v))?;
@@ -114,13 +110,10 @@ async fn write(
             written.users.insert((day.to_string(), key), Some(v));
         }
         if id % 100 == 99 {
-            events.flush().await?;
-            users.flush().await?;
+            writers.flush().await?;
         }
     }
-    events.flush().await?;
-    users.flush().await?;
-    Ok(())
+    writers.flush().await
 }
 
 async fn query(service: &QueryService, sql: &str) -> Result<Vec<RecordBatch>> {
@@ -164,6 +157,22 @@ async fn same(service: &QueryService, sql: &str, want: Vec<String>, what: &str) 
         silt_testkit::wait::describe_diff(&want, &got)
     );
     Ok(())
+}
+
+/// Checks that `p.events<view>` holds every event of `days` written and `p.users<view>` the
+/// last image per key (`view`: `$lake`, or empty for the real-time view).
+async fn same_events_and_users(
+    service: &QueryService,
+    view: &str,
+    written: &Written,
+    days: &[&str],
+) -> Result<()> {
+    let events = format!("SELECT dt, id, v FROM p.events{view}");
+    let what = format!("p.events{view} differs from what was written");
+    same(service, &events, written.event_rows(days), &what).await?;
+    let users = format!("SELECT dt, id, v FROM p.users{view}");
+    let what = format!("p.users{view} differs from the last image per key");
+    same(service, &users, written.user_rows(days), &what).await
 }
 
 /// The lake files `sql` scans, as the query service counts them.
@@ -249,40 +258,14 @@ async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> 
         lake_root.to_string_lossy().to_string(),
     )));
     let all = [DAY_1, DAY_2, DAY_3];
-    same(
-        &service,
-        "SELECT dt, id, v FROM p.events$lake",
-        written.event_rows(&all),
-        "events$lake differs from what was written",
-    )
-    .await?;
-    same(
-        &service,
-        "SELECT dt, id, v FROM p.users$lake",
-        written.user_rows(&all),
-        "users$lake differs from the last image per key",
-    )
-    .await?;
+    same_events_and_users(&service, "$lake", &written, &all).await?;
     verify_both(&server, &lake_root).await?;
 
     // The real-time view covers every partition's hot tail: written after tiering stopped.
     second.shutdown(Duration::from_secs(30)).await;
     write(&connection, DAY_1, 400..450, &mut written).await?;
     write(&connection, DAY_3, 2200..2260, &mut written).await?;
-    same(
-        &service,
-        "SELECT dt, id, v FROM p.events",
-        written.event_rows(&all),
-        "the real-time view of events differs from what was written",
-    )
-    .await?;
-    same(
-        &service,
-        "SELECT dt, id, v FROM p.users",
-        written.user_rows(&all),
-        "the real-time view of users differs from the last image per key",
-    )
-    .await?;
+    same_events_and_users(&service, "", &written, &all).await?;
     let third = tiering(dir.path(), &server);
     wait_caught_up(&third, Driver::Wait, 2, Duration::from_secs(90)).await?;
 
@@ -342,7 +325,7 @@ async fn partitioned_tables_tier_query_and_verify_per_partition() -> Result<()> 
         &service,
         "SELECT dt, id, v FROM p.events$lake",
         written.event_rows(&all),
-        "events$lake after the drop of {DAY_1}",
+        &format!("events$lake after the drop of {DAY_1}"),
     )
     .await?;
     verify_both(&server, &lake_root).await?;

@@ -701,38 +701,21 @@ fn snapshots_batch(commits: &[Commit]) -> Result<RecordBatch> {
             .collect();
         format!("{{{}}}", parts.join(","))
     };
-    let schema = Schema::new(vec![
-        Field::new("version", DataType::Int64, false),
-        Field::new(
-            "committed_at",
-            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-            true,
-        ),
-        Field::new("operation", DataType::Utf8, true),
-        Field::new("checkpoint_id", DataType::Int64, true),
-        Field::new("bucket_offsets", DataType::Utf8, false),
-    ]);
-    Ok(RecordBatch::try_new(
-        Arc::new(schema),
-        vec![
-            Arc::new(Int64Array::from_iter_values(
-                commits.iter().map(|c| c.version),
-            )),
-            Arc::new(
-                TimestampMillisecondArray::from_iter(commits.iter().map(|c| c.committed_at_ms))
-                    .with_timezone("UTC"),
-            ),
-            Arc::new(StringArray::from_iter(
-                commits.iter().map(|c| c.operation.as_deref()),
-            )),
-            Arc::new(Int64Array::from_iter(
-                commits.iter().map(|c| c.checkpoint_id),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                commits.iter().map(|c| json(&c.offsets)),
-            )),
-        ],
-    )?)
+    // The columns of silt's `$snapshots` table; the schema (names, types, nullability) follows.
+    let version = Int64Array::from_iter_values(commits.iter().map(|c| c.version));
+    let committed_at =
+        TimestampMillisecondArray::from_iter(commits.iter().map(|c| c.committed_at_ms))
+            .with_timezone("UTC");
+    let operation = StringArray::from_iter(commits.iter().map(|c| c.operation.as_deref()));
+    let checkpoint_id = Int64Array::from_iter(commits.iter().map(|c| c.checkpoint_id));
+    let offsets = StringArray::from_iter_values(commits.iter().map(|c| json(&c.offsets)));
+    Ok(RecordBatch::try_from_iter_with_nullable([
+        ("version", Arc::new(version) as ArrayRef, false),
+        ("committed_at", Arc::new(committed_at), true),
+        ("operation", Arc::new(operation), true),
+        ("checkpoint_id", Arc::new(checkpoint_id), true),
+        ("bucket_offsets", Arc::new(offsets), false),
+    ])?)
 }
 
 fn oracle(f: &Fixture) -> Result<SessionContext> {

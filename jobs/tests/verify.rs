@@ -108,8 +108,9 @@ fn lake_dir(data_dir: &Path, table: &str) -> PathBuf {
     data_dir.join("lake").join("v").join(table)
 }
 
-/// The newest commit file of the Delta log that adds files, and its lines.
-fn last_commit_with_adds(table_dir: &Path) -> Result<(PathBuf, Vec<String>)> {
+/// The newest commit file of the Delta log that adds files, its lines and the index of its
+/// first add line.
+fn last_commit_with_adds(table_dir: &Path) -> Result<(PathBuf, Vec<String>, usize)> {
     let mut commits: Vec<PathBuf> = std::fs::read_dir(table_dir.join("_delta_log"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
@@ -118,8 +119,8 @@ fn last_commit_with_adds(table_dir: &Path) -> Result<(PathBuf, Vec<String>)> {
     for path in commits.into_iter().rev() {
         let text = std::fs::read_to_string(&path)?;
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.iter().any(|l| l.starts_with("{\"add\"")) {
-            return Ok((path, lines));
+        if let Some(first_add) = lines.iter().position(|l| l.starts_with("{\"add\"")) {
+            return Ok((path, lines, first_add));
         }
     }
     bail!("no commit with adds under {}", table_dir.display())
@@ -223,11 +224,7 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
 
     // Log table, damage 1: an add action removed from the Delta log.
     let events = lake_dir(data, "events");
-    let (commit, original) = last_commit_with_adds(&events)?;
-    let index = original
-        .iter()
-        .position(|l| l.starts_with("{\"add\""))
-        .unwrap();
+    let (commit, original, index) = last_commit_with_adds(&events)?;
     let removed = add_of(&original[index])?;
     let rows = num_records(&removed)?;
     let bucket = removed["partitionValues"]["__bucket"]
@@ -299,11 +296,7 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
 
     // PK table: a changed row is a differing key; a removed add loses keys.
     let users = lake_dir(data, "users");
-    let (commit, original) = last_commit_with_adds(&users)?;
-    let index = original
-        .iter()
-        .position(|l| l.starts_with("{\"add\""))
-        .unwrap();
+    let (commit, original, index) = last_commit_with_adds(&users)?;
     change_first_row(&users, &commit, &original, index, |b| {
         replace_first(b, "score")
     })?;
