@@ -18,7 +18,7 @@
 //! minute of the previous day: Fluss spreads many tables' creations over its cluster's
 //! coordination store, silt is one process.
 
-use crate::catalog::{AutoPartitionStrategy, PartitionEntry, TableEntry};
+use crate::catalog::{AutoPartitionStrategy, PartitionChange, PartitionEntry, TableEntry};
 use crate::protocol::code;
 use crate::retention::{TieredOffsets, lake_enabled};
 use crate::service::Service;
@@ -125,10 +125,7 @@ impl Service {
                 continue;
             }
             let spec = spec_of(entry, &partition);
-            match self
-                .drop_partition(&entry.database, &entry.name, &spec, true)
-                .await
-            {
+            match self.drop_partition(auto_change(entry, &spec)).await {
                 Ok(_) => run.dropped.push(partition.name),
                 Err(error) => run.errors.push(format!(
                     "cannot drop expired partition {}: {}",
@@ -161,10 +158,7 @@ impl Service {
             }
             // Only a table with one partition key pre-creates, so the name is its value.
             let spec = vec![(keys[0].clone(), name.clone())];
-            match self
-                .create_partition(&entry.database, &entry.name, &spec, true)
-                .await
-            {
+            match self.create_partition(auto_change(entry, &spec)).await {
                 Ok(Some(_)) => run.created.push(name),
                 Ok(None) => {}
                 Err(error) => {
@@ -237,4 +231,15 @@ fn spec_of(entry: &TableEntry, partition: &PartitionEntry) -> Vec<(String, Strin
         .zip(partition.values())
         .map(|(key, value)| (key.clone(), value.to_string()))
         .collect()
+}
+
+/// A change of `entry`'s partition `spec` that the auto-partitioning makes: one that exists
+/// already (a create) or is gone already (a drop) is no error.
+fn auto_change<'a>(entry: &'a TableEntry, spec: &'a [(String, String)]) -> PartitionChange<'a> {
+    PartitionChange {
+        database: &entry.database,
+        table: &entry.name,
+        spec,
+        ignore: true,
+    }
 }

@@ -106,6 +106,17 @@ pub type DroppedTables = Vec<Arc<TableEntry>>;
 /// A partition and the table it belongs to.
 pub type TablePartition = (Arc<TableEntry>, PartitionEntry);
 
+/// A CreatePartition or DropPartition: the partition, by its table and its spec, and whether
+/// the request ignores that it exists (a create) or that it does not (a drop); Fluss names
+/// that flag `ignore_if_not_exists` in both.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionChange<'a> {
+    pub database: &'a str,
+    pub table: &'a str,
+    pub spec: &'a [(String, String)],
+    pub ignore: bool,
+}
+
 impl Catalog {
     /// Opens (or creates) the catalog in `dir`.
     pub fn open(
@@ -364,22 +375,18 @@ impl Catalog {
 
     /// CreatePartition as Fluss answers it: TABLE_NOT_PARTITIONED for a table without
     /// partition keys, PARTITION_SPEC_INVALID for a spec that does not name each key once
-    /// with a valid value, PARTITION_ALREADY_EXISTS (unless `ignore_if_exists`),
+    /// with a valid value, PARTITION_ALREADY_EXISTS (unless `change.ignore`),
     /// PARTITION_MAX_NUM past `partitions_per_table_max`. Returns the new partition, or `None`
-    /// when it existed and `ignore_if_exists`.
+    /// when it existed and `change.ignore`.
     pub fn create_partition(
         &self,
-        database: &str,
-        name: &str,
-        spec: &[(String, String)],
-        ignore_if_exists: bool,
+        change: PartitionChange,
     ) -> Result<Option<TablePartition>, ApiError> {
         let mut state = self.lock();
-        let table = partitioned_table(&state, database, name, "create")?;
-        let partition_name = partitions::partition_name(&table, spec, true)?;
+        let (table, partition_name) = partition_named(&state, change, true)?;
         let existing = state.partitions.get(&table.id);
         if let Some(partition) = existing.and_then(|p| p.get(&partition_name)) {
-            if ignore_if_exists {
+            if change.ignore {
                 return Ok(None);
             }
             return Err(ApiError::new(
@@ -425,23 +432,19 @@ impl Catalog {
     }
 
     /// DropPartition as Fluss answers it: TABLE_NOT_PARTITIONED, PARTITION_SPEC_INVALID, and
-    /// PARTITION_NOT_EXISTS unless `ignore_if_not_exists`. The id is not given out again.
+    /// PARTITION_NOT_EXISTS unless `change.ignore`. The id is not given out again.
     pub fn drop_partition(
         &self,
-        database: &str,
-        name: &str,
-        spec: &[(String, String)],
-        ignore_if_not_exists: bool,
+        change: PartitionChange,
     ) -> Result<Option<TablePartition>, ApiError> {
         let mut state = self.lock();
-        let table = partitioned_table(&state, database, name, "drop")?;
-        let partition_name = partitions::partition_name(&table, spec, false)?;
+        let (table, partition_name) = partition_named(&state, change, false)?;
         let removed = state
             .partitions
             .get_mut(&table.id)
             .and_then(|p| p.remove(&partition_name));
         let Some(partition) = removed else {
-            if ignore_if_not_exists {
+            if change.ignore {
                 return Ok(None);
             }
             return Err(unknown_partition(&state, &table, &partition_name));
@@ -1059,6 +1062,19 @@ fn unknown_database(state: &State, name: &str) -> ApiError {
 }
 
 /// The table at `database.name`, which must be partitioned to `action` partitions.
+/// The partitioned table `change` names and the name of its partition (whose values are
+/// checked too when `creating` it).
+fn partition_named(
+    state: &State,
+    change: PartitionChange,
+    creating: bool,
+) -> Result<(Arc<TableEntry>, String), ApiError> {
+    let action = if creating { "create" } else { "drop" };
+    let table = partitioned_table(state, change.database, change.table, action)?;
+    let partition_name = partitions::partition_name(&table, change.spec, creating)?;
+    Ok((table, partition_name))
+}
+
 fn partitioned_table(
     state: &State,
     database: &str,
@@ -1516,6 +1532,16 @@ mod tests {
     /// (table, partition spec, expected code)
     type SpecCase<'a> = (&'a str, &'a [(&'a str, &'a str)], i32);
 
+    /// A change of `fluss.<table>`'s partition `spec` that does not ignore its answer.
+    fn change<'a>(table: &'a str, spec: &'a [(String, String)]) -> PartitionChange<'a> {
+        PartitionChange {
+            database: "fluss",
+            table,
+            spec,
+            ignore: false,
+        }
+    }
+
     fn code_of<T>(result: Result<T, ApiError>) -> i32 {
         result.map_or_else(|e| e.code, |_| 0)
     }
@@ -1607,7 +1633,7 @@ mod tests {
                 .collect()
         };
         let create = |table: &str, pairs: &[(&str, &str)]| {
-            code_of(catalog.create_partition("fluss", table, &spec(pairs), false))
+            code_of(catalog.create_partition(change(table, &spec(pairs))))
         };
         let first = [("dt", "20240501"), ("region", "eu")];
         // (table, spec, expected code), in order: ids 0 and 1 are given out.
@@ -1653,18 +1679,18 @@ mod tests {
 
         // Dropped ids are not given out again, not even after a reopen.
         let dropped = catalog
-            .drop_partition("fluss", "t", &spec(&first), false)
+            .drop_partition(change("t", &spec(&first)))
             .unwrap()
             .unwrap();
         assert_eq!(dropped.1.id, 0);
-        let again = catalog.drop_partition("fluss", "t", &spec(&first), false);
+        let again = catalog.drop_partition(change("t", &spec(&first)));
         assert_eq!(code_of(again), code::PARTITION_NOT_EXISTS);
         drop(catalog);
         let catalog = Catalog::open(dir.path(), 1, 64)
             .unwrap()
             .with_partitions_per_table_max(3);
         let (_, created) = catalog
-            .create_partition("fluss", "t", &spec(&first), false)
+            .create_partition(change("t", &spec(&first)))
             .unwrap()
             .unwrap();
         assert_eq!(created.id, 2);
@@ -1674,10 +1700,9 @@ mod tests {
             code::PARTITION_NOT_EXISTS
         );
         catalog
-            .create_partition("fluss", "t", &spec(&[("dt", "3"), ("region", "eu")]), false)
+            .create_partition(change("t", &spec(&[("dt", "3"), ("region", "eu")])))
             .unwrap();
-        let full =
-            catalog.create_partition("fluss", "t", &spec(&[("dt", "4"), ("region", "eu")]), false);
+        let full = catalog.create_partition(change("t", &spec(&[("dt", "4"), ("region", "eu")])));
         assert_eq!(code_of(full), code::PARTITION_MAX_NUM);
 
         // Dropping the table drops its partitions; their ids stay used.
@@ -1686,7 +1711,7 @@ mod tests {
         assert!(catalog.partitions_of(table_id).is_empty());
         catalog.create_table("fluss", "t", &json, false).unwrap();
         let (_, fresh) = catalog
-            .create_partition("fluss", "t", &spec(&[("dt", "1"), ("region", "eu")]), false)
+            .create_partition(change("t", &spec(&[("dt", "1"), ("region", "eu")])))
             .unwrap()
             .unwrap();
         assert_eq!(fresh.id, 4);

@@ -4,7 +4,7 @@
 //! One silt process plays both Fluss roles: it advertises itself as the coordinator and as the
 //! only tablet server (node 0), and it leads every bucket.
 
-use crate::catalog::{Catalog, TableEntry, TablePartition};
+use crate::catalog::{Catalog, PartitionChange, TableEntry, TablePartition};
 use crate::config::ServerConfig;
 use crate::lake_registry::{LakeRegistry, PartitionLiveness};
 use crate::protocol::messages::PbServerNode;
@@ -108,25 +108,22 @@ impl Service {
 
     /// CreatePartition's work: the catalog entry first (checked as Fluss checks it), then the
     /// tablets; if they cannot be opened, the entry is dropped again (its id stays used).
-    /// `None` when the partition existed and `ignore_if_exists`.
+    /// `None` when the partition existed and `change.ignore`.
     pub(crate) async fn create_partition(
         &self,
-        database: &str,
-        table: &str,
-        spec: &[(String, String)],
-        ignore_if_exists: bool,
+        change: PartitionChange<'_>,
     ) -> Result<Option<TablePartition>, ApiError> {
         let _ddl = self.partition_ddl.lock().await;
-        let Some((table, partition)) =
-            self.catalog
-                .create_partition(database, table, spec, ignore_if_exists)?
-        else {
+        let Some((table, partition)) = self.catalog.create_partition(change)? else {
             return Ok(None);
         };
         if let Err(error) = self.tablets.open_partition(partition.clone()) {
-            let _ = self
-                .catalog
-                .drop_partition(&table.database, &table.name, spec, true);
+            let _ = self.catalog.drop_partition(PartitionChange {
+                database: &table.database,
+                table: &table.name,
+                spec: change.spec,
+                ignore: true,
+            });
             self.tablets.drop_partition(table.id, partition.id).await;
             return Err(ApiError::new(
                 code::LOG_STORAGE_EXCEPTION,
@@ -143,18 +140,13 @@ impl Service {
     }
 
     /// DropPartition's work: the catalog entry, then the partition's tablets and files and its
-    /// lake offsets. `None` when it did not exist and `ignore_if_not_exists`.
+    /// lake offsets. `None` when it did not exist and `change.ignore`.
     pub(crate) async fn drop_partition(
         &self,
-        database: &str,
-        table: &str,
-        spec: &[(String, String)],
-        ignore_if_not_exists: bool,
+        change: PartitionChange<'_>,
     ) -> Result<Option<TablePartition>, ApiError> {
         let _ddl = self.partition_ddl.lock().await;
-        let dropped = self
-            .catalog
-            .drop_partition(database, table, spec, ignore_if_not_exists)?;
+        let dropped = self.catalog.drop_partition(change)?;
         if let Some((table, partition)) = &dropped {
             self.tablets.drop_partition(table.id, partition.id).await;
             self.lake.forget_partition(table.id, partition.id);

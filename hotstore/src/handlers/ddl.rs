@@ -1,7 +1,9 @@
 //! Catalog-level handlers: databases, tables, partitions, metadata, writer ids and lake
 //! snapshots.
 
-use crate::catalog::{DATALAKE_ENABLED, NewColumn, PartitionEntry, PropertyChange, TableEntry};
+use crate::catalog::{
+    DATALAKE_ENABLED, NewColumn, PartitionChange, PartitionEntry, PropertyChange, TableEntry,
+};
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::{NODE_ID, Service};
@@ -346,36 +348,45 @@ pub(crate) fn list_partition_infos(
 
 /// CreatePartition (see [`Service::create_partition`]).
 pub(crate) async fn create_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
-    let PartitionChange { path, spec, ignore } = partition_request(body, "CreatePartition")?;
-    let (db, table) = (&path.database_name, &path.table_name);
-    service.create_partition(db, table, &spec, ignore).await?;
+    let request = PartitionRequestBody::decode(body, "CreatePartition")?;
+    service.create_partition(request.change()).await?;
     Ok(Empty {})
 }
 
 /// DropPartition (see [`Service::drop_partition`]).
 pub(crate) async fn drop_partition(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
-    let PartitionChange { path, spec, ignore } = partition_request(body, "DropPartition")?;
-    let (db, table) = (&path.database_name, &path.table_name);
-    service.drop_partition(db, table, &spec, ignore).await?;
+    let request = PartitionRequestBody::decode(body, "DropPartition")?;
+    service.drop_partition(request.change()).await?;
     Ok(Empty {})
 }
 
-/// A CreatePartition or DropPartition request: the partition and the request's
+/// A decoded CreatePartition or DropPartition request: the partition and the request's
 /// `ignore_if_not_exists` flag.
-struct PartitionChange {
+struct PartitionRequestBody {
     path: PbTablePath,
     spec: Vec<(String, String)>,
     ignore: bool,
 }
 
-/// Decodes a CreatePartition or DropPartition request (`what`).
-fn partition_request(body: Bytes, what: &str) -> Result<PartitionChange, ApiError> {
-    let request: PartitionRequest = protocol::decode(body, what)?;
-    Ok(PartitionChange {
-        spec: spec_pairs(&request.partition_spec),
-        path: request.table_path,
-        ignore: request.ignore_if_not_exists,
-    })
+impl PartitionRequestBody {
+    /// Decodes a CreatePartition or DropPartition request (`what`).
+    fn decode(body: Bytes, what: &str) -> Result<Self, ApiError> {
+        let request: PartitionRequest = protocol::decode(body, what)?;
+        Ok(PartitionRequestBody {
+            spec: spec_pairs(&request.partition_spec),
+            path: request.table_path,
+            ignore: request.ignore_if_not_exists,
+        })
+    }
+
+    fn change(&self) -> PartitionChange<'_> {
+        PartitionChange {
+            database: &self.path.database_name,
+            table: &self.path.table_name,
+            spec: &self.spec,
+            ignore: self.ignore,
+        }
+    }
 }
 
 fn spec_pairs(spec: &PbPartitionSpec) -> Vec<(String, String)> {
