@@ -804,8 +804,7 @@ async fn replaying_a_committed_committable_is_a_noop() {
         write_committable(&lake, 1, 0, 0, 10).await,
         write_committable(&lake, 1, 1, 0, 5).await,
     ];
-    let plan = lake.plan(&first).await.unwrap();
-    let commit = lake.apply(&plan).await.unwrap();
+    let commit = plan_and_apply(&mut lake, &first).await;
     assert_eq!((commit.delta_version, commit.replayed), (1, false));
     assert_eq!(commit.bucket_offsets, table_buckets([(0, 10), (1, 5)]));
 
@@ -935,8 +934,7 @@ async fn log_commits_compact_the_small_files_of_a_bucket() {
         if n == 0 {
             first = committables.clone();
         }
-        let plan = lake.plan(&committables).await.unwrap();
-        let commit = lake.apply(&plan).await.unwrap();
+        let commit = plan_and_apply(&mut lake, &committables).await;
         if let Some(c) = commit.compaction {
             reported.0 += c.files;
             reported.1 += c.rows;
@@ -1006,8 +1004,7 @@ async fn log_compaction_is_prepared_between_commits() {
     let mut committed: BTreeSet<String> = BTreeSet::new();
     let commit = async |lake: &mut LakeTable, n: i64| {
         let c = write_committable(lake, n as u64 + 1, 0, n * 10, 10).await;
-        let plan = lake.plan(&[c]).await.unwrap();
-        lake.apply(&plan).await.unwrap()
+        plan_and_apply(lake, &[c]).await
     };
     for n in 0..4 {
         let done = commit(&mut lake, n).await;
@@ -1214,8 +1211,7 @@ async fn a_commit_that_would_leave_a_hole_is_refused() {
     config.start_offsets = Some(table_buckets([(0, 0), (1, 3)]));
     let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
     let first = vec![write_committable(&lake, 1, 0, 0, 10).await];
-    let plan = lake.plan(&first).await.unwrap();
-    lake.apply(&plan).await.unwrap();
+    plan_and_apply(&mut lake, &first).await;
 
     // (committables, Ok(txns) | Err((bucket, follows, expected, what the message says)))
     type Want = Result<BTreeMap<i32, i64>, (i32, i64, i64, &'static str)>;
@@ -1511,8 +1507,7 @@ async fn python_deltalake_reads_the_tiered_table() {
         write_committable(&lake, 1, 0, 0, 30).await,
         write_committable(&lake, 1, 3, 0, 12).await,
     ];
-    let plan = lake.plan(&committables).await.unwrap();
-    lake.apply(&plan).await.unwrap();
+    plan_and_apply(&mut lake, &committables).await;
     if let Some(stdout) = silt_testkit::lake::python_deltalake(
         "python_deltalake_reads_the_tiered_table",
         "a = t.to_pyarrow_table()\n\
@@ -1558,6 +1553,12 @@ async fn stage_changes(
     committable
 }
 
+/// Plans `committables` and applies the plan: the commit it made.
+async fn plan_and_apply(lake: &mut LakeTable, committables: &[Committable]) -> LakeCommit {
+    let plan = lake.plan(committables).await.unwrap();
+    lake.apply(&plan).await.unwrap()
+}
+
 /// The model of a primary-key lake: key -> (value, bucket, offset) of its live row, and the next
 /// offset per bucket.
 #[derive(Default)]
@@ -1597,8 +1598,7 @@ async fn commit_round(
         model.next.insert(bucket, start + mine.len() as i64);
         committables.push(stage_changes(lake, checkpoint, bucket, start, &mine).await);
     }
-    let plan = lake.plan(&committables).await.unwrap();
-    let commit = lake.apply(&plan).await.unwrap();
+    let commit = plan_and_apply(lake, &committables).await;
     let got: Vec<(i64, String, i32, i64)> = read_lake(table_dir.to_str().unwrap())
         .await
         .into_iter()
@@ -1836,8 +1836,7 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
     let commits = 30i64;
     for n in 0..commits {
         let committables = vec![write_committable(&lake, n as u64 + 1, 0, n * 10, 10).await];
-        let plan = lake.plan(&committables).await.unwrap();
-        lake.apply(&plan).await.unwrap();
+        plan_and_apply(&mut lake, &committables).await;
     }
     let report = lake.maintain(&Default::default()).await.unwrap();
     assert_eq!(
@@ -1876,8 +1875,7 @@ async fn maintenance_deletes_only_what_no_version_inside_the_retention_needs() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let committables =
         vec![write_committable(&lake, commits as u64 + 1, 0, commits * 10, 10).await];
-    let plan = lake.plan(&committables).await.unwrap();
-    lake.apply(&plan).await.unwrap();
+    plan_and_apply(&mut lake, &committables).await;
     // A compaction prepared after that commit waits for the next one: its files are kept.
     let waiting = lake.settle_compaction().await;
     tokio::time::sleep(Duration::from_millis(1100)).await; // older than the retention too

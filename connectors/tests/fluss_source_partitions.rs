@@ -21,7 +21,8 @@ use silt_connectors::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartP
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 use silt_testkit::hotstore::{self, DEADLINE};
 use silt_testkit::tables::{
-    create_day_partitions, day_partitioned_log, day_partitioned_primary_key, day_row, day_spec,
+    self, create_day_partitions, day_partitioned_log, day_partitioned_primary_key, day_row,
+    day_spec,
 };
 
 const DB: &str = "parts";
@@ -108,11 +109,7 @@ async fn a_partitioned_primary_key_changelog_replays_to_the_last_image_per_key()
     table.create(&connection).await?;
     let path = table.path.clone();
     create_day_partitions(&connection, &path, &[DAY_1, DAY_2]).await?;
-    let writer = connection
-        .get_table(&path)
-        .await?
-        .new_upsert()?
-        .create_writer()?;
+    let writer = tables::upserter(&connection, &path).await?;
     // The same ids in both partitions are different keys.
     let mut last: BTreeMap<(String, i64), Option<String>> = BTreeMap::new();
     for i in 0..400i64 {
@@ -190,11 +187,7 @@ async fn append(
     day: &str,
     ids: std::ops::Range<i64>,
 ) -> Result<Vec<Row>> {
-    let writer = connection
-        .get_table(path)
-        .await?
-        .new_append()?
-        .create_writer()?;
+    let writer = tables::appender(connection, path).await?;
     let mut rows = Vec::new();
     for id in ids {
         let v = format!("{day}-{id}");
