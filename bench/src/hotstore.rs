@@ -553,6 +553,20 @@ impl Endpoint<'_> {
     }
 }
 
+/// The columns of the bench's tables, `id`, `ts` and `payload`; the kv table's key is `id`.
+fn bench_schema(primary_key: bool) -> Result<Schema> {
+    let columns = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .column("ts", DataTypes::bigint())
+        .column("payload", DataTypes::string());
+    let columns = if primary_key {
+        columns.primary_key(vec!["id"])?
+    } else {
+        columns
+    };
+    Ok(columns.build()?)
+}
+
 /// Runs the workload against one endpoint (silt's hotstore or a real Fluss cluster).
 pub async fn run_endpoint(
     bootstrap: &str,
@@ -580,13 +594,8 @@ pub async fn run_endpoint(
 
     let mut logs = Vec::new();
     for compression in &workload.compressions {
-        let log_schema = Schema::builder()
-            .column("id", DataTypes::bigint())
-            .column("ts", DataTypes::bigint())
-            .column("payload", DataTypes::string())
-            .build()?;
         let log = TableDescriptor::builder()
-            .schema(log_schema)
+            .schema(bench_schema(false)?)
             .distributed_by(Some(workload.buckets), vec!["id".into()])
             .property("table.log.arrow.compression.type", compression.as_str())
             .build()?;
@@ -628,14 +637,8 @@ pub async fn run_endpoint(
         });
     }
 
-    let kv_schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("ts", DataTypes::bigint())
-        .column("payload", DataTypes::string())
-        .primary_key(vec!["id"])?
-        .build()?;
     let kv = TableDescriptor::builder()
-        .schema(kv_schema)
+        .schema(bench_schema(true)?)
         .distributed_by(Some(workload.buckets), vec![])
         .build()?;
     let kv_path = fresh_table(&admin, "bench_kv", &kv, workload.buckets).await?;
