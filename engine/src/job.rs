@@ -349,16 +349,8 @@ async fn run_job(
     // the count, so a long-lived job is judged by its recent failures, not its lifetime's.
     let mut attempt = 0u32;
     loop {
-        let storage = &config.checkpoint.storage;
-        let found =
-            async { Ok::<_, Error>((storage.latest().await?, storage.all_checkpoints().await?)) }
-                .await;
-        let restored = match found {
-            Ok((restored, all)) => {
-                let mut next = shared.next_checkpoint_id.lock().unwrap();
-                *next = (*next).max(all.last().map_or(1, |id| id + 1));
-                restored
-            }
+        let restored = match latest_checkpoint(config.checkpoint.storage.as_ref(), &shared).await {
+            Ok(restored) => restored,
             Err(e) => {
                 let _ = state.send(JobState::Failed(Failure {
                     message: format!("cannot read checkpoints: {e}"),
@@ -405,21 +397,46 @@ async fn run_job(
                 warn!(job = %config.name, %error, attempt, ?delay, "job failed; restarting");
                 *shared.restarts.lock().unwrap() += 1;
                 let _ = state.send(JobState::Restarting);
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    command = commands.recv() => match command {
-                        Some(Command::Stop(reply)) => {
-                            let _ = reply.send(Err(Error::NotRunning { job: config.name.clone(), state: "restarting".into(), action: "stop" }));
-                            let _ = state.send(JobState::Cancelled);
-                            return;
-                        }
-                        Some(Command::Cancel) | None => {
-                            let _ = state.send(JobState::Cancelled);
-                            return;
-                        }
-                    }
+                if !wait_to_restart(delay, &mut commands, &config.name).await {
+                    let _ = state.send(JobState::Cancelled);
+                    return;
                 }
             }
+        }
+    }
+}
+
+/// The latest complete checkpoint, to restore. New checkpoint ids continue after every
+/// checkpoint that has a directory, complete or not, so no id is written twice.
+async fn latest_checkpoint(
+    storage: &dyn CheckpointStorage,
+    shared: &Shared,
+) -> Result<Option<CompletedCheckpoint>> {
+    let restored = storage.latest().await?;
+    let all = storage.all_checkpoints().await?;
+    let mut next = shared.next_checkpoint_id.lock().unwrap();
+    *next = (*next).max(all.last().map_or(1, |id| id + 1));
+    Ok(restored)
+}
+
+/// Waits out the delay before a restart; false when a stop or a cancel came meanwhile, which
+/// cancels the job (a stop is answered that the job is not running).
+async fn wait_to_restart(
+    delay: Duration,
+    commands: &mut mpsc::Receiver<Command>,
+    job: &str,
+) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => true,
+        command = commands.recv() => {
+            if let Some(Command::Stop(reply)) = command {
+                let _ = reply.send(Err(Error::NotRunning {
+                    job: job.to_string(),
+                    state: "restarting".into(),
+                    action: "stop",
+                }));
+            }
+            false
         }
     }
 }

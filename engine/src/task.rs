@@ -170,6 +170,37 @@ struct Alignment {
     started: Instant,
 }
 
+/// Records that `barrier` arrived on `channel` and holds that channel until the barrier has
+/// arrived everywhere, so no record after the barrier can reach the snapshot. Answers when
+/// the alignment started once the barrier is in from every channel.
+fn align(
+    aligning: &mut Option<Alignment>,
+    gate: &mut InputGate,
+    channel: usize,
+    barrier: Barrier,
+) -> Result<Option<Instant>> {
+    let channels = gate.len();
+    let alignment = aligning.get_or_insert_with(|| Alignment {
+        barrier,
+        arrived: vec![false; channels],
+        started: Instant::now(),
+    });
+    if alignment.barrier != barrier || alignment.arrived[channel] {
+        return Err(Error::Internal(format!(
+            "barrier {barrier:?} on channel {channel} while aligning {:?}",
+            alignment.barrier
+        )));
+    }
+    alignment.arrived[channel] = true;
+    gate.block(channel);
+    if !alignment.arrived.iter().all(|&a| a) {
+        return Ok(None);
+    }
+    let started = alignment.started;
+    *aligning = None;
+    Ok(Some(started))
+}
+
 pub(crate) async fn run_operator(
     mut operator: Box<dyn Operator>,
     mut env: TaskEnv,
@@ -218,24 +249,8 @@ pub(crate) async fn run_operator(
                         }
                     }
                     Message::Barrier(barrier) => {
-                        let alignment = aligning.get_or_insert_with(|| Alignment {
-                            barrier,
-                            arrived: vec![false; channels],
-                            started: Instant::now(),
-                        });
-                        if alignment.barrier != barrier || alignment.arrived[channel] {
-                            return Err(Error::Internal(format!(
-                                "barrier {barrier:?} on channel {channel} while aligning {:?}",
-                                alignment.barrier
-                            )));
-                        }
-                        alignment.arrived[channel] = true;
-                        // Hold this channel until the barrier has arrived everywhere, so no
-                        // record after the barrier can reach the snapshot.
-                        gate.block(channel);
-                        if alignment.arrived.iter().all(|&a| a) {
-                            let started = alignment.started;
-                            aligning = None;
+                        let aligned = align(&mut aligning, &mut gate, channel, barrier)?;
+                        if let Some(started) = aligned {
                             let state = operator.snapshot(barrier.checkpoint_id, &mut env.output).await.map_err(&err)?;
                             env.output.broadcast_barrier(barrier).await?;
                             env.ack(barrier.checkpoint_id, state, started.elapsed()).await?;
