@@ -415,22 +415,25 @@ mod tests {
         (files.iter().map(|f| f.bytes).collect(), rewritten)
     }
 
+    /// The run picked (1,000-byte target, 16 files at least) from files of the `head` sizes
+    /// followed by `small` files of 10 bytes, oldest first; file `n` is named `f<n>`.
+    fn run_after(head: &[u64], small: usize) -> Vec<TailFile> {
+        let sizes = head.iter().copied().chain(std::iter::repeat_n(10, small));
+        let files = sizes.enumerate().map(|(n, b)| file(n as i64, b)).collect();
+        pick_run(files, 1_000, 16)
+    }
+
     #[test]
     fn nothing_until_the_tail_holds_enough_small_files() {
-        let files: Vec<TailFile> = (0..15).map(|n| file(n, 10)).collect();
-        assert!(pick_run(files.clone(), 1_000, 16).is_empty());
-        let mut more = files;
-        more.push(file(15, 10));
-        let run = pick_run(more, 1_000, 16);
+        assert!(run_after(&[], 15).is_empty());
+        let run = run_after(&[], 16);
         assert_eq!(run.len(), 16);
         assert_eq!(run[0].path, "f0", "oldest first");
     }
 
     #[test]
     fn files_of_half_the_target_are_never_rewritten() {
-        let mut files = vec![file(0, 500), file(1, 600)];
-        files.extend((2..20).map(|n| file(n, 10)));
-        let run = pick_run(files, 1_000, 16);
+        let run = run_after(&[500, 600], 18);
         assert_eq!(run.len(), 18);
         assert!(run.iter().all(|f| f.bytes == 10));
     }
@@ -438,9 +441,7 @@ mod tests {
     #[test]
     fn a_run_never_skips_a_file_in_offset_order() {
         // An older file larger than everything after it stops the run: the run stays a suffix.
-        let mut files = vec![file(0, 10), file(1, 400)];
-        files.extend((2..18).map(|n| file(n, 10)));
-        let run = pick_run(files, 1_000, 16);
+        let run = run_after(&[10, 400], 16);
         assert_eq!(run.len(), 16);
         assert_eq!(run[0].path, "f2");
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 
@@ -68,41 +68,56 @@ pub(super) async fn provider(
         else {
             continue;
         };
-        let mut row = Row {
-            version: version as i64,
-            committed_at: None,
-            operation: None,
-            checkpoint_id: None,
-            offsets: BTreeMap::new(),
-        };
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let action: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
-                Error::Internal(format!(
-                    "commit {version} of {} is not JSON lines: {e}",
-                    meta.lake_uri
-                ))
-            })?;
-            if let Some(info) = action.get("commitInfo") {
-                row.committed_at = info.get("timestamp").and_then(|v| v.as_i64());
-                row.operation = info
-                    .get("operation")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string);
-                row.checkpoint_id = info.get("silt.checkpointId").and_then(|v| v.as_i64());
-            }
-            if let Some(txn) = action.get("txn") {
-                let app = txn.get("appId").and_then(|v| v.as_str()).unwrap_or("");
-                let bucket = bucket_of_app_id(&table_id, app);
-                if let (Some(bucket), Some(v)) =
-                    (bucket, txn.get("version").and_then(|v| v.as_i64()))
-                {
-                    offsets.insert(bucket, v);
-                }
-            }
-        }
+        let mut row = read_commit(version, &bytes, &table_id, meta, &mut offsets)?;
         row.offsets = offsets.clone();
         rows.push(row);
     }
+    let batch = snapshots_batch(schema.clone(), &rows)?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+/// One commit's row, its offsets left empty; its txn actions move `offsets` on.
+fn read_commit(
+    version: u64,
+    bytes: &[u8],
+    table_id: &str,
+    meta: &TableMeta,
+    offsets: &mut BTreeMap<BucketKey, i64>,
+) -> Result<Row> {
+    let mut row = Row {
+        version: version as i64,
+        committed_at: None,
+        operation: None,
+        checkpoint_id: None,
+        offsets: BTreeMap::new(),
+    };
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let action: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+            Error::Internal(format!(
+                "commit {version} of {} is not JSON lines: {e}",
+                meta.lake_uri
+            ))
+        })?;
+        if let Some(info) = action.get("commitInfo") {
+            row.committed_at = info.get("timestamp").and_then(|v| v.as_i64());
+            row.operation = info
+                .get("operation")
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            row.checkpoint_id = info.get("silt.checkpointId").and_then(|v| v.as_i64());
+        }
+        if let Some(txn) = action.get("txn") {
+            let app = txn.get("appId").and_then(|v| v.as_str()).unwrap_or("");
+            let bucket = bucket_of_app_id(table_id, app);
+            if let (Some(bucket), Some(v)) = (bucket, txn.get("version").and_then(|v| v.as_i64())) {
+                offsets.insert(bucket, v);
+            }
+        }
+    }
+    Ok(row)
+}
+
+fn snapshots_batch(schema: SchemaRef, rows: &[Row]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.version))),
         Arc::new(
@@ -121,8 +136,7 @@ pub(super) async fn provider(
             rows.iter().map(|r| offsets_json(&r.offsets)),
         )),
     ];
-    let batch = RecordBatch::try_new(schema.clone(), columns)?;
-    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 /// `{"0":120,"1":98}`: buckets as keys in bucket order; a partition's as `"p<id>/<bucket>"`.
