@@ -84,40 +84,8 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         .map(Duration::from_millis);
     server.retention_check_interval_ms = config.hotstore.retention_check_interval_ms;
     server.retention_lake_lag_ms = config.query.deadline_max_ms;
-    server.log.fsync = match config.hotstore.fsync.as_str() {
-        "always" => silt_hotstore::storage::FsyncPolicy::Always,
-        "group" => silt_hotstore::storage::FsyncPolicy::Group {
-            window_ms: config.hotstore.group_commit_window_ms,
-        },
-        "never" => silt_hotstore::storage::FsyncPolicy::Never,
-        other => {
-            return Err(anyhow!(
-                "hotstore.fsync is {other:?}; use always, group or never"
-            ));
-        }
-    };
-    if config.hotstore.sasl.enabled {
-        if config.hotstore.sasl.users.is_empty() {
-            return Err(anyhow!(
-                "hotstore.sasl.enabled is true but hotstore.sasl.users is empty; add [{{username, password}}]"
-            ));
-        }
-        let sasl = silt_hotstore::SaslConfig {
-            users: config
-                .hotstore
-                .sasl
-                .users
-                .iter()
-                .map(|u| silt_hotstore::SaslUser {
-                    username: u.username.clone(),
-                    password: u.password.clone(),
-                })
-                .collect(),
-        };
-        sasl.validate()
-            .map_err(|e| anyhow!("hotstore.sasl.users: {e}"))?;
-        server.sasl = Some(sasl);
-    }
+    server.log.fsync = fsync_policy(config)?;
+    server.sasl = sasl_config(config)?;
     if !bind_addr.ip().is_loopback() {
         if config.hotstore.sasl.enabled {
             warn!(%bind_addr, "hotstore listens beyond loopback (SASL/PLAIN on; the Fluss port has no TLS, so passwords cross the network in clear)");
@@ -126,6 +94,41 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         }
     }
     Ok(server)
+}
+
+fn fsync_policy(config: &Config) -> Result<silt_hotstore::storage::FsyncPolicy> {
+    use silt_hotstore::storage::FsyncPolicy;
+    Ok(match config.hotstore.fsync.as_str() {
+        "always" => FsyncPolicy::Always,
+        "group" => FsyncPolicy::Group {
+            window_ms: config.hotstore.group_commit_window_ms,
+        },
+        "never" => FsyncPolicy::Never,
+        other => bail!("hotstore.fsync is {other:?}; use always, group or never"),
+    })
+}
+
+/// The hot store's SASL/PLAIN users, when `hotstore.sasl.enabled`.
+fn sasl_config(config: &Config) -> Result<Option<silt_hotstore::SaslConfig>> {
+    let sasl = &config.hotstore.sasl;
+    if !sasl.enabled {
+        return Ok(None);
+    }
+    if sasl.users.is_empty() {
+        bail!(
+            "hotstore.sasl.enabled is true but hotstore.sasl.users is empty; add [{{username, password}}]"
+        );
+    }
+    let users = sasl.users.iter().map(|u| silt_hotstore::SaslUser {
+        username: u.username.clone(),
+        password: u.password.clone(),
+    });
+    let sasl = silt_hotstore::SaslConfig {
+        users: users.collect(),
+    };
+    sasl.validate()
+        .map_err(|e| anyhow!("hotstore.sasl.users: {e}"))?;
+    Ok(Some(sasl))
 }
 
 pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
@@ -188,45 +191,26 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     if let Some((flight_addr, _)) = &flight {
         println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
     }
-    let (rest_addr, rest) = crate::rest::serve(
-        &config.rest.listen,
-        rest_api(
-            config,
-            jobs.clone(),
-            query,
-            tiering.clone(),
-            Some(server.clone()),
-        ),
-        stop_tx.subscribe(),
-    )
-    .await?;
+    let api = rest_api(
+        config,
+        jobs.clone(),
+        query,
+        tiering.clone(),
+        Some(server.clone()),
+    );
+    let (rest_addr, rest) =
+        crate::rest::serve(&config.rest.listen, api, stop_tx.subscribe()).await?;
     println!("rest: REST API on http://{rest_addr}");
     println!("tiering: lake tables under {}", config.lake_root());
 
-    let workload = if options.demo {
-        Some(
-            start_demo(
-                config,
-                &bootstrap,
-                options.demo_rate_per_s,
-                stop_tx.subscribe(),
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
+    let workload = start_demo(config, &options, &bootstrap, stop_tx.subscribe()).await?;
 
     serve_until_stopped(&options, &server, &tiering).await?;
 
     println!("shutting down: stopping the workload and the tiering jobs (final checkpoints)");
     let _ = stop_tx.send(true);
     if let Some(w) = workload {
-        match w.await {
-            Ok(Ok(rows)) => println!("demo workload wrote {rows} rows"),
-            Ok(Err(e)) => warn!(error = %format!("{e:#}"), "demo workload failed"),
-            Err(e) => warn!(error = %e, "demo workload panicked"),
-        }
+        report_workload(w.await);
     }
     let _ = discovery.await;
     let _ = rest.await;
@@ -239,19 +223,32 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     shutdown_server(server).await
 }
 
-/// Creates the demo's tables and starts its workload, which writes until `stop`.
+/// Says how the demo workload ended.
+fn report_workload(ended: std::result::Result<Result<u64>, tokio::task::JoinError>) {
+    match ended {
+        Ok(Ok(rows)) => println!("demo workload wrote {rows} rows"),
+        Ok(Err(e)) => warn!(error = %format!("{e:#}"), "demo workload failed"),
+        Err(e) => warn!(error = %e, "demo workload panicked"),
+    }
+}
+
+/// With `--demo`: creates the demo's tables and starts its workload, which writes until `stop`.
 async fn start_demo(
     config: &Config,
+    options: &UpOptions,
     bootstrap: &str,
-    rate_per_s: u64,
     stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<Result<u64>>> {
+) -> Result<Option<tokio::task::JoinHandle<Result<u64>>>> {
+    if !options.demo {
+        return Ok(None);
+    }
+    let rate_per_s = options.demo_rate_per_s;
     let credentials = config.fluss_credentials();
     create_demo_tables(bootstrap, credentials.as_ref()).await?;
     let bootstrap = bootstrap.to_string();
-    Ok(tokio::spawn(async move {
+    Ok(Some(tokio::spawn(async move {
         demo_workload(&bootstrap, credentials.as_ref(), rate_per_s, stop).await
-    }))
+    })))
 }
 
 /// Prints the status every `status_every` until `run_for` has passed or Ctrl-C; fails at once

@@ -198,6 +198,17 @@ fn merge(mut a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {
 
 /// The OpenAPI 3.1 document of the whole REST API.
 pub fn openapi() -> serde_json::Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "silt REST API", "version": env!("CARGO_PKG_VERSION")},
+        "security": [{"bearer": []}],
+        "paths": merge(job_paths(), service_paths()),
+        "components": components(),
+    })
+}
+
+/// The paths under `/v1/jobs`: submit, validate, list, status, cancel and stop.
+fn job_paths() -> serde_json::Value {
     let job = json!({"$ref": "#/components/schemas/JobStatus"});
     let id_param =
         json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
@@ -209,106 +220,106 @@ pub fn openapi() -> serde_json::Value {
         }
     });
     json!({
-        "openapi": "3.1.0",
-        "info": {"title": "silt REST API", "version": env!("CARGO_PKG_VERSION")},
-        "security": [{"bearer": []}],
-        "paths": {
-            "/v1/jobs": {
-                "post": {
-                    "summary": "Submit a job (JSON definition or YAML pipeline); it is checked, persisted and started",
-                    "operationId": "submitJob",
-                    "requestBody": submission,
-                    "responses": merge(ok("201", "The job was started", job.clone()), error_responses(&["400", "401", "500"]))
-                },
-                "get": {
-                    "summary": "List jobs",
-                    "operationId": "listJobs",
-                    "responses": merge(ok("200", "Every job this silt knows", json!({"type": "array", "items": job})), error_responses(&["401"]))
-                }
+        "/v1/jobs": {
+            "post": {
+                "summary": "Submit a job (JSON definition or YAML pipeline); it is checked, persisted and started",
+                "operationId": "submitJob",
+                "requestBody": submission,
+                "responses": merge(ok("201", "The job was started", job.clone()), error_responses(&["400", "401", "500"]))
             },
-            "/v1/jobs/validate": {
-                "post": {
-                    "summary": "Check a definition or pipeline against the catalog and return the compiled graph; starts nothing",
-                    "operationId": "validateJob",
-                    "requestBody": submission,
-                    "responses": merge(ok("200", "The compiled graph", json!({"type": "object", "properties": {"definition": {"$ref": "#/components/schemas/JobDefinition"}, "graph": {"type": "array", "items": {"type": "string"}}}})), error_responses(&["400", "401", "500"]))
-                }
+            "get": {
+                "summary": "List jobs",
+                "operationId": "listJobs",
+                "responses": merge(ok("200", "Every job this silt knows", json!({"type": "array", "items": job})), error_responses(&["401"]))
+            }
+        },
+        "/v1/jobs/validate": {
+            "post": {
+                "summary": "Check a definition or pipeline against the catalog and return the compiled graph; starts nothing",
+                "operationId": "validateJob",
+                "requestBody": submission,
+                "responses": merge(ok("200", "The compiled graph", json!({"type": "object", "properties": {"definition": {"$ref": "#/components/schemas/JobDefinition"}, "graph": {"type": "array", "items": {"type": "string"}}}})), error_responses(&["400", "401", "500"]))
+            }
+        },
+        "/v1/jobs/{id}": {
+            "get": {
+                "summary": "A job's state, parallelism, latest checkpoints and per-operator metrics",
+                "operationId": "getJob",
+                "parameters": id_param,
+                "responses": merge(ok("200", "The job", job.clone()), error_responses(&["401", "404"]))
             },
-            "/v1/jobs/{id}": {
-                "get": {
-                    "summary": "A job's state, parallelism, latest checkpoints and per-operator metrics",
-                    "operationId": "getJob",
-                    "parameters": id_param,
-                    "responses": merge(ok("200", "The job", job.clone()), error_responses(&["401", "404"]))
-                },
-                "delete": {
-                    "summary": "Cancel a job (no final checkpoint); it is not resumed",
-                    "operationId": "cancelJob",
-                    "parameters": id_param,
-                    "responses": merge(ok("200", "The cancelled job", job.clone()), error_responses(&["401", "404", "500"]))
-                }
-            },
-            "/v1/jobs/{id}/stop": {
-                "post": {
-                    "summary": "Stop a job with a final checkpoint; it is not resumed",
-                    "operationId": "stopJob",
-                    "parameters": id_param,
-                    "responses": merge(ok("200", "The stopped job", job), error_responses(&["401", "404", "409", "500"]))
-                }
-            },
-            "/v1/tables": {
-                "get": {
-                    "summary": "Tiering status and lag per lake-enabled table",
-                    "operationId": "listTables",
-                    "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
-                }
-            },
-            "/v1/hot": {
-                "get": {
-                    "summary": "Every bucket of the hot store after retention: log start offset, high watermark, bytes and segments on disk, whether tiering holds retention back",
-                    "operationId": "listHotBuckets",
-                    "responses": merge(ok("200", "Buckets", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401"]))
-                }
-            },
-            "/v1/memory": {
-                "get": {
-                    "summary": "The allocator's own figures: bytes allocated (the live heap), active, resident, mapped and retained",
-                    "operationId": "memory",
-                    "responses": merge(ok("200", "jemalloc statistics", json!({"type": "object"})), error_responses(&["401", "500"]))
-                }
-            },
-            "/v1/query": {
-                "post": {
-                    "summary": "Read-only SQL over db.t, db.t$lake and db.t$lake$snapshots under a deadline",
-                    "operationId": "query",
-                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryRequest"}}}},
-                    "responses": {
-                        "200": {"description": "Rows as JSON, or an Arrow IPC stream when the request accepts application/vnd.apache.arrow.stream", "content": {
-                            "application/json": {"schema": {"$ref": "#/components/schemas/QueryResult"}},
-                            "application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}}}},
-                        "400": {"description": "Bad SQL, an unknown table, a write, a bound exceeded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
-                        "401": {"description": "Missing or wrong bearer token"},
-                        "500": {"description": "Internal error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
-                        "504": {"description": "The deadline passed; the message says how far the query got", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}}
-                    }
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus metrics: per job and operator, and tiering lag per table",
-                    "operationId": "metrics",
-                    "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": {"description": "Missing or wrong bearer token"}}
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document",
-                    "operationId": "openapi",
-                    "responses": merge(ok("200", "The OpenAPI document", json!({"type": "object"})), error_responses(&["401"]))
+            "delete": {
+                "summary": "Cancel a job (no final checkpoint); it is not resumed",
+                "operationId": "cancelJob",
+                "parameters": id_param,
+                "responses": merge(ok("200", "The cancelled job", job.clone()), error_responses(&["401", "404", "500"]))
+            }
+        },
+        "/v1/jobs/{id}/stop": {
+            "post": {
+                "summary": "Stop a job with a final checkpoint; it is not resumed",
+                "operationId": "stopJob",
+                "parameters": id_param,
+                "responses": merge(ok("200", "The stopped job", job), error_responses(&["401", "404", "409", "500"]))
+            }
+        }
+    })
+}
+
+/// The other paths: tiering, the hot store, memory, queries, metrics and this document.
+fn service_paths() -> serde_json::Value {
+    json!({
+        "/v1/tables": {
+            "get": {
+                "summary": "Tiering status and lag per lake-enabled table",
+                "operationId": "listTables",
+                "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
+            }
+        },
+        "/v1/hot": {
+            "get": {
+                "summary": "Every bucket of the hot store after retention: log start offset, high watermark, bytes and segments on disk, whether tiering holds retention back",
+                "operationId": "listHotBuckets",
+                "responses": merge(ok("200", "Buckets", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401"]))
+            }
+        },
+        "/v1/memory": {
+            "get": {
+                "summary": "The allocator's own figures: bytes allocated (the live heap), active, resident, mapped and retained",
+                "operationId": "memory",
+                "responses": merge(ok("200", "jemalloc statistics", json!({"type": "object"})), error_responses(&["401", "500"]))
+            }
+        },
+        "/v1/query": {
+            "post": {
+                "summary": "Read-only SQL over db.t, db.t$lake and db.t$lake$snapshots under a deadline",
+                "operationId": "query",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryRequest"}}}},
+                "responses": {
+                    "200": {"description": "Rows as JSON, or an Arrow IPC stream when the request accepts application/vnd.apache.arrow.stream", "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/QueryResult"}},
+                        "application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}}}},
+                    "400": {"description": "Bad SQL, an unknown table, a write, a bound exceeded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
+                    "401": {"description": "Missing or wrong bearer token"},
+                    "500": {"description": "Internal error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
+                    "504": {"description": "The deadline passed; the message says how far the query got", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}}
                 }
             }
         },
-        "components": components(),
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: per job and operator, and tiering lag per table",
+                "operationId": "metrics",
+                "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": {"description": "Missing or wrong bearer token"}}
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "openapi",
+                "responses": merge(ok("200", "The OpenAPI document", json!({"type": "object"})), error_responses(&["401"]))
+            }
+        }
     })
 }
 

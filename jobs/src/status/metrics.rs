@@ -174,26 +174,20 @@ fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTierin
     };
     let table_label =
         |t: &TableTieringStatus| format!("table=\"{}.{}\"", label(&t.database), label(&t.table));
-    out.family(
-        "silt_tiering_lag_offsets",
-        "gauge",
-        "Offsets in the hot store not yet in the lake, per table.",
-        tables
-            .iter()
-            .map(|t| (table_label(t), t.lag_offsets.to_string()))
-            .collect(),
-    );
-    out.family(
-        "silt_tiering_lag_seconds",
-        "gauge",
-        "Seconds the lake lags behind the hot store, per table.",
-        tables
-            .iter()
-            .map(|t| (table_label(t), format!("{:.3}", t.lag_seconds)))
-            .collect(),
-    );
     type Pick = fn(&TableTieringStatus) -> String;
-    let lake_families: [(&str, &str, &str, Pick); 8] = [
+    let families: [(&str, &str, &str, Pick); 10] = [
+        (
+            "silt_tiering_lag_offsets",
+            "gauge",
+            "Offsets in the hot store not yet in the lake, per table.",
+            |t| t.lag_offsets.to_string(),
+        ),
+        (
+            "silt_tiering_lag_seconds",
+            "gauge",
+            "Seconds the lake lags behind the hot store, per table.",
+            |t| format!("{:.3}", t.lag_seconds),
+        ),
         (
             "silt_tiering_commit_p99_seconds",
             "gauge",
@@ -243,7 +237,7 @@ fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTierin
             |t| (t.maintenance.last_ms / 1000).to_string(),
         ),
     ];
-    for (name, kind, help, pick) in lake_families {
+    for (name, kind, help, pick) in families {
         out.family(
             name,
             kind,

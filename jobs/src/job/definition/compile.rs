@@ -308,14 +308,10 @@ async fn resolve_transform(
     let input = || needs_input(&input, base);
     let transform_error =
         |field: &str, e: silt_connectors::transform::Error| at(&base.at(field), e.to_string());
-    match op.kind.as_str() {
+    let (field, built) = match op.kind.as_str() {
         "filter" => {
             let c: FilterDef = parse_config(&op.config, base)?;
-            let t = Transform::filter(input()?, &c.predicate)
-                .await
-                .map_err(|e| transform_error("predicate", e))?;
-            let schema = t.output_schema().clone();
-            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+            ("predicate", Transform::filter(input()?, &c.predicate).await)
         }
         "project" => {
             let c: ProjectDef = parse_config(&op.config, base)?;
@@ -331,21 +327,17 @@ async fn resolve_transform(
                     .await
                     .map_err(|err| transform_error(&format!("expressions[{k}]"), err))?;
             }
-            let t = Transform::project(input()?, &c.expressions)
-                .await
-                .map_err(|e| transform_error("expressions", e))?;
-            let schema = t.output_schema().clone();
-            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+            let projected = Transform::project(input()?, &c.expressions).await;
+            ("expressions", projected)
         }
         _ => {
             let c: SqlDef = parse_config(&op.config, base)?;
-            let t = Transform::sql(input()?, &c.statement)
-                .await
-                .map_err(|e| transform_error("statement", e))?;
-            let schema = t.output_schema().clone();
-            Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
+            ("statement", Transform::sql(input()?, &c.statement).await)
         }
-    }
+    };
+    let t = built.map_err(|e| transform_error(field, e))?;
+    let schema = t.output_schema().clone();
+    Ok((Resolved::Transform(Arc::new(t)), Some(schema)))
 }
 
 /// A `delta-sink`: the table kind its input's source gives it, its keys and where it writes.
@@ -619,24 +611,14 @@ pub(super) fn build(
             // A Delta sink is its writers and committer, connected to its one input here.
             let (edge, from) = inputs[0];
             let partitioning = edge_partitioning(edge, &parallelism, from, i, true);
-            let text = format!(
-                "delta-sink {} ({:?}) -> writers x{p} + committer x1",
-                config.table_uri, config.kind
-            );
-            let committer = add_delta_sink(
-                &mut graph,
-                &op.name,
-                vertex[from].expect("built in order"),
-                *config,
-                p,
-                partitioning.clone(),
-            )
-            .expect("validated in resolve");
+            let upstream = vertex[from].expect("built in order");
+            let (committer, text) = add_delta(&mut graph, op, upstream, *config, p, &partitioning);
             vertex[i] = Some(committer);
             summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
-            summary.push(format!(
-                "    {} -[{partitioning}]-> {}",
-                def.operators[from].name, op.name
+            summary.push(edge_line(
+                &def.operators[from].name,
+                &partitioning,
+                &op.name,
             ));
             continue;
         }
@@ -654,9 +636,10 @@ pub(super) fn build(
                 id,
                 partitioning.clone(),
             );
-            summary.push(format!(
-                "    {} -[{partitioning}]-> {}",
-                def.operators[from].name, op.name
+            summary.push(edge_line(
+                &def.operators[from].name,
+                &partitioning,
+                &op.name,
             ));
         }
     }
@@ -664,8 +647,7 @@ pub(super) fn build(
         .checkpoint
         .as_ref()
         .and_then(|c| c.interval_ms)
-        .map(Duration::from_millis)
-        .unwrap_or(ctx.checkpoint_interval_default);
+        .map_or(ctx.checkpoint_interval_default, Duration::from_millis);
     summary.insert(
         0,
         format!(
@@ -680,6 +662,30 @@ pub(super) fn build(
         checkpoint_interval,
         summary,
     }
+}
+
+/// Adds a Delta sink (its writers and committer) after `upstream`; answers the committer and
+/// the sink's line of the summary.
+fn add_delta(
+    graph: &mut JobGraph,
+    op: &OperatorDef,
+    upstream: VertexId,
+    config: DeltaSinkConfig,
+    p: u32,
+    partitioning: &Partitioning,
+) -> (VertexId, String) {
+    let text = format!(
+        "delta-sink {} ({:?}) -> writers x{p} + committer x1",
+        config.table_uri, config.kind
+    );
+    let committer = add_delta_sink(graph, &op.name, upstream, config, p, partitioning.clone())
+        .expect("validated in resolve");
+    (committer, text)
+}
+
+/// The summary's line of an edge.
+fn edge_line(from: &str, partitioning: &Partitioning, to: &str) -> String {
+    format!("    {from} -[{partitioning}]-> {to}")
 }
 
 /// How an edge's records are spread: `auto` forwards between equal parallelisms and hashes by

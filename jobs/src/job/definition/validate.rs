@@ -201,34 +201,63 @@ fn check_edges(
             continue;
         };
         inputs[to] += 1;
-        if def.operators[to].kind == "fluss-source" {
-            push(
-                paths.edge(e, "to"),
-                format!("{} is a source and takes no input", edge.to),
-            );
-        }
-        if is_sink(&def.operators[from].kind) {
-            push(
-                paths.edge(e, "from"),
-                format!(
-                    "{} is a sink and has no output (end the edge chain there)",
-                    edge.from
-                ),
-            );
-        }
-        match (edge.partitioning, edge.key.is_empty()) {
-            (PartitioningDef::Hash, true) => push(
-                paths.edge(e, "key"),
-                "a hash edge needs key columns (e.g. [\"id\"])".into(),
-            ),
-            (PartitioningDef::Hash, false) => {}
-            (_, false) => push(
-                paths.edge(e, "key"),
-                "key is only used by hash edges (remove it or set partitioning: hash)".into(),
-            ),
-            _ => {}
-        }
+        check_edge(def, e, edge, from, to, paths, push);
     }
+    check_inputs(def, &inputs, bad_edges, paths, push);
+    if bad_edges {
+        return None;
+    }
+    Some(inputs)
+}
+
+/// Edge `e` between known operators: from an output into an input, a key only when hashed.
+fn check_edge(
+    def: &JobDefinition,
+    e: usize,
+    edge: &EdgeDef,
+    from: usize,
+    to: usize,
+    paths: &dyn PathNames,
+    push: &mut Push<'_>,
+) {
+    if def.operators[to].kind == "fluss-source" {
+        push(
+            paths.edge(e, "to"),
+            format!("{} is a source and takes no input", edge.to),
+        );
+    }
+    if is_sink(&def.operators[from].kind) {
+        push(
+            paths.edge(e, "from"),
+            format!(
+                "{} is a sink and has no output (end the edge chain there)",
+                edge.from
+            ),
+        );
+    }
+    match (edge.partitioning, edge.key.is_empty()) {
+        (PartitioningDef::Hash, true) => push(
+            paths.edge(e, "key"),
+            "a hash edge needs key columns (e.g. [\"id\"])".into(),
+        ),
+        (PartitioningDef::Hash, false) => {}
+        (_, false) => push(
+            paths.edge(e, "key"),
+            "key is only used by hash edges (remove it or set partitioning: hash)".into(),
+        ),
+        _ => {}
+    }
+}
+
+/// Every non-source operator has an input (unless an edge was unknown, which said so
+/// already), a delta-sink exactly one.
+fn check_inputs(
+    def: &JobDefinition,
+    inputs: &[usize],
+    bad_edges: bool,
+    paths: &dyn PathNames,
+    push: &mut Push<'_>,
+) {
     for (i, op) in def.operators.iter().enumerate() {
         let source = op.kind == "fluss-source";
         if !source && inputs[i] == 0 && !bad_edges {
@@ -250,10 +279,6 @@ fn check_edges(
             );
         }
     }
-    if bad_edges {
-        return None;
-    }
-    Some(inputs)
 }
 
 /// The operators in an order where every edge goes forward, or `None` (with the error) when
