@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use fluss::client::FlussConnection;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TablePath};
 use fluss::row::GenericRow;
 use silt_connectors::lake::LakeCatalogConfig;
 use silt_hotstore::ServerHandle;
@@ -19,7 +19,7 @@ use silt_jobs::query::{QueryConfig, QueryError, QueryRequest, QueryResult, Query
 
 use silt_testkit::hotstore;
 use silt_testkit::lake::{i64s, strings};
-use silt_testkit::tables::{self, Expected, UserChanges};
+use silt_testkit::tables::{self, Expected, Table, UserChanges};
 use silt_testkit::tiering::{Driver, service as tiering, wait_caught_up};
 
 const DB: &str = "q";
@@ -375,29 +375,16 @@ async fn real_time_view_lake_tier_deadlines_and_errors() -> Result<()> {
         "{m}"
     );
     // A table without a lake tier: its view is all hot data, and `$lake` says why it is absent.
-    let admin = connection.get_admin()?;
-    let plain = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .build()?,
-        )
-        .distributed_by(Some(2), vec![])
-        .build()?;
-    admin
-        .create_table(&TablePath::new(DB, "plain"), &plain, false)
-        .await?;
-    let writer = connection
-        .get_table(&TablePath::new(DB, "plain"))
-        .await?
-        .new_append()?
-        .create_writer()?;
-    for id in 0..100i64 {
+    let plain = Table::log(DB, "plain")
+        .column("id", DataTypes::bigint())
+        .buckets(2);
+    plain.create(&connection).await?;
+    let ids = (0..100i64).map(|id| {
         let mut row = GenericRow::new(1);
         row.set_field(0, id);
-        writer.append(&row)?;
-    }
-    writer.flush().await?;
+        row
+    });
+    tables::append_rows(&connection, &plain.path, ids).await?;
     let r = sql(&service, "SELECT count(*), sum(id) FROM q.plain").await?;
     assert_eq!(
         (i64s(&r.batches, 0), i64s(&r.batches, 1)),

@@ -25,14 +25,9 @@ use silt_testkit::{hotstore, lake, silt_bin};
 /// `c.events` (log, 3 buckets) and `c.users` (`id, score` keyed by `id`, 2 buckets), both
 /// tiered at most 250 ms behind.
 async fn create_tables(connection: &FlussConnection) -> Result<()> {
-    tables::events("c")
-        .lake("250ms")
-        .create_if_missing(connection)
-        .await?;
-    tables::scores("c")
-        .lake("250ms")
-        .create_if_missing(connection)
-        .await?;
+    for table in [tables::events("c"), tables::scores("c")] {
+        table.lake("250ms").create_if_missing(connection).await?;
+    }
     Ok(())
 }
 
