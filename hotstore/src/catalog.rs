@@ -949,70 +949,20 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
         .as_array()
         .ok_or("missing databases")?
     {
-        let name = db["name"]
-            .as_str()
-            .ok_or("database without name")?
-            .to_string();
-        state.databases.insert(
-            name.clone(),
-            DatabaseEntry {
-                name,
-                json: db["json"].as_str().unwrap_or("{}").as_bytes().to_vec(),
-                created_ms: db["created_ms"].as_i64().unwrap_or(0),
-                modified_ms: db["modified_ms"].as_i64().unwrap_or(0),
-            },
-        );
+        let db = parse_database(db)?;
+        state.databases.insert(db.name.clone(), db);
     }
     for t in document["tables"].as_array().ok_or("missing tables")? {
-        let database = t["database"]
-            .as_str()
-            .ok_or("table without database")?
-            .to_string();
-        let name = t["name"].as_str().ok_or("table without name")?.to_string();
-        let json = t["json"]
-            .as_str()
-            .ok_or("table without json")?
-            .as_bytes()
-            .to_vec();
-        let value: Value =
-            serde_json::from_slice(&json).map_err(|e| format!("table {database}.{name}: {e}"))?;
-        let descriptor = TableDescriptor::deserialize_json(&value)
-            .map_err(|e| format!("table {database}.{name}: {e}"))?;
-        let bucket_count = value["bucket_count"]
-            .as_i64()
-            .ok_or("table without bucket_count")? as i32;
-        let entry = TableEntry {
-            id: t["id"].as_i64().ok_or("table without id")?,
-            schema_id: t["schema_id"].as_i64().unwrap_or(i64::from(SCHEMA_ID)) as i32,
-            earlier_schemas: Arc::new(
-                schemas::earlier_schemas_from(&t["earlier_schemas"])
-                    .map_err(|e| format!("table {database}.{name}: {e}"))?,
-            ),
-            created_ms: t["created_ms"].as_i64().unwrap_or(0),
-            modified_ms: t["modified_ms"].as_i64().unwrap_or(0),
-            database: database.clone(),
-            name: name.clone(),
-            client_json: client_view(&json),
-            json,
-            descriptor,
-            bucket_count,
-        };
-        state.tables.insert((database, name), Arc::new(entry));
+        let entry = parse_table(t)?;
+        let key = (entry.database.clone(), entry.name.clone());
+        state.tables.insert(key, Arc::new(entry));
     }
     let table_ids: Vec<i64> = state.tables.values().map(|t| t.id).collect();
     for p in document["partitions"]
         .as_array()
         .map_or(&[][..], Vec::as_slice)
     {
-        let partition = PartitionEntry {
-            id: p["id"].as_i64().ok_or("partition without id")?,
-            table_id: p["table_id"].as_i64().ok_or("partition without table_id")?,
-            name: p["name"]
-                .as_str()
-                .ok_or("partition without name")?
-                .to_string(),
-            created_ms: p["created_ms"].as_i64().unwrap_or(0),
-        };
+        let partition = parse_partition(p)?;
         if !table_ids.contains(&partition.table_id) {
             return Err(format!(
                 "partition {} (id {}) belongs to table id {}, which is not in the catalog",
@@ -1032,6 +982,69 @@ fn parse_catalog(bytes: &[u8]) -> Result<State, String> {
             .insert(partition.name.clone(), partition);
     }
     Ok(state)
+}
+
+/// A database as `persist` writes it.
+fn parse_database(db: &Value) -> Result<DatabaseEntry, String> {
+    Ok(DatabaseEntry {
+        name: db["name"]
+            .as_str()
+            .ok_or("database without name")?
+            .to_string(),
+        json: db["json"].as_str().unwrap_or("{}").as_bytes().to_vec(),
+        created_ms: db["created_ms"].as_i64().unwrap_or(0),
+        modified_ms: db["modified_ms"].as_i64().unwrap_or(0),
+    })
+}
+
+/// A table as `persist` writes it, its descriptor parsed from its JSON.
+fn parse_table(t: &Value) -> Result<TableEntry, String> {
+    let database = t["database"]
+        .as_str()
+        .ok_or("table without database")?
+        .to_string();
+    let name = t["name"].as_str().ok_or("table without name")?.to_string();
+    let json = t["json"]
+        .as_str()
+        .ok_or("table without json")?
+        .as_bytes()
+        .to_vec();
+    let value: Value =
+        serde_json::from_slice(&json).map_err(|e| format!("table {database}.{name}: {e}"))?;
+    let descriptor = TableDescriptor::deserialize_json(&value)
+        .map_err(|e| format!("table {database}.{name}: {e}"))?;
+    let bucket_count = value["bucket_count"]
+        .as_i64()
+        .ok_or("table without bucket_count")? as i32;
+    Ok(TableEntry {
+        id: t["id"].as_i64().ok_or("table without id")?,
+        schema_id: t["schema_id"].as_i64().unwrap_or(i64::from(SCHEMA_ID)) as i32,
+        earlier_schemas: Arc::new(
+            schemas::earlier_schemas_from(&t["earlier_schemas"])
+                .map_err(|e| format!("table {database}.{name}: {e}"))?,
+        ),
+        created_ms: t["created_ms"].as_i64().unwrap_or(0),
+        modified_ms: t["modified_ms"].as_i64().unwrap_or(0),
+        database,
+        name,
+        client_json: client_view(&json),
+        json,
+        descriptor,
+        bucket_count,
+    })
+}
+
+/// A partition as `persist` writes it.
+fn parse_partition(p: &Value) -> Result<PartitionEntry, String> {
+    Ok(PartitionEntry {
+        id: p["id"].as_i64().ok_or("partition without id")?,
+        table_id: p["table_id"].as_i64().ok_or("partition without table_id")?,
+        name: p["name"]
+            .as_str()
+            .ok_or("partition without name")?
+            .to_string(),
+        created_ms: p["created_ms"].as_i64().unwrap_or(0),
+    })
 }
 
 fn default_database_json() -> Vec<u8> {

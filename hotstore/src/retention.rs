@@ -27,6 +27,7 @@ use std::time::Duration;
 use crate::catalog::TableEntry;
 use crate::protocol::{ApiError, code};
 use crate::service::Service;
+use crate::tablets::Bucket;
 
 /// Fluss's table property for the log's time to live.
 pub const LOG_TTL: &str = "table.log.ttl";
@@ -136,25 +137,12 @@ impl Service {
                 .collect();
             for bucket in table.all_buckets() {
                 let log_start = bucket.log.log_start_offset();
-                let mut end = match ttl {
-                    Some(ttl) => bucket
-                        .log
-                        .expired_end(now_ms.saturating_sub(ttl.as_millis() as i64)),
-                    None => log_start,
-                };
-                let mut held_by_tiering = false;
-                if lake {
+                let tiered = lake.then(|| {
                     let key = (entry.id, bucket.partition_id, bucket.id);
-                    let tiered = previous
-                        .as_ref()
-                        .and_then(|offsets| offsets.get(&key))
-                        .copied()
-                        .unwrap_or(0);
-                    if tiered < end {
-                        end = tiered;
-                        held_by_tiering = true;
-                    }
-                }
+                    let offsets = previous.as_ref();
+                    offsets.and_then(|o| o.get(&key)).copied().unwrap_or(0)
+                });
+                let (mut end, held_by_tiering) = expired_end(&bucket, ttl, now_ms, tiered);
                 if let Some(kv) = &bucket.kv
                     && end > log_start
                 {
@@ -173,34 +161,13 @@ impl Service {
                         }
                     }
                 }
-                let (bytes_before, segments_before) = bucket.log.disk_usage();
-                if end > log_start
-                    && let Err(error) = bucket.log.truncate_before(end)
-                {
-                    tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention could not delete a segment");
-                }
-                let (hot_bytes, segments) = bucket.log.disk_usage();
-                let deleted = segments_before - segments;
-                if deleted > 0 {
-                    tracing::info!(table = %entry.qualified_name(), bucket = %bucket.name(),
-                        log_start_offset = bucket.log.log_start_offset(), segments_deleted = deleted,
-                        "hot retention");
-                }
-                report.push(BucketRetention {
-                    table: entry.qualified_name(),
-                    table_id: entry.id,
-                    partition: bucket
-                        .partition_id
-                        .map(|id| (id, partition_names.get(&id).cloned().unwrap_or_default())),
-                    bucket: bucket.id,
-                    log_start_offset: bucket.log.log_start_offset(),
-                    high_watermark: bucket.log.high_watermark(),
-                    hot_bytes,
-                    segments,
-                    held_by_tiering,
-                    segments_deleted: deleted,
-                    bytes_deleted: bytes_before.saturating_sub(hot_bytes),
-                });
+                let partition = bucket
+                    .partition_id
+                    .map(|id| (id, partition_names.get(&id).cloned().unwrap_or_default()));
+                let mut retention = truncate_before(&entry, &bucket, end);
+                retention.partition = partition;
+                retention.held_by_tiering = held_by_tiering;
+                report.push(retention);
             }
         }
         report
@@ -218,6 +185,57 @@ impl Service {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+}
+
+/// Where the TTL would cut `bucket`'s log at `now_ms` (its log start without a TTL), held
+/// below the lake's `tiered` offset for a lake-enabled table; and whether the lake held it.
+fn expired_end(
+    bucket: &Bucket,
+    ttl: Option<Duration>,
+    now_ms: i64,
+    tiered: Option<i64>,
+) -> (i64, bool) {
+    let end = match ttl {
+        Some(ttl) => bucket
+            .log
+            .expired_end(now_ms.saturating_sub(ttl.as_millis() as i64)),
+        None => bucket.log.log_start_offset(),
+    };
+    match tiered {
+        Some(tiered) if tiered < end => (tiered, true),
+        _ => (end, false),
+    }
+}
+
+/// Deletes the segments of `bucket` wholly below `end`, and reports the bucket after it
+/// (without its partition name or whether tiering held it).
+fn truncate_before(entry: &TableEntry, bucket: &Bucket, end: i64) -> BucketRetention {
+    let (bytes_before, segments_before) = bucket.log.disk_usage();
+    if end > bucket.log.log_start_offset()
+        && let Err(error) = bucket.log.truncate_before(end)
+    {
+        tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention could not delete a segment");
+    }
+    let (hot_bytes, segments) = bucket.log.disk_usage();
+    let deleted = segments_before - segments;
+    if deleted > 0 {
+        tracing::info!(table = %entry.qualified_name(), bucket = %bucket.name(),
+            log_start_offset = bucket.log.log_start_offset(), segments_deleted = deleted,
+            "hot retention");
+    }
+    BucketRetention {
+        table: entry.qualified_name(),
+        table_id: entry.id,
+        partition: None,
+        bucket: bucket.id,
+        log_start_offset: bucket.log.log_start_offset(),
+        high_watermark: bucket.log.high_watermark(),
+        hot_bytes,
+        segments,
+        held_by_tiering: false,
+        segments_deleted: deleted,
+        bytes_deleted: bytes_before.saturating_sub(hot_bytes),
     }
 }
 

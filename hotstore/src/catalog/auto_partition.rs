@@ -20,6 +20,7 @@ use crate::protocol::{ApiError, code};
 use fluss::metadata::TableDescriptor;
 use jiff::tz::{Offset, TimeZone};
 use jiff::{Span, Timestamp, Zoned};
+use std::collections::HashMap;
 
 pub(crate) const ENABLED: &str = "table.auto-partition.enabled";
 pub(crate) const KEY: &str = "table.auto-partition.key";
@@ -104,6 +105,78 @@ impl AutoPartitionStrategy {
         descriptor: &TableDescriptor,
     ) -> Result<Option<AutoPartitionStrategy>, ApiError> {
         let properties = descriptor.properties();
+        let options = Options::parse(table, properties)?;
+        let keys = descriptor.partition_keys();
+        if !options.enabled {
+            return Ok(None);
+        }
+        if keys.is_empty() {
+            return Err(ApiError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "table {table}: auto partition is only supported for partitioned tables; set \
+                     '{ENABLED}' to false or partition the table"
+                ),
+            ));
+        }
+        Ok(Some(AutoPartitionStrategy {
+            key_index: time_key_index(table, keys, properties)?,
+            unit: options.unit,
+            num_precreate: precreate_count(table, keys, options.num_precreate)?,
+            num_retention: options.num_retention,
+            time_zone: options.time_zone,
+        }))
+    }
+
+    /// The partition names to exist at `now_ms`: the current unit's and the
+    /// `num_precreate - 1` after it (none for a table with several partition keys, whose
+    /// `num_precreate` is 0).
+    pub fn to_precreate(&self, now_ms: i64) -> Result<Vec<String>, jiff::Error> {
+        let now = self.zoned(now_ms)?;
+        (0..i64::from(self.num_precreate.max(0)))
+            .map(|units| self.unit.value(&now, units))
+            .collect()
+    }
+
+    /// The oldest time value kept at `now_ms`; a partition whose time value sorts before it
+    /// has expired. `None` when partitions never expire (negative `num_retention`).
+    pub fn kept_from(&self, now_ms: i64) -> Result<Option<String>, jiff::Error> {
+        if self.num_retention < 0 {
+            return Ok(None);
+        }
+        let now = self.zoned(now_ms)?;
+        self.unit
+            .value(&now, -i64::from(self.num_retention))
+            .map(Some)
+    }
+
+    /// The partition's value of the time key.
+    pub fn time_value<'a>(&self, partition: &'a PartitionEntry) -> &'a str {
+        partition
+            .name
+            .split(PARTITION_NAME_SEPARATOR)
+            .nth(self.key_index)
+            .unwrap_or_default()
+    }
+
+    fn zoned(&self, now_ms: i64) -> Result<Zoned, jiff::Error> {
+        Ok(Timestamp::from_millisecond(now_ms)?.to_zoned(self.time_zone.clone()))
+    }
+}
+
+/// The auto-partition properties of a table as given, each checked whether or not it is in
+/// use.
+struct Options {
+    enabled: bool,
+    unit: TimeUnit,
+    /// As given; its default depends on the partition keys ([`precreate_count`]).
+    num_precreate: Option<i32>,
+    num_retention: i32,
+    time_zone: TimeZone,
+}
+
+impl Options {
+    fn parse(table: &str, properties: &HashMap<String, String>) -> Result<Options, ApiError> {
         let invalid = |key: &str, value: &str, fix: &str| {
             ApiError::new(
                 code::INVALID_CONFIG,
@@ -153,89 +226,64 @@ impl AutoPartitionStrategy {
                 )
             })?,
         };
-        let keys = descriptor.partition_keys();
-        if !enabled {
-            return Ok(None);
-        }
-        if keys.is_empty() {
-            return Err(ApiError::new(
-                code::INVALID_CONFIG,
-                format!(
-                    "table {table}: auto partition is only supported for partitioned tables; set \
-                     '{ENABLED}' to false or partition the table"
-                ),
-            ));
-        }
-        let invalid_table =
-            |reason: String| ApiError::new(code::INVALID_TABLE, format!("table {table}: {reason}"));
-        let key_index = if keys.len() == 1 {
-            0
-        } else {
-            let Some(key) = properties.get(KEY).filter(|k| !k.trim().is_empty()) else {
-                return Err(invalid_table(format!(
-                    "an auto-partitioned table with several partition keys {keys:?} must name \
-                     its time key; set '{KEY}' to one of them"
-                )));
-            };
-            keys.iter().position(|k| k == key).ok_or_else(|| {
-                invalid_table(format!(
-                    "'{KEY}' is '{key}', which is not a partition key; use one of {keys:?}"
-                ))
-            })?
-        };
-        let num_precreate = match (keys.len(), num_precreate) {
-            (1, precreate) => precreate.unwrap_or(NUM_PRECREATE_DEFAULT),
-            (_, None | Some(0)) => 0,
-            (_, Some(precreate)) => {
-                return Err(invalid_table(format!(
-                    "'{NUM_PRECREATE}' is {precreate}, but a table with several partition keys \
-                     {keys:?} cannot pre-create partitions (the other keys have no values to \
-                     create them with); set it to 0"
-                )));
-            }
-        };
-        Ok(Some(AutoPartitionStrategy {
-            key_index,
+        Ok(Options {
+            enabled,
             unit,
             num_precreate,
             num_retention,
             time_zone,
-        }))
+        })
     }
+}
 
-    /// The partition names to exist at `now_ms`: the current unit's and the
-    /// `num_precreate - 1` after it (none for a table with several partition keys, whose
-    /// `num_precreate` is 0).
-    pub fn to_precreate(&self, now_ms: i64) -> Result<Vec<String>, jiff::Error> {
-        let now = self.zoned(now_ms)?;
-        (0..i64::from(self.num_precreate.max(0)))
-            .map(|units| self.unit.value(&now, units))
-            .collect()
+fn invalid_table(table: &str, reason: String) -> ApiError {
+    ApiError::new(code::INVALID_TABLE, format!("table {table}: {reason}"))
+}
+
+/// Which of the partition `keys` holds the time: the only one, or the one `KEY` names.
+fn time_key_index(
+    table: &str,
+    keys: &[String],
+    properties: &HashMap<String, String>,
+) -> Result<usize, ApiError> {
+    if keys.len() == 1 {
+        return Ok(0);
     }
+    let Some(key) = properties.get(KEY).filter(|k| !k.trim().is_empty()) else {
+        return Err(invalid_table(
+            table,
+            format!(
+                "an auto-partitioned table with several partition keys {keys:?} must name \
+                 its time key; set '{KEY}' to one of them"
+            ),
+        ));
+    };
+    keys.iter().position(|k| k == key).ok_or_else(|| {
+        invalid_table(
+            table,
+            format!("'{KEY}' is '{key}', which is not a partition key; use one of {keys:?}"),
+        )
+    })
+}
 
-    /// The oldest time value kept at `now_ms`; a partition whose time value sorts before it
-    /// has expired. `None` when partitions never expire (negative `num_retention`).
-    pub fn kept_from(&self, now_ms: i64) -> Result<Option<String>, jiff::Error> {
-        if self.num_retention < 0 {
-            return Ok(None);
-        }
-        let now = self.zoned(now_ms)?;
-        self.unit
-            .value(&now, -i64::from(self.num_retention))
-            .map(Some)
-    }
-
-    /// The partition's value of the time key.
-    pub fn time_value<'a>(&self, partition: &'a PartitionEntry) -> &'a str {
-        partition
-            .name
-            .split(PARTITION_NAME_SEPARATOR)
-            .nth(self.key_index)
-            .unwrap_or_default()
-    }
-
-    fn zoned(&self, now_ms: i64) -> Result<Zoned, jiff::Error> {
-        Ok(Timestamp::from_millisecond(now_ms)?.to_zoned(self.time_zone.clone()))
+/// The partitions to pre-create: as asked (by default [`NUM_PRECREATE_DEFAULT`]) with one
+/// partition key, none with several (the other keys have no values to create them with).
+fn precreate_count(
+    table: &str,
+    keys: &[String],
+    num_precreate: Option<i32>,
+) -> Result<i32, ApiError> {
+    match (keys.len(), num_precreate) {
+        (1, precreate) => Ok(precreate.unwrap_or(NUM_PRECREATE_DEFAULT)),
+        (_, None | Some(0)) => Ok(0),
+        (_, Some(precreate)) => Err(invalid_table(
+            table,
+            format!(
+                "'{NUM_PRECREATE}' is {precreate}, but a table with several partition keys \
+                 {keys:?} cannot pre-create partitions (the other keys have no values to \
+                 create them with); set it to 0"
+            ),
+        )),
     }
 }
 

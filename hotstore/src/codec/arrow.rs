@@ -62,6 +62,22 @@ fn parse_arrow_message<'a>(
         .header_as_record_batch()
         .ok_or("arrow message is not a record batch")?;
     let body_start = (8 + ((metadata_len + 7) & !7)).min(message.len());
+    check_buffers(message, &batch, body_start)?;
+    check_nodes(&batch, schema)?;
+    Ok(ArrowMessage {
+        parsed,
+        batch,
+        body_start,
+    })
+}
+
+/// Every buffer of `batch` lies inside the body (from `body_start` of `message`), and its
+/// compressed buffers claim at most [`ARROW_DECODED_BYTES_MAX`] decoded bytes in all.
+fn check_buffers(
+    message: &Bytes,
+    batch: &arrow::ipc::RecordBatch,
+    body_start: usize,
+) -> Result<(), String> {
     let body_len = message.len() - body_start;
     let compressed = batch.compression().is_some();
     let mut decoded_bytes = 0u64;
@@ -88,6 +104,12 @@ fn parse_arrow_message<'a>(
             }
         }
     }
+    Ok(())
+}
+
+/// `batch` has at most [`ARROW_ROWS_MAX`] rows and the field nodes of `schema`, each with a
+/// length and null count that fit.
+fn check_nodes(batch: &arrow::ipc::RecordBatch, schema: &SchemaRef) -> Result<(), String> {
     let rows = batch.length();
     if !(0..=ARROW_ROWS_MAX).contains(&rows) {
         return Err(format!(
@@ -127,11 +149,7 @@ fn parse_arrow_message<'a>(
             ));
         }
     }
-    Ok(ArrowMessage {
-        parsed,
-        batch,
-        body_start,
-    })
+    Ok(())
 }
 
 /// Field nodes an IPC record batch carries for a column of `data_type` (one per array in the

@@ -152,12 +152,7 @@ fn decode_writes(
     table: &TableRuntime,
     records: &Bytes,
 ) -> Result<(Vec<changelog::Write>, i64, i32), ApiError> {
-    let corrupt = |reason: String| {
-        ApiError::new(
-            code::CORRUPT_RECORD,
-            format!("kv batch of {}: {reason}", table.entry.qualified_name()),
-        )
-    };
+    let corrupt = |reason: String| corrupt_batch(table, reason);
     let mut writes = Vec::new();
     let mut position = 0usize;
     let mut writer = (crate::codec::NO_WRITER_ID, -1);
@@ -206,39 +201,63 @@ fn decode_writes(
         let count = kv_batch
             .record_count()
             .map_err(|e| corrupt(e.to_string()))?;
-        let batch_bytes = records.slice(..end);
-        let mut record_position = position + RECORDS_OFFSET;
-        for _ in 0..count.max(0) {
-            let (record, record_size) = KvRecord::read_from(&batch_bytes, record_position)
-                .map_err(|e| corrupt(e.to_string()))?;
-            let key = record.key().clone();
-            if key.is_empty() {
-                return Err(ApiError::new(
-                    code::CORRUPT_MESSAGE,
-                    "kv record with an empty key",
-                ));
-            }
-            let value = if record.is_deletion() {
-                None
-            } else {
-                let value_start = record_position
-                    + KV_RECORD_LENGTH_LENGTH
-                    + varint_len(key.len() as u32)
-                    + key.len();
-                let row = batch_bytes.slice(value_start..record_position + record_size);
-                match &codec {
-                    Some(codec) if earlier_schema => Some(Bytes::from(
-                        codec.row_in_current(schema_id, &row)?.into_owned(),
-                    )),
-                    _ => Some(row),
-                }
-            };
-            writes.push((key, value));
-            record_position += record_size;
-        }
+        let batch = records.slice(..end);
+        let upgrade = codec.as_ref().filter(|_| earlier_schema);
+        let upgrade = upgrade.map(|codec| (codec, schema_id));
+        decode_records(table, &batch, position, count, upgrade, &mut writes)?;
         position = end;
     }
     Ok((writes, writer.0, writer.1))
+}
+
+fn corrupt_batch(table: &TableRuntime, reason: String) -> ApiError {
+    ApiError::new(
+        code::CORRUPT_RECORD,
+        format!("kv batch of {}: {reason}", table.entry.qualified_name()),
+    )
+}
+
+/// Appends the `count` records of the kv batch at `position` of `batch` (which ends with it)
+/// to `writes`; `upgrade` turns the rows of a batch of an earlier schema (its id) into the
+/// current one.
+fn decode_records(
+    table: &TableRuntime,
+    batch: &Bytes,
+    position: usize,
+    count: i32,
+    upgrade: Option<(&RowCodec, i16)>,
+    writes: &mut Vec<changelog::Write>,
+) -> Result<(), ApiError> {
+    let mut record_position = position + RECORDS_OFFSET;
+    for _ in 0..count.max(0) {
+        let (record, record_size) = KvRecord::read_from(batch, record_position)
+            .map_err(|e| corrupt_batch(table, e.to_string()))?;
+        let key = record.key().clone();
+        if key.is_empty() {
+            return Err(ApiError::new(
+                code::CORRUPT_MESSAGE,
+                "kv record with an empty key",
+            ));
+        }
+        let value = if record.is_deletion() {
+            None
+        } else {
+            let value_start = record_position
+                + KV_RECORD_LENGTH_LENGTH
+                + varint_len(key.len() as u32)
+                + key.len();
+            let row = batch.slice(value_start..record_position + record_size);
+            match upgrade {
+                Some((codec, schema_id)) => Some(Bytes::from(
+                    codec.row_in_current(schema_id, &row)?.into_owned(),
+                )),
+                None => Some(row),
+            }
+        };
+        writes.push((key, value));
+        record_position += record_size;
+    }
+    Ok(())
 }
 
 fn varint_len(mut value: u32) -> usize {

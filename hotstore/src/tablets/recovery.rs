@@ -6,6 +6,7 @@ use super::rows::{DELETE, INSERT, RowCodec, UPDATE_BEFORE};
 use super::{Bucket, TableRuntime};
 use crate::codec::Batch;
 use crate::protocol::{ApiError, code};
+use arrow::datatypes::SchemaRef;
 use std::sync::Arc;
 
 fn primary_key_encoder(table: &TableRuntime) -> Result<Box<dyn fluss::row::KeyEncoder>, ApiError> {
@@ -49,15 +50,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
     if applied >= high_watermark {
         return Ok(());
     }
-    let corrupt = |reason: String| {
-        ApiError::new(
-            code::KV_STORAGE_EXCEPTION,
-            format!("{context}: changelog replay: {reason}"),
-        )
-    };
-    let codec = RowCodec::new(table)?;
-    let mut key_encoder = primary_key_encoder(table)?;
-    let row_type = Arc::new(codec.row_type.clone());
+    let mut replay = Replay::new(table, &context)?;
     let replay_start = applied;
     while applied < high_watermark {
         let data = bucket
@@ -67,60 +60,14 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
         if data.is_empty() {
             break;
         }
-        for view in Batch::split(data, false).map_err(|e| corrupt(e.to_string()))? {
+        let views = Batch::split(data, false).map_err(|e| replay.corrupt(e.to_string()))?;
+        for view in views {
             let next = view.next_offset();
             if next <= applied {
                 continue;
             }
-            let (change_types, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
-            // A batch logged under an earlier schema is read under it; its rows go into the
-            // kv in the current schema, with nulls in the columns added since.
-            let written = table.arrow_schema_of(view.schema_id())?;
-            let written_row_type =
-                if Arc::ptr_eq(&written, &table.arrow_schema) {
-                    row_type.clone()
-                } else {
-                    let schema = table.entry.schema_of(i32::from(view.schema_id()));
-                    Arc::new(schema.map(|s| s.row_type().clone()).ok_or_else(|| {
-                        corrupt(format!("schema {} is unknown", view.schema_id()))
-                    })?)
-                };
-            let record_batch = Arc::new(
-                crate::codec::arrow::decode_arrow_message(&message, &written, None)
-                    .map_err(corrupt)?,
-            );
-            let mut row = fluss::row::ColumnarRow::new(
-                record_batch.clone(),
-                written_row_type.clone(),
-                0,
-                None,
-            )
-            .map_err(|e| corrupt(e.to_string()))?;
-            let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-            let mut applied_change_types = Vec::new();
-            for i in 0..record_batch.num_rows() {
-                if view.base_offset() + (i as i64) < applied {
-                    continue;
-                }
-                let change = change_types.get(i).copied().unwrap_or(INSERT);
-                if change == UPDATE_BEFORE {
-                    continue;
-                }
-                applied_change_types.push(change);
-                row.set_row_id(i);
-                let key = key_encoder
-                    .encode_key(&row)
-                    .map_err(|e| corrupt(e.to_string()))?
-                    .to_vec();
-                let value = if change == DELETE {
-                    None
-                } else {
-                    let fields = written_row_type.fields().len();
-                    Some(codec.stored(&codec.encode_row(&row, fields)?))
-                };
-                changes.push((key, value));
-            }
-            let row_count_delta = super::changelog::row_count_delta(&applied_change_types);
+            let (changes, change_types) = replay.changes(&view, applied)?;
+            let row_count_delta = super::changelog::row_count_delta(&change_types);
             kv.apply(&changes, row_count_delta, next)
                 .map_err(|e| bucket.storage_error(&context, e))?;
             applied = next;
@@ -128,4 +75,94 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
     }
     tracing::info!(table = %table.entry.qualified_name(), bucket = bucket.id, from = replay_start, to = applied, "replayed changelog into kv tablet");
     Ok(())
+}
+
+/// What a replay turns changelog batches into kv changes with.
+struct Replay<'a> {
+    table: &'a TableRuntime,
+    /// The table and bucket, for errors.
+    context: &'a str,
+    codec: RowCodec,
+    key_encoder: Box<dyn fluss::row::KeyEncoder>,
+    /// The current schema's row type.
+    row_type: Arc<fluss::metadata::RowType>,
+}
+
+/// The kv changes of a batch: each key with its row, `None` for a delete.
+type KvChanges = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+impl<'a> Replay<'a> {
+    fn new(table: &'a TableRuntime, context: &'a str) -> Result<Self, ApiError> {
+        let codec = RowCodec::new(table)?;
+        Ok(Replay {
+            table,
+            context,
+            key_encoder: primary_key_encoder(table)?,
+            row_type: Arc::new(codec.row_type.clone()),
+            codec,
+        })
+    }
+
+    fn corrupt(&self, reason: String) -> ApiError {
+        ApiError::new(
+            code::KV_STORAGE_EXCEPTION,
+            format!("{}: changelog replay: {reason}", self.context),
+        )
+    }
+
+    /// The row type of the schema `view` was logged under, whose Arrow schema is `written`.
+    fn row_type_of(
+        &self,
+        view: &Batch,
+        written: &SchemaRef,
+    ) -> Result<Arc<fluss::metadata::RowType>, ApiError> {
+        if Arc::ptr_eq(written, &self.table.arrow_schema) {
+            return Ok(self.row_type.clone());
+        }
+        let schema = self.table.entry.schema_of(i32::from(view.schema_id()));
+        let row_type = schema.map(|s| s.row_type().clone());
+        let row_type = row_type
+            .ok_or_else(|| self.corrupt(format!("schema {} is unknown", view.schema_id())))?;
+        Ok(Arc::new(row_type))
+    }
+
+    /// The kv changes of the records of `view` from offset `applied` on, and their change
+    /// types; the image before an update changes nothing.
+    fn changes(&mut self, view: &Batch, applied: i64) -> Result<(KvChanges, Vec<u8>), ApiError> {
+        let (change_types, message) = view.records().map_err(|e| self.corrupt(e.to_string()))?;
+        // A batch logged under an earlier schema is read under it; its rows go into the
+        // kv in the current schema, with nulls in the columns added since.
+        let written = self.table.arrow_schema_of(view.schema_id())?;
+        let written_row_type = self.row_type_of(view, &written)?;
+        let record_batch = Arc::new(
+            crate::codec::arrow::decode_arrow_message(&message, &written, None)
+                .map_err(|e| self.corrupt(e))?,
+        );
+        let mut row =
+            fluss::row::ColumnarRow::new(record_batch.clone(), written_row_type.clone(), 0, None)
+                .map_err(|e| self.corrupt(e.to_string()))?;
+        let mut changes = Vec::new();
+        let mut applied_change_types = Vec::new();
+        for i in 0..record_batch.num_rows() {
+            if view.base_offset() + (i as i64) < applied {
+                continue;
+            }
+            let change = change_types.get(i).copied().unwrap_or(INSERT);
+            if change == UPDATE_BEFORE {
+                continue;
+            }
+            applied_change_types.push(change);
+            row.set_row_id(i);
+            let key = self.key_encoder.encode_key(&row);
+            let key = key.map_err(|e| self.corrupt(e.to_string()))?.to_vec();
+            let value = if change == DELETE {
+                None
+            } else {
+                let fields = written_row_type.fields().len();
+                Some(self.codec.stored(&self.codec.encode_row(&row, fields)?))
+            };
+            changes.push((key, value));
+        }
+        Ok((changes, applied_change_types))
+    }
 }
