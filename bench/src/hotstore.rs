@@ -292,6 +292,16 @@ impl Throughput {
     pub fn mb_per_s(&self) -> f64 {
         self.bytes as f64 / 1_000_000.0 / self.elapsed.as_secs_f64()
     }
+
+    /// `<rows/s> rows/s, <MB/s> MB/s in <elapsed>`, as the bench shows a phase's progress.
+    fn summary(&self) -> String {
+        format!(
+            "{:.0} rows/s, {:.1} MB/s in {:?}",
+            self.rows_per_s(),
+            self.mb_per_s(),
+            self.elapsed
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -411,6 +421,37 @@ struct Endpoint<'a> {
 }
 
 impl Endpoint<'_> {
+    /// Produces into and fetches from a fresh log table with `compression`, then drops it.
+    async fn log_figures(self, admin: &FlussAdmin, compression: &str) -> Result<LogFigures> {
+        let workload = self.workload;
+        let log = TableDescriptor::builder()
+            .schema(bench_schema(false)?)
+            .distributed_by(Some(workload.buckets), vec!["id".into()])
+            .property("table.log.arrow.compression.type", compression)
+            .build()?;
+        let name = format!("bench_log_{}", compression.to_lowercase());
+        let log_path = fresh_table(admin, &name, &log, workload.buckets).await?;
+        eprintln!(
+            "  produce ({compression}): {} rows in batches of {} into {} buckets",
+            workload.rows, workload.batch_rows, workload.buckets
+        );
+        let produce = self.produce(&log_path).await?;
+        eprintln!("    {}", produce.summary());
+        eprintln!(
+            "  fetch ({compression}): {} rows, {} passes",
+            workload.rows + workload.batch_rows,
+            workload.fetch_passes
+        );
+        let fetch = self.fetch(&log_path).await?;
+        eprintln!("    {}", fetch.summary());
+        admin.drop_table(&log_path, true).await?;
+        Ok(LogFigures {
+            compression: compression.to_string(),
+            produce,
+            fetch,
+        })
+    }
+
     async fn produce(self, path: &TablePath) -> Result<Throughput> {
         let table = self.connection.get_table(path).await?;
         let writer = table.new_append()?.create_writer()?;
@@ -594,47 +635,7 @@ pub async fn run_endpoint(
 
     let mut logs = Vec::new();
     for compression in &workload.compressions {
-        let log = TableDescriptor::builder()
-            .schema(bench_schema(false)?)
-            .distributed_by(Some(workload.buckets), vec!["id".into()])
-            .property("table.log.arrow.compression.type", compression.as_str())
-            .build()?;
-        let log_path = fresh_table(
-            &admin,
-            &format!("bench_log_{}", compression.to_lowercase()),
-            &log,
-            workload.buckets,
-        )
-        .await?;
-        eprintln!(
-            "  produce ({compression}): {} rows in batches of {} into {} buckets",
-            workload.rows, workload.batch_rows, workload.buckets
-        );
-        let produce = endpoint.produce(&log_path).await?;
-        eprintln!(
-            "    {:.0} rows/s, {:.1} MB/s in {:?}",
-            produce.rows_per_s(),
-            produce.mb_per_s(),
-            produce.elapsed
-        );
-        eprintln!(
-            "  fetch ({compression}): {} rows, {} passes",
-            workload.rows + workload.batch_rows,
-            workload.fetch_passes
-        );
-        let fetch = endpoint.fetch(&log_path).await?;
-        eprintln!(
-            "    {:.0} rows/s, {:.1} MB/s in {:?}",
-            fetch.rows_per_s(),
-            fetch.mb_per_s(),
-            fetch.elapsed
-        );
-        admin.drop_table(&log_path, true).await?;
-        logs.push(LogFigures {
-            compression: compression.clone(),
-            produce,
-            fetch,
-        });
+        logs.push(endpoint.log_figures(&admin, compression).await?);
     }
 
     let kv = TableDescriptor::builder()
@@ -910,24 +911,7 @@ fn print_report(
     silt: &BenchReport,
     fluss: &FlussColumn,
 ) {
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!();
-    println!(
-        "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
-         fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups, client \
-         lookup batches of at most {} within {} ms)",
-        crate::report::profile(),
-        workload.rows,
-        workload.batch_rows,
-        workload.buckets,
-        workload.fetch_passes,
-        workload.fetch_wait_max_ms,
-        workload.keys,
-        workload.lookups,
-        workload.lookup_batch_size_max,
-        workload.lookup_batch_timeout_ms
-    );
-    println!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
+    print_header(config, workload);
     let other = match fluss {
         FlussColumn::Measured { label, report } => {
             println!("fluss: {label}");
@@ -938,50 +922,8 @@ fn print_report(
             None
         }
     };
-    let mut rows: Vec<Figure> = Vec::new();
-    for (i, log) in silt.logs.iter().enumerate() {
-        let other_log = other.and_then(|r| r.logs.get(i));
-        let c = &log.compression;
-        rows.push(Figure {
-            name: format!("produce MB/s {c}"),
-            silt: log.produce.mb_per_s(),
-            fluss: other_log.map(|l| l.produce.mb_per_s()),
-            target: ">= 2x",
-        });
-        rows.push(Figure {
-            name: format!("produce rows/s {c}"),
-            silt: log.produce.rows_per_s(),
-            fluss: other_log.map(|l| l.produce.rows_per_s()),
-            target: "",
-        });
-        rows.push(Figure {
-            name: format!("fetch MB/s {c}"),
-            silt: log.fetch.mb_per_s(),
-            fluss: other_log.map(|l| l.fetch.mb_per_s()),
-            target: ">= 2x",
-        });
-    }
-    let lookups: [(&str, fn(&Latency) -> Duration, &'static str); 3] = [
-        ("lookup p50 ms", |l| l.p50, ""),
-        ("lookup p99 ms", |l| l.p99, "<= 0.5x"),
-        ("lookup max ms", |l| l.max, ""),
-    ];
-    rows.push(Figure {
-        name: "upsert rows/s".to_string(),
-        silt: silt.upsert.rows_per_s(),
-        fluss: other.map(|r| r.upsert.rows_per_s()),
-        target: "",
-    });
-    for (name, get, target) in lookups {
-        rows.push(Figure {
-            name: name.to_string(),
-            silt: ms(get(&silt.lookup)),
-            fluss: other.map(|r| ms(get(&r.lookup))),
-            target,
-        });
-    }
     let mut table = Table::new(["figure", "silt", "fluss", "silt/fluss", "target"]);
-    for f in rows {
+    for f in figures(silt, other) {
         let (fluss_text, ratio_text) = match f.fluss {
             Some(v) => (format!("{v:.3}"), format!("{:.2}", f.silt / v)),
             None => ("-".to_string(), "-".to_string()),
@@ -1007,6 +949,69 @@ fn print_report(
             ))
             .unwrap_or_default()
     );
+}
+
+/// The report's title: the workload and silt's fsync policy.
+fn print_header(config: &silt_jobs::config::Config, workload: &Workload) {
+    println!();
+    println!(
+        "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
+         fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups, client \
+         lookup batches of at most {} within {} ms)",
+        crate::report::profile(),
+        workload.rows,
+        workload.batch_rows,
+        workload.buckets,
+        workload.fetch_passes,
+        workload.fetch_wait_max_ms,
+        workload.keys,
+        workload.lookups,
+        workload.lookup_batch_size_max,
+        workload.lookup_batch_timeout_ms
+    );
+    println!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
+}
+
+/// The compared figures: per compression produce and fetch, then upserts and lookups.
+fn figures(silt: &BenchReport, other: Option<&BenchReport>) -> Vec<Figure> {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let log_figures: [(&str, fn(&LogFigures) -> f64, &'static str); 3] = [
+        ("produce MB/s", |l| l.produce.mb_per_s(), ">= 2x"),
+        ("produce rows/s", |l| l.produce.rows_per_s(), ""),
+        ("fetch MB/s", |l| l.fetch.mb_per_s(), ">= 2x"),
+    ];
+    let mut rows: Vec<Figure> = Vec::new();
+    for (i, log) in silt.logs.iter().enumerate() {
+        let other_log = other.and_then(|r| r.logs.get(i));
+        for (name, get, target) in log_figures {
+            rows.push(Figure {
+                name: format!("{name} {}", log.compression),
+                silt: get(log),
+                fluss: other_log.map(get),
+                target,
+            });
+        }
+    }
+    let lookups: [(&str, fn(&Latency) -> Duration, &'static str); 3] = [
+        ("lookup p50 ms", |l| l.p50, ""),
+        ("lookup p99 ms", |l| l.p99, "<= 0.5x"),
+        ("lookup max ms", |l| l.max, ""),
+    ];
+    rows.push(Figure {
+        name: "upsert rows/s".to_string(),
+        silt: silt.upsert.rows_per_s(),
+        fluss: other.map(|r| r.upsert.rows_per_s()),
+        target: "",
+    });
+    for (name, get, target) in lookups {
+        rows.push(Figure {
+            name: name.to_string(),
+            silt: ms(get(&silt.lookup)),
+            fluss: other.map(|r| ms(get(&r.lookup))),
+            target,
+        });
+    }
+    rows
 }
 
 /// Where each throughput phase's CPU went: the client's and the server's seconds against
