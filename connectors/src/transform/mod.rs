@@ -27,7 +27,7 @@ use arrow::compute::filter_record_batch;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::empty::EmptyTable;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, Projection};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::prelude::SessionContext;
@@ -221,46 +221,7 @@ fn lower(plan: &LogicalPlan, ctx: &SessionContext, steps: &mut Vec<Step>) -> Res
         }
         LogicalPlan::Projection(projection) => {
             let actual = lower(&projection.input, ctx, steps)?;
-            let input_df = projection.input.schema();
-            let mut exprs = Vec::with_capacity(projection.expr.len() + 4);
-            let mut fields = Vec::with_capacity(projection.expr.len() + 4);
-            for (expr, field) in projection
-                .expr
-                .iter()
-                .zip(projection.schema.fields().iter())
-            {
-                let physical = ctx
-                    .create_physical_expr(expr.clone(), input_df)
-                    .map_err(plan_error)?;
-                let returned = physical
-                    .return_field(input_df.as_arrow())
-                    .map_err(plan_error)?;
-                fields.push(Field::new(
-                    field.name(),
-                    returned.data_type().clone(),
-                    returned.is_nullable(),
-                ));
-                exprs.push(physical);
-            }
-            for system in stream_system_fields() {
-                if fields.iter().any(|f| f.name() == system.name()) {
-                    continue;
-                }
-                if let Ok(index) = actual.index_of(system.name()) {
-                    exprs.push(Arc::new(Column::new(system.name(), index)));
-                    fields.push(actual.field(index).clone());
-                }
-            }
-            let mut seen = std::collections::BTreeSet::new();
-            for f in &fields {
-                if !seen.insert(f.name().as_str()) {
-                    return Err(Error::Plan(format!(
-                        "the output names column {:?} twice (give one an alias with AS)",
-                        f.name()
-                    )));
-                }
-            }
-            let schema = Arc::new(Schema::new(fields));
+            let (exprs, schema) = project(projection, &actual, ctx)?;
             steps.push(Step::Project {
                 exprs,
                 schema: schema.clone(),
@@ -272,6 +233,55 @@ fn lower(plan: &LogicalPlan, ctx: &SessionContext, steps: &mut Vec<Step>) -> Res
             node_name(other)
         ))),
     }
+}
+
+/// The expressions and output schema of a projection over batches of the `actual` schema: its
+/// own expressions, then the system columns of `actual` it does not name, so they travel on.
+fn project(
+    projection: &Projection,
+    actual: &SchemaRef,
+    ctx: &SessionContext,
+) -> Result<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> {
+    let input_df = projection.input.schema();
+    let mut exprs = Vec::with_capacity(projection.expr.len() + 4);
+    let mut fields = Vec::with_capacity(projection.expr.len() + 4);
+    for (expr, field) in projection
+        .expr
+        .iter()
+        .zip(projection.schema.fields().iter())
+    {
+        let physical = ctx
+            .create_physical_expr(expr.clone(), input_df)
+            .map_err(plan_error)?;
+        let returned = physical
+            .return_field(input_df.as_arrow())
+            .map_err(plan_error)?;
+        fields.push(Field::new(
+            field.name(),
+            returned.data_type().clone(),
+            returned.is_nullable(),
+        ));
+        exprs.push(physical);
+    }
+    for system in stream_system_fields() {
+        if fields.iter().any(|f| f.name() == system.name()) {
+            continue;
+        }
+        if let Ok(index) = actual.index_of(system.name()) {
+            exprs.push(Arc::new(Column::new(system.name(), index)));
+            fields.push(actual.field(index).clone());
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &fields {
+        if !seen.insert(f.name().as_str()) {
+            return Err(Error::Plan(format!(
+                "the output names column {:?} twice (give one an alias with AS)",
+                f.name()
+            )));
+        }
+    }
+    Ok((exprs, Arc::new(Schema::new(fields))))
 }
 
 fn node_name(plan: &LogicalPlan) -> String {
