@@ -12,9 +12,8 @@
 //! set, the test runs a server over that directory, prints its address and waits to be killed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,7 +26,7 @@ use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::changelog;
 use silt_testkit::hotstore;
-use silt_testkit::process::ChildGuard;
+use silt_testkit::process::{ChildGuard, spawn_watching_stdout};
 use silt_testkit::scan::Read;
 use silt_testkit::tables;
 
@@ -79,32 +78,24 @@ struct HotstoreProcess {
 }
 
 fn start_hotstore_process(data_dir: &Path) -> Result<HotstoreProcess> {
-    let mut child = Command::new(std::env::current_exe()?)
+    let mut command = Command::new(std::env::current_exe()?);
+    command
         .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, data_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start the hotstore process")?;
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            // libtest prints the test's name on the same line first.
-            if let Some(at) = line.find(LISTENING) {
-                let _ = tx.send(line[at + LISTENING.len()..].trim().to_string());
-            }
+        .env(CHILD_ENV, data_dir);
+    let (child, rx) = spawn_watching_stdout(&mut command, "the hotstore process", |line, tx| {
+        // libtest prints the test's name on the same line first.
+        if let Some(at) = line.find(LISTENING) {
+            let _ = tx.send(line[at + LISTENING.len()..].trim().to_string());
         }
-    });
-    let mut process = HotstoreProcess {
-        _child: ChildGuard(child),
-        bootstrap: String::new(),
-    };
-    // On an error the process is dropped, which kills it.
-    process.bootstrap = rx
+    })?;
+    // On an error `child` is dropped, which kills it.
+    let bootstrap = rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| anyhow!("the hotstore process did not report its address within 30 s"))?;
-    Ok(process)
+    Ok(HotstoreProcess {
+        _child: child,
+        bootstrap,
+    })
 }
 
 /// The child's side: only the hotstore, until SIGKILL.

@@ -11,7 +11,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,29 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Spawns `command` with its stdout piped (its stderr discarded) and hands each line of its
+/// stdout to `watch` on a thread of its own, which sends on the channel what it looks for. The
+/// child (`what`, for the error) is killed when the guard drops.
+pub fn spawn_watching_stdout<T: Send + 'static>(
+    command: &mut Command,
+    what: &str,
+    mut watch: impl FnMut(&str, &mpsc::Sender<T>) + Send + 'static,
+) -> Result<(ChildGuard, mpsc::Receiver<T>)> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("start {what}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            watch(&line, &tx);
+        }
+    });
+    Ok((ChildGuard(child), rx))
+}
+
 /// A loopback port free at the time of asking.
 pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -60,7 +83,7 @@ pub fn free_port() -> Result<u16> {
 
 /// A running `silt up`; killed (SIGKILL) when dropped.
 pub struct SiltProcess {
-    pub child: Child,
+    pub child: ChildGuard,
     /// The hotstore's Fluss address.
     pub bootstrap: String,
     /// The REST API's `http://host:port`.
@@ -95,7 +118,8 @@ impl SiltProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<SiltProcess> {
-        let mut child = Command::new(silt)
+        let mut command = Command::new(silt);
+        command
             .args([
                 "--data-dir",
                 &data_dir.to_string_lossy(),
@@ -109,43 +133,30 @@ impl SiltProcess {
             .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting silt up")?;
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
+            .envs(env.iter().copied());
         // `silt up` prints the Flight line before the REST line, so it is set when `rx` answers.
         let flight = Arc::new(Mutex::new(None));
         let flight_seen = flight.clone();
-        std::thread::spawn(move || {
-            let (mut bootstrap, mut rest) = (None, None);
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
-                    bootstrap = tail.split_whitespace().next().map(str::to_string);
-                }
-                if let Some(tail) = line.strip_prefix("flight: Arrow Flight SQL on ") {
-                    *flight_seen.lock().unwrap() = Some(tail.trim().to_string());
-                }
-                if let Some(tail) = line.strip_prefix("rest: REST API on ") {
-                    rest = Some(tail.trim().to_string());
-                }
-                if let (Some(b), Some(r)) = (&bootstrap, &rest) {
-                    let _ = tx.send((b.clone(), r.clone()));
-                    bootstrap = None;
-                }
+        let (mut bootstrap, mut rest) = (None, None);
+        let (child, rx) = spawn_watching_stdout(&mut command, "silt up", move |line, tx| {
+            if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
+                bootstrap = tail.split_whitespace().next().map(str::to_string);
             }
-        });
-        // On an error `child` is still ours: kill it rather than leave it running.
-        let (bootstrap, rest) = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addresses) => addresses,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(anyhow!("silt up did not report its addresses within 30 s"));
+            if let Some(tail) = line.strip_prefix("flight: Arrow Flight SQL on ") {
+                *flight_seen.lock().unwrap() = Some(tail.trim().to_string());
             }
-        };
+            if let Some(tail) = line.strip_prefix("rest: REST API on ") {
+                rest = Some(tail.trim().to_string());
+            }
+            if let (Some(b), Some(r)) = (&bootstrap, &rest) {
+                let _ = tx.send((b.clone(), r.clone()));
+                bootstrap = None;
+            }
+        })?;
+        // On an error `child` is dropped, which kills it rather than leave it running.
+        let (bootstrap, rest) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .map_err(|_| anyhow!("silt up did not report its addresses within 30 s"))?;
         let flight = flight.lock().unwrap().clone();
         Ok(SiltProcess {
             child,
@@ -188,13 +199,6 @@ impl SiltProcess {
 
     /// SIGKILL: no shutdown hook runs.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for SiltProcess {
-    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
