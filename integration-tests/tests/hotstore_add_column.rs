@@ -27,7 +27,7 @@ use silt_hotstore::protocol::{api, code};
 use silt_testkit::changelog;
 use silt_testkit::hotstore::{self, api_code};
 use silt_testkit::scan::Read;
-use silt_testkit::tables::Table;
+use silt_testkit::tables::{self, Table};
 use tempfile::TempDir;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -156,8 +156,7 @@ async fn a_log_table_gains_a_column_and_reads_its_older_rows_with_null() -> Resu
     // The writer of schema 1 has its own connection: one whose metadata the admin's calls
     // below refresh would write schema 2.
     let old_connection = hotstore::connect(&server).await?;
-    let old_table = old_connection.get_table(&path).await?;
-    let old_writer = old_table.new_append()?.create_writer()?;
+    let old_writer = tables::appender(&old_connection, &path).await?;
     old_writer.append(&row(vec![text("ann"), text("/a")]))?;
     old_writer.append(&row(vec![text("bob"), text("/b")]))?;
     old_writer.flush().await?;
@@ -194,11 +193,7 @@ async fn a_log_table_gains_a_column_and_reads_its_older_rows_with_null() -> Resu
         .await
         .context("schema 1's writer after the change")?;
     let fresh = hotstore::connect(&server).await?;
-    let writer = fresh
-        .get_table(&path)
-        .await?
-        .new_append()?
-        .create_writer()?;
+    let writer = tables::appender(&fresh, &path).await?;
     writer.append(&row(vec![text("dee"), text("/d"), text("news")]))?;
     writer.append(&row(vec![text("eve"), text("/e"), None]))?;
     writer.flush().await?;
@@ -256,11 +251,7 @@ async fn a_primary_key_table_gains_a_column_and_merges_older_rows_into_it() -> R
     let path = accounts().path;
     let (dir, server, connection) = start_with(&accounts()).await?;
     let old_connection = hotstore::connect(&server).await?;
-    let old_writer = old_connection
-        .get_table(&path)
-        .await?
-        .new_upsert()?
-        .create_writer()?;
+    let old_writer = tables::upserter(&old_connection, &path).await?;
     for (id, name) in [("1", "ann"), ("2", "bob"), ("3", "cy")] {
         old_writer.upsert(&row(vec![text(id), text(name)]))?;
     }
@@ -275,11 +266,7 @@ async fn a_primary_key_table_gains_a_column_and_merges_older_rows_into_it() -> R
         lookup(&fresh, &path, "1").await? == "1,ann,-",
         "a row of schema 1"
     );
-    let writer = fresh
-        .get_table(&path)
-        .await?
-        .new_upsert()?
-        .create_writer()?;
+    let writer = tables::upserter(&fresh, &path).await?;
     writer.upsert(&row(vec![text("1"), text("ann"), text("gold")]))?;
     writer.flush().await?;
     // Schema 1's writer updates a row written under schema 2: its row has no tier, so the

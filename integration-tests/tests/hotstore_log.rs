@@ -16,7 +16,7 @@ use fluss::row::DataGetters;
 use fluss::rpc::message::OffsetSpec;
 use silt_testkit::hotstore::{self, DEADLINE, connect};
 use silt_testkit::scan::Read;
-use silt_testkit::tables::Table;
+use silt_testkit::tables::{self, Table};
 
 const BUCKETS: i32 = 3;
 const ROWS: i64 = 1_000_000;
@@ -159,8 +159,7 @@ async fn fetch_from_earliest_after_restart() -> Result<()> {
     {
         let (server, connection) =
             hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
-        let table = connection.get_table(&path).await?;
-        let writer = table.new_append()?.create_writer()?;
+        let writer = tables::appender(&connection, &path).await?;
         drop(writer.append_arrow_batch(arrow_batch(0, 1000)?)?);
         writer.flush().await?;
         server.shutdown().await?;

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
-use arrow::array::{Array, Int64Array, StringArray};
+use arrow::array::{Array, Int64Array};
 use fluss::metadata::TablePath;
 use fluss::row::GenericRow;
 use silt_jobs::tiering::{TieringConfig, TieringService};
 use silt_testkit::process::{ChildGuard, free_port};
-use silt_testkit::tables;
+use silt_testkit::tables::{self, LogAndKeyed};
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::{hotstore, http, lake};
 
@@ -99,25 +99,20 @@ fn storage_options(port: u16) -> HashMap<String, String> {
 }
 
 async fn create_tables(connection: &fluss::client::FlussConnection) -> Result<()> {
-    tables::events("s3")
-        .lake("300ms")
-        .create(connection)
-        .await?;
-    tables::scores("s3")
-        .lake("300ms")
-        .create(connection)
-        .await?;
+    for table in [tables::events("s3"), tables::scores("s3")] {
+        table.lake("300ms").create(connection).await?;
+    }
     Ok(())
 }
 
 /// Writes the events and user changes; returns the latest score per live user.
 async fn write(connection: &fluss::client::FlussConnection) -> Result<BTreeMap<i64, i64>> {
-    let events = connection
-        .get_table(&TablePath::new("s3", "events"))
-        .await?;
-    let users = connection.get_table(&TablePath::new("s3", "users")).await?;
-    let appender = events.new_append()?.create_writer()?;
-    let upserter = users.new_upsert()?.create_writer()?;
+    let (events, users) = (
+        TablePath::new("s3", "events"),
+        TablePath::new("s3", "users"),
+    );
+    let writers = LogAndKeyed::open(connection, &events, &users).await?;
+    let LogAndKeyed { appender, upserter } = &writers;
     let mut latest = BTreeMap::new();
     for id in 0..EVENTS {
         let mut row = GenericRow::new(2);
@@ -138,8 +133,7 @@ async fn write(connection: &fluss::client::FlussConnection) -> Result<BTreeMap<i
             }
         }
     }
-    appender.flush().await?;
-    upserter.flush().await?;
+    writers.flush().await?;
     Ok(latest)
 }
 
@@ -202,20 +196,9 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
         "SELECT id, v FROM lake ORDER BY id",
     )
     .await?;
-    let mut ids = Vec::new();
-    for batch in &events {
-        // DataFusion may read strings as views; compare them as plain Utf8.
-        let text = arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)?;
-        let (id, v) = (
-            column::<Int64Array>(batch, 0),
-            text.as_any()
-                .downcast_ref::<StringArray>()
-                .context("v column")?,
-        );
-        for i in 0..batch.num_rows() {
-            ensure!(v.value(i) == format!("event {}", id.value(i)));
-            ids.push(id.value(i));
-        }
+    let ids = lake::i64s(&events, 0);
+    for (id, v) in ids.iter().zip(lake::strings(&events, 1)) {
+        ensure!(v == format!("event {id}"), "event {id} has v {v:?}");
     }
     ensure!(
         ids == (0..EVENTS).collect::<Vec<_>>(),

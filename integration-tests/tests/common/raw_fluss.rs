@@ -154,23 +154,21 @@ pub async fn writer_scenario_before_restart(
     bootstrap: &str,
     leader: &str,
 ) -> Result<(i64, [Produced; 3])> {
-    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+    use fluss::metadata::DataTypes;
+    use silt_testkit::tables::Table;
     let mut config = fluss::config::Config::default();
     config.bootstrap_servers = bootstrap.to_string();
     let connection = fluss::client::FlussConnection::new(config).await?;
     let admin = connection.get_admin()?;
     let _ = admin.drop_database(WRITER_DATABASE, true, true).await;
     admin.create_database(WRITER_DATABASE, None, false).await?;
-    let path = TablePath::new(WRITER_DATABASE, "w");
-    let descriptor = TableDescriptor::builder()
-        .schema(
-            Schema::builder()
-                .column("id", DataTypes::bigint())
-                .build()?,
-        )
-        .distributed_by(Some(1), vec![])
-        .build()?;
-    admin.create_table(&path, &descriptor, false).await?;
+    let table = Table::log(WRITER_DATABASE, "w")
+        .column("id", DataTypes::bigint())
+        .buckets(1);
+    let path = table.path.clone();
+    admin
+        .create_table(&path, &table.descriptor()?, false)
+        .await?;
     let table_id = admin.get_table_info(&path).await?.get_table_id();
     let patience = Duration::from_secs(30);
     let writer = 4_242;
