@@ -51,26 +51,20 @@ final class Sanity implements ConnectedScenario {
     }
 
     private static TableDescriptor eventsTable() {
-        return TableDescriptor.builder()
-                .schema(
-                        Schema.newBuilder()
-                                .column("id", DataTypes.INT())
-                                .column("name", DataTypes.STRING())
-                                .build())
-                .distributedBy(1)
-                .build();
+        return oneBucket(idAndName().build());
     }
 
     private static TableDescriptor usersTable() {
-        return TableDescriptor.builder()
-                .schema(
-                        Schema.newBuilder()
-                                .column("id", DataTypes.INT())
-                                .column("name", DataTypes.STRING())
-                                .primaryKey("id")
-                                .build())
-                .distributedBy(1)
-                .build();
+        return oneBucket(idAndName().primaryKey("id").build());
+    }
+
+    /** The columns of both tables: (id INT, name STRING). */
+    private static Schema.Builder idAndName() {
+        return Schema.newBuilder().column("id", DataTypes.INT()).column("name", DataTypes.STRING());
+    }
+
+    private static TableDescriptor oneBucket(Schema schema) {
+        return TableDescriptor.builder().schema(schema).distributedBy(1).build();
     }
 
     private static void ddl(Client client, String database, TablePath events, TablePath users)
