@@ -21,7 +21,7 @@ use silt_engine::{ChannelConfig, JobConfig, JobHandle, JobManager, JobState, Res
 use tracing::{info, warn};
 
 use super::definition::{
-    Catalog, CompileContext, CompiledJob, JobDefinition, PathNames, ValidationErrors, compile,
+    Catalog, CompiledJob, JobDefinition, PathNames, ValidationErrors, compile,
 };
 
 /// Checkpoints listed per job in its status (most recent last).
@@ -29,14 +29,18 @@ const STATUS_CHECKPOINTS_MAX: usize = 5;
 /// Persisted jobs read at start; a guard against a directory filled by mistake.
 const PERSISTED_JOBS_MAX: usize = 10_000;
 
+/// The job service's settings; compiling a definition reads the hot store's address and
+/// credentials, the data directory, the lake and the default checkpoint interval.
 #[derive(Debug, Clone)]
 pub struct JobServiceConfig {
     pub bootstrap: String,
+    /// SASL/PLAIN credentials for the hot store, when it requires them.
     pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     pub data_dir: PathBuf,
     /// Where the tiering service keeps lake tables (`start: lake` reads their offsets).
     pub lake_root: String,
     pub lake_storage_options: std::collections::HashMap<String, String>,
+    /// Used when the definition sets no interval.
     pub checkpoint_interval_default: Duration,
     pub checkpoint_timeout: Duration,
     pub checkpoints_retained_max: usize,
@@ -65,17 +69,6 @@ impl JobServiceConfig {
                 capacity_messages: config.engine.channel_capacity_messages,
                 capacity_bytes: config.engine.channel_capacity_bytes,
             },
-        }
-    }
-
-    fn compile_context(&self) -> CompileContext {
-        CompileContext {
-            bootstrap: self.bootstrap.clone(),
-            credentials: self.credentials.clone(),
-            data_dir: self.data_dir.clone(),
-            lake_root: self.lake_root.clone(),
-            lake_storage_options: self.lake_storage_options.clone(),
-            checkpoint_interval_default: self.checkpoint_interval_default,
         }
     }
 
@@ -221,14 +214,9 @@ impl JobService {
         paths: &dyn PathNames,
     ) -> Result<CompiledJob, JobError> {
         let mut catalog = Catalog::new(&self.config.bootstrap, self.config.credentials.clone());
-        let compiled = compile(
-            definition,
-            &self.config.compile_context(),
-            &mut catalog,
-            paths,
-        )
-        .await
-        .map_err(JobError::Invalid)?;
+        let compiled = compile(definition, &self.config, &mut catalog, paths)
+            .await
+            .map_err(JobError::Invalid)?;
         compiled
             .graph
             .validate()

@@ -167,6 +167,73 @@ fn operator_metrics(out: &mut Exposition, jobs: &[JobStatus]) {
     }
 }
 
+type TablePick = fn(&TableTieringStatus) -> String;
+
+/// (name, type, help, value) of each per-table family: tiering lag, lake commits and what
+/// maintenance found.
+const TIERING_FAMILIES: [(&str, &str, &str, TablePick); 10] = [
+    (
+        "silt_tiering_lag_offsets",
+        "gauge",
+        "Offsets in the hot store not yet in the lake, per table.",
+        |t| t.lag_offsets.to_string(),
+    ),
+    (
+        "silt_tiering_lag_seconds",
+        "gauge",
+        "Seconds the lake lags behind the hot store, per table.",
+        |t| format!("{:.3}", t.lag_seconds),
+    ),
+    (
+        "silt_tiering_commit_p99_seconds",
+        "gauge",
+        "99th percentile of the recent lake commits' durations, per table.",
+        |t| format!("{:.3}", t.commits.recent_p99_ms as f64 / 1000.0),
+    ),
+    (
+        "silt_tiering_commits_total",
+        "counter",
+        "Lake commits since the table's tiering job started.",
+        |t| t.commits.commits.to_string(),
+    ),
+    (
+        "silt_lake_files_compacted_total",
+        "counter",
+        "Files lake commits compacted since the table's tiering job started.",
+        |t| t.commits.files_compacted.to_string(),
+    ),
+    (
+        "silt_lake_last_compaction_timestamp_seconds",
+        "gauge",
+        "When a lake commit last compacted files (0: not yet).",
+        |t| (t.commits.last_compaction_ms / 1000).to_string(),
+    ),
+    (
+        "silt_lake_active_files",
+        "gauge",
+        "Data files the lake's current version references, as of the last maintenance.",
+        |t| t.maintenance.active_files.to_string(),
+    ),
+    (
+        "silt_lake_files_on_disk",
+        "gauge",
+        "Data and deletion-vector files on storage, as of the last maintenance.",
+        |t| t.maintenance.files_on_disk.to_string(),
+    ),
+    (
+        "silt_lake_bytes_reclaimed_total",
+        "counter",
+        "Bytes lake maintenance deleted since the table's tiering job started.",
+        |t| t.maintenance.bytes_reclaimed.to_string(),
+    ),
+    (
+        "silt_lake_last_maintenance_timestamp_seconds",
+        "gauge",
+        "When lake maintenance last ran (0: not yet).",
+        |t| (t.maintenance.last_ms / 1000).to_string(),
+    ),
+];
+
 /// Per lake-enabled table: tiering lag, lake commits and what maintenance found.
 fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTieringStatus>>) {
     let Ok(tables) = status else {
@@ -174,70 +241,7 @@ fn tiering_metrics(out: &mut Exposition, status: &anyhow::Result<Vec<TableTierin
     };
     let table_label =
         |t: &TableTieringStatus| format!("table=\"{}.{}\"", label(&t.database), label(&t.table));
-    type Pick = fn(&TableTieringStatus) -> String;
-    let families: [(&str, &str, &str, Pick); 10] = [
-        (
-            "silt_tiering_lag_offsets",
-            "gauge",
-            "Offsets in the hot store not yet in the lake, per table.",
-            |t| t.lag_offsets.to_string(),
-        ),
-        (
-            "silt_tiering_lag_seconds",
-            "gauge",
-            "Seconds the lake lags behind the hot store, per table.",
-            |t| format!("{:.3}", t.lag_seconds),
-        ),
-        (
-            "silt_tiering_commit_p99_seconds",
-            "gauge",
-            "99th percentile of the recent lake commits' durations, per table.",
-            |t| format!("{:.3}", t.commits.recent_p99_ms as f64 / 1000.0),
-        ),
-        (
-            "silt_tiering_commits_total",
-            "counter",
-            "Lake commits since the table's tiering job started.",
-            |t| t.commits.commits.to_string(),
-        ),
-        (
-            "silt_lake_files_compacted_total",
-            "counter",
-            "Files lake commits compacted since the table's tiering job started.",
-            |t| t.commits.files_compacted.to_string(),
-        ),
-        (
-            "silt_lake_last_compaction_timestamp_seconds",
-            "gauge",
-            "When a lake commit last compacted files (0: not yet).",
-            |t| (t.commits.last_compaction_ms / 1000).to_string(),
-        ),
-        (
-            "silt_lake_active_files",
-            "gauge",
-            "Data files the lake's current version references, as of the last maintenance.",
-            |t| t.maintenance.active_files.to_string(),
-        ),
-        (
-            "silt_lake_files_on_disk",
-            "gauge",
-            "Data and deletion-vector files on storage, as of the last maintenance.",
-            |t| t.maintenance.files_on_disk.to_string(),
-        ),
-        (
-            "silt_lake_bytes_reclaimed_total",
-            "counter",
-            "Bytes lake maintenance deleted since the table's tiering job started.",
-            |t| t.maintenance.bytes_reclaimed.to_string(),
-        ),
-        (
-            "silt_lake_last_maintenance_timestamp_seconds",
-            "gauge",
-            "When lake maintenance last ran (0: not yet).",
-            |t| (t.maintenance.last_ms / 1000).to_string(),
-        ),
-    ];
-    for (name, kind, help, pick) in families {
+    for (name, kind, help, pick) in TIERING_FAMILIES {
         out.family(
             name,
             kind,

@@ -3,20 +3,6 @@
 
 use super::*;
 
-/// What a compiled job needs from outside: the hot store and the data directory.
-#[derive(Debug, Clone)]
-pub struct CompileContext {
-    pub bootstrap: String,
-    /// SASL/PLAIN credentials for the hot store, when it requires them.
-    pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
-    pub data_dir: PathBuf,
-    /// Where the tiering service keeps lake tables.
-    pub lake_root: String,
-    pub lake_storage_options: std::collections::HashMap<String, String>,
-    /// Used when the definition sets no interval.
-    pub checkpoint_interval_default: Duration,
-}
-
 /// One table as the catalog describes it.
 #[derive(Debug, Clone)]
 pub struct TableFacts {

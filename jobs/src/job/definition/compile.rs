@@ -3,12 +3,13 @@
 //! sinks and edges.
 
 use super::*;
+use crate::job::service::JobServiceConfig;
 
 /// Checks a definition against the catalog and builds its engine graph. All problems found are
 /// returned together, each with its path.
 pub async fn compile(
     def: &JobDefinition,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     catalog: &mut Catalog,
     paths: &dyn PathNames,
 ) -> Result<CompiledJob, ValidationErrors> {
@@ -198,7 +199,7 @@ pub(super) async fn resolve(
     i: usize,
     input: Option<SchemaRef>,
     source: Option<TableFacts>,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     catalog: &mut Catalog,
     base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
@@ -220,10 +221,34 @@ fn needs_input(input: &Option<SchemaRef>, base: &Field<'_>) -> Result<SchemaRef,
         .ok_or_else(|| at(&base.at(""), "has no input"))
 }
 
+/// `start: lake` of an unpartitioned table: each bucket after the offset the lake's txn actions
+/// record (nothing recorded: from the start).
+async fn lake_offsets_start(
+    ctx: &JobServiceConfig,
+    facts: &TableFacts,
+    base: &Field<'_>,
+) -> Result<StartPosition, ValidationError> {
+    let uri = lake_uri(ctx, &facts.database, &facts.table)
+        .map_err(|e| at(&base.at("table"), e.to_string()))?;
+    let buckets: Vec<BucketKey> = (0..facts.buckets as i32).map(BucketKey::table).collect();
+    let table_id = facts.table_id.to_string();
+    let lake = read_lake_offsets(&uri, &ctx.lake_storage_options, &table_id, &buckets)
+        .await
+        .map_err(|e| {
+            at(
+                &base.at("start"),
+                format!("reading the lake offsets at {uri}: {e}"),
+            )
+        })?;
+    Ok(StartPosition::Offsets(
+        lake.map(|l| l.bucket_offsets).unwrap_or_default(),
+    ))
+}
+
 /// A `fluss-source`: the table, and where in its history the job starts.
 async fn resolve_fluss_source(
     op: &OperatorDef,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     catalog: &mut Catalog,
     base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
@@ -264,26 +289,8 @@ async fn resolve_fluss_source(
                 "start: timestamp needs timestamp_ms (milliseconds since the epoch)",
             ));
         }
-        (StartDef::Lake, None) => {
-            let uri = lake_uri(ctx, &facts.database, &facts.table)
-                .map_err(|e| at(&base.at("table"), e.to_string()))?;
-            // `start: lake` of a partitioned table is refused above.
-            let buckets: Vec<BucketKey> = (0..facts.buckets as i32).map(BucketKey::table).collect();
-            let lake = read_lake_offsets(
-                &uri,
-                &ctx.lake_storage_options,
-                &facts.table_id.to_string(),
-                &buckets,
-            )
-            .await
-            .map_err(|e| {
-                at(
-                    &base.at("start"),
-                    format!("reading the lake offsets at {uri}: {e}"),
-                )
-            })?;
-            StartPosition::Offsets(lake.map(|l| l.bucket_offsets).unwrap_or_default())
-        }
+        // `start: lake` of a partitioned table is refused above.
+        (StartDef::Lake, None) => lake_offsets_start(ctx, &facts, base).await?,
         (_, Some(_)) => {
             return Err(at(
                 &base.at("timestamp_ms"),
@@ -346,7 +353,7 @@ fn resolve_delta_sink(
     op: &OperatorDef,
     input: Option<SchemaRef>,
     source: Option<TableFacts>,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
     let c: DeltaSinkDef = parse_config(&op.config, base)?;
@@ -455,7 +462,7 @@ fn delta_sink_location(
     c: &DeltaSinkDef,
     def: &JobDefinition,
     op: &OperatorDef,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     base: &Field<'_>,
 ) -> Result<(String, std::collections::HashMap<String, String>), ValidationError> {
     // Definitions arrive over REST: an explicit path stays below the lake's job
@@ -491,7 +498,7 @@ fn delta_sink_location(
 async fn resolve_fluss_sink(
     op: &OperatorDef,
     input: Option<SchemaRef>,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     catalog: &mut Catalog,
     base: &Field<'_>,
 ) -> Result<(Resolved, Option<SchemaRef>), ValidationError> {
@@ -582,13 +589,13 @@ pub(super) fn same_encoding(
 }
 
 /// Where the tiering service keeps the lake table of `database.table`.
-pub fn lake_uri(ctx: &CompileContext, database: &str, table: &str) -> anyhow::Result<String> {
+pub fn lake_uri(ctx: &JobServiceConfig, database: &str, table: &str) -> anyhow::Result<String> {
     crate::paths::lake_uri(&ctx.lake_root, database, table)
 }
 
 pub(super) fn build(
     def: &JobDefinition,
-    ctx: &CompileContext,
+    ctx: &JobServiceConfig,
     plan: Plan,
     parallelism: Vec<u32>,
     schemas: Vec<Option<SchemaRef>>,
@@ -615,11 +622,7 @@ pub(super) fn build(
             let (committer, text) = add_delta(&mut graph, op, upstream, *config, p, &partitioning);
             vertex[i] = Some(committer);
             summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
-            summary.push(edge_line(
-                &def.operators[from].name,
-                &partitioning,
-                &op.name,
-            ));
+            summary.push(edge_line(def, from, &partitioning, op));
             continue;
         }
         let (id, describe) = add_vertex(&mut graph, op, p, resolved);
@@ -636,11 +639,7 @@ pub(super) fn build(
                 id,
                 partitioning.clone(),
             );
-            summary.push(edge_line(
-                &def.operators[from].name,
-                &partitioning,
-                &op.name,
-            ));
+            summary.push(edge_line(def, from, &partitioning, op));
         }
     }
     let checkpoint_interval = def
@@ -683,9 +682,17 @@ fn add_delta(
     (committer, text)
 }
 
-/// The summary's line of an edge.
-fn edge_line(from: &str, partitioning: &Partitioning, to: &str) -> String {
-    format!("    {from} -[{partitioning}]-> {to}")
+/// The summary's line of the edge from operator `from` into `to`.
+fn edge_line(
+    def: &JobDefinition,
+    from: usize,
+    partitioning: &Partitioning,
+    to: &OperatorDef,
+) -> String {
+    format!(
+        "    {} -[{partitioning}]-> {}",
+        def.operators[from].name, to.name
+    )
 }
 
 /// How an edge's records are spread: `auto` forwards between equal parallelisms and hashes by

@@ -16,7 +16,6 @@
 //! old image in an upsert sink (Flink behaves the same).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +37,7 @@ mod catalog;
 mod compile;
 mod validate;
 
-pub use catalog::{Catalog, CompileContext, JsonPaths, PathNames, TableFacts};
+pub use catalog::{Catalog, JsonPaths, PathNames, TableFacts};
 pub use compile::{compile, lake_uri};
 pub use validate::CompiledJob;
 use validate::*;
