@@ -797,55 +797,46 @@ async fn write(
     rows: &[Vec<V>],
     deletes: &[Vec<V>],
 ) -> Result<()> {
-    tokio::time::timeout(
-        WRITE_DEADLINE,
-        write_unbounded(connection, shape, rows, deletes),
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "{}: writing {} rows timed out",
-            shape.qualified(),
-            rows.len()
-        )
-    })?
-}
-
-async fn write_unbounded(
-    connection: &FlussConnection,
-    shape: &Shape,
-    rows: &[Vec<V>],
-    deletes: &[Vec<V>],
-) -> Result<()> {
-    let table = connection.get_table(&shape.path()).await?;
-    if shape.primary_key {
-        let writer = table.new_upsert()?.create_writer()?;
-        let mut acks = Vec::new();
-        for values in rows {
-            acks.push(writer.upsert(&shape.fluss_row(values)?)?);
+    let written = async {
+        let table = connection.get_table(&shape.path()).await?;
+        if shape.primary_key {
+            let writer = table.new_upsert()?.create_writer()?;
+            let mut acks = Vec::new();
+            for values in rows {
+                acks.push(writer.upsert(&shape.fluss_row(values)?)?);
+            }
+            for values in deletes {
+                acks.push(writer.delete(&shape.fluss_row(values)?)?);
+            }
+            // Each row's acknowledgement carries the error a flush would wait past.
+            for ack in acks {
+                ack.await?;
+            }
+            writer.flush().await?;
+        } else {
+            ensure!(deletes.is_empty(), "a log table has no deletes");
+            let writer = table.new_append()?.create_writer()?;
+            let mut acks = Vec::new();
+            for values in rows {
+                acks.push(writer.append(&shape.fluss_row(values)?)?);
+            }
+            // Each row's acknowledgement carries the error a flush would wait past.
+            for ack in acks {
+                ack.await?;
+            }
+            writer.flush().await?;
         }
-        for values in deletes {
-            acks.push(writer.delete(&shape.fluss_row(values)?)?);
-        }
-        // Each row's acknowledgement carries the error a flush would wait past.
-        for ack in acks {
-            ack.await?;
-        }
-        writer.flush().await?;
-    } else {
-        ensure!(deletes.is_empty(), "a log table has no deletes");
-        let writer = table.new_append()?.create_writer()?;
-        let mut acks = Vec::new();
-        for values in rows {
-            acks.push(writer.append(&shape.fluss_row(values)?)?);
-        }
-        // Each row's acknowledgement carries the error a flush would wait past.
-        for ack in acks {
-            ack.await?;
-        }
-        writer.flush().await?;
-    }
-    Ok(())
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(WRITE_DEADLINE, written)
+        .await
+        .with_context(|| {
+            format!(
+                "{}: writing {} rows timed out",
+                shape.qualified(),
+                rows.len()
+            )
+        })?
 }
 
 /// The log table's rows through the record-batch log scanner, `columns` projected (all when
