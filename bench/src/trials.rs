@@ -1720,14 +1720,6 @@ fn report_pk(
     stored: &StoredLog,
 ) -> Vec<String> {
     let mut notes = Vec::new();
-    let images = |ver: i64| -> Vec<Place> {
-        changes
-            .iter()
-            .filter(|c| c.ver == Some(ver) && c.change.is_upsert())
-            .map(|c| c.at)
-            .collect()
-    };
-    let op_of = |ver: i64| ops.iter().find(|o| o.ver == ver);
     let (wrong, duplicated) = (findings.wrong.len(), findings.duplicated.len());
     if wrong > 0 {
         notes.push(format!(
@@ -1735,29 +1727,7 @@ fn report_pk(
         ));
     }
     for w in findings.wrong.iter().take(SHOW_MAX) {
-        notes.push(format!("  key {}: {}", w.key, w.reason));
-        if let Some((_, at)) = w.image {
-            notes.push(format!(
-                "    final image: {}",
-                stored.describe_copy(at.bucket, at.offset)
-            ));
-        }
-        if let Some(culprit) = &w.culprit {
-            let at = images(culprit.ver);
-            if at.is_empty() {
-                notes.push(format!(
-                    "    {}: no stored image carries its ver",
-                    check::describe(culprit)
-                ));
-            }
-            for c in at {
-                notes.push(format!(
-                    "    {} stored: {}",
-                    check::describe(culprit),
-                    stored.describe_copy(c.bucket, c.offset)
-                ));
-            }
-        }
+        notes.extend(wrong_key_notes(w, changes, stored));
     }
     if duplicated > 0 {
         let extra = findings.extra_copies();
@@ -1766,16 +1736,14 @@ fn report_pk(
         ));
     }
     for (ver, (key, copies)) in findings.duplicated.iter().take(SHOW_MAX) {
-        let who = op_of(*ver).map_or("an op never written".into(), |o| {
-            format!(
-                "{}, {}",
-                check::describe(o),
-                if o.stamp.acked_us.is_some() {
-                    "acked"
-                } else {
-                    "not acked"
-                }
-            )
+        let who = ops.iter().find(|o| o.ver == *ver);
+        let who = who.map_or("an op never written".into(), |o| {
+            let acked = if o.stamp.acked_us.is_some() {
+                "acked"
+            } else {
+                "not acked"
+            };
+            format!("{}, {acked}", check::describe(o))
         });
         notes.push(format!("  key {key} ver {ver} ({who}):"));
         for c in copies {
@@ -1789,6 +1757,32 @@ fn report_pk(
         ));
         for line in findings.inconsistent.iter().take(SHOW_MAX) {
             notes.push(format!("  {line}"));
+        }
+    }
+    notes
+}
+
+/// A wrong key's notes: why, where its final image is stored, and where the images of the op
+/// it should not have hidden are.
+fn wrong_key_notes(w: &check::WrongKey, changes: &[Change], stored: &StoredLog) -> Vec<String> {
+    let mut notes = vec![format!("  key {}: {}", w.key, w.reason)];
+    if let Some((_, at)) = w.image {
+        let copy = stored.describe_copy(at.bucket, at.offset);
+        notes.push(format!("    final image: {copy}"));
+    }
+    if let Some(culprit) = &w.culprit {
+        let at: Vec<Place> = changes
+            .iter()
+            .filter(|c| c.ver == Some(culprit.ver) && c.change.is_upsert())
+            .map(|c| c.at)
+            .collect();
+        let op = check::describe(culprit);
+        if at.is_empty() {
+            notes.push(format!("    {op}: no stored image carries its ver"));
+        }
+        for c in at {
+            let copy = stored.describe_copy(c.bucket, c.offset);
+            notes.push(format!("    {op} stored: {copy}"));
         }
     }
     notes
