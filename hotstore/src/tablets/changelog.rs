@@ -64,29 +64,14 @@ pub(crate) async fn write(
         mode,
     } = write;
     let rules = merge_rules(table, mode)?;
-    if let (Some(_), Some(engine)) = (targets, rules.engine.name()) {
-        return Err(ApiError::new(
-            code::INVALID_TARGET_COLUMN,
-            format!(
-                "partial update of {} is not supported by its {engine} merge engine: write whole rows",
-                table.entry.qualified_name()
-            ),
-        ));
-    }
+    refuse_partial_merge(table, &rules, targets)?;
     let codec = RowCodec::new(table)?;
     let kv = bucket
         .kv
         .as_ref()
         .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
     let _guard = bucket.write_lock.lock().await;
-    if bucket.kv_behind.load(std::sync::atomic::Ordering::Acquire) {
-        // A previous apply failed after its changelog was durable: catch the kv up from the
-        // log before deciding anything on its state.
-        super::recovery::recover(table, bucket)?;
-        bucket
-            .kv_behind
-            .store(false, std::sync::atomic::Ordering::Release);
-    }
+    catch_up_kv(table, bucket)?;
     let context = bucket.name();
     // The bucket's log tablet keeps the writer state of log and kv writes alike (Fluss's rule,
     // surviving restarts): the changelog batch carries this write's writer id and sequence.
@@ -134,12 +119,84 @@ pub(crate) async fn write(
     Ok(info.next_offset)
 }
 
+/// A merge engine takes whole rows: a partial update (`targets`) of its table is refused.
+fn refuse_partial_merge(
+    table: &TableRuntime,
+    rules: &MergeRules,
+    targets: Option<&[usize]>,
+) -> Result<(), ApiError> {
+    match (targets, rules.engine.name()) {
+        (Some(_), Some(engine)) => Err(ApiError::new(
+            code::INVALID_TARGET_COLUMN,
+            format!(
+                "partial update of {} is not supported by its {engine} merge engine: write whole rows",
+                table.entry.qualified_name()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A previous apply failed after its changelog was durable: catches the kv up from the log
+/// before anything is decided on its state.
+fn catch_up_kv(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiError> {
+    if bucket.kv_behind.load(std::sync::atomic::Ordering::Acquire) {
+        super::recovery::recover(table, bucket)?;
+        bucket
+            .kv_behind
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+    Ok(())
+}
+
 /// A PutKv's changes before they are logged: each key's new value (by key, so a key written
 /// twice in one batch sees its first write), and the changelog's change types and row images.
+#[derive(Default)]
 struct Staged {
     pending: HashMap<Bytes, Option<Vec<u8>>>,
     change_types: Vec<u8>,
     images: Vec<Vec<u8>>,
+}
+
+impl Staged {
+    /// Logs the change from `old` to `new` (stored rows; `None`: no row); false when there is
+    /// none.
+    fn record(&mut self, old: &Option<Vec<u8>>, new: &Option<Vec<u8>>) -> bool {
+        match (old, new) {
+            (None, None) => return false,
+            (Some(old), Some(new)) if old == new => return false,
+            (None, Some(new)) => {
+                self.change_types.push(INSERT);
+                self.images.push(new.clone());
+            }
+            (Some(old), Some(new)) => {
+                self.change_types.extend([UPDATE_BEFORE, UPDATE_AFTER]);
+                self.images.push(old.clone());
+                self.images.push(new.clone());
+            }
+            (Some(old), None) => {
+                self.change_types.push(DELETE);
+                self.images.push(old.clone());
+            }
+        }
+        true
+    }
+}
+
+/// Whether a delete is applied under the table's delete behavior (`false`: ignored); an error
+/// where deletes are disabled.
+fn admits_delete(table: &TableRuntime, rules: &MergeRules) -> Result<bool, ApiError> {
+    match rules.deletes {
+        DeleteBehavior::Allow => Ok(true),
+        DeleteBehavior::Ignore => Ok(false),
+        DeleteBehavior::Disable => Err(ApiError::new(
+            code::DELETION_DISABLED,
+            format!(
+                "deletes from {} are disabled ({DELETE_BEHAVIOR} is disable): write rows, or create the table with allow or ignore",
+                table.entry.qualified_name(),
+            ),
+        )),
+    }
 }
 
 /// Reads each written key's current row (in the current schema) and decides, by the table's
@@ -157,26 +214,12 @@ fn stage(
         .as_ref()
         .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
     let context = bucket.name();
-    let mut pending: HashMap<Bytes, Option<Vec<u8>>> = HashMap::new();
-    let mut change_types = Vec::new();
-    let mut images: Vec<Vec<u8>> = Vec::new();
+    let mut staged = Staged::default();
     for (key, value) in writes {
-        if value.is_none() {
-            match rules.deletes {
-                DeleteBehavior::Allow => {}
-                DeleteBehavior::Ignore => continue,
-                DeleteBehavior::Disable => {
-                    return Err(ApiError::new(
-                        code::DELETION_DISABLED,
-                        format!(
-                            "deletes from {} are disabled ({DELETE_BEHAVIOR} is disable): write rows, or create the table with allow or ignore",
-                            table.entry.qualified_name(),
-                        ),
-                    ));
-                }
-            }
+        if value.is_none() && !admits_delete(table, rules)? {
+            continue;
         }
-        let old = match pending.get(&key) {
+        let old = match staged.pending.get(&key) {
             Some(staged) => staged.clone(),
             None => kv
                 .get(&key)
@@ -203,30 +246,11 @@ fn stage(
                 _ => None,
             },
         };
-        match (&old, &new) {
-            (None, None) => continue,
-            (Some(old), Some(new)) if old == new => continue,
-            (None, Some(new)) => {
-                change_types.push(INSERT);
-                images.push(new.clone());
-            }
-            (Some(old), Some(new)) => {
-                change_types.extend([UPDATE_BEFORE, UPDATE_AFTER]);
-                images.push(old.clone());
-                images.push(new.clone());
-            }
-            (Some(old), None) => {
-                change_types.push(DELETE);
-                images.push(old.clone());
-            }
+        if staged.record(&old, &new) {
+            staged.pending.insert(key, new);
         }
-        pending.insert(key, new);
     }
-    Ok(Staged {
-        pending,
-        change_types,
-        images,
-    })
+    Ok(staged)
 }
 
 /// How many keys a changelog adds to its kv tablet: an INSERT is a key that was absent, a
