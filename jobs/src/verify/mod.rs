@@ -43,7 +43,7 @@ use crate::tiering::DATALAKE_ENABLED;
 mod diff;
 mod read;
 
-use diff::{Origin, Side, compare_by_key, compare_multisets};
+use diff::{Origin, Side, compare};
 use read::{held_lake_rows, split_dropped_partitions};
 pub use read::{read_changelog, read_lake};
 
@@ -322,16 +322,8 @@ pub async fn verify_table(
     };
 
     // 5. Compare.
-    if target.primary_key {
-        compare_by_key(&hot, &lake_side, &start, options.show_max, &mut report)?;
-    } else {
-        compare_multisets(&hot, &lake_side, options.show_max, &mut report)?;
-    }
-    report.verdict = if report.missing + report.extra + report.differing == 0 {
-        Verdict::Match
-    } else {
-        Verdict::Mismatch
-    };
+    let key = target.primary_key;
+    compare(key, &hot, &lake_side, &start, options.show_max, &mut report)?;
     Ok(report)
 }
 
