@@ -36,6 +36,7 @@ use silt_testkit::hotstore;
 use silt_testkit::skip;
 use silt_testkit::tiering::{self, Driver};
 use silt_testkit::wait::describe_diff;
+use tempfile::TempDir;
 
 const DB: &str = "fp";
 const DAYS: [&str; 3] = ["2026-11-29", "2026-11-30", "2026-12-01"];
@@ -80,6 +81,17 @@ fn on_day(rows: &[String], day: &str) -> Vec<String> {
         .filter(|r| r.starts_with(&format!("{day}|")))
         .cloned()
         .collect()
+}
+
+/// What the partitioned-table tests start from: a hot store for tiering over a scratch
+/// directory, the data they write, and the rows their events and users tables must then hold.
+async fn start_partitioned() -> Result<(TempDir, Arc<ServerHandle>, Data, Vec<String>, Vec<String>)>
+{
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
+    let data = Data::new();
+    let (events, users) = (data.event_rows(), data.user_rows(&[]));
+    Ok((dir, server, data, events, users))
 }
 
 /// What the partitioned scenario writes, in two INSERTs per table.
@@ -248,6 +260,28 @@ impl Failures {
                 .push(format!("{what}: {}", describe_diff(want, &got))),
             Err(e) => self.0.push(format!("{what}: {e:#}")),
         }
+    }
+
+    /// The four reads both partitioned-table tests make of a log table `events` and a
+    /// primary-key table `users` holding `events_rows` and `users_rows`: every event and
+    /// [`DAY`]'s events streaming, a batch LIMIT 1000 of events, and a batch point query of
+    /// user ([`DAYS`]`[0]`, 1). `statements` are their `(script, name)`s, in that order.
+    fn same_reads(
+        &mut self,
+        run: &Run,
+        (events, users): (&str, &str),
+        (events_rows, users_rows): (&[String], &[String]),
+        statements: [(&str, &str); 4],
+    ) {
+        let [all, day, limit, point] = statements.map(|(script, name)| run.rows(script, name));
+        self.same(&format!("streaming SELECT of {events}"), events_rows, all);
+        let on_day_events = on_day(events_rows, DAY);
+        let what = format!("streaming SELECT of {events} WHERE dt = '{DAY}'");
+        self.same(&what, &on_day_events, day);
+        let what = format!("batch LIMIT 1000 of {events} (every partition)");
+        self.same(&what, events_rows, limit);
+        let what = format!("batch point query of {users} ({}, 1)", DAYS[0]);
+        self.same(&what, &on_day(users_rows, DAYS[0])[..1], point);
     }
 
     fn check(&mut self, what: &str, result: Result<()>) {
@@ -433,11 +467,7 @@ fn lake_query_service(server: &ServerHandle, dir: &Path) -> QueryService {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn flink_sql_partitioned_tables_tier_and_verify() -> Result<()> {
     const TEST: &str = "flink_sql_partitioned_tables_tier_and_verify";
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
-    let data = Data::new();
-    let events = data.event_rows();
-    let users = data.user_rows(&[]);
+    let (dir, server, data, events, users) = start_partitioned().await?;
     let plain_deleted = [(DAY, 3)];
     let auto_partitioned = ", 'table.auto-partition.enabled' = 'true', \
                             'table.auto-partition.time-unit' = 'DAY'";
@@ -496,25 +526,16 @@ async fn flink_sql_partitioned_tables_tier_and_verify() -> Result<()> {
             data.auto_days()
         )),
     }
-    failures.same(
-        "streaming SELECT of plain_events",
-        &events,
-        run.rows("write", "plain_events"),
-    );
-    failures.same(
-        &format!("streaming SELECT of plain_events WHERE dt = '{DAY}'"),
-        &on_day(&events, DAY),
-        run.rows("write", "plain_events_day"),
-    );
-    failures.same(
-        "batch LIMIT 1000 of plain_events (every partition)",
-        &events,
-        run.rows("write", "plain_events_limit"),
-    );
-    failures.same(
-        &format!("batch point query of plain_users ({}, 1)", DAYS[0]),
-        &on_day(&users, DAYS[0])[..1],
-        run.rows("write", "plain_users_point"),
+    failures.same_reads(
+        &run,
+        ("plain_events", "plain_users"),
+        (&events, &users),
+        [
+            ("write", "plain_events"),
+            ("write", "plain_events_day"),
+            ("write", "plain_events_limit"),
+            ("write", "plain_users_point"),
+        ],
     );
     failures.same(
         &format!("streaming SELECT of plain_users WHERE dt = '{DAY}' after a DELETE"),
@@ -535,43 +556,39 @@ async fn flink_sql_partitioned_tables_tier_and_verify() -> Result<()> {
         );
     }
     let service = lake_query_service(&server, dir.path());
-    failures.same(
-        "events$lake",
-        &events,
-        query(&service, &format!("SELECT dt, id, v FROM {DB}.events$lake")).await,
-    );
-    failures.same(
-        &format!("events$lake WHERE dt = '{DAY}'"),
-        &on_day(&events, DAY),
-        query(
-            &service,
-            &format!("SELECT dt, id, v FROM {DB}.events$lake WHERE dt = '{DAY}'"),
-        )
-        .await,
-    );
-    failures.same(
-        "users$lake (the last image per key)",
-        &users,
-        query(&service, &format!("SELECT dt, id, v FROM {DB}.users$lake")).await,
-    );
-    failures.same(
-        &format!("users$lake WHERE dt = '{DAY}'"),
-        &on_day(&users, DAY),
-        query(
-            &service,
-            &format!("SELECT dt, id, v FROM {DB}.users$lake WHERE dt = '{DAY}'"),
-        )
-        .await,
-    );
-    failures.same(
-        "auto_events$lake",
-        &text(data.auto_events.iter().cloned()),
-        query(
-            &service,
-            &format!("SELECT dt, id, v FROM {DB}.auto_events$lake"),
-        )
-        .await,
-    );
+    let on = format!(" WHERE dt = '{DAY}'");
+    // (table, filter, the rows it must hold, what the check is called)
+    let lake_reads = [
+        ("events", "", events.clone(), "events$lake".to_string()),
+        (
+            "events",
+            on.as_str(),
+            on_day(&events, DAY),
+            format!("events$lake{on}"),
+        ),
+        (
+            "users",
+            "",
+            users.clone(),
+            "users$lake (the last image per key)".to_string(),
+        ),
+        (
+            "users",
+            on.as_str(),
+            on_day(&users, DAY),
+            format!("users$lake{on}"),
+        ),
+        (
+            "auto_events",
+            "",
+            text(data.auto_events.iter().cloned()),
+            "auto_events$lake".to_string(),
+        ),
+    ];
+    for (table, filter, want, what) in lake_reads {
+        let sql = format!("SELECT dt, id, v FROM {DB}.{table}$lake{filter}");
+        failures.same(&what, &want, query(&service, &sql).await);
+    }
     failures.finish(TEST, Some(&run))
 }
 
@@ -584,11 +601,7 @@ async fn flink_sql_partitioned_tables_tier_and_verify() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn flink_sql_reads_lake_enabled_partitioned_tables() -> Result<()> {
     const TEST: &str = "flink_sql_reads_lake_enabled_partitioned_tables";
-    let dir = tempfile::tempdir()?;
-    let server = hotstore::start_for_tiering(dir.path(), 2).await?;
-    let data = Data::new();
-    let events = data.event_rows();
-    let users = data.user_rows(&[]);
+    let (dir, server, data, events, users) = start_partitioned().await?;
     let write = session(DB) + &write_lake_tables(&data);
     let Some(written) = run_flink(
         TEST,
@@ -658,30 +671,21 @@ async fn flink_sql_reads_lake_enabled_partitioned_tables() -> Result<()> {
         return Ok(());
     };
     let mut failures = Failures::default();
-    failures.same(
-        "streaming SELECT of events",
-        &events,
-        run.rows("events_streaming", "read"),
-    );
-    failures.same(
-        &format!("streaming SELECT of events{on}"),
-        &on_day(&events, DAY),
-        run.rows("events_streaming_day", "read"),
+    failures.same_reads(
+        &run,
+        ("events", "users"),
+        (&events, &users),
+        [
+            ("events_streaming", "read"),
+            ("events_streaming_day", "read"),
+            ("events_batch_limit", "read"),
+            ("users_batch_point", "read"),
+        ],
     );
     failures.same(
         "streaming SELECT of users (the changelog's image)",
         &users,
         run.changelog_image("users_streaming", "read"),
-    );
-    failures.same(
-        "batch LIMIT 1000 of events (every partition)",
-        &events,
-        run.rows("events_batch_limit", "read"),
-    );
-    failures.same(
-        &format!("batch point query of users ({}, 1)", DAYS[0]),
-        &on_day(&users, DAYS[0])[..1],
-        run.rows("users_batch_point", "read"),
     );
     failures.check(
         "a full batch read is refused by the connector, naming batch mode",
