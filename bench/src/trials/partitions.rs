@@ -880,25 +880,8 @@ impl Partitions {
             .filter(|i| !i.live())
             .map(|i| i.ids[t])
             .collect();
-        // An id (log) is written once in a trial: two lake rows of it are one row twice, in
-        // whichever partitions they lie. (Verify counts those of live partitions as extra
-        // rows: only those of dropped ones count here.)
         if t == 0 {
-            let mut seen: HashMap<i64, (i64, Place)> = HashMap::new();
-            for row in by_partition.values().flatten() {
-                if let Some((p, at)) = seen.insert(row.id, (row.partition, row.at)) {
-                    if dropped.contains(&p) || dropped.contains(&row.partition) {
-                        problems.twice += 1;
-                    }
-                    problems.push(
-                        "partitioned lake: a row twice",
-                        format!(
-                            "{}: id {} in p{p} {at:?} and in p{} {:?}",
-                            spec.name, row.id, row.partition, row.at
-                        ),
-                    );
-                }
-            }
+            problems.log_rows_twice(&spec.name, &by_partition, &dropped);
         }
         for partition in by_partition.keys().filter(|p| !ids.contains(p)) {
             problems.push(
@@ -929,16 +912,7 @@ impl Partitions {
                 counts.lake_rows_dropped += rows.len() as u64;
             }
         }
-        trial.outcome.rows_duplicated += problems.twice;
-        for (kind, notes) in problems.kinds {
-            trial.outcome.fail(kind);
-            for note in notes.iter().take(SHOW_MAX) {
-                trial.note(note.clone());
-            }
-            if notes.len() > SHOW_MAX {
-                trial.note(format!("  and {} more ({kind})", notes.len() - SHOW_MAX));
-            }
-        }
+        problems.report(trial);
         Ok(())
     }
 }
@@ -954,6 +928,46 @@ struct Problems {
 impl Problems {
     fn push(&mut self, kind: &'static str, note: String) {
         self.kinds.entry(kind).or_default().push(note);
+    }
+
+    /// An id of a log table is written once in a trial: two lake rows of it are one row twice,
+    /// in whichever partitions they lie. (Verify counts those of live partitions as extra
+    /// rows: only those of `dropped` ones count here.)
+    fn log_rows_twice(
+        &mut self,
+        table: &str,
+        by_partition: &HashMap<i64, Vec<LakeRow>>,
+        dropped: &BTreeSet<i64>,
+    ) {
+        let mut seen: HashMap<i64, (i64, Place)> = HashMap::new();
+        for row in by_partition.values().flatten() {
+            if let Some((p, at)) = seen.insert(row.id, (row.partition, row.at)) {
+                if dropped.contains(&p) || dropped.contains(&row.partition) {
+                    self.twice += 1;
+                }
+                self.push(
+                    "partitioned lake: a row twice",
+                    format!(
+                        "{table}: id {} in p{p} {at:?} and in p{} {:?}",
+                        row.id, row.partition, row.at
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Fails the trial for each kind found, with its first notes.
+    fn report(self, trial: &mut Trial<'_>) {
+        trial.outcome.rows_duplicated += self.twice;
+        for (kind, notes) in self.kinds {
+            trial.outcome.fail(kind);
+            for note in notes.iter().take(SHOW_MAX) {
+                trial.note(note.clone());
+            }
+            if notes.len() > SHOW_MAX {
+                trial.note(format!("  and {} more ({kind})", notes.len() - SHOW_MAX));
+            }
+        }
     }
 }
 
