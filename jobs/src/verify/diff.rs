@@ -276,27 +276,28 @@ fn file_names(batch: &RecordBatch, origin: Origin) -> Result<Option<ArrayRef>> {
 /// Log tables: every hot row once in the lake, nothing else. Rows are matched as a multiset of
 /// user columns; a missing and an extra row at the same `(bucket, offset)` are reported as one
 /// differing row.
-/// Compares the two sides as the table's kind asks (a primary-key table by key, a log table as
-/// multisets) and sets the report's verdict.
-pub(super) fn compare(
-    primary_key: bool,
-    hot: &Side,
-    lake: &Side,
-    start: &BTreeMap<BucketKey, i64>,
-    show_max: usize,
-    report: &mut TableReport,
-) -> Result<()> {
-    if primary_key {
-        compare_by_key(hot, lake, start, show_max, report)?;
-    } else {
-        compare_multisets(hot, lake, show_max, report)?;
+impl TableReport {
+    /// Compares the two sides as the table's kind asks (a primary-key table by key, a log
+    /// table as multisets) and records what differs and the verdict.
+    pub(super) fn compare(
+        &mut self,
+        hot: &Side,
+        lake: &Side,
+        start: &BTreeMap<BucketKey, i64>,
+        show_max: usize,
+    ) -> Result<()> {
+        if self.primary_key {
+            compare_by_key(hot, lake, start, show_max, self)?;
+        } else {
+            compare_multisets(hot, lake, show_max, self)?;
+        }
+        self.verdict = if self.missing + self.extra + self.differing == 0 {
+            Verdict::Match
+        } else {
+            Verdict::Mismatch
+        };
+        Ok(())
     }
-    report.verdict = if report.missing + report.extra + report.differing == 0 {
-        Verdict::Match
-    } else {
-        Verdict::Mismatch
-    };
-    Ok(())
 }
 
 pub(super) fn compare_multisets(
@@ -761,7 +762,7 @@ mod tests {
             held_lake_rows(vec![batch(lake, Origin::Lake)], &start, !keys.is_empty()).unwrap();
         let lake = Side::from_batches(&lake_batches, &schema, 2, &keys, Origin::Lake).unwrap();
         let mut report = TableReport::new("t.t", !keys.is_empty());
-        compare(!keys.is_empty(), &hot, &lake, &start, 10, &mut report).unwrap();
+        report.compare(&hot, &lake, &start, 10).unwrap();
         (
             report.missing,
             report.extra,

@@ -43,7 +43,7 @@ use crate::tiering::DATALAKE_ENABLED;
 mod diff;
 mod read;
 
-use diff::{Origin, Side, compare};
+use diff::{Origin, Side};
 use read::{held_lake_rows, split_dropped_partitions};
 pub use read::{read_changelog, read_lake};
 
@@ -322,8 +322,7 @@ pub async fn verify_table(
     };
 
     // 5. Compare.
-    let key = target.primary_key;
-    compare(key, &hot, &lake_side, &start, options.show_max, &mut report)?;
+    report.compare(&hot, &lake_side, &start, options.show_max)?;
     Ok(report)
 }
 
