@@ -31,34 +31,7 @@ pub(crate) fn get_latest_kv_snapshots(
     let request: GetLatestKvSnapshotsRequest = protocol::decode(body, "GetLatestKvSnapshots")?;
     let entry = super::table_at(service, &request.table_path)?;
     check_primary_key(&entry)?;
-    let partition_id = match (&request.partition_name, entry.is_partitioned()) {
-        (Some(partition), false) => {
-            return Err(ApiError::new(
-                code::TABLE_NOT_PARTITIONED,
-                format!(
-                    "table {} is not partitioned: ask for its kv snapshots without partition {partition:?}",
-                    entry.qualified_name()
-                ),
-            ));
-        }
-        (None, true) => {
-            return Err(ApiError::new(
-                code::PARTITION_NOT_EXISTS,
-                format!(
-                    "table {} is partitioned: name the partition whose kv snapshots you want",
-                    entry.qualified_name()
-                ),
-            ));
-        }
-        (Some(partition), true) => Some(
-            service
-                .catalog
-                .partition_by_name(&entry.database, &entry.name, partition)?
-                .1
-                .id,
-        ),
-        (None, false) => None,
-    };
+    let partition_id = partition_asked(service, &entry, request.partition_name.as_deref())?;
     let table = service.table_runtime(entry.id)?;
     let buckets = match partition_id {
         Some(id) => table
@@ -94,6 +67,38 @@ pub(crate) fn get_latest_kv_snapshots(
             })
             .collect(),
     })
+}
+
+/// The id of the partition a GetLatestKvSnapshots names: it must name one of a partitioned
+/// table and none of another.
+fn partition_asked(
+    service: &Service,
+    entry: &TableEntry,
+    partition_name: Option<&str>,
+) -> Result<Option<i64>, ApiError> {
+    match (partition_name, entry.is_partitioned()) {
+        (Some(partition), false) => Err(ApiError::new(
+            code::TABLE_NOT_PARTITIONED,
+            format!(
+                "table {} is not partitioned: ask for its kv snapshots without partition {partition:?}",
+                entry.qualified_name()
+            ),
+        )),
+        (None, true) => Err(ApiError::new(
+            code::PARTITION_NOT_EXISTS,
+            format!(
+                "table {} is partitioned: name the partition whose kv snapshots you want",
+                entry.qualified_name()
+            ),
+        )),
+        (Some(partition), true) => {
+            let catalog = &service.catalog;
+            let (_, partition) =
+                catalog.partition_by_name(&entry.database, &entry.name, partition)?;
+            Ok(Some(partition.id))
+        }
+        (None, false) => Ok(None),
+    }
 }
 
 /// Why a full read of `entry` cannot be answered: `bucket` (one of `buckets_cut`) lost its
