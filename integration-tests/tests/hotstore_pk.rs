@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fluss::client::FlussTable;
 use fluss::metadata::{TableDescriptor, TablePath};
 use fluss::record::ScanRecord;
@@ -64,18 +64,10 @@ async fn upserts_and_deletes_produce_the_changelog() -> Result<()> {
             hotstore::start_with_table(dir.path(), &path, &descriptor()?).await?;
         let table = connection.get_table(&path).await?;
         let writer = table.new_upsert()?.create_writer()?;
-        writer.upsert(&user(1, Some("alice"), Some(10)))?.await?;
-        writer.upsert(&user(2, Some("bob"), Some(20)))?.await?;
-        writer.upsert(&user(1, Some("alice2"), Some(11)))?.await?;
-        writer.delete(&user(2, None, None))?.await?;
-        writer
-            .upsert(&user(1, Some("alice2"), Some(11)))?
-            .await
-            .context("unchanged upsert")?;
-        writer
-            .delete(&user(3, None, None))?
-            .await
-            .context("delete of an absent key")?;
+        let mut steps = rows::alice_and_bob();
+        steps.push(("unchanged upsert", user(1, Some("alice2"), Some(11)), false));
+        steps.push(("delete of an absent key", user(3, None, None), true));
+        rows::write_each(&writer, steps).await?;
 
         let entries = changelog(&table, 0, 5).await?;
         let expected = vec![

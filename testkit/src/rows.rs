@@ -3,7 +3,7 @@
 //! returned (or of an Arrow batch of them, as a limit scan gives) and a lookup by key.
 
 use anyhow::{Context, Result};
-use fluss::client::Lookuper;
+use fluss::client::{Lookuper, UpsertWriter};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor};
 use fluss::row::{DataGetters, GenericRow};
 
@@ -37,6 +37,34 @@ pub fn user_table_of(buckets: i32) -> Result<TableDescriptor> {
         .schema(user_schema()?)
         .distributed_by(Some(buckets), vec![])
         .build()?)
+}
+
+/// A change to write: a name for its failure, the row, and whether it deletes the row's key.
+pub type Step = (&'static str, GenericRow<'static>, bool);
+
+/// Writes `steps` in order, each acknowledged before the next is sent, so that the changelog
+/// order is the order of `steps`.
+pub async fn write_each(writer: &UpsertWriter, steps: Vec<Step>) -> Result<()> {
+    for (step, row, delete) in steps {
+        let ack = if delete {
+            writer.delete(&row)?
+        } else {
+            writer.upsert(&row)?
+        };
+        ack.await.context(step)?;
+    }
+    Ok(())
+}
+
+/// The user changes whose changelog the primary-key tests check: insert (1, alice, 10), insert
+/// (2, bob, 20), update 1 to (alice2, 11), delete 2 (`+I +I -U +U -D`).
+pub fn alice_and_bob() -> Vec<Step> {
+    vec![
+        ("upsert(1)", user(1, Some("alice"), Some(10)), false),
+        ("upsert(2)", user(2, Some("bob"), Some(20)), false),
+        ("upsert(1')", user(1, Some("alice2"), Some(11)), false),
+        ("delete(2)", user(2, None, None), true),
+    ]
 }
 
 /// A user row to write; columns given as `None` are left unset.

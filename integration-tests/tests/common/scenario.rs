@@ -17,7 +17,7 @@ use fluss::record::ScanRecord;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
 pub use silt_testkit::rows::UserRow;
-use silt_testkit::rows::{lookup_user as lookup, read_user, user, user_table, users_in};
+use silt_testkit::rows::{self, lookup_user as lookup, read_user, user, user_table, users_in};
 use silt_testkit::tables::Table;
 
 /// The database the scenario owns; it is dropped (cascade) before the scenario starts.
@@ -685,23 +685,7 @@ async fn run_pk_table(
 ) -> Result<PkRecord> {
     let table = connection.get_table(path).await.context("get pk table")?;
     let writer = table.new_upsert()?.create_writer()?;
-    // Each write is acknowledged before the next is sent, so the changelog order is fixed.
-    writer
-        .upsert(&user(1, Some("alice"), Some(10)))?
-        .await
-        .context("upsert(1)")?;
-    writer
-        .upsert(&user(2, Some("bob"), Some(20)))?
-        .await
-        .context("upsert(2)")?;
-    writer
-        .upsert(&user(1, Some("alice2"), Some(11)))?
-        .await
-        .context("upsert(1')")?;
-    writer
-        .delete(&user(2, None, None))?
-        .await
-        .context("delete(2)")?;
+    rows::write_each(&writer, rows::alice_and_bob()).await?;
 
     let mut lookups = BTreeMap::new();
     let mut lookuper = table.new_lookup()?.create_lookuper()?;
