@@ -588,18 +588,12 @@ async fn take_sample(
     let tables = tables.as_ref();
     let lag_s = tables.map_or(f64::NAN, tiering_lag);
     let commit_p99 = |name: &str| tables.map_or(f64::NAN, |t| commit_p99_ms(t, name));
-    let lake_count_ms = timed_query(
-        http,
-        &silt.rest,
-        &format!("SELECT count(*) FROM {DB}.{PK_TABLE}$lake"),
-    )
-    .await;
-    let view_count_ms = timed_query(
-        http,
-        &silt.rest,
-        &format!("SELECT count(*) FROM {DB}.{PK_TABLE}"),
-    )
-    .await;
+    let count_ms = async |table: &str| {
+        let sql = format!("SELECT count(*) FROM {DB}.{table}");
+        timed_query(http, &silt.rest, &sql).await
+    };
+    let lake_count_ms = count_ms(&format!("{PK_TABLE}$lake")).await;
+    let view_count_ms = count_ms(PK_TABLE).await;
     // A `/v1/memory` figure in MB (the sum of `pointers`); NaN without the endpoint's answer.
     let memory_mb =
         |pointers: &[&str]| memory.as_ref().map_or(f64::NAN, |m| figure(m, pointers)) / 1e6;
@@ -843,7 +837,13 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
             if percent <= 1.0 { "met" } else { "not met" }
         ));
     }
-    // Query and commit latency should stay flat: compare the last quarter with the first.
+    note_latency_drift(&mut table, &after);
+    table.print();
+}
+
+/// Query and commit latency should stay flat: notes each one's last quarter of `after` over
+/// its first.
+fn note_latency_drift(table: &mut Table, after: &[&Sample]) {
     let quarter = (after.len() / 4).max(1);
     for (name, get) in [
         (
@@ -865,7 +865,6 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
             last / first
         ));
     }
-    table.print();
 }
 
 #[cfg(test)]
