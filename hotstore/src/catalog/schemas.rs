@@ -73,51 +73,11 @@ impl Catalog {
     ) -> Result<Option<Arc<TableEntry>>, ApiError> {
         self.alter_table(database, name, ignore_if_not_exists, |old| {
             let qualified = old.qualified_name();
-            let refuse = |reason: String| {
-                ApiError::new(
-                    code::INVALID_ALTER_TABLE,
-                    format!("alter table {qualified}: {reason}"),
-                )
-            };
-            let internal = |reason: String| {
-                ApiError::new(
-                    code::UNKNOWN_SERVER_ERROR,
-                    format!("alter table {qualified}: {reason}"),
-                )
-            };
-            let mut table: Value = serde_json::from_slice(&old.json)
-                .map_err(|e| internal(format!("stored json does not parse: {e}")))?;
-            let old_schema_json = table
-                .get("schema")
-                .cloned()
-                .ok_or_else(|| internal("stored json has no schema".into()))?;
-            let mut highest = old.descriptor.schema().highest_field_id();
-            let mut names: Vec<String> = old
-                .descriptor
-                .schema()
-                .columns()
-                .iter()
-                .map(|c| c.name().to_string())
-                .collect();
-            let mut added = Vec::with_capacity(columns.len());
-            for column in columns {
-                let added_column = new_column_json(column, &names, &mut highest).map_err(refuse)?;
-                names.push(column.name.clone());
-                added.push(added_column);
-            }
-            let schema = table
-                .get_mut("schema")
-                .and_then(Value::as_object_mut)
-                .ok_or_else(|| internal("stored schema is not an object".into()))?;
-            schema
-                .get_mut("columns")
-                .and_then(Value::as_array_mut)
-                .ok_or_else(|| internal("stored schema has no columns".into()))?
-                .extend(added);
-            schema.insert("highest_field_id".into(), json!(highest));
-            let descriptor =
-                TableDescriptor::deserialize_json(&table).map_err(|e| refuse(e.to_string()))?;
-            let json = serde_json::to_vec(&table).map_err(|e| internal(e.to_string()))?;
+            let (table, old_schema_json) = json_with_columns(old, columns)?;
+            let descriptor = TableDescriptor::deserialize_json(&table)
+                .map_err(|e| alter_refused(&qualified, e.to_string()))?;
+            let json = serde_json::to_vec(&table)
+                .map_err(|e| alter_internal(&qualified, e.to_string()))?;
             let mut earlier_schemas = (*old.earlier_schemas).clone();
             earlier_schemas.push(EarlierSchema {
                 id: old.schema_id,
@@ -137,6 +97,59 @@ impl Catalog {
             Ok(Some(entry))
         })
     }
+}
+
+fn alter_refused(qualified: &str, reason: String) -> ApiError {
+    ApiError::new(
+        code::INVALID_ALTER_TABLE,
+        format!("alter table {qualified}: {reason}"),
+    )
+}
+
+fn alter_internal(qualified: &str, reason: String) -> ApiError {
+    ApiError::new(
+        code::UNKNOWN_SERVER_ERROR,
+        format!("alter table {qualified}: {reason}"),
+    )
+}
+
+/// `old`'s stored table JSON with `columns` added at the end of its schema (and the schema's
+/// highest field id advanced), and the schema JSON it had before.
+fn json_with_columns(old: &TableEntry, columns: &[NewColumn]) -> Result<(Value, Value), ApiError> {
+    let qualified = old.qualified_name();
+    let internal = |reason: &str| alter_internal(&qualified, reason.to_string());
+    let mut table: Value = serde_json::from_slice(&old.json)
+        .map_err(|e| internal(&format!("stored json does not parse: {e}")))?;
+    let old_schema_json = table
+        .get("schema")
+        .cloned()
+        .ok_or_else(|| internal("stored json has no schema"))?;
+    let mut highest = old.descriptor.schema().highest_field_id();
+    let mut names: Vec<String> = old
+        .descriptor
+        .schema()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let mut added = Vec::with_capacity(columns.len());
+    for column in columns {
+        let added_column = new_column_json(column, &names, &mut highest)
+            .map_err(|reason| alter_refused(&qualified, reason))?;
+        names.push(column.name.clone());
+        added.push(added_column);
+    }
+    let schema = table
+        .get_mut("schema")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| internal("stored schema is not an object"))?;
+    schema
+        .get_mut("columns")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| internal("stored schema has no columns"))?
+        .extend(added);
+    schema.insert("highest_field_id".into(), json!(highest));
+    Ok((table, old_schema_json))
 }
 
 /// The JSON of `column` with its ids (the next after `highest`, which it advances), or why

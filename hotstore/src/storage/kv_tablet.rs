@@ -402,24 +402,7 @@ impl KvTablet {
         applied_log_end_offset: i64,
     ) -> Result<()> {
         let _serial = self.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.applied_offset()?;
-        if applied_log_end_offset < current {
-            return Err(Error::AppliedOffsetRegressed {
-                tablet: self.name.clone(),
-                applied: current,
-                requested: applied_log_end_offset,
-            });
-        }
-        if let Some((key, _)) = changes
-            .iter()
-            .find(|(k, _)| k.as_ref().len() > KEY_BYTES_MAX)
-        {
-            let key_bytes = key.as_ref().len();
-            return Err(Error::KeyTooLarge {
-                key_bytes,
-                key_bytes_max: KEY_BYTES_MAX,
-            });
-        }
+        self.check_apply(changes, applied_log_end_offset)?;
         #[cfg(debug_assertions)]
         self.debug_check_row_count_delta(changes, row_count_delta)?;
         let row_count = self
@@ -436,21 +419,7 @@ impl KvTablet {
                 ),
             });
         };
-        let incoming = changes
-            .iter()
-            .map(|(k, v)| {
-                let value_bytes = v.as_ref().map_or(0, |v| v.as_ref().len());
-                (k.as_ref().len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
-            })
-            .sum();
-        rotate_if_full(&self.data, incoming, self.rotate_at).map_err(self.kv_error())?;
-        {
-            let _rotation = self.meta_rotation.lock().unwrap_or_else(|p| p.into_inner());
-            let meta_incoming = (self.offset_key.len() + self.row_count_key.len()) as u64
-                + 2 * (8 + ENTRY_OVERHEAD_BYTES);
-            rotate_if_full(&self.meta, meta_incoming, META_MEMTABLE_BYTES_MAX)
-                .map_err(self.kv_error())?;
-        }
+        self.make_room(changes)?;
         let mut batch = self.db.batch();
         for (key, value) in changes {
             match value {
@@ -469,6 +438,53 @@ impl KvTablet {
             row_count.to_le_bytes(),
         );
         batch.commit().map_err(self.kv_error())
+    }
+
+    /// Refuses an apply that would move the applied offset back or store a key longer than
+    /// [`KEY_BYTES_MAX`], before anything is written.
+    fn check_apply<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        changes: &[(K, Option<V>)],
+        applied_log_end_offset: i64,
+    ) -> Result<()> {
+        let current = self.applied_offset()?;
+        if applied_log_end_offset < current {
+            return Err(Error::AppliedOffsetRegressed {
+                tablet: self.name.clone(),
+                applied: current,
+                requested: applied_log_end_offset,
+            });
+        }
+        if let Some((key, _)) = changes
+            .iter()
+            .find(|(k, _)| k.as_ref().len() > KEY_BYTES_MAX)
+        {
+            let key_bytes = key.as_ref().len();
+            return Err(Error::KeyTooLarge {
+                key_bytes,
+                key_bytes_max: KEY_BYTES_MAX,
+            });
+        }
+        Ok(())
+    }
+
+    /// Rotates the data and meta memtables that `changes` (and the offset and row count they
+    /// update) would push past their bounds.
+    fn make_room<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, changes: &[(K, Option<V>)]) -> Result<()> {
+        let incoming = changes
+            .iter()
+            .map(|(k, v)| {
+                let value_bytes = v.as_ref().map_or(0, |v| v.as_ref().len());
+                (k.as_ref().len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
+            })
+            .sum();
+        rotate_if_full(&self.data, incoming, self.rotate_at).map_err(self.kv_error())?;
+        let _rotation = self.meta_rotation.lock().unwrap_or_else(|p| p.into_inner());
+        let meta_incoming = (self.offset_key.len() + self.row_count_key.len()) as u64
+            + 2 * (8 + ENTRY_OVERHEAD_BYTES);
+        rotate_if_full(&self.meta, meta_incoming, META_MEMTABLE_BYTES_MAX)
+            .map_err(self.kv_error())?;
+        Ok(())
     }
 
     /// Debug builds only: the caller's row count delta equals what the changes do to the keys.
