@@ -254,51 +254,13 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
             Err(e) => (Outcome::default(), Some(format!("{e:#}"))),
         };
         let bad = error.is_some() || outcome.failed();
-        println!(
-            "seed {seed}: {} in {:.1} s; faults: {}; acknowledged {}, lost {}, duplicated {}, verify failures {}{}",
-            if bad { "FAILED" } else { "ok" },
-            t.elapsed().as_secs_f64(),
-            faults_line(&outcome.faults, true),
-            outcome.rows_acked,
-            outcome.rows_lost,
-            outcome.rows_duplicated,
-            outcome.verify_failures,
-            if outcome.unexpected_exits > 0 {
-                format!(", unexpected exits {}", outcome.unexpected_exits)
-            } else {
-                String::new()
-            }
-        );
-        for note in &outcome.notes {
-            println!("  {note}");
-        }
-        if let Some(e) = &error {
-            println!("  error: {e}");
-        }
+        print_seed(seed, t.elapsed(), &outcome, error.as_deref());
         if bad {
             failed_seeds.push(seed);
         }
         let lost_rows = outcome.rows_lost + outcome.rows_duplicated > 0;
         if lost_rows || (bad && options.keep_failed) {
-            if disk.is_some() {
-                // The data lives on the tmpfs, gone once it is unmounted: copy it out.
-                let _ = std::process::Command::new("cp")
-                    .arg("-a")
-                    .arg(dir.path().join("data"))
-                    .arg(dir.path().join("data-kept"))
-                    .output();
-            }
-            drop(disk.take());
-            let kept = dir.keep();
-            println!(
-                "  kept {} (silt logs in silt-*.log, data in {})",
-                kept.display(),
-                if kept.join("data-kept").exists() {
-                    "data-kept/"
-                } else {
-                    "data/"
-                }
-            );
+            keep(dir, disk.take());
         }
         totals.add(&outcome);
         if error.is_some() {
@@ -313,6 +275,55 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
         started.elapsed(),
     );
     Ok(if failed_seeds.is_empty() { 0 } else { 1 })
+}
+
+/// A seed's line (FAILED when its outcome failed or it ended in `error`) and its notes.
+fn print_seed(seed: u64, elapsed: Duration, outcome: &Outcome, error: Option<&str>) {
+    let bad = error.is_some() || outcome.failed();
+    println!(
+        "seed {seed}: {} in {:.1} s; faults: {}; acknowledged {}, lost {}, duplicated {}, verify failures {}{}",
+        if bad { "FAILED" } else { "ok" },
+        elapsed.as_secs_f64(),
+        faults_line(&outcome.faults, true),
+        outcome.rows_acked,
+        outcome.rows_lost,
+        outcome.rows_duplicated,
+        outcome.verify_failures,
+        if outcome.unexpected_exits > 0 {
+            format!(", unexpected exits {}", outcome.unexpected_exits)
+        } else {
+            String::new()
+        }
+    );
+    for note in &outcome.notes {
+        println!("  {note}");
+    }
+    if let Some(e) = error {
+        println!("  error: {e}");
+    }
+}
+
+/// Keeps a trial's directory (silt's logs and its data, copied off the small disk first).
+fn keep(dir: tempfile::TempDir, disk: Option<SmallDisk>) {
+    if disk.is_some() {
+        // The data lives on the tmpfs, gone once it is unmounted: copy it out.
+        let _ = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(dir.path().join("data"))
+            .arg(dir.path().join("data-kept"))
+            .output();
+    }
+    drop(disk);
+    let kept = dir.keep();
+    println!(
+        "  kept {} (silt logs in silt-*.log, data in {})",
+        kept.display(),
+        if kept.join("data-kept").exists() {
+            "data-kept/"
+        } else {
+            "data/"
+        }
+    );
 }
 
 fn faults_line(faults: &BTreeMap<&'static str, u64>, with_none: bool) -> String {
