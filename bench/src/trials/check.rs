@@ -186,6 +186,15 @@ pub(super) fn check_pk(
         .into_iter()
         .filter(|(_, (_, copies))| copies.len() > 1)
         .collect();
+    findings.wrong = wrong_keys(ops, &state);
+    findings
+}
+
+/// The keys, in order, whose final image (`state`) contradicts the `ops` written to them.
+fn wrong_keys(
+    ops: &[PkWrite],
+    state: &HashMap<i64, Option<(Option<i64>, Place)>>,
+) -> Vec<WrongKey> {
     let mut by_key: HashMap<i64, Vec<&PkWrite>> = HashMap::new();
     for op in ops {
         by_key.entry(op.key).or_default().push(op);
@@ -193,11 +202,12 @@ pub(super) fn check_pk(
     let mut keys: Vec<i64> = by_key.keys().chain(state.keys()).copied().collect();
     keys.sort();
     keys.dedup();
+    let mut wrong = Vec::new();
     for key in keys {
         let ops = by_key.get(&key).map(Vec::as_slice).unwrap_or(&[]);
         let image = state.get(&key).copied().flatten();
         if let Some((reason, culprit)) = judge(ops, image.map(|(ver, _)| ver)) {
-            findings.wrong.push(WrongKey {
+            wrong.push(WrongKey {
                 key,
                 image,
                 reason,
@@ -205,7 +215,7 @@ pub(super) fn check_pk(
             });
         }
     }
-    findings
+    wrong
 }
 
 /// Why the final image of a key (`Some(ver)` of the image, `None`: absent) contradicts the ops
