@@ -1777,25 +1777,20 @@ async fn pk_commits_compact_small_and_mostly_deleted_files() {
 
 /// Every file under `dir` (recursively) whose path relative to `dir` passes `keep`.
 fn relative_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(dir)
-                    .unwrap()
-                    .to_string_lossy()
-                    .to_string();
-                if keep(&rel) {
-                    found.push(rel);
-                }
-            }
-        }
-    }
+    let mut found: Vec<String> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().is_file())
+        .map(|entry| {
+            entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .to_string()
+        })
+        .filter(|rel| keep(rel))
+        .collect();
     found.sort();
     found
 }

@@ -12,19 +12,13 @@ use silt_hotstore::storage::{KvConfig, KvStore};
 
 /// fjall's journal files are the preallocated (largest) files under the database directory.
 fn journal_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if entry.metadata().unwrap().len() >= 64 * 1024 * 1024 {
-                out.push(path);
-            }
-        }
-    }
-    out
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().is_file())
+        .filter(|entry| entry.metadata().unwrap().len() >= 64 * 1024 * 1024)
+        .map(walkdir::DirEntry::into_path)
+        .collect()
 }
 
 #[test]
