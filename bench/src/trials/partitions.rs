@@ -843,6 +843,18 @@ impl Partitions {
 
     /// The lake of table `t` at its newest version, partition by partition, against what the
     /// hot store held (see the module's contract).
+    /// Table `t` has no lake: a failure if any of its partitions holds rows.
+    fn check_no_lake(&self, trial: &mut Trial<'_>, t: usize, live: &[[Option<HotView>; 2]]) {
+        let held = |(i, views): (&Incarnation, &[Option<HotView>; 2])| {
+            self.view(i, views, t).read_up_to.values().any(|hw| *hw > 0)
+        };
+        if self.incarnations.iter().zip(live).any(held) {
+            trial.outcome.fail("partitioned lake: missing");
+            let name = &self.specs[t].name;
+            trial.note(format!("{name}: no lake, yet its partitions hold rows"));
+        }
+    }
+
     async fn check_lake(
         &self,
         trial: &mut Trial<'_>,
@@ -852,16 +864,7 @@ impl Partitions {
         let spec = &self.specs[t];
         let ids: Vec<i64> = self.incarnations.iter().map(|i| i.ids[t]).collect();
         let Some(lake) = self.lake_offsets(trial, t, &ids).await? else {
-            let held = |(i, views): (&Incarnation, &[Option<HotView>; 2])| {
-                self.view(i, views, t).read_up_to.values().any(|hw| *hw > 0)
-            };
-            if self.incarnations.iter().zip(live).any(held) {
-                trial.outcome.fail("partitioned lake: missing");
-                trial.note(format!(
-                    "{}: no lake, yet its partitions hold rows",
-                    spec.name
-                ));
-            }
+            self.check_no_lake(trial, t, live);
             return Ok(());
         };
         let uri = format!("{}/{DB}/{}", lake_root(&trial.setup.data), spec.name);
