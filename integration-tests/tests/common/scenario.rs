@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use fluss::client::{EARLIEST_OFFSET, FlussAdmin, FlussConnection, FlussTable};
 use fluss::config::Config;
-use fluss::metadata::{DataTypes, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, TableDescriptor, TableInfo, TablePath};
 use fluss::record::ScanRecord;
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::message::OffsetSpec;
@@ -83,15 +83,31 @@ pub struct AddedColumnRecord {
 pub struct TablesRecord {
     pub databases_contain_scenario: bool,
     pub tables: Vec<String>,
-    pub log_table_buckets: i32,
-    pub log_table_bucket_keys: Vec<String>,
-    pub pk_table_buckets: i32,
-    pub pk_table_primary_keys: Vec<String>,
-    pub pk_table_bucket_keys: Vec<String>,
-    pub log_table_has_primary_key: bool,
+    pub log_table: TableLayout,
+    pub pk_table: TableLayout,
     pub table_exists: bool,
     pub unknown_table_exists: bool,
     pub database_exists: bool,
+}
+
+/// A table's layout as the server describes it in its table info.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableLayout {
+    pub buckets: i32,
+    pub bucket_keys: Vec<String>,
+    pub has_primary_key: bool,
+    pub primary_keys: Vec<String>,
+}
+
+impl TableLayout {
+    fn of(info: &TableInfo) -> Self {
+        TableLayout {
+            buckets: info.get_num_buckets(),
+            bucket_keys: info.get_bucket_keys().to_vec(),
+            has_primary_key: info.has_primary_key(),
+            primary_keys: info.get_primary_keys().clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -453,12 +469,8 @@ async fn record_tables(
             .iter()
             .any(|name| name == DATABASE),
         tables,
-        log_table_buckets: log_info.get_num_buckets(),
-        log_table_bucket_keys: log_info.get_bucket_keys().to_vec(),
-        log_table_has_primary_key: log_info.has_primary_key(),
-        pk_table_buckets: pk_info.get_num_buckets(),
-        pk_table_primary_keys: pk_info.get_primary_keys().clone(),
-        pk_table_bucket_keys: pk_info.get_bucket_keys().to_vec(),
+        log_table: TableLayout::of(&log_info),
+        pk_table: TableLayout::of(&pk_info),
         table_exists: admin.table_exists(log_path).await?,
         unknown_table_exists: admin
             .table_exists(&TablePath::new(DATABASE, "no_such_table"))
