@@ -2,10 +2,10 @@
 //! protocol, so the official Fluss clients (fluss-rs, pyfluss, Java) work against it unmodified.
 //!
 //! Entry point: [`Server::start`] with a [`ServerConfig`] returns a [`ServerHandle`]
-//! (`local_addr`, `shutdown`, and `set_lake_snapshot` / `set_partitioned_lake_snapshot` for the
-//! tiering committer). One process plays the Fluss coordinator and tablet server: databases
-//! and tables live in a JSON catalog, each bucket has a log tablet and, for a primary-key
-//! table, a kv tablet fed from the changelog the server writes. With [`SaslConfig`] users set,
+//! (`local_addr`, `shutdown`, and `set_lake_snapshot` for the tiering committer). One process
+//! plays the Fluss coordinator and tablet server: databases and tables live in a JSON catalog,
+//! each bucket has a log tablet and, for a primary-key table, a kv tablet fed from the
+//! changelog the server writes. With [`SaslConfig`] users set,
 //! connections must authenticate with SASL/PLAIN (as Fluss clients do) before anything but
 //! ApiVersions.
 //!

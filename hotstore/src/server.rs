@@ -146,36 +146,45 @@ impl ServerHandle {
         Ok(())
     }
 
-    /// Records the latest lake snapshot of a table: the snapshot id and, per bucket, the log
-    /// offset up to which the lake holds the table's data (exclusive). Called by the tiering
-    /// committer after each Delta commit; clients read it through GetLakeSnapshot.
+    /// Records the latest lake snapshot of a table: the snapshot id and, per `(partition id,
+    /// bucket, offset)`, the log offset up to which the lake holds that bucket, exclusive (the
+    /// partition id is `None` for an unpartitioned table's buckets, as
+    /// [`crate::LakeSnapshot::tiered_offsets`] yields them). Called by the tiering committer
+    /// after each Delta commit; clients read it through GetLakeSnapshot. Entries absent keep
+    /// their previous offset and offsets never move backwards. A partition id that was dropped
+    /// is ignored (the committer may report a partition dropped since); a bucket out of range,
+    /// a partition id of another table or one never created is refused, and so is a partition
+    /// id for a table without partition keys.
     pub fn set_lake_snapshot(
         &self,
         database: &str,
         table: &str,
         snapshot_id: i64,
-        bucket_offsets: &[(i32, i64)],
+        offsets: &[(Option<i64>, i32, i64)],
     ) -> crate::Result<()> {
-        self.service
-            .set_lake_snapshot(database, table, snapshot_id, bucket_offsets)
-    }
-
-    /// Records the latest lake snapshot of a partitioned table: the snapshot id and, per
-    /// `(partition id, bucket, offset)`, the log offset up to which the lake holds that
-    /// partition's bucket (exclusive). Entries absent keep their previous offset and offsets
-    /// never move backwards, as with [`ServerHandle::set_lake_snapshot`]. A partition id that
-    /// was dropped is ignored (the committer may report a partition dropped since); a bucket
-    /// out of range, a partition id of another table or one never created is refused, and so
-    /// is a table without partition keys.
-    pub fn set_partitioned_lake_snapshot(
-        &self,
-        database: &str,
-        table: &str,
-        snapshot_id: i64,
-        offsets: &[(i64, i32, i64)],
-    ) -> crate::Result<()> {
-        self.service
-            .set_partitioned_lake_snapshot(database, table, snapshot_id, offsets)
+        let buckets: Vec<(i32, i64)> = offsets
+            .iter()
+            .filter(|(partition, _, _)| partition.is_none())
+            .map(|&(_, bucket, offset)| (bucket, offset))
+            .collect();
+        let partitions: Vec<(i64, i32, i64)> = offsets
+            .iter()
+            .filter_map(|&(partition, bucket, offset)| partition.map(|p| (p, bucket, offset)))
+            .collect();
+        // The table's own buckets; an update naming no bucket at all still records its id.
+        if !buckets.is_empty() || partitions.is_empty() {
+            self.service
+                .set_lake_snapshot(database, table, snapshot_id, &buckets)?;
+        }
+        if !partitions.is_empty() {
+            self.service.set_partitioned_lake_snapshot(
+                database,
+                table,
+                snapshot_id,
+                &partitions,
+            )?;
+        }
+        Ok(())
     }
 
     /// The primary-key tables' kv store in memory: block cache and memtables.
@@ -670,19 +679,26 @@ mod tests {
         );
         assert!(
             server
-                .set_lake_snapshot("fluss", "orderz", 1, &[(0, 5)])
+                .set_lake_snapshot("fluss", "orderz", 1, &[(None, 0, 5)])
                 .is_err(),
             "unknown table"
         );
         assert!(
             server
-                .set_lake_snapshot("fluss", "tiered", 1, &[(2, 5)])
+                .set_lake_snapshot("fluss", "tiered", 1, &[(None, 2, 5)])
                 .is_err(),
             "bucket out of range"
         );
+        let unpartitioned = server
+            .set_lake_snapshot("fluss", "tiered", 1, &[(Some(1), 0, 5)])
+            .unwrap_err();
+        assert!(
+            unpartitioned.to_string().contains("is not partitioned"),
+            "a partition id for a table without partition keys: {unpartitioned}"
+        );
 
         server
-            .set_lake_snapshot("fluss", "tiered", 7, &[(0, 10), (1, 3)])
+            .set_lake_snapshot("fluss", "tiered", 7, &[(None, 0, 10), (None, 1, 3)])
             .unwrap();
         let snapshot = admin.get_latest_lake_snapshot(&path).await.unwrap();
         assert_eq!(snapshot.snapshot_id(), 7);
@@ -755,32 +771,40 @@ mod tests {
             .get_partition_id();
 
         // (offsets, refused): a bucket out of range, another table's partition, an id never
-        // given out, an unpartitioned call.
+        // given out.
         for (offsets, why) in [
-            (vec![(first, 2, 5)], "bucket out of range"),
-            (vec![(others, 0, 5)], "another table's partition"),
-            (vec![(others + 100, 0, 5)], "a partition id never created"),
+            (vec![(Some(first), 2, 5)], "bucket out of range"),
+            (vec![(Some(others), 0, 5)], "another table's partition"),
+            (
+                vec![(Some(others + 100), 0, 5)],
+                "a partition id never created",
+            ),
         ] {
             assert!(
                 server
-                    .set_partitioned_lake_snapshot("fluss", "daily", 1, &offsets)
+                    .set_lake_snapshot("fluss", "daily", 1, &offsets)
                     .is_err(),
                 "{why}"
             );
         }
         assert!(
             server
-                .set_partitioned_lake_snapshot("fluss", "tiered", 1, &[(first, 0, 1)])
+                .set_lake_snapshot("fluss", "tiered", 1, &[(Some(first), 0, 1)])
                 .is_err(),
             "unknown table"
         );
         // A dropped partition's offsets are ignored, the others recorded.
         server
-            .set_partitioned_lake_snapshot(
+            .set_lake_snapshot(
                 "fluss",
                 "daily",
                 4,
-                &[(first, 0, 10), (first, 1, 3), (second, 1, 7), (third, 0, 9)],
+                &[
+                    (Some(first), 0, 10),
+                    (Some(first), 1, 3),
+                    (Some(second), 1, 7),
+                    (Some(third), 0, 9),
+                ],
             )
             .unwrap();
         let served = |snapshot: fluss::metadata::LakeSnapshot| {

@@ -195,7 +195,7 @@ impl Service {
         if !entry.is_partitioned() {
             return Err(crate::Error::Config {
                 message: format!(
-                    "{name} is not partitioned: record its offsets with set_lake_snapshot"
+                    "{name} is not partitioned: its lake offsets name no partition id"
                 ),
             });
         }

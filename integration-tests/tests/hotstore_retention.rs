@@ -154,7 +154,7 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
     // The lake covers the first 35 offsets: retention may cut up to there, not further, and
     // only from its next run on (a query that pinned the previous lake version still reads
     // its tail from the previous offsets).
-    server.set_lake_snapshot("ret", "tiered", 1, &[(0, 35)])?;
+    server.set_lake_snapshot("ret", "tiered", 1, &[(None, 0, 35)])?;
     let first = bucket0(&server.apply_retention().await, "ret.tiered");
     ensure!(
         first.log_start_offset == 0,

@@ -51,22 +51,11 @@ pub type RegistryUpdate =
 pub fn hotstore_registry(server: Arc<silt_hotstore::ServerHandle>) -> RegistryUpdate {
     Arc::new(
         move |db: &str, table: &str, snapshot: i64, offsets: &[(BucketKey, i64)]| {
-            let buckets: Vec<(i32, i64)> = offsets
+            let offsets: Vec<(Option<i64>, i32, i64)> = offsets
                 .iter()
-                .filter(|(k, _)| k.partition.is_none())
-                .map(|(k, o)| (k.bucket, *o))
+                .map(|(k, o)| (k.partition, k.bucket, *o))
                 .collect();
-            let partitions: Vec<(i64, i32, i64)> = offsets
-                .iter()
-                .filter_map(|(k, o)| k.partition.map(|p| (p, k.bucket, *o)))
-                .collect();
-            if !buckets.is_empty() || partitions.is_empty() {
-                server.set_lake_snapshot(db, table, snapshot, &buckets)?;
-            }
-            if !partitions.is_empty() {
-                server.set_partitioned_lake_snapshot(db, table, snapshot, &partitions)?;
-            }
-            Ok(())
+            Ok(server.set_lake_snapshot(db, table, snapshot, &offsets)?)
         },
     )
 }
