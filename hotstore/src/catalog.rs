@@ -1074,7 +1074,6 @@ fn unknown_database(state: &State, name: &str) -> ApiError {
     )
 }
 
-/// The table at `database.name`, which must be partitioned to `action` partitions.
 /// The partitioned table `change` names and the name of its partition (whose values are
 /// checked too when `creating` it).
 fn partition_named(
@@ -1088,6 +1087,7 @@ fn partition_named(
     Ok((table, partition_name))
 }
 
+/// The table at `database.name`, which must be partitioned to `action` partitions.
 fn partitioned_table(
     state: &State,
     database: &str,

@@ -575,18 +575,21 @@ async fn read_body(
 }
 
 /// Writes each response frame's chunks to the socket with vectored writes, without copying
-/// them: the frames already waiting go out together (bounded by the connection's
-/// `requests_in_flight_max`, the channel's size, and [`IO_SLICES_MAX`] buffers per call).
+/// them. Frames already waiting join the write while it holds less than [`WRITE_BATCH_BYTES`],
+/// so the writer holds at most one frame beyond that outside the channel, as a buffered writer
+/// would (the channel itself holds `requests_in_flight_max` frames).
 async fn write_responses(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
     mut responses: mpsc::Receiver<Frame>,
 ) {
     let mut frames = Vec::new();
     while let Some(frame) = responses.recv().await {
+        let mut batched = frame.wire_len();
         frames.push(frame);
-        while frames.len() < responses.max_capacity()
+        while batched < WRITE_BATCH_BYTES
             && let Ok(frame) = responses.try_recv()
         {
+            batched += frame.wire_len();
             frames.push(frame);
         }
         let chunks = frames.iter().flat_map(Frame::chunks);
@@ -597,6 +600,10 @@ async fn write_responses(
     }
     let _ = writer.shutdown().await;
 }
+
+/// Bytes of waiting frames gathered into one write; the frame that takes a write past it is
+/// its last.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 /// Buffers handed to one vectored write (Linux's `IOV_MAX` is 1024).
 const IO_SLICES_MAX: usize = 1024;

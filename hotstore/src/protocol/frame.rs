@@ -31,6 +31,11 @@ impl Frame {
         &self.chunks
     }
 
+    /// Bytes on the wire.
+    pub fn wire_len(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum()
+    }
+
     /// The frame as one buffer (copies when it has more than one chunk; for tests).
     #[cfg(test)]
     pub fn into_bytes(self) -> Bytes {

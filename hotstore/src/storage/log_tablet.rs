@@ -754,11 +754,8 @@ impl LogTablet {
         let Some((first, end)) = range else {
             return Ok(Bytes::new());
         };
-        super::read_buffers::read_into((end - first) as usize, |out| {
-            read.file
-                .read_exact_at(out, first)
-                .map_err(io_error(&read.path))
-        })
+        super::read_buffers::read_exact_at(&read.file, first, (end - first) as usize)
+            .map_err(io_error(&read.path))
     }
 
     /// The first offset whose commit timestamp is at or after `timestamp_ms`, or the high

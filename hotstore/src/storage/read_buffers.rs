@@ -24,11 +24,12 @@ pub const POOLED_BYTES_MAX: usize = 2 * 1024 * 1024;
 /// The buffers of every fetch read.
 static POOL: ReadBuffers = ReadBuffers::new();
 
-/// Reads `len` bytes with `read` into a pooled buffer and returns them as [`Bytes`]. `read`
-/// must fill the whole slice or fail (`read_exact_at` does): a reused buffer still holds an
-/// earlier read's bytes, which must not reach a reader.
-pub fn read_into<E>(len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Result<Bytes, E> {
-    POOL.read_into(len, read)
+/// Reads `len` bytes of `file` at `offset` into a pooled buffer and returns them as [`Bytes`].
+/// The read fills the whole buffer or fails: a reused buffer still holds an earlier read's
+/// bytes (it is not zeroed again), and only a full read may return it to a reader.
+pub fn read_exact_at(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    POOL.read_into(len, |buffer| file.read_exact_at(buffer, offset))
 }
 
 /// A bounded pool of read buffers.
@@ -149,5 +150,21 @@ mod tests {
             .collect();
         drop(small);
         assert_eq!(pool.lock().len(), POOLED_MAX);
+    }
+
+    /// The public read fills the buffer from the file or fails; a short file is an error, not
+    /// a buffer with an earlier read's bytes at its end.
+    #[test]
+    fn a_read_is_the_files_bytes_or_an_error() {
+        use std::io::Write;
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&(0..=255u8).collect::<Vec<_>>()).unwrap();
+        let stale = read_exact_at(&file, 0, 200).unwrap();
+        drop(stale);
+        let read = read_exact_at(&file, 10, 100).unwrap();
+        assert_eq!(&read[..], &(10..110u8).collect::<Vec<_>>()[..]);
+        drop(read);
+        let past_the_end = read_exact_at(&file, 200, 100).unwrap_err();
+        assert_eq!(past_the_end.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

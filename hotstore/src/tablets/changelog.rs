@@ -232,7 +232,7 @@ fn stage(
             .as_deref()
             .map(|stored| &stored[SCHEMA_ID_BYTES.min(stored.len())..]);
         let new = match (&value, targets) {
-            (Some(row), None) if keeps_old_row(rules.engine, &codec, old_row, row)? => continue,
+            (Some(row), None) if keeps_old_row(rules.engine, codec, old_row, row)? => continue,
             (Some(row), None) => Some(codec.stored(row)),
             (Some(row), Some(targets)) => {
                 Some(codec.stored(&codec.merge(old_row, row, targets, false)?))

@@ -273,9 +273,6 @@ fn file_names(batch: &RecordBatch, origin: Origin) -> Result<Option<ArrayRef>> {
     })
 }
 
-/// Log tables: every hot row once in the lake, nothing else. Rows are matched as a multiset of
-/// user columns; a missing and an extra row at the same `(bucket, offset)` are reported as one
-/// differing row.
 impl TableReport {
     /// Compares the two sides as the table's kind asks (a primary-key table by key, a log
     /// table as multisets) and records what differs and the verdict.
@@ -300,6 +297,9 @@ impl TableReport {
     }
 }
 
+/// Log tables: every hot row once in the lake, nothing else. Rows are matched as a multiset of
+/// user columns; a missing and an extra row at the same `(bucket, offset)` are reported as one
+/// differing row.
 pub(super) fn compare_multisets(
     hot: &Side,
     lake: &Side,
