@@ -82,12 +82,13 @@ fn start_hotstore_process(data_dir: &Path) -> Result<HotstoreProcess> {
     command
         .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, data_dir);
-    let (child, rx) = spawn_watching_stdout(&mut command, "the hotstore process", |line, tx| {
-        // libtest prints the test's name on the same line first.
-        if let Some(at) = line.find(LISTENING) {
-            let _ = tx.send(line[at + LISTENING.len()..].trim().to_string());
-        }
-    })?;
+    let (child, rx, _log) =
+        spawn_watching_stdout(&mut command, "the hotstore process", |line, tx| {
+            // libtest prints the test's name on the same line first.
+            if let Some(at) = line.find(LISTENING) {
+                let _ = tx.send(line[at + LISTENING.len()..].trim().to_string());
+            }
+        })?;
     // On an error `child` is dropped, which kills it.
     let bootstrap = rx
         .recv_timeout(Duration::from_secs(30))

@@ -189,7 +189,7 @@ async fn trial(seed: u64) -> Result<()> {
     }
     // Final start: no more writes; tiering must catch up with everything the hot store holds.
     let silt = SiltProcess::start(silt_bin!(), dir.path())?;
-    let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, seed).await?;
+    let (events, users) = verify(dir.path(), &silt, &acked, seed).await?;
     drop(silt);
     eprintln!(
         "crash trial seed {seed}: {kills} kills, {} acked writes, {events} events, {users} users",
@@ -202,12 +202,14 @@ async fn trial(seed: u64) -> Result<()> {
 /// acknowledged writes against the hot store. Returns (events, users) counts.
 async fn verify(
     dir: &Path,
-    bootstrap: &str,
+    silt: &SiltProcess,
     acked: &BTreeSet<i64>,
     seed: u64,
 ) -> Result<(usize, usize)> {
-    let connection = hotstore::connect_to(bootstrap).await?;
-    wait_for_lake(&connection, dir).await?;
+    let connection = hotstore::connect_to(&silt.bootstrap).await?;
+    wait_for_lake(&connection, dir)
+        .await
+        .with_context(|| format!("silt up's log, last lines:\n{}", silt.log.last(60)))?;
 
     // Log table: the lake holds every hot offset exactly once, with the same rows.
     let hot = hot_changelog(&connection, "events", 3).await?;
@@ -317,7 +319,7 @@ async fn crash_at(point: &str) -> Result<()> {
     );
     let acked = writer.await?;
     let silt = SiltProcess::start(silt_bin!(), dir.path())?;
-    let (events, users) = verify(dir.path(), &silt.bootstrap, &acked, 0).await?;
+    let (events, users) = verify(dir.path(), &silt, &acked, 0).await?;
     eprintln!(
         "crash at {point}: {} acked writes, {events} events, {users} users",
         acked.len()

@@ -51,17 +51,18 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Spawns `command` with its stdout piped (its stderr discarded) and hands each line of its
-/// stdout to `watch` on a thread of its own, which sends on the channel what it looks for. The
-/// child (`what`, for the error) is killed when the guard drops.
+/// Spawns `command` with its stdout piped and hands each line of its stdout to `watch` on a
+/// thread of its own, which sends on the channel what it looks for. Its stderr is kept, the
+/// last [`LOG_TAIL_LINES`] lines, for a failing test to show. The child (`what`, for the error)
+/// is killed when the guard drops.
 pub fn spawn_watching_stdout<T: Send + 'static>(
     command: &mut Command,
     what: &str,
     mut watch: impl FnMut(&str, &mpsc::Sender<T>) + Send + 'static,
-) -> Result<(ChildGuard, mpsc::Receiver<T>)> {
+) -> Result<(ChildGuard, mpsc::Receiver<T>, LogTail)> {
     let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("start {what}"))?;
     let stdout = child.stdout.take().expect("piped");
@@ -71,7 +72,44 @@ pub fn spawn_watching_stdout<T: Send + 'static>(
             watch(&line, &tx);
         }
     });
-    Ok((ChildGuard(child), rx))
+    let log = LogTail::default();
+    let stderr = child.stderr.take().expect("piped");
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            kept.push(line);
+        }
+    });
+    Ok((ChildGuard(child), rx, log))
+}
+
+/// Lines of a child's stderr kept for a failing test to show.
+pub const LOG_TAIL_LINES: usize = 200;
+
+/// The last [`LOG_TAIL_LINES`] lines a child wrote to its stderr.
+#[derive(Clone, Default)]
+pub struct LogTail(Arc<Mutex<std::collections::VecDeque<String>>>);
+
+impl LogTail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == LOG_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The last `n` lines, one a line (empty when the child wrote none).
+    pub fn last(&self, n: usize) -> String {
+        let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let skip = lines.len().saturating_sub(n);
+        lines
+            .iter()
+            .skip(skip)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 /// A loopback port free at the time of asking.
@@ -90,6 +128,8 @@ pub struct SiltProcess {
     pub rest: String,
     /// The Arrow Flight SQL endpoint's `grpc://host:port`, when it is on.
     pub flight: Option<String>,
+    /// Its log (stderr, warnings and errors by default), for a failing test to show.
+    pub log: LogTail,
 }
 
 impl SiltProcess {
@@ -138,7 +178,7 @@ impl SiltProcess {
         let flight = Arc::new(Mutex::new(None));
         let flight_seen = flight.clone();
         let (mut bootstrap, mut rest) = (None, None);
-        let (child, rx) = spawn_watching_stdout(&mut command, "silt up", move |line, tx| {
+        let (child, rx, log) = spawn_watching_stdout(&mut command, "silt up", move |line, tx| {
             if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
                 bootstrap = tail.split_whitespace().next().map(str::to_string);
             }
@@ -163,6 +203,7 @@ impl SiltProcess {
             bootstrap,
             rest,
             flight,
+            log,
         })
     }
 
@@ -304,5 +345,34 @@ pub(crate) fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<
             return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child's stderr is kept, its last lines only, while its stdout is watched.
+    #[test]
+    fn a_childs_stderr_tail_is_kept_and_bounded() {
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "for i in $(seq 1 300); do echo line$i >&2; done; echo done",
+        ]);
+        let (_child, rx, log) = spawn_watching_stdout(&mut command, "sh", |line, tx| {
+            if line == "done" {
+                let _ = tx.send(());
+            }
+        })
+        .unwrap();
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // stdout's last line can come before stderr's reader has taken stderr's.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.last(1) != "line300" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(log.last(2), "line299\nline300");
+        assert_eq!(log.last(1000).lines().count(), LOG_TAIL_LINES);
     }
 }
