@@ -130,6 +130,84 @@ async fn source_emits_what_the_client_scans() -> Result<()> {
 
 const INSIDE: Range = Range::Inside { skip: 3, trim: 7 };
 
+/// An unbounded source says once, right after its last row below the high watermarks it
+/// opened behind, that it read its backlog (the runtime checkpoints then); rows written later
+/// and a source that opened with nothing behind say nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbounded_source_says_once_that_it_read_its_backlog() -> Result<()> {
+    let (_dir, server, connection) = hotstore::scratch().await?;
+    let bootstrap = server.local_addr().to_string();
+    let log = write_log_table(&connection, "backlog").await?;
+    let backlog = (FLUSHES * FLUSH_ROWS) as usize + POLL_RECORDS_MAX + 1000;
+    let mut source = unbounded_from(&bootstrap, StartPosition::Earliest).await?;
+    let (read, said) = poll_until(&mut source, backlog).await?;
+    ensure!(
+        said == vec![backlog],
+        "said at {said:?} rows, not once at {backlog}"
+    );
+    ensure!(read == backlog, "read {read} rows of {backlog}");
+
+    let writer = tables::appender(&connection, &log).await?;
+    for id in 0..100 {
+        writer.append(&id_v_row(id, None))?;
+    }
+    writer.flush().await?;
+    let (later, said) = poll_until(&mut source, 100).await?;
+    ensure!(
+        later == 100 && said.is_empty(),
+        "later rows: {later}, said at {said:?}"
+    );
+
+    let mut at_the_end = unbounded_from(&bootstrap, StartPosition::Latest).await?;
+    for _ in 0..20 {
+        let poll = at_the_end.poll_next().await?;
+        ensure!(
+            !matches!(poll, SourcePoll::BacklogRead),
+            "a source that opened at the high watermarks said it read a backlog"
+        );
+    }
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// An opened unbounded source over `src.backlog` from `start`, one subtask.
+async fn unbounded_from(bootstrap: &str, start: StartPosition) -> Result<FlussSource> {
+    let mut config = FlussSourceConfig::new(bootstrap, DB, "backlog");
+    config.start = start;
+    config.end = EndPosition::Unbounded;
+    let mut source = FlussSource::new(config);
+    source
+        .open(&context(0, 1), RestoredState::default())
+        .await?;
+    Ok(source)
+}
+
+/// Polls `source` until it emitted `rows` rows and then answered something other than a
+/// batch (failing at the deadline); answers the rows and, for each `BacklogRead`, how many
+/// rows this call had emitted before it.
+async fn poll_until(source: &mut FlussSource, rows: usize) -> Result<(usize, Vec<usize>)> {
+    let deadline = Instant::now() + DEADLINE;
+    let (mut read, mut said) = (0, Vec::new());
+    loop {
+        ensure!(
+            Instant::now() < deadline,
+            "read {read} of {rows} rows in time"
+        );
+        match source.poll_next().await? {
+            SourcePoll::Batch(batch) => {
+                read += batch.num_rows();
+                continue;
+            }
+            SourcePoll::BacklogRead => said.push(read),
+            SourcePoll::Idle(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            SourcePoll::End => bail!("an unbounded source ended"),
+        }
+        if read >= rows {
+            return Ok((read, said));
+        }
+    }
+}
+
 fn case(
     name: &'static str,
     kind: Kind,
@@ -274,7 +352,9 @@ async fn drain(
         ensure!(Instant::now() < deadline, "the source did not end in time");
         match source.poll_next().await? {
             SourcePoll::Batch(batch) => batches.push(batch),
-            SourcePoll::Idle(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            SourcePoll::Idle(_) | SourcePoll::BacklogRead => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
             SourcePoll::End => return Ok((batches, true)),
         }
     }

@@ -278,7 +278,9 @@ async fn drain_to_end(source: &mut FlussSource) -> Result<Vec<Row>> {
         ensure!(Instant::now() < deadline, "the source did not end in time");
         match source.poll_next().await? {
             SourcePoll::Batch(batch) => rows.extend(to_rows(&batch)?),
-            SourcePoll::Idle(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            SourcePoll::Idle(_) | SourcePoll::BacklogRead => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
             SourcePoll::End => return Ok(rows),
         }
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::channel::{Barrier, BufferGauge, ChannelConfig, InputGate, channel};
 use crate::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint};
@@ -502,6 +502,7 @@ async fn run_attempt(
                     }
                 }
                 Some(TaskEvent::SourceEnded) => coordinator.sources_ended += 1,
+                Some(TaskEvent::BacklogRead) => coordinator.backlog_read = tick.is_some(),
                 None => {}
             },
             command = commands.recv() => match command {
@@ -511,6 +512,16 @@ async fn run_attempt(
             _ = async { tick.as_mut().unwrap().tick().await }, if tick.is_some() && coordinator.pending.is_none() && coordinator.final_requested.is_none() => {
                 if let Err(e) = coordinator.trigger(false).await {
                     break AttemptEnd::Failed(e);
+                }
+            },
+            // A source read its backlog: checkpoint now, and the next periodic one an
+            // interval after this.
+            _ = std::future::ready(()), if coordinator.backlog_read && coordinator.pending.is_none() && coordinator.final_requested.is_none() => {
+                if let Err(e) = coordinator.trigger(false).await {
+                    break AttemptEnd::Failed(e);
+                }
+                if let Some(tick) = tick.as_mut() {
+                    tick.reset();
                 }
             },
             _ = async { tokio::time::sleep_until(timeout_at.unwrap()).await }, if timeout_at.is_some() => {
@@ -559,6 +570,8 @@ struct Coordinator<'a> {
     pending: Option<Pending>,
     consecutive_failures: u32,
     sources_ended: usize,
+    /// A source read its backlog since the last checkpoint was triggered: one is due now.
+    backlog_read: bool,
     final_requested: Option<FinalReason>,
     /// The id of the final checkpoint once it is complete.
     final_done: Option<u64>,
@@ -582,6 +595,7 @@ impl<'a> Coordinator<'a> {
             pending: None,
             consecutive_failures: 0,
             sources_ended: 0,
+            backlog_read: false,
             final_requested: None,
             final_done: None,
         }
@@ -626,6 +640,8 @@ impl<'a> Coordinator<'a> {
             is_final,
         };
         self.next_id += 1;
+        debug!(job = %self.config.name, checkpoint = barrier.checkpoint_id, is_final, backlog_read = self.backlog_read, "checkpoint triggered");
+        self.backlog_read = false;
         *self.shared.next_checkpoint_id.lock().unwrap() = self.next_id;
         self.pending = Some(Pending {
             barrier,
@@ -724,6 +740,7 @@ impl<'a> Coordinator<'a> {
         self.shared
             .checkpoints_completed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        debug!(job = %self.config.name, checkpoint = id, took = ?pending.started.elapsed(), "checkpoint complete");
         self.consecutive_failures = 0;
         if pending.barrier.is_final {
             self.final_done = Some(id);

@@ -82,6 +82,12 @@ pub enum SourcePoll {
     /// polls again. Sources must not block inside `poll_next` for longer than a poll interval,
     /// or checkpoint barriers are delayed.
     Idle(Duration),
+    /// The backlog the source found when it opened is read and nothing is ready right now:
+    /// the runtime asks for a checkpoint at once, so what the backlog held is committed
+    /// without waiting out the interval (as a Fluss tiering round commits when it reaches the
+    /// offsets it started for), then polls again as after `Idle(Duration::ZERO)`. A source
+    /// says it at most once per open; an unbounded source with no backlog says nothing.
+    BacklogRead,
     /// The input is exhausted (bounded sources only).
     End,
 }

@@ -34,6 +34,8 @@ pub(crate) enum TaskEvent {
         snapshot_time: Duration,
     },
     SourceEnded,
+    /// A source read the backlog it found at open: a checkpoint is due now.
+    BacklogRead,
 }
 
 /// What every task carries besides its user code.
@@ -113,6 +115,12 @@ pub(crate) async fn run_source(mut source: Box<dyn Source>, mut env: TaskEnv) ->
                 env.counters
                     .record_in(batch.num_rows(), batch.get_array_memory_size());
                 env.output.emit(batch).await?;
+            }
+            SourcePoll::BacklogRead => {
+                env.events
+                    .send(TaskEvent::BacklogRead)
+                    .await
+                    .map_err(|_| coordinator_gone())?;
             }
             SourcePoll::Idle(wait) => {
                 let wait = wait.min(Duration::from_secs(1));

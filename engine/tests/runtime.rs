@@ -18,7 +18,7 @@ use silt_engine::checkpoint::CheckpointStorage;
 use silt_engine::{
     ChannelConfig, CompletedCheckpoint, JobConfig, JobGraph, JobHandle, JobManager, JobState,
     LocalDirStorage, Operator, Output, Partitioning, RestartStrategy, RestoredState, Result,
-    TaskContext,
+    SourcePoll, TaskContext,
 };
 use silt_testkit::wait::{self, Look};
 
@@ -641,4 +641,100 @@ fn restart_delays_back_off_and_stop() {
         vec![Some(100), Some(200), Some(350), Some(350), None]
     );
     assert_eq!(RestartStrategy::None.delay(1), None);
+}
+
+/// A [`SeqSource`] whose `records` are a backlog: once they are read it says
+/// [`SourcePoll::BacklogRead`] (when `says` is set) and then idles, as an unbounded source does.
+struct BacklogSource {
+    inner: SeqSource,
+    says: bool,
+}
+
+#[async_trait]
+impl silt_engine::Source for BacklogSource {
+    async fn open(&mut self, ctx: &TaskContext, restored: RestoredState) -> Result<()> {
+        self.inner.open(ctx, restored).await
+    }
+
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        Ok(match self.inner.poll_next().await? {
+            SourcePoll::End if std::mem::take(&mut self.says) => SourcePoll::BacklogRead,
+            SourcePoll::End => SourcePoll::Idle(Duration::from_millis(5)),
+            other => other,
+        })
+    }
+
+    async fn snapshot(&mut self, checkpoint_id: u64) -> Result<Bytes> {
+        self.inner.snapshot(checkpoint_id).await
+    }
+}
+
+/// Reads a 2-subtask backlog of `records` each into a transactional sink, with checkpoints
+/// a minute apart; the sources say they read their backlog when `says`. Returns the job.
+fn backlog_job(
+    records: u64,
+    says: bool,
+    store: Arc<CommitStore>,
+) -> (JobGraph, JobConfig, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalDirStorage::new(dir.path()));
+    let mut g = JobGraph::new();
+    let src = g.add_source(
+        "source",
+        2,
+        move |ctx: &TaskContext| -> Result<Box<dyn silt_engine::Source>> {
+            let mut inner = SeqSource::new(ctx, 5, records, 4, Failures::new(vec![]));
+            inner.pause = Duration::ZERO;
+            Ok(Box::new(BacklogSource { inner, says }))
+        },
+    );
+    let count = g.add_operator("count", 2, |_: &TaskContext| -> Result<Box<dyn Operator>> {
+        Ok(Box::new(KeyedCount::default()))
+    });
+    let sink = g.add_sink("sink", 1, move |ctx: &TaskContext| {
+        TxSink::new(ctx, store.clone())
+    });
+    g.connect(src, count, hash_key());
+    g.connect(count, sink, hash_key());
+    (g, job_config("backlog", storage, 60_000), dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_read_backlog_is_checkpointed_without_waiting_out_the_interval() {
+    let store = Arc::new(CommitStore::default());
+    let (g, config, _dir) = backlog_job(2_000, true, store.clone());
+    let job = JobManager::new().submit(g, config).unwrap();
+    let started = Instant::now();
+    wait_until("the backlog is committed", || {
+        store.rows.lock().unwrap().len() == 4_000
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "committed only after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(store.sorted_rows(), expected_rows(2, 2_000, 4));
+    // One early checkpoint per source that said it, at most; then the interval rules again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let completed = job.metrics().checkpoints_completed;
+    assert!(
+        (1..=2).contains(&completed),
+        "{completed} checkpoints completed"
+    );
+    job.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_a_backlog_read_the_interval_rules() {
+    let store = Arc::new(CommitStore::default());
+    let (g, config, _dir) = backlog_job(2_000, false, store.clone());
+    let job = JobManager::new().submit(g, config).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(job.metrics().checkpoints_completed, 0);
+    assert!(
+        store.rows.lock().unwrap().is_empty(),
+        "nothing is committed before a checkpoint"
+    );
+    job.cancel().await;
 }

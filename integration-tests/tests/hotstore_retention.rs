@@ -338,7 +338,7 @@ async fn drain(
                 batches.push(batch);
             }
             silt_engine::SourcePoll::End => break,
-            silt_engine::SourcePoll::Idle(_) => idle += 1,
+            silt_engine::SourcePoll::Idle(_) | silt_engine::SourcePoll::BacklogRead => idle += 1,
         }
     }
     Ok(batches)

@@ -70,7 +70,9 @@ pub async fn silt_table_rows(bootstrap: &str, database: &str, table: &str) -> Re
         }
         match source.poll_next().await? {
             SourcePoll::End => break,
-            SourcePoll::Idle(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            SourcePoll::Idle(_) | SourcePoll::BacklogRead => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
             SourcePoll::Batch(batch) => {
                 let changes = batch
                     .column_by_name(CHANGE_TYPE_COLUMN)

@@ -165,6 +165,10 @@ pub struct FlussSource {
     next_offsets: BTreeMap<Slot, i64>,
     /// Exclusive end per owned bucket, when bounded.
     end_offsets: Option<BTreeMap<Slot, i64>>,
+    /// Unbounded: the high watermarks at open of the owned buckets that were behind them. Once
+    /// every one is emitted the source says [`SourcePoll::BacklogRead`], once, so the backlog
+    /// is checkpointed (and a tiering job commits it) without waiting out the interval.
+    backlog_end: Option<BTreeMap<Slot, i64>>,
     /// Batches polled but not yet emitted; their offsets are not in `next_offsets` yet.
     ready: VecDeque<(Slot, i64, RecordBatch)>,
     /// Next offset to queue into `ready`, per owned bucket (runs ahead of `next_offsets`).
@@ -191,6 +195,7 @@ impl FlussSource {
             scanner: None,
             next_offsets: BTreeMap::new(),
             end_offsets: None,
+            backlog_end: None,
             ready: VecDeque::new(),
             queued_next: BTreeMap::new(),
             output_schema: None,
@@ -200,6 +205,19 @@ impl FlussSource {
             append_only: false,
             partitions: None,
         }
+    }
+
+    /// True once, when every owned bucket that was behind at open has emitted up to the
+    /// high watermark it had then (a bucket no longer owned counts as read).
+    fn take_backlog_read(&mut self) -> bool {
+        let read = self.backlog_end.as_ref().is_some_and(|end| {
+            end.iter()
+                .all(|(slot, e)| self.next_offsets.get(slot).is_none_or(|next| next >= e))
+        });
+        if read {
+            self.backlog_end = None;
+        }
+        read
     }
 
     fn finished(&self) -> bool {
@@ -615,6 +633,27 @@ pub async fn list_bucket_offsets(
 
 /// The offsets `spec` names of the owned buckets of one partition (`Some((id, name))`) or of
 /// the table (`None`); a bucket the server does not answer gets 0.
+/// The latest offset (high watermark) of every owned bucket.
+async fn latest_owned_offsets(
+    table: &Opening<'_>,
+    owned: &Owned<'_>,
+) -> Result<BTreeMap<Slot, i64>> {
+    let mut latest = BTreeMap::new();
+    for (partition, slots) in owned {
+        latest.extend(
+            list_owned_offsets(
+                table.admin,
+                table.path,
+                *partition,
+                slots,
+                OffsetSpec::Latest,
+            )
+            .await?,
+        );
+    }
+    Ok(latest)
+}
+
 async fn list_owned_offsets(
     admin: &FlussAdmin,
     path: &TablePath,
@@ -816,36 +855,30 @@ impl FlussSource {
             .collect())
     }
 
-    /// The exclusive end of each owned bucket, when the read is bounded.
+    /// The exclusive end of each owned bucket, when the read is bounded. An unbounded read has
+    /// none, and records here the backlog it opened behind (`backlog_end`).
     async fn end_offsets_of(
         &mut self,
         table: &Opening<'_>,
         owned: &Owned<'_>,
     ) -> Result<Option<BTreeMap<Slot, i64>>> {
         Ok(match &self.config.end {
-            EndPosition::Unbounded => None,
+            EndPosition::Unbounded => {
+                let latest = latest_owned_offsets(table, owned).await?;
+                let behind: BTreeMap<Slot, i64> = latest
+                    .into_iter()
+                    .filter(|(slot, end)| self.next_offsets.get(slot).is_some_and(|n| n < end))
+                    .collect();
+                self.backlog_end = (!behind.is_empty()).then_some(behind);
+                None
+            }
             EndPosition::Offsets(end) => Some(
                 self.next_offsets
                     .keys()
                     .map(|s| (*s, end.get(s).copied().unwrap_or(0)))
                     .collect(),
             ),
-            EndPosition::LatestAtOpen => {
-                let mut latest = BTreeMap::new();
-                for (partition, slots) in owned {
-                    latest.extend(
-                        list_owned_offsets(
-                            table.admin,
-                            table.path,
-                            *partition,
-                            slots,
-                            OffsetSpec::Latest,
-                        )
-                        .await?,
-                    );
-                }
-                Some(latest)
-            }
+            EndPosition::LatestAtOpen => Some(latest_owned_offsets(table, owned).await?),
         })
     }
 
@@ -1024,6 +1057,10 @@ impl Source for FlussSource {
         }
         if self.finished() {
             return Ok(SourcePoll::End);
+        }
+        if self.take_backlog_read() {
+            tracing::debug!(table = %self.config.table, offsets = ?self.next_offsets, "fluss source read its backlog");
+            return Ok(SourcePoll::BacklogRead);
         }
         if self
             .partitions

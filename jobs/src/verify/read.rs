@@ -52,6 +52,7 @@ pub async fn read_changelog(
                 batches.push(b);
             }
             SourcePoll::End => return Ok(batches),
+            SourcePoll::BacklogRead => {}
             SourcePoll::Idle(wait) => {
                 if last_progress.elapsed() > stall_max {
                     bail!(
