@@ -53,6 +53,12 @@ pub struct TieringBenchOptions {
     /// Rows of the smaller table of the peak-RSS phase (the larger has 4x); 0 skips it.
     #[arg(long, default_value_t = 1_000_000)]
     pub rss_rows: u64,
+    /// Source subtasks of each tiering job at most (default: the service's).
+    #[arg(long)]
+    pub source_parallelism: Option<u32>,
+    /// Lake writer subtasks of each tiering job (default: the service's).
+    #[arg(long)]
+    pub writer_parallelism: Option<u32>,
 }
 
 /// `--freshness`: a duration as `table.datalake.freshness` takes it, at least 10 ms.
@@ -332,6 +338,12 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         bench.dir.path().join("checkpoints"),
     );
     config.freshness_default = options.freshness;
+    if let Some(n) = options.source_parallelism {
+        config.source_parallelism_max = n;
+    }
+    if let Some(n) = options.writer_parallelism {
+        config.writer_parallelism = n;
+    }
     let tiering = TieringService::new(config, None);
     let tiering_s = tier_from_scratch(&bench, &tiering).await?;
     // "Half the maximum": the maximum a tiering job sustains is its from-scratch throughput.

@@ -2,7 +2,9 @@
 //! service tiers them into Delta through the Fluss client, a tiering "crash" (jobs cancelled
 //! mid-stream, no final checkpoint) is followed by a fresh service, and the lake must then hold
 //! exactly what was written: every log row once, the latest row per key with deletes removed.
-//! The hotstore's lake-offset registry must match the lake's txn offsets.
+//! The hotstore's lake-offset registry must match the lake's txn offsets. The crashed service
+//! runs its jobs with 2 subtasks and the fresh one at the default (one per bucket), as after an
+//! upgrade of silt: the checkpoints restore at the other parallelism.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,8 +62,17 @@ async fn tiering_is_exactly_once_across_a_crash_of_the_tiering_jobs() -> Result<
     write(&connection, 0, 3_000, &mut expected).await?;
 
     // First service: tiers, then "crashes" while more data arrives (jobs cancelled, no final
-    // checkpoint; whatever its writers staged but did not commit must not show up twice).
-    let first = tiering::service(dir.path(), &server);
+    // checkpoint; whatever its writers staged but did not commit must not show up twice). It
+    // runs 2 source and 2 writer subtasks for the 3 buckets, as silt did before one per bucket.
+    let mut config = tiering::config(dir.path(), &server);
+    config.source_parallelism_max = 2;
+    config.writer_parallelism = 2;
+    assert_ne!(
+        silt_jobs::tiering::TIERING_PARALLELISM_DEFAULT.min(3),
+        2,
+        "the second service must restore at another parallelism"
+    );
+    let first = TieringService::new(config, Some(tiering::registry(&server)));
     wait_caught_up(&first, 2).await?;
     // Keep writing while the first service crashes, so the crash lands mid-stream.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
