@@ -247,9 +247,16 @@ pub enum CpuMeter {
     ClientOnly,
 }
 
-/// Name prefixes (as /proc shows them, at most 15 bytes) of the in-process server's threads.
-const SERVER_THREAD_PREFIXES: [&str; 4] =
-    [SERVER_THREAD_NAME, "fjall", "silt-io", "silt-background"];
+/// Name prefixes (as /proc shows them, at most 15 bytes) of the in-process server's threads:
+/// its runtime, fjall's workers, the hot store's group-commit fsyncs, lake and checkpoint
+/// file I/O, and background work.
+const SERVER_THREAD_PREFIXES: [&str; 5] = [
+    SERVER_THREAD_NAME,
+    "fjall",
+    "silt-fsync",
+    "silt-io",
+    "silt-background",
+];
 const SERVER_THREAD_NAME: &str = "silt-server";
 
 impl CpuMeter {
@@ -1110,5 +1117,40 @@ mod tests {
         server.join().unwrap();
         assert!(cpu.server_s >= 0.29 && cpu.server_s <= 0.45, "{cpu:?}");
         assert!(cpu.client_s >= 0.29, "{cpu:?}");
+    }
+
+    /// Regression: the hot store's fsync threads (`silt-fsync-*`) were counted as the
+    /// client's, so a durable produce charged its fsyncs to fluss-rs. Every thread silt's
+    /// server starts in this process must be counted as the server's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_thread_of_the_in_process_server_is_counted_as_the_server() {
+        let config = silt_jobs::config::Config::load(None, std::iter::empty(), &[]).unwrap();
+        let workload = Workload {
+            rows: 20_000,
+            keys: 100,
+            lookups: 10,
+            fetch_passes: 1,
+            compressions: vec!["NONE".into()],
+            ..Workload::default()
+        };
+        measure_silt(&config, &workload).await.unwrap();
+        let mut names = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
+            names.push(procfs::parse_stat(&stat).0);
+        }
+        assert!(
+            names.iter().any(|n| n.starts_with("silt-fsync")),
+            "a durable produce ran on the fsync threads: {names:?}"
+        );
+        let uncounted: Vec<_> = names
+            .iter()
+            .filter(|n| n.starts_with("silt-") || n.starts_with("fjall"))
+            .filter(|n| !SERVER_THREAD_PREFIXES.iter().any(|p| n.starts_with(p)))
+            .collect();
+        assert!(
+            uncounted.is_empty(),
+            "not counted as the server: {uncounted:?}"
+        );
     }
 }
