@@ -259,22 +259,20 @@ const SERVER_THREAD_PREFIXES: [&str; 5] = [
 ];
 const SERVER_THREAD_NAME: &str = "silt-server";
 
+fn is_server_thread(name: &str) -> bool {
+    SERVER_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 impl CpuMeter {
     pub fn read(&self) -> CpuSplit {
         let own = procfs::cpu_s("self");
         match self {
             CpuMeter::InProcess => {
-                let mut server_s = 0.0;
-                if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-                    for task in tasks.flatten() {
-                        let stat = std::fs::read_to_string(task.path().join("stat"));
-                        if let Ok((name, cpu_s)) = stat.map(|s| procfs::parse_stat(&s))
-                            && SERVER_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
-                        {
-                            server_s += cpu_s;
-                        }
-                    }
-                }
+                let server_s = procfs::own_threads()
+                    .into_iter()
+                    .filter(|(name, _)| is_server_thread(name))
+                    .map(|(_, cpu_s)| cpu_s)
+                    .sum();
                 CpuSplit {
                     client_s: own - server_s,
                     server_s,
@@ -1134,11 +1132,7 @@ mod tests {
             ..Workload::default()
         };
         measure_silt(&config, &workload).await.unwrap();
-        let mut names = Vec::new();
-        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
-            names.push(procfs::parse_stat(&stat).0);
-        }
+        let names: Vec<String> = procfs::own_threads().into_iter().map(|t| t.0).collect();
         assert!(
             names.iter().any(|n| n.starts_with("silt-fsync")),
             "a durable produce ran on the fsync threads: {names:?}"
@@ -1146,7 +1140,7 @@ mod tests {
         let uncounted: Vec<_> = names
             .iter()
             .filter(|n| n.starts_with("silt-") || n.starts_with("fjall"))
-            .filter(|n| !SERVER_THREAD_PREFIXES.iter().any(|p| n.starts_with(p)))
+            .filter(|n| !is_server_thread(n))
             .collect();
         assert!(
             uncounted.is_empty(),

@@ -23,6 +23,18 @@ pub(crate) fn cpu_s(pid: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// Every live thread of this process: its name and CPU seconds.
+pub(crate) fn own_threads() -> Vec<(String, f64)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .map(|stat| parse_stat(&stat))
+        .collect()
+}
+
 /// The thread or process name and its CPU seconds (utime + stime) from a `stat` line.
 pub(crate) fn parse_stat(stat: &str) -> (String, f64) {
     // The name is in parentheses and may hold spaces; the fields after it are plain.

@@ -631,8 +631,6 @@ pub async fn list_bucket_offsets(
     Ok(offsets)
 }
 
-/// The offsets `spec` names of the owned buckets of one partition (`Some((id, name))`) or of
-/// the table (`None`); a bucket the server does not answer gets 0.
 /// The latest offset (high watermark) of every owned bucket.
 async fn latest_owned_offsets(
     table: &Opening<'_>,
@@ -654,6 +652,8 @@ async fn latest_owned_offsets(
     Ok(latest)
 }
 
+/// The offsets `spec` names of the owned buckets of one partition (`Some((id, name))`) or of
+/// the table (`None`); a bucket the server does not answer gets 0.
 async fn list_owned_offsets(
     admin: &FlussAdmin,
     path: &TablePath,
@@ -855,23 +855,14 @@ impl FlussSource {
             .collect())
     }
 
-    /// The exclusive end of each owned bucket, when the read is bounded. An unbounded read has
-    /// none, and records here the backlog it opened behind (`backlog_end`).
+    /// The exclusive end of each owned bucket, when the read is bounded.
     async fn end_offsets_of(
         &mut self,
         table: &Opening<'_>,
         owned: &Owned<'_>,
     ) -> Result<Option<BTreeMap<Slot, i64>>> {
         Ok(match &self.config.end {
-            EndPosition::Unbounded => {
-                let latest = latest_owned_offsets(table, owned).await?;
-                let behind: BTreeMap<Slot, i64> = latest
-                    .into_iter()
-                    .filter(|(slot, end)| self.next_offsets.get(slot).is_some_and(|n| n < end))
-                    .collect();
-                self.backlog_end = (!behind.is_empty()).then_some(behind);
-                None
-            }
+            EndPosition::Unbounded => None,
             EndPosition::Offsets(end) => Some(
                 self.next_offsets
                     .keys()
@@ -880,6 +871,24 @@ impl FlussSource {
             ),
             EndPosition::LatestAtOpen => Some(latest_owned_offsets(table, owned).await?),
         })
+    }
+
+    /// An unbounded read's backlog: the high watermarks of the owned buckets it opens behind
+    /// (None when it is bounded, and when it is behind in none).
+    async fn backlog_of(
+        &mut self,
+        table: &Opening<'_>,
+        owned: &Owned<'_>,
+    ) -> Result<Option<BTreeMap<Slot, i64>>> {
+        if !matches!(self.config.end, EndPosition::Unbounded) {
+            return Ok(None);
+        }
+        let behind: BTreeMap<Slot, i64> = latest_owned_offsets(table, owned)
+            .await?
+            .into_iter()
+            .filter(|(slot, end)| self.next_offsets.get(slot).is_some_and(|n| n < end))
+            .collect();
+        Ok((!behind.is_empty()).then_some(behind))
     }
 
     /// The client's scanner, subscribed to every owned bucket at its next offset (up to its
@@ -1012,6 +1021,7 @@ impl Source for FlussSource {
             .start_offsets(&table, &owned, restored.is_restored(), start)
             .await?;
         self.end_offsets = self.end_offsets_of(&table, &owned).await?;
+        self.backlog_end = self.backlog_of(&table, &owned).await?;
         self.partitions = partitions.map(|known| Partitions {
             known,
             next_discovery: matches!(self.config.end, EndPosition::Unbounded)
