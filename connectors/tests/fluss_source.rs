@@ -170,6 +170,53 @@ async fn an_unbounded_source_says_once_that_it_read_its_backlog() -> Result<()> 
     Ok(())
 }
 
+/// Regression (issue 33, item 1): a source restarted after its table was dropped and created
+/// again under the same name restored the dropped table's offsets and read the new table from
+/// them (a tiering job then committed the new table's rows as the old lake's, and its registry
+/// update raised the new table's offsets). A source bound to the table id it was started for
+/// refuses to open on another, naming both ids; unbound, it reads whatever has the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_bound_to_a_table_id_refuses_the_table_created_again() -> Result<()> {
+    let (_dir, server, connection) = hotstore::scratch().await?;
+    let bootstrap = server.local_addr().to_string();
+    let path = write_log_table(&connection, "again").await?;
+    let admin = connection.get_admin()?;
+    let old_id = admin.get_table_info(&path).await?.get_table_id();
+    let mut config = FlussSourceConfig::new(&bootstrap, DB, "again");
+    config.table_id = Some(old_id);
+    let mut first = FlussSource::new(config.clone());
+    first.open(&context(0, 1), RestoredState::default()).await?;
+    let (batches, _) = drain(&mut first, Some(3)).await?;
+    ensure!(!batches.is_empty(), "the first source read nothing");
+    let state = first.snapshot(1).await?;
+    drop(first);
+
+    admin.drop_table(&path, false).await?;
+    write_log_table(&connection, "again").await?;
+    let new_id = admin.get_table_info(&path).await?.get_table_id();
+    let restored = || RestoredState {
+        checkpoint_id: Some(1),
+        subtask_states: vec![Some(state.clone())],
+        subtask_index: 0,
+    };
+    let refused = FlussSource::new(config)
+        .open(&context(0, 1), restored())
+        .await
+        .expect_err("a source of the dropped table must not restore onto the new one")
+        .to_string();
+    ensure!(
+        refused.contains(&format!("table id {new_id}"))
+            && refused.contains(&format!("table id {old_id}")),
+        "{refused}"
+    );
+    // Unbound (a reader that means whatever table has the name), it opens.
+    FlussSource::new(FlussSourceConfig::new(&bootstrap, DB, "again"))
+        .open(&context(0, 1), RestoredState::default())
+        .await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
 /// An opened unbounded source over `src.backlog` from `start`, one subtask.
 async fn unbounded_from(bootstrap: &str, start: StartPosition) -> Result<FlussSource> {
     let mut config = FlussSourceConfig::new(bootstrap, DB, "backlog");

@@ -4,8 +4,11 @@
 //! `PLAIN` and the RFC 4616 token `[authzid] NUL username NUL password`. Until that succeeds the
 //! connection may send only ApiVersions and Authenticate; anything else is answered with
 //! AUTHENTICATE_EXCEPTION, the code the clients map to their authentication error. Without SASL
-//! configured an Authenticate request succeeds with an empty response, as on a Fluss PLAINTEXT
-//! listener.
+//! configured the listener is a Fluss PLAINTEXT one: an Authenticate request naming protocol
+//! `PLAINTEXT` succeeds with an empty response, and one naming any other protocol (a client
+//! configured for SASL) is answered AUTHENTICATE_EXCEPTION with Fluss's wording, so that client
+//! fails to connect instead of believing it authenticated. The connection stays open, as on
+//! Fluss.
 //!
 //! Passwords are compared without an early exit, never logged and redacted from `Debug`.
 
@@ -15,6 +18,9 @@ use bytes::Bytes;
 
 /// The one mechanism silt serves.
 pub const MECHANISM_PLAIN: &str = "PLAIN";
+
+/// What a listener without SASL answers to: Fluss's name for it.
+const PROTOCOL_PLAINTEXT: &str = "PLAINTEXT";
 
 /// Longest PLAIN token accepted (authzid, username and password with separators).
 const TOKEN_BYTES_MAX: usize = 4096;
@@ -182,10 +188,21 @@ impl<'a> ConnectionAuth<'a> {
             }
         };
         let Some(sasl) = self.sasl else {
-            // A PLAINTEXT listener has nothing to check; Fluss answers success here too.
-            return Decision::Answer(protocol::encode_success(
+            if request.protocol.eq_ignore_ascii_case(PROTOCOL_PLAINTEXT) {
+                return Decision::Answer(protocol::encode_success(
+                    request_id,
+                    &AuthenticateResponse { challenge: None },
+                ));
+            }
+            return Decision::Answer(protocol::encode_error(
                 request_id,
-                &AuthenticateResponse { challenge: None },
+                &ApiError::new(
+                    code::AUTHENTICATE_EXCEPTION,
+                    format!(
+                        "Authenticate protocol not match: protocol of server is '{PROTOCOL_PLAINTEXT}' while protocol of client is '{}'",
+                        request.protocol
+                    ),
+                ),
             ));
         };
         if self.is_authenticated() {
@@ -338,13 +355,21 @@ mod tests {
             "ok"
         );
 
-        // Without SASL everything passes and Authenticate succeeds, as on a PLAINTEXT listener.
+        // Without SASL everything passes, as on a Fluss PLAINTEXT listener, which refuses a
+        // client that tries SASL (it must not believe it authenticated) and keeps the
+        // connection; Authenticate for PLAINTEXT itself succeeds.
         let mut open = ConnectionAuth::new(None);
         assert_eq!(outcome(open.decide(metadata, 1, Bytes::new())), "pass");
         assert_eq!(
             outcome(open.decide(protocol::api::AUTHENTICATE, 2, body)),
+            "err:46"
+        );
+        let plaintext = auth_body("PLAINTEXT", Vec::new());
+        assert_eq!(
+            outcome(open.decide(protocol::api::AUTHENTICATE, 3, plaintext)),
             "ok"
         );
+        assert_eq!(outcome(open.decide(metadata, 4, Bytes::new())), "pass");
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub struct Catalog {
     default_bucket_count: i32,
     bucket_count_max: i32,
     partitions_per_table_max: usize,
+    buckets_max: i64,
 }
 
 /// What `drop_table`/`drop_database` removed, so the caller can close tablets and delete files.
@@ -156,6 +157,7 @@ impl Catalog {
             default_bucket_count,
             bucket_count_max,
             partitions_per_table_max: usize::MAX,
+            buckets_max: i64::MAX,
         };
         {
             let state = catalog.lock();
@@ -171,6 +173,41 @@ impl Catalog {
     pub fn with_partitions_per_table_max(mut self, partitions_max: usize) -> Catalog {
         self.partitions_per_table_max = partitions_max;
         self
+    }
+
+    /// Bounds the buckets the server holds, over every table and partition (each bucket
+    /// holds open files): a table or partition that would pass it is refused with
+    /// BUCKET_MAX_NUM, as Fluss refuses one past its `max.bucket.num`.
+    pub fn with_buckets_max(mut self, buckets_max: i64) -> Catalog {
+        self.buckets_max = buckets_max;
+        self
+    }
+
+    /// Refuses `adding` more buckets (`what`, for the message) past [`Catalog::with_buckets_max`].
+    fn check_buckets_max(&self, state: &State, adding: i64, what: &str) -> Result<(), ApiError> {
+        let held: i64 = state
+            .tables
+            .values()
+            .map(|table| {
+                let copies = if table.is_partitioned() {
+                    state.partitions.get(&table.id).map_or(0, BTreeMap::len) as i64
+                } else {
+                    1
+                };
+                copies * i64::from(table.bucket_count)
+            })
+            .sum();
+        if held + adding > self.buckets_max {
+            return Err(ApiError::new(
+                code::BUCKET_MAX_NUM,
+                format!(
+                    "{what} would bring the buckets this server holds to {} (it holds {held}), past hotstore.buckets_max {}: drop tables or partitions, use fewer buckets, or raise hotstore.buckets_max (each bucket holds open files: keep it well under the process's open-file limit)",
+                    held + adding,
+                    self.buckets_max
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -325,6 +362,13 @@ impl Catalog {
                 format!("table {database}.{name} already exists"),
             ));
         }
+        if !descriptor.is_partitioned() {
+            self.check_buckets_max(
+                &state,
+                i64::from(bucket_count),
+                &format!("table {database}.{name} with {bucket_count} buckets"),
+            )?;
+        }
         let now = now_ms();
         let entry = Arc::new(TableEntry {
             id: state.next_table_id,
@@ -409,6 +453,15 @@ impl Catalog {
                 ),
             ));
         }
+        self.check_buckets_max(
+            &state,
+            i64::from(table.bucket_count),
+            &format!(
+                "partition '{partition_name}' of {} with {} buckets",
+                table.qualified_name(),
+                table.bucket_count
+            ),
+        )?;
         let partition = PartitionEntry {
             id: state.next_partition_id,
             table_id: table.id,
@@ -654,17 +707,13 @@ impl Catalog {
                 ),
             ));
         }
-        // silt writes changelogs and projects fetches as ARROW batches, Fluss's default format.
-        if let Some(format) = descriptor.properties().get("table.log.format")
-            && !format.eq_ignore_ascii_case("ARROW")
-        {
-            return Err(ApiError::new(
+        check_log_format(&format!("{database}.{name}"), descriptor)?;
+        check_auto_increment(descriptor).map_err(|reason| {
+            ApiError::new(
                 code::INVALID_CONFIG,
-                format!(
-                    "table {database}.{name}: log format {format} is not supported by silt's hotstore; use ARROW (the default)"
-                ),
-            ));
-        }
+                format!("table {database}.{name}: {reason}"),
+            )
+        })?;
         MergeRules::of(descriptor).map_err(|reason| {
             ApiError::new(
                 code::INVALID_CONFIG,
@@ -1255,6 +1304,7 @@ fn with_properties_changed(
             format!("altered table {qualified}: {e}"),
         )
     })?;
+    check_log_format(&qualified, &descriptor)?;
     let json = serde_json::to_vec(&value).map_err(|e| {
         ApiError::new(
             code::UNKNOWN_SERVER_ERROR,
@@ -1268,6 +1318,83 @@ fn with_properties_changed(
         modified_ms: now_ms(),
         ..old.clone()
     }))
+}
+
+/// A table's `table.log.format`: ARROW (Fluss's default), or INDEXED for a log table. silt
+/// stores and serves an INDEXED table's batches as the client wrote them (Fluss's Java client
+/// writes them; fluss-rs and pyfluss read only ARROW tables), but writes a primary-key table's
+/// changelog, and tiers every table, as ARROW: a lake-enabled INDEXED table is refused, naming
+/// the fix. COMPACTED is refused too (fluss-rs cannot read the table's description).
+pub const LOG_FORMAT: &str = "table.log.format";
+
+fn check_log_format(table: &str, descriptor: &TableDescriptor) -> Result<(), ApiError> {
+    let Some(format) = descriptor.properties().get(LOG_FORMAT) else {
+        return Ok(());
+    };
+    let refuse = |why: &str| {
+        Err(ApiError::new(
+            code::INVALID_CONFIG,
+            format!("table {table}: {LOG_FORMAT} {format} {why}"),
+        ))
+    };
+    if format.eq_ignore_ascii_case("ARROW") {
+        Ok(())
+    } else if !format.eq_ignore_ascii_case("INDEXED") {
+        refuse("is not supported by silt's hotstore; use ARROW (the default) or INDEXED")
+    } else if descriptor.has_primary_key() {
+        refuse(
+            "is not supported for a primary-key table by silt's hotstore, which writes its changelog as ARROW; use ARROW (the default)",
+        )
+    } else if is_lake_enabled(descriptor.properties()) {
+        refuse(&format!(
+            "cannot be tiered: silt's tiering reads ARROW batches; create the table with {LOG_FORMAT} ARROW (the default) to set {DATALAKE_ENABLED}=true"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Fluss's rules (and words) for an auto-increment column: at most one, in a primary-key
+/// table, outside the key, INT or BIGINT.
+fn check_auto_increment(descriptor: &TableDescriptor) -> Result<(), String> {
+    let schema = descriptor.schema();
+    let names = schema.auto_increment_col_names();
+    let Some(name) = names.first() else {
+        return Ok(());
+    };
+    if names.len() > 1 {
+        return Err(format!(
+            "Multiple auto increment columns are not supported yet: {names:?}"
+        ));
+    }
+    let Some(primary_key) = schema.primary_key() else {
+        return Err("Auto increment column can only be used in primary-key table.".into());
+    };
+    if primary_key.column_names().contains(name) {
+        return Err("Auto increment column can not be used as the primary key.".into());
+    }
+    match schema.columns().iter().find(|c| c.name() == name) {
+        Some(column)
+            if matches!(
+                column.data_type(),
+                fluss::metadata::DataType::Int(_) | fluss::metadata::DataType::BigInt(_)
+            ) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err("The data type of auto increment column must be INT or BIGINT.".into()),
+        None => Err(format!(
+            "Auto increment column {name} does not exist in table columns."
+        )),
+    }
+}
+
+/// Whether a table's log batches are in the INDEXED format (see [`LOG_FORMAT`]).
+pub(crate) fn is_indexed_log(descriptor: &TableDescriptor) -> bool {
+    descriptor
+        .properties()
+        .get(LOG_FORMAT)
+        .is_some_and(|format| format.eq_ignore_ascii_case("INDEXED"))
 }
 
 /// The primary key without the partition keys (Fluss's physical primary key: what a
@@ -1400,12 +1527,34 @@ mod tests {
             .create_table("fluss", "u", &log_table_json(Some(65)), false)
             .unwrap_err();
         assert_eq!(err.code, code::INVALID_CONFIG);
-        let mut indexed: Value = serde_json::from_slice(&log_table_json(None)).unwrap();
-        indexed["properties"]["table.log.format"] = json!("INDEXED");
+        // Log formats: INDEXED for a log table that is not tiered; nothing else but ARROW.
+        let with_format = |format: &str, lake: bool| {
+            let mut table: Value = serde_json::from_slice(&log_table_json(None)).unwrap();
+            table["properties"]["table.log.format"] = json!(format);
+            table["properties"]["table.datalake.enabled"] = json!(lake.to_string());
+            serde_json::to_vec(&table).unwrap()
+        };
+        reopened
+            .create_table("fluss", "v", &with_format("INDEXED", false), false)
+            .unwrap();
+        for (name, format, lake) in [("w", "COMPACTED", false), ("x", "INDEXED", true)] {
+            let err = reopened
+                .create_table("fluss", name, &with_format(format, lake), false)
+                .unwrap_err();
+            assert_eq!(err.code, code::INVALID_CONFIG, "{format} lake={lake}");
+        }
         let err = reopened
-            .create_table("fluss", "v", &serde_json::to_vec(&indexed).unwrap(), false)
+            .alter_table_properties(
+                "fluss",
+                "v",
+                &[PropertyChange::Set {
+                    key: "table.datalake.enabled".into(),
+                    value: "true".into(),
+                }],
+                false,
+            )
             .unwrap_err();
-        assert_eq!(err.code, code::INVALID_CONFIG);
+        assert!(err.message.contains("cannot be tiered"), "{}", err.message);
     }
 
     /// The user table `(id INT PRIMARY KEY, name STRING, ver <ver_type>)`, without its

@@ -23,6 +23,8 @@ pub struct ServerConfig {
     pub default_bucket_count: i32,
     /// Largest bucket count a table (each partition of a partitioned table) may have.
     pub bucket_count_max: i32,
+    /// Buckets the server holds over every table and partition (`hotstore.buckets_max`).
+    pub buckets_max: i64,
     /// Partitions one partitioned table may hold at once (Fluss's `max.partition.num`, whose
     /// default this is); CreatePartition beyond it answers PARTITION_MAX_NUM.
     pub partitions_per_table_max: usize,
@@ -117,8 +119,9 @@ impl Default for ServerConfig {
             advertised_host: None,
             advertised_port: None,
             data_dir: PathBuf::from("silt-data/hotstore"),
-            default_bucket_count: 3,
+            default_bucket_count: 1,
             bucket_count_max: 1024,
+            buckets_max: 10_000,
             partitions_per_table_max: 1000,
             frame_bytes_max: 100 * 1024 * 1024,
             connections_max: 1024,

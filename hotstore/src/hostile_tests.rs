@@ -255,14 +255,13 @@ async fn hostile_requests_get_errors_or_a_closed_connection_and_others_keep_work
         code::CORRUPT_MESSAGE,
         "garbage body"
     );
-    assert_eq!(
-        error_code(
-            raw.call_message(api::PRODUCE_LOG, &produce(987_654, 0, fresh.clone()))
-                .await
-        ),
-        code::UNKNOWN_TABLE_OR_BUCKET,
-        "unknown table id"
+    // A write to a table the server does not hold is answered bucket by bucket, as Fluss does
+    // (a failed request would be retried by the clients as a network error).
+    let (error, _) = produce_outcome(
+        raw.call_message(api::PRODUCE_LOG, &produce(987_654, 0, fresh.clone()))
+            .await,
     );
+    assert_eq!(error, code::UNKNOWN_TABLE_OR_BUCKET, "unknown table id");
     let unknown_table = TablePathRequest {
         table_path: PbTablePath {
             database_name: "fluss".into(),
@@ -978,5 +977,158 @@ async fn kv_requests_of_version_0_are_refused_where_older_clients_encode_keys_di
     let _: LookupResponse = success(raw.call(api::LOOKUP, 1, &lookup(lake_keyed_id)).await);
     let _: LookupResponse = success(raw.call(api::LOOKUP, 0, &lookup(plain_id)).await);
     let _: LookupResponse = success(raw.call(api::LOOKUP, 1, &lookup(plain_id)).await);
+    server.shutdown().await.unwrap();
+}
+
+/// The resident set of this process, in bytes (Linux).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Regression (issue 33, item 6): every bucket a FetchLog listed got at least one whole batch,
+/// whatever the answer already held, and a request may list one bucket any number of times: a
+/// ~1.3 MB request naming one 4 MiB batch 130,000 times asked for ~520 GB. Now only an answer
+/// that holds nothing yet may take a batch larger than the budget (Fluss's and Kafka's rule):
+/// the answer holds at most `fetch_response_bytes_max` plus one batch, and the server's memory
+/// stays where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_listing_one_large_batch_many_times_is_bounded_by_the_response_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {}).await;
+    let response_bytes_max = crate::ServerConfig::default().fetch_response_bytes_max;
+    let connection = connect(&server, None).await.unwrap();
+    let (path, table_id) =
+        crate::test_server::create_table(&connection, "big_batch", &log_table(1)).await;
+    // Letters that do not compress: the stored batch is as large as the row.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let large: String = (0..4 << 20)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'!' + (seed % 90) as u8)
+        })
+        .collect();
+    append(&connection, &path, 0..1, &large).await;
+    let fetch = {
+        let mut request = FetchLogRequest::of_buckets(table_id, &vec![(0, 0); 130_000]);
+        request.max_bytes = i32::MAX;
+        for bucket in &mut request.tables_req[0].buckets_req {
+            bucket.max_fetch_bytes = i32::MAX;
+        }
+        request.encode_to_vec()
+    };
+    let rss_before = rss_bytes();
+    let mut raw = Raw::open(&server).await;
+    let answer: FetchLogResponse = success(raw.call(api::FETCH_LOG, 0, &fetch).await);
+    let rss_after = rss_bytes();
+    let buckets = &answer.tables_resp[0].buckets_resp;
+    assert_eq!(buckets.len(), 130_000, "every listed bucket is answered");
+    let record_bytes: usize = buckets
+        .iter()
+        .map(|b| b.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let batch_bytes = buckets[0].records.as_ref().unwrap().len();
+    // ZSTD takes the 4 MiB row to about 3.3 MiB.
+    assert!(
+        batch_bytes > 3 << 20,
+        "the first bucket gets its whole batch: {batch_bytes} bytes"
+    );
+    assert!(
+        record_bytes <= response_bytes_max + batch_bytes,
+        "{record_bytes} record bytes, more than the budget {response_bytes_max} plus one batch"
+    );
+    assert!(
+        rss_after < rss_before + (256 << 20),
+        "the server's RSS grew from {rss_before} to {rss_after} bytes"
+    );
+    server.shutdown().await.unwrap();
+}
+
+/// Regression (issue 33, item 7): nothing bounded the buckets a server holds, so one CreateTable
+/// of a 1024-bucket table that pre-creates its auto-partitions opened a log tablet per bucket
+/// of each (about a million at Fluss's limits) until file descriptors ran out. Tables and
+/// partitions past `buckets_max` are refused with BUCKET_MAX_NUM, naming the bound, and what
+/// was refused opened nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_buckets_a_server_holds_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |config| config.buckets_max = 2_100).await;
+    let connection = connect(&server, None).await.unwrap();
+    let admin = connection.get_admin().unwrap();
+    let schema = || {
+        Schema::builder()
+            .column("dt", DataTypes::string())
+            .column("id", DataTypes::int())
+            .build()
+            .unwrap()
+    };
+    let plain = |buckets: i32| {
+        TableDescriptor::builder()
+            .schema(schema())
+            .distributed_by(Some(buckets), vec![])
+            .build()
+            .unwrap()
+    };
+    for name in ["a", "b"] {
+        let path = TablePath::new("fluss", name);
+        admin
+            .create_table(&path, &plain(1024), false)
+            .await
+            .unwrap();
+    }
+    let refused = admin
+        .create_table(&TablePath::new("fluss", "c"), &plain(100), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.api_error(),
+        Some(FlussError::BucketMaxNumException),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("hotstore.buckets_max 2100"),
+        "{refused}"
+    );
+    // Auto-partitioning that would pre-create past the bound creates what fits, and no more.
+    let yearly = TableDescriptor::builder()
+        .schema(schema())
+        .partitioned_by(vec!["dt"])
+        .distributed_by(Some(20), vec![])
+        .property("table.auto-partition.enabled", "true")
+        .property("table.auto-partition.time-unit", "YEAR")
+        .property("table.auto-partition.num-precreate", "10")
+        .build()
+        .unwrap();
+    let path = TablePath::new("fluss", "yearly");
+    let _ = admin.create_table(&path, &yearly, false).await;
+    let partitions = admin.list_partition_infos(&path).await.unwrap_or_default();
+    assert!(
+        2 * 1024 + 20 * partitions.len() as i64 <= 2_100,
+        "{} partitions of 20 buckets beside 2048 buckets",
+        partitions.len()
+    );
+    let tablets = walkdir::WalkDir::new(dir.path())
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("bucket-"))
+        .count() as i64;
+    assert!(tablets <= 2_100, "{tablets} bucket directories on disk");
+    // Dropping a table makes room again.
+    admin
+        .drop_table(&TablePath::new("fluss", "a"), false)
+        .await
+        .unwrap();
+    admin
+        .create_table(&TablePath::new("fluss", "c"), &plain(100), false)
+        .await
+        .unwrap();
     server.shutdown().await.unwrap();
 }

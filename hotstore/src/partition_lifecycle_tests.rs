@@ -126,7 +126,11 @@ async fn a_lake_enabled_partition_is_cut_only_up_to_its_tiered_offset() {
     // The lake covers the first 35 offsets of 20240501 only: its bucket is cut up to there
     // from the next run on; 20240502's keeps everything.
     server
-        .set_lake_snapshot("fluss", "daily", 1, &[(Some(ids["20240501"]), 0, 35)])
+        .set_lake_snapshot(
+            server.table_id("fluss", "daily").unwrap(),
+            1,
+            &[(Some(ids["20240501"]), 0, 35)],
+        )
         .unwrap();
     let first = server.apply_retention().await;
     assert_eq!(
@@ -328,12 +332,20 @@ async fn a_lake_enabled_table_keeps_an_expired_partition_until_the_lake_covers_i
     // Tiered up to offset 5 of 10: still held. Up to 10: held for one more run (a query may
     // have pinned the previous lake version), then dropped and its offsets forgotten.
     server
-        .set_lake_snapshot("fluss", "tiered", 1, &[(Some(id), 0, 5)])
+        .set_lake_snapshot(
+            server.table_id("fluss", "tiered").unwrap(),
+            1,
+            &[(Some(id), 0, 5)],
+        )
         .unwrap();
     assert_eq!(run().await.held_by_tiering.len(), 1);
     assert_eq!(run().await.held_by_tiering.len(), 1);
     server
-        .set_lake_snapshot("fluss", "tiered", 2, &[(Some(id), 0, 10)])
+        .set_lake_snapshot(
+            server.table_id("fluss", "tiered").unwrap(),
+            2,
+            &[(Some(id), 0, 10)],
+        )
         .unwrap();
     assert_eq!(
         run().await.held_by_tiering.len(),

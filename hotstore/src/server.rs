@@ -155,10 +155,14 @@ impl ServerHandle {
     /// is ignored (the committer may report a partition dropped since); a bucket out of range,
     /// a partition id of another table or one never created is refused, and so is a partition
     /// id for a table without partition keys.
+    ///
+    /// The table is named by its id, never by its name: a table dropped and created again under
+    /// the same name is another table, and a late update for the dropped one (its tiering job
+    /// committed before it learned of the drop) is refused, so it can never raise the lake
+    /// offsets the new table's retention trusts.
     pub fn set_lake_snapshot(
         &self,
-        database: &str,
-        table: &str,
+        table_id: i64,
         snapshot_id: i64,
         offsets: &[(Option<i64>, i32, i64)],
     ) -> crate::Result<()> {
@@ -174,17 +178,24 @@ impl ServerHandle {
         // The table's own buckets; an update naming no bucket at all still records its id.
         if !buckets.is_empty() || partitions.is_empty() {
             self.service
-                .set_lake_snapshot(database, table, snapshot_id, &buckets)?;
+                .set_lake_snapshot(table_id, snapshot_id, &buckets)?;
         }
         if !partitions.is_empty() {
-            self.service.set_partitioned_lake_snapshot(
-                database,
-                table,
-                snapshot_id,
-                &partitions,
-            )?;
+            self.service
+                .set_partitioned_lake_snapshot(table_id, snapshot_id, &partitions)?;
         }
         Ok(())
+    }
+
+    /// The id of the table `database.table` now; an error naming the table when there is none.
+    pub fn table_id(&self, database: &str, table: &str) -> crate::Result<i64> {
+        self.service
+            .catalog
+            .table(database, table)
+            .map(|entry| entry.id)
+            .map_err(|error| crate::Error::UnknownTable {
+                message: error.message,
+            })
     }
 
     /// The primary-key tables' kv store in memory: block cache and memtables.
@@ -686,18 +697,26 @@ mod tests {
         );
         assert!(
             server
-                .set_lake_snapshot("fluss", "orderz", 1, &[(None, 0, 5)])
+                .set_lake_snapshot(987_654, 1, &[(None, 0, 5)])
                 .is_err(),
             "unknown table"
         );
         assert!(
             server
-                .set_lake_snapshot("fluss", "tiered", 1, &[(None, 2, 5)])
+                .set_lake_snapshot(
+                    server.table_id("fluss", "tiered").unwrap(),
+                    1,
+                    &[(None, 2, 5)]
+                )
                 .is_err(),
             "bucket out of range"
         );
         let unpartitioned = server
-            .set_lake_snapshot("fluss", "tiered", 1, &[(Some(1), 0, 5)])
+            .set_lake_snapshot(
+                server.table_id("fluss", "tiered").unwrap(),
+                1,
+                &[(Some(1), 0, 5)],
+            )
             .unwrap_err();
         assert!(
             unpartitioned.to_string().contains("is not partitioned"),
@@ -705,7 +724,11 @@ mod tests {
         );
 
         server
-            .set_lake_snapshot("fluss", "tiered", 7, &[(None, 0, 10), (None, 1, 3)])
+            .set_lake_snapshot(
+                server.table_id("fluss", "tiered").unwrap(),
+                7,
+                &[(None, 0, 10), (None, 1, 3)],
+            )
             .unwrap();
         let snapshot = admin.get_latest_lake_snapshot(&path).await.unwrap();
         assert_eq!(snapshot.snapshot_id(), 7);
@@ -789,22 +812,21 @@ mod tests {
         ] {
             assert!(
                 server
-                    .set_lake_snapshot("fluss", "daily", 1, &offsets)
+                    .set_lake_snapshot(server.table_id("fluss", "daily").unwrap(), 1, &offsets)
                     .is_err(),
                 "{why}"
             );
         }
         assert!(
             server
-                .set_lake_snapshot("fluss", "tiered", 1, &[(Some(first), 0, 1)])
+                .set_lake_snapshot(987_654, 1, &[(Some(first), 0, 1)])
                 .is_err(),
             "unknown table"
         );
         // A dropped partition's offsets are ignored, the others recorded.
         server
             .set_lake_snapshot(
-                "fluss",
-                "daily",
+                server.table_id("fluss", "daily").unwrap(),
                 4,
                 &[
                     (Some(first), 0, 10),

@@ -53,7 +53,8 @@ impl Service {
             config.default_bucket_count,
             config.bucket_count_max,
         )?
-        .with_partitions_per_table_max(config.partitions_per_table_max);
+        .with_partitions_per_table_max(config.partitions_per_table_max)
+        .with_buckets_max(config.buckets_max);
         let tablets = Tablets::open(config.data_dir.join("tables"), config.log, config.kv)?;
         for table in catalog.tables() {
             let partitions = catalog.partitions_of(table.id);
@@ -159,12 +160,11 @@ impl Service {
 
     pub(crate) fn set_lake_snapshot(
         &self,
-        database: &str,
-        table: &str,
+        table_id: i64,
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
     ) -> crate::Result<()> {
-        let entry = self.lake_table(database, table)?;
+        let entry = self.live_table(table_id)?;
         if let Some(&(bucket, _)) = bucket_offsets
             .iter()
             .find(|(b, _)| *b < 0 || *b >= entry.bucket_count)
@@ -185,12 +185,11 @@ impl Service {
     /// dropped); one that is another table's, or was never created, is refused.
     pub(crate) fn set_partitioned_lake_snapshot(
         &self,
-        database: &str,
-        table: &str,
+        table_id: i64,
         snapshot_id: i64,
         offsets: &[(i64, i32, i64)],
     ) -> crate::Result<()> {
-        let entry = self.lake_table(database, table)?;
+        let entry = self.live_table(table_id)?;
         let name = entry.qualified_name();
         if !entry.is_partitioned() {
             return Err(crate::Error::Config {
@@ -217,7 +216,7 @@ impl Service {
             Ok(Some(owner)) => Err(crate::Error::Config {
                 message: format!(
                     "partition id {partition_id} belongs to table id {owner}, not to {name} (id \
-                     {}): record each table's offsets under its own name",
+                     {}): record each table's offsets under its own id",
                     entry.id
                 ),
             }),
@@ -244,6 +243,19 @@ impl Service {
             .table(database, table)
             .map_err(|error| crate::Error::UnknownTable {
                 message: error.message,
+            })
+    }
+
+    /// The table with id `table_id`, if it is not dropped. A drop racing an update may leave
+    /// the dropped id's entry in the registry; ids are never reused, so no table reads it.
+    fn live_table(&self, table_id: i64) -> crate::Result<Arc<TableEntry>> {
+        self.tablets
+            .get(table_id)
+            .map(|runtime| runtime.entry.clone())
+            .ok_or_else(|| crate::Error::UnknownTable {
+                message: format!(
+                    "table id {table_id} does not exist (it was dropped, or never created): its lake offsets are not recorded"
+                ),
             })
     }
 

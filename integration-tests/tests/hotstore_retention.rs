@@ -154,7 +154,7 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
     // The lake covers the first 35 offsets: retention may cut up to there, not further, and
     // only from its next run on (a query that pinned the previous lake version still reads
     // its tail from the previous offsets).
-    server.set_lake_snapshot("ret", "tiered", 1, &[(None, 0, 35)])?;
+    server.set_lake_snapshot(server.table_id("ret", "tiered")?, 1, &[(None, 0, 35)])?;
     let first = bucket0(&server.apply_retention().await, "ret.tiered");
     ensure!(
         first.log_start_offset == 0,
@@ -191,6 +191,54 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
         "{refused}"
     );
     server.shutdown().await?;
+    Ok(())
+}
+
+/// Regression (issue 33, item 1): the lake-offset registry was written by table *name*, so a
+/// dropped table's tiering job that committed late (after a create under the same name, before
+/// discovery cancelled it) recorded its old offsets as the new table's, and the new table's hot
+/// retention then cut acknowledged rows no lake held. The registry is written by table id now:
+/// the dropped id's update is refused and the new table keeps every row its lake lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_tables_late_lake_commit_does_not_release_the_new_tables_rows() -> Result<()> {
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
+    let server = std::sync::Arc::new(server);
+    let table = text_log("ret", "again")
+        .buckets(1)
+        .lake("1h")
+        .property("table.log.ttl", "1 s");
+    table.create(&connection).await?;
+    let dropped_id = server.table_id("ret", "again")?;
+    let admin = connection.get_admin()?;
+    admin.drop_table(&table.path, false).await?;
+    table.create(&connection).await?;
+    let new_id = server.table_id("ret", "again")?;
+    ensure!(new_id != dropped_id, "a new table, a new id");
+    append_batches(&connection, &table.path, 0).await?;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    append_batches(&connection, &table.path, 100).await?;
+    // The dropped table's job commits late, with offsets past the new table's TTL cut.
+    let late = silt_jobs::tiering::hotstore_registry(server.clone());
+    let first_bucket = silt_connectors::changelog::BucketKey {
+        partition: None,
+        bucket: 0,
+    };
+    let refused = late(dropped_id, 3, &[(first_bucket, 150)])
+        .expect_err("a dropped table id's lake offsets must be refused");
+    ensure!(
+        refused
+            .to_string()
+            .contains(&format!("table id {dropped_id}")),
+        "{refused:#}"
+    );
+    for _ in 0..2 {
+        let held = bucket0(&server.apply_retention().await, "ret.again");
+        ensure!(
+            held.log_start_offset == 0 && held.held_by_tiering,
+            "no lake holds the new table's rows, so retention keeps them all: {held:?}"
+        );
+    }
+    reads_exactly_from(&connection, &table.path, 0, 200).await?;
     Ok(())
 }
 

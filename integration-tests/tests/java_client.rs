@@ -5,7 +5,9 @@
 //! `three-batches` (issue 12: acknowledged batches of one writer must all be stored),
 //! `limit-scan` (`Scan.limit(n).createBatchScanner` on a log and a PK table) and `kv-snapshots`
 //! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer) and
-//! `prefix-lookup-alter-table` (`lookupBy(bucket key)`, `Admin.alterTable`). Each
+//! `prefix-lookup-alter-table` (`lookupBy(bucket key)`, `Admin.alterTable`) and `indexed-log`
+//! (a table in the INDEXED log format, whose IndexedRow batches the server stores and serves as
+//! written). Each
 //! client version that cannot run here (no java, javac or mvn, or the jars cannot be fetched)
 //! is reported as `SKIPPED: java_client: ...`.
 //!
@@ -20,12 +22,13 @@ use silt_testkit::real_fluss::{RealFluss, Started};
 use silt_testkit::skip;
 
 /// What each run executes, in one JVM per client version.
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 6] = [
     "sanity",
     "three-batches",
     "limit-scan",
     "kv-snapshots",
     "prefix-lookup-alter-table",
+    "indexed-log",
 ];
 
 /// Lines of a failed run's stderr (stack traces, the client's warnings) kept in the message.

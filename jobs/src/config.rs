@@ -65,6 +65,7 @@ pub struct HotstoreConfig {
     pub retention_check_interval_ms: u64,
     pub produce_decode_check: bool,
     pub bucket_count_max: i32,
+    pub buckets_max: i64,
     pub fetch_wait_max_ms: u64,
     pub fetch_response_bytes_max: usize,
     pub lookup_keys_max: usize,

@@ -1,6 +1,7 @@
 //! Paths built from database and table names: a lake table at `<lake_root>/<db>/<table>`, the
 //! lake of a dropped table moved aside to `<lake_root>/__dropped/<db>.<table>-<id>`, a tiering
-//! job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`.
+//! job's checkpoints at `<checkpoint_root>/<db>.<table>-<id>`, jobs' delta sinks below
+//! `<lake_root>/__jobs/`.
 //!
 //! Names come from a Fluss endpoint (silt's hotstore, or any Fluss cluster), so they are
 //! checked here with Fluss's own rules before they touch a path: 1 to 200 characters of ASCII
@@ -75,11 +76,13 @@ pub fn dropped_lake_relative(database: &str, table: &str, owner: Option<i64>) ->
 }
 
 /// Where jobs' delta sinks write under the lake root. Tiering owns `<root>/<db>/<table>` and
-/// `<root>/__dropped`, so a job's table goes here, where default sink paths also go.
-pub const JOBS_DIR: &str = "_jobs";
+/// `<root>/__dropped`, so a job's table goes here, where default sink paths also go. `__`
+/// cannot start a Fluss name, so no database's lake can be here (`_jobs` could: a table
+/// `_jobs.<x>` would have tiered into a job's directory).
+pub const JOBS_DIR: &str = "__jobs";
 
 /// Checks a job's explicit delta-sink `path` against the lake: it must lie strictly below
-/// `<lake_root>/_jobs` (a local absolute path under a local root, a URL of the same store under
+/// `<lake_root>/__jobs` (a local absolute path under a local root, a URL of the same store under
 /// a URL root), with no `.`, `..`, empty or percent-encoded component, and, on a local disk,
 /// no symbolic link that leads out of the root. Returns the path to write.
 pub fn confine_sink_path(path: &str, lake_root: &str) -> Result<String> {
@@ -153,6 +156,26 @@ mod tests {
     use super::*;
     use crate::test_util::assert_mentions;
     use proptest::prelude::*;
+
+    /// Regression (issue 33, item 4): job sinks lived under `<lake>/_jobs`, and `_jobs` is a
+    /// legal Fluss database name, so a table `_jobs.<x>` tiered into the directory of job `x`
+    /// (its vacuum deleted the job's files; moving a "foreign" lake aside moved the job's live
+    /// output). The directories silt keeps beside the tables now start with `__`, which no
+    /// legal name can: no table's lake is ever inside them, whatever its names.
+    #[test]
+    fn no_table_lake_lies_in_a_directory_silt_keeps_for_itself() {
+        for reserved in [JOBS_DIR, DROPPED_DIR] {
+            assert!(check_name("database", reserved).is_err(), "{reserved}");
+            for (database, table) in [("_jobs", "x"), ("_dropped", "y"), ("jobs", "_x")] {
+                check_name("database", database).unwrap();
+                let lake = lake_relative(database, table).unwrap();
+                assert!(
+                    !lake.starts_with(&format!("{reserved}/")) && lake != reserved,
+                    "{database}.{table} tiers into {lake}, inside {reserved}"
+                );
+            }
+        }
+    }
 
     const HOSTILE: &[&str] = &[
         "",
@@ -238,30 +261,30 @@ mod tests {
         // (path, lake root, Ok(confined) | Err(part of the message))
         #[rustfmt::skip]
         let cases: &[(&str, &str, Result<&str, &str>)] = &[
-            ("/data/lake/_jobs/t", "/data/lake", Ok("/data/lake/_jobs/t")),
-            ("/data/lake/_jobs/a/b/", "/data/lake/", Ok("/data/lake/_jobs/a/b")),
-            ("s3://b/lake/_jobs/t", "s3://b/lake", Ok("s3://b/lake/_jobs/t")),
+            ("/data/lake/__jobs/t", "/data/lake", Ok("/data/lake/__jobs/t")),
+            ("/data/lake/__jobs/a/b/", "/data/lake/", Ok("/data/lake/__jobs/a/b")),
+            ("s3://b/lake/__jobs/t", "s3://b/lake", Ok("s3://b/lake/__jobs/t")),
             ("/etc/cron.d", "/data/lake", Err("does not start with")),
             ("/data/lake/shop/orders", "/data/lake", Err("does not start with")),
             ("/data/lake/__dropped/x", "/data/lake", Err("does not start with")),
-            ("/data/lake/_jobs", "/data/lake", Err("does not start with")),
-            ("/data/lake/_jobsx/t", "/data/lake", Err("does not start with")),
-            ("/data/lake/_jobs/../../etc", "/data/lake", Err("\"..\"")),
-            ("/data/lake/_jobs/a/./b", "/data/lake", Err("\".\"")),
-            ("/data/lake/_jobs//b", "/data/lake", Err("\"\"")),
-            ("/data/lake/_jobs/%2e%2e/x", "/data/lake", Err("%")),
-            ("/data/lake/_jobs/a\\..\\b", "/data/lake", Err("holds")),
-            ("s3://other/lake/_jobs/t", "s3://b/lake", Err("does not start with")),
-            ("s3://b/lake/_jobs/../t", "s3://b/lake", Err("\"..\"")),
-            ("file:///data/lake/_jobs/t", "/data/lake", Err("does not start with")),
-            ("data/lake/_jobs/t", "data/lake", Err("relative")),
+            ("/data/lake/__jobs", "/data/lake", Err("does not start with")),
+            ("/data/lake/__jobsx/t", "/data/lake", Err("does not start with")),
+            ("/data/lake/__jobs/../../etc", "/data/lake", Err("\"..\"")),
+            ("/data/lake/__jobs/a/./b", "/data/lake", Err("\".\"")),
+            ("/data/lake/__jobs//b", "/data/lake", Err("\"\"")),
+            ("/data/lake/__jobs/%2e%2e/x", "/data/lake", Err("%")),
+            ("/data/lake/__jobs/a\\..\\b", "/data/lake", Err("holds")),
+            ("s3://other/lake/__jobs/t", "s3://b/lake", Err("does not start with")),
+            ("s3://b/lake/__jobs/../t", "s3://b/lake", Err("\"..\"")),
+            ("file:///data/lake/__jobs/t", "/data/lake", Err("does not start with")),
+            ("data/lake/__jobs/t", "data/lake", Err("relative")),
         ];
         for (path, root, want) in cases {
             match (confine_sink_path(path, root), want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, *want, "{path}"),
                 (Err(e), Err(part)) => {
                     let e = e.to_string();
-                    assert!(e.contains(part) && e.contains("_jobs/"), "{path}: {e}");
+                    assert!(e.contains(part) && e.contains("__jobs/"), "{path}: {e}");
                 }
                 (got, want) => panic!("{path} under {root}: got {got:?}, want {want:?}"),
             }
@@ -273,16 +296,16 @@ mod tests {
     fn a_symbolic_link_out_of_the_lake_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (lake, outside) = (dir.path().join("lake"), dir.path().join("elsewhere"));
-        std::fs::create_dir_all(lake.join("_jobs")).unwrap();
+        std::fs::create_dir_all(lake.join("__jobs")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
-        std::os::unix::fs::symlink(&outside, lake.join("_jobs").join("link")).unwrap();
+        std::os::unix::fs::symlink(&outside, lake.join("__jobs").join("link")).unwrap();
         let root = lake.to_string_lossy();
-        let through = format!("{root}/_jobs/link/t");
+        let through = format!("{root}/__jobs/link/t");
         assert_mentions(
             confine_sink_path(&through, &root).unwrap_err(),
             &["leads to"],
         );
-        let inside = format!("{root}/_jobs/real/t");
+        let inside = format!("{root}/__jobs/real/t");
         assert_eq!(confine_sink_path(&inside, &root).unwrap(), inside);
     }
 

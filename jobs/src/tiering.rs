@@ -41,21 +41,23 @@ use tracing::{info, warn};
 pub use silt_connectors::fluss::DATALAKE_ENABLED;
 pub const DATALAKE_FRESHNESS: &str = "table.datalake.freshness";
 
-/// Records a lake snapshot in the hot store's registry: `(database, table, snapshot id,
-/// per-bucket tiered end offsets)` (a partitioned table's buckets are its partitions').
-pub type RegistryUpdate =
-    Arc<dyn Fn(&str, &str, i64, &[(BucketKey, i64)]) -> Result<()> + Send + Sync>;
+/// Records a lake snapshot in the hot store's registry: `(table id, snapshot id, per-bucket
+/// tiered end offsets)` (a partitioned table's buckets are its partitions'). The table is named
+/// by the id its tiering job was started for, never by its name: after a drop and a create under
+/// the same name, a late commit of the dropped table's job must not raise the new table's lake
+/// offsets (its hot retention would cut what no lake holds).
+pub type RegistryUpdate = Arc<dyn Fn(i64, i64, &[(BucketKey, i64)]) -> Result<()> + Send + Sync>;
 
 /// The lake-offset registry of an in-process hot store as a [`RegistryUpdate`]: an
 /// unpartitioned table's buckets, or a partitioned table's partitions' buckets.
 pub fn hotstore_registry(server: Arc<silt_hotstore::ServerHandle>) -> RegistryUpdate {
     Arc::new(
-        move |db: &str, table: &str, snapshot: i64, offsets: &[(BucketKey, i64)]| {
+        move |table_id: i64, snapshot: i64, offsets: &[(BucketKey, i64)]| {
             let offsets: Vec<(Option<i64>, i32, i64)> = offsets
                 .iter()
                 .map(|(k, o)| (k.partition, k.bucket, *o))
                 .collect();
-            Ok(server.set_lake_snapshot(db, table, snapshot, &offsets)?)
+            Ok(server.set_lake_snapshot(table_id, snapshot, &offsets)?)
         },
     )
 }
@@ -657,7 +659,7 @@ impl TieringService {
         self.claim_lake(database, table, &lake_uri, &lake_id, buckets)
             .await?;
         let (start_offsets, progress) = self
-            .resume_point(connection, database, table, &lake_uri, &lake_id)
+            .resume_point(connection, database, table, table_id, &lake_uri)
             .await?;
         let mut sink =
             DeltaSinkConfig::new(lake_uri.clone(), lake_id, table_kind(info), user_schema);
@@ -665,12 +667,11 @@ impl TieringService {
         sink.start_offsets = Some(start_offsets.clone());
         let lake_behind = self.configure_sink(&mut sink, database, table, table_id, freshness)?;
         sink.on_commit = Some(commit_hook(
-            database,
-            table,
+            table_id,
             self.registry.clone(),
             progress.clone(),
         ));
-        let graph = self.tiering_graph(database, table, buckets, start_offsets, sink)?;
+        let graph = self.tiering_graph(database, table, table_id, buckets, start_offsets, sink)?;
         let job_config = self.tiering_job_config(database, table, table_id, freshness)?;
         let job = self.manager.submit(graph, job_config)?;
         info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
@@ -696,10 +697,11 @@ impl TieringService {
         connection: &fluss::client::FlussConnection,
         database: &str,
         table: &str,
+        table_id: i64,
         lake_uri: &str,
-        lake_id: &str,
     ) -> Result<(BTreeMap<BucketKey, i64>, Arc<Mutex<Progress>>)> {
         let name = format!("{database}.{table}");
+        let lake_id = &table_id.to_string();
         let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
         let earliest = list_bucket_offsets(connection, &path, OffsetSpec::Earliest)
             .await
@@ -725,7 +727,7 @@ impl TieringService {
         if let (Some(registry), Some(lake)) = (&self.registry, &lake) {
             let offsets: Vec<(BucketKey, i64)> =
                 lake.bucket_offsets.iter().map(|(b, o)| (*b, *o)).collect();
-            registry(database, table, lake.delta_version as i64, &offsets)?;
+            registry(table_id, lake.delta_version as i64, &offsets)?;
         }
         Ok((start_offsets, progress))
     }
@@ -793,12 +795,14 @@ impl TieringService {
         &self,
         database: &str,
         table: &str,
+        table_id: i64,
         buckets: u32,
         start_offsets: BTreeMap<BucketKey, i64>,
         sink: DeltaSinkConfig,
     ) -> Result<JobGraph> {
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
+        source_config.table_id = Some(table_id);
         source_config.start = StartPosition::Offsets(start_offsets);
         source_config.partition_id_column = sink.is_partitioned();
         source_config.credentials = self.config.credentials.clone();
@@ -937,19 +941,12 @@ fn table_kind(info: &fluss::metadata::TableInfo) -> TableKind {
 /// What a tiering job does after each lake commit: its progress (status, lag) and the hot
 /// store's lake-offset registry.
 fn commit_hook(
-    database: &str,
-    table: &str,
+    table_id: i64,
     registry: Option<RegistryUpdate>,
     progress: Arc<Mutex<Progress>>,
 ) -> silt_connectors::delta::LakeCommitHook {
-    let (db, tb, hook_progress) = (database.to_string(), table.to_string(), progress);
     Arc::new(move |commit: LakeCommit| {
-        let (db, tb, registry, progress) = (
-            db.clone(),
-            tb.clone(),
-            registry.clone(),
-            hook_progress.clone(),
-        );
+        let (registry, progress) = (registry.clone(), progress.clone());
         async move {
             let offsets = {
                 let mut p = progress.lock().unwrap();
@@ -960,7 +957,7 @@ fn commit_hook(
                     .collect::<Vec<_>>()
             };
             if let Some(registry) = registry {
-                registry(&db, &tb, commit.delta_version as i64, &offsets).map_err(|e| {
+                registry(table_id, commit.delta_version as i64, &offsets).map_err(|e| {
                     silt_connectors::delta::Error::Config(format!(
                         "updating the lake-offset registry: {e:#}"
                     ))

@@ -60,6 +60,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         produce_decode_check: config.hotstore.produce_decode_check,
         log_flush_interval_ms: config.hotstore.flush_interval_ms,
         bucket_count_max: config.hotstore.bucket_count_max,
+        buckets_max: config.hotstore.buckets_max,
         fetch_wait_max_ms: config.hotstore.fetch_wait_max_ms,
         fetch_response_bytes_max: config.hotstore.fetch_response_bytes_max,
         lookup_keys_max: config.hotstore.lookup_keys_max,

@@ -323,7 +323,7 @@ async fn a_restart_of_silt_up_resumes_a_submitted_job_without_loss_or_duplicates
     assert_eq!(status["desired"], "running");
     let connection = connect(&silt.bootstrap).await?;
     write_orders(&connection, 400..600).await?;
-    let lake = dir.path().join("lake/_jobs/big-orders-to-delta/sink");
+    let lake = dir.path().join("lake/__jobs/big-orders-to-delta/sink");
     wait::for_rows(
         "big orders after a restart",
         &expected_big_orders(600),
@@ -377,7 +377,7 @@ async fn a_source_started_at_the_lake_reads_only_the_hot_tail() -> Result<()> {
     );
     write_orders_to(&connection, "events", 100..150).await?;
     let expected = sorted((100..150).map(|i| i.to_string()).collect());
-    let tail = dir.path().join("lake/_jobs/events-tail/tail");
+    let tail = dir.path().join("lake/__jobs/events-tail/tail");
     wait::for_rows("the hot tail", &expected, Duration::from_secs(40), || {
         delta_rows(&tail, "SELECT order_id FROM lake")
     })

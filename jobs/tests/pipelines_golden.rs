@@ -118,7 +118,7 @@ impl Golden {
     }
 
     async fn read(self, env: &Env) -> Result<Vec<String>> {
-        let lake = |name: &str| env.data_dir().join("lake/_jobs").join(name).join("sink");
+        let lake = |name: &str| env.data_dir().join("lake/__jobs").join(name).join("sink");
         match self {
             Golden::CustomersToDelta => {
                 delta_rows(
@@ -253,6 +253,74 @@ async fn pk_table_transformed_into_another_silt_table() -> Result<()> {
     run_kill_restore(Golden::CustomersToSilt).await
 }
 
+/// Regression (issue 33, item 2): jobs named their source tables by name only. A job submitted
+/// again after its source table was dropped and created again wrote into its old Delta table,
+/// whose txn offsets (the dropped table's) made the new table's rows below them count as
+/// already committed: they were skipped without a word. And a job resumed at a restart of
+/// `silt up` read the new table from the old table's checkpointed offsets. Now a job's delta
+/// sink belongs to the table id that feeds it, and a resumed job to the table ids it was
+/// submitted for: both are refused, saying why and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_never_takes_a_table_created_again_for_the_one_it_was_submitted_for() -> Result<()> {
+    let golden = Golden::BigOrdersToDelta;
+    let env = Env::start().await?;
+    golden.write_phase(&env, 0).await?;
+    let admin = env.connection.get_admin()?;
+    let orders = fluss::metadata::TablePath::new("demo", "orders");
+    let old_id = admin.get_table_info(&orders).await?.get_table_id();
+    let service = env.service();
+    let stopped = submit(&service, golden).await?;
+    golden.wait_for_output(&env, 1).await?;
+    service
+        .stop(&stopped)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A second job of another name stays persisted as running, as at a `silt up` shutdown.
+    let (definition, paths) = parse_submission(
+        &read_conf(golden.file()).replace("  name: big-orders-to-delta", "  name: orders-copy"),
+        Format::Yaml,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let running = service
+        .submit(definition, paths.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .id;
+    wait_for_checkpoint(&service, &running).await?;
+    drop(service);
+
+    admin.drop_table(&orders, false).await?;
+    demo::create_tables(&env.connection).await?;
+    let new_id = admin.get_table_info(&orders).await?.get_table_id();
+    golden.write_phase(&env, 0).await?;
+
+    let service = env.service();
+    assert_eq!(
+        service.resume_persisted().await?,
+        0,
+        "nothing resumes onto the new table"
+    );
+    let status = service
+        .status(&running)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let why = format!("{status:?}");
+    assert!(
+        why.contains(&format!("table id {new_id}")) && why.contains(&format!("table id {old_id}")),
+        "the job says which table it was submitted for: {why}"
+    );
+    let refused = submit(&service, golden)
+        .await
+        .expect_err("the sink's lake holds the dropped table's offsets");
+    let message = format!("{refused:#}");
+    assert!(
+        message.contains(&format!("big-orders-to-delta.sink@{old_id}"))
+            && message.contains("write to another path, or delete"),
+        "{message}"
+    );
+    Ok(())
+}
+
 /// Mistakes in pipelines and definitions name the path and the fix, and start nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
@@ -355,7 +423,7 @@ async fn invalid_jobs_name_the_path_and_start_nothing() -> Result<()> {
             format!("{}/demo/orders", lake.display()),
             "is outside the lake",
         ),
-        (format!("{}/_jobs/../../escape", lake.display()), "\"..\""),
+        (format!("{}/__jobs/../../escape", lake.display()), "\"..\""),
     ] {
         cases.push((
             sink_with(&format!("path: \"{path}\"")),
@@ -443,7 +511,7 @@ async fn json_definition_fans_out_through_sql_into_delta() -> Result<()> {
             .map(|id| format!("{id}|{}", order(id).1))
             .collect(),
     );
-    let lake = env.data_dir().join("lake/_jobs/orders-fanout/lake");
+    let lake = env.data_dir().join("lake/__jobs/orders-fanout/lake");
     wait::for_rows("orders-fanout", &expected, OUTPUT_TIMEOUT, || {
         delta_rows(&lake, "SELECT order_id, amount FROM lake")
     })

@@ -604,7 +604,7 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
         .post("/v1/jobs", "application/json", job.to_string().as_bytes())
         .await?;
     assert_eq!(submitted.status, 201, "{}", submitted.body);
-    let sink = data.join("lake/_jobs/all-events/sink");
+    let sink = data.join("lake/__jobs/all-events/sink");
     silt_testkit::wait::until(
         "the job's sink holding every event",
         Duration::from_secs(60),

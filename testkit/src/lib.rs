@@ -22,6 +22,7 @@ pub mod hotstore;
 pub mod http;
 pub mod java_client;
 pub mod lake;
+pub mod official_suites;
 pub mod process;
 pub mod real_fluss;
 pub mod rows;

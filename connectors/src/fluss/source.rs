@@ -62,6 +62,11 @@ pub struct FlussSourceConfig {
     /// A partitioned table's batches carry `__partition_id` after the system columns (the
     /// tiering job's writers need it; other readers do not ask).
     pub partition_id_column: bool,
+    /// The id of the table this source reads; `None` reads whatever table has the name when it
+    /// opens. A table dropped and created again under its name is another table, with other
+    /// offsets: a source bound to an id refuses to open (and so to restore its offsets) on a
+    /// table of another id.
+    pub table_id: Option<i64>,
 }
 
 /// SASL/PLAIN credentials for a Fluss endpoint (silt's hotstore with `hotstore.sasl.enabled`,
@@ -97,6 +102,7 @@ impl FlussSourceConfig {
             projection: None,
             credentials: None,
             partition_id_column: false,
+            table_id: None,
         }
     }
 
@@ -993,6 +999,14 @@ impl Source for FlussSource {
             .get_table_info(&path)
             .await
             .map_err(fluss_error(&format!("table {name}")))?;
+        if let Some(expected) = self.config.table_id
+            && info.get_table_id() != expected
+        {
+            return Err(Error::operator(format!(
+                "table {name} is now table id {}, but this source reads table id {expected}: the table was dropped and created again, and its offsets are not this source's; start a new job for the new table",
+                info.get_table_id()
+            )));
+        }
         self.append_only = info.get_primary_keys().is_empty();
         let table = Opening {
             admin: &admin,

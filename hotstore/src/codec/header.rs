@@ -354,6 +354,25 @@ impl Batch {
 
     /// The change-type bytes (empty for an append-only batch) and the Arrow IPC message.
     pub fn records(&self) -> Result<(Bytes, Bytes)> {
+        let records = self.record_bytes()?;
+        let change_types = if self.header.is_append_only() {
+            0
+        } else {
+            self.header.record_count as usize
+        };
+        if change_types > records.len() {
+            return Err(Error::Malformed {
+                position: 0,
+                reason: "change types run past the batch".into(),
+            });
+        }
+        Ok((records.slice(..change_types), records.slice(change_types..)))
+    }
+
+    /// Everything after the header and the statistics: in the ARROW format the change types
+    /// and the Arrow message ([`Batch::records`]), in the INDEXED format the records
+    /// ([`crate::codec::indexed`]).
+    pub fn record_bytes(&self) -> Result<Bytes> {
         let h = &self.header;
         let malformed = |reason: String| Error::Malformed {
             position: 0,
@@ -363,20 +382,10 @@ impl Batch {
         let statistics = usize::try_from(h.statistics_length.unwrap_or(0))
             .map_err(|_| malformed("negative statistics length".into()))?;
         let start = header_len + statistics;
-        let change_types = if h.is_append_only() {
-            0
-        } else {
-            h.record_count as usize
-        };
-        if start + change_types > self.data.len() {
-            return Err(malformed(
-                "statistics and change types run past the batch".into(),
-            ));
+        if start > self.data.len() {
+            return Err(malformed("statistics run past the batch".into()));
         }
-        Ok((
-            self.data.slice(start..start + change_types),
-            self.data.slice(start + change_types..),
-        ))
+        Ok(self.data.slice(start..))
     }
 }
 

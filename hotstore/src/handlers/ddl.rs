@@ -472,13 +472,11 @@ fn partition_of_path(
         .catalog
         .partition_by_name(&path.database_name, &path.table_name, name)
         .map_err(|error| match error.code {
-            // As Fluss: a partition of a table that does not exist does not exist either.
-            code::TABLE_NOT_EXIST => ApiError::new(
+            // As Fluss, in its words (clients match them): a partition of a table that does not
+            // exist does not exist either.
+            code::TABLE_NOT_EXIST | code::PARTITION_NOT_EXISTS => ApiError::new(
                 code::PARTITION_NOT_EXISTS,
-                format!(
-                    "partition '{name}' of {table} does not exist: {}",
-                    error.message
-                ),
+                format!("Table partition '{table}(p={name})' does not exist."),
             ),
             _ => error,
         })

@@ -30,6 +30,25 @@ pub async fn put(
     api_version: i16,
 ) -> Result<PutKvResponse, ApiError> {
     let request: PutKvRequest = protocol::decode(body, "PutKv")?;
+    if service.table_runtime(request.table_id).is_err() {
+        return Ok(PutKvResponse {
+            buckets_resp: request
+                .buckets_req
+                .iter()
+                .map(|b| {
+                    let error =
+                        super::unknown_table_bucket(request.table_id, b.partition_id, b.bucket_id);
+                    PbPutKvRespForBucket {
+                        partition_id: b.partition_id,
+                        bucket_id: b.bucket_id,
+                        error_code: Some(error.code),
+                        error_message: Some(error.message),
+                        log_end_offset: None,
+                    }
+                })
+                .collect(),
+        });
+    }
     let table = kv_table(
         service,
         request.table_id,
@@ -105,13 +124,39 @@ fn merge_mode(table: &TableRuntime, agg_mode: Option<i32>) -> Result<MergeMode, 
 }
 
 /// The written columns of a partial update, or `None` for a full-row write. They must include
-/// the primary key.
+/// the primary key; a table with an auto-increment column takes only partial updates without
+/// it (Fluss's rule and words: the server gives the column its values).
 fn target_columns(
     table: &TableRuntime,
     columns: &[i32],
 ) -> Result<Option<Arc<Vec<usize>>>, ApiError> {
+    let auto_increment = table.auto_increment.as_ref().map(|a| a.column);
+    let auto_increment_name = || {
+        let names = table.entry.descriptor.schema().auto_increment_col_names();
+        names.first().cloned().unwrap_or_default()
+    };
     if columns.is_empty() {
+        if auto_increment.is_some() {
+            return Err(ApiError::new(
+                code::INVALID_TARGET_COLUMN,
+                format!(
+                    "The table contains an auto-increment column [{}], but update target columns are not explicitly specified. Please specify the update target columns and exclude the auto-increment column from them.",
+                    auto_increment_name()
+                ),
+            ));
+        }
         return Ok(None);
+    }
+    if let Some(column) = auto_increment
+        && columns.contains(&(column as i32))
+    {
+        return Err(ApiError::new(
+            code::INVALID_TARGET_COLUMN,
+            format!(
+                "Auto-increment column [{}] at index {column} must not be included in target columns.",
+                auto_increment_name()
+            ),
+        ));
     }
     let schema = table.entry.descriptor.schema();
     let field_count = schema.row_type().fields().len();
@@ -286,49 +331,63 @@ pub async fn lookup(
             ),
         ));
     }
-    let buckets_resp = request
-        .buckets_req
-        .iter()
-        .map(|bucket_request| {
-            let result = table
-                .bucket(bucket_request.partition_id, bucket_request.bucket_id)
-                .and_then(|bucket| {
-                    let kv = bucket.kv.as_ref().ok_or_else(|| {
-                        ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet")
-                    })?;
-                    bucket_request
-                        .keys
-                        .iter()
-                        .map(|key| {
-                            kv.get(key)
-                                .map(|value| PbValue {
-                                    values: value.map(|v| v.to_vec()),
-                                })
-                                .map_err(|e| {
-                                    ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string())
-                                })
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                });
-            match result {
-                Ok(values) => PbLookupRespForBucket {
-                    partition_id: bucket_request.partition_id,
-                    bucket_id: bucket_request.bucket_id,
-                    error_code: None,
-                    error_message: None,
-                    values,
-                },
-                Err(error) => PbLookupRespForBucket {
-                    partition_id: bucket_request.partition_id,
-                    bucket_id: bucket_request.bucket_id,
-                    error_code: Some(error.code),
-                    error_message: Some(error.message),
-                    values: Vec::new(),
-                },
-            }
-        })
-        .collect();
+    // The answer is bounded by bytes too: one value may be as large as a frame.
+    let mut bytes_left = service.config.fetch_response_bytes_max;
+    let mut buckets_resp = Vec::with_capacity(request.buckets_req.len());
+    for bucket_request in &request.buckets_req {
+        let result = table
+            .bucket(bucket_request.partition_id, bucket_request.bucket_id)
+            .and_then(|bucket| {
+                lookup_bucket(&table, &bucket, &bucket_request.keys, &mut bytes_left)
+            });
+        let (error_code, error_message, values) = match result {
+            Ok(values) => (None, None, values),
+            Err(error) if error.code == code::RECORD_TOO_LARGE => return Err(error),
+            Err(error) => (Some(error.code), Some(error.message), Vec::new()),
+        };
+        buckets_resp.push(PbLookupRespForBucket {
+            partition_id: bucket_request.partition_id,
+            bucket_id: bucket_request.bucket_id,
+            error_code,
+            error_message,
+            values,
+        });
+    }
     Ok(LookupResponse { buckets_resp })
+}
+
+/// The stored values of `keys` in one bucket, charged to `bytes_left`; past it the whole
+/// lookup is refused (RECORD_TOO_LARGE), never answered in part.
+fn lookup_bucket(
+    table: &TableRuntime,
+    bucket: &crate::tablets::Bucket,
+    keys: &[Bytes],
+    bytes_left: &mut usize,
+) -> Result<Vec<PbValue>, ApiError> {
+    let kv = bucket
+        .kv
+        .as_ref()
+        .ok_or_else(|| ApiError::new(code::NON_PRIMARY_KEY_TABLE, "bucket has no kv tablet"))?;
+    let mut values = Vec::with_capacity(keys.len());
+    for key in keys {
+        let value = kv
+            .get(key)
+            .map_err(|e| ApiError::new(code::KV_STORAGE_EXCEPTION, e.to_string()))?;
+        let size = value.as_ref().map_or(0, |v| v.len());
+        *bytes_left = bytes_left.checked_sub(size).ok_or_else(|| {
+            ApiError::new(
+                code::RECORD_TOO_LARGE,
+                format!(
+                    "lookup on {} answers more than fetch_response_bytes_max bytes of values: look up fewer keys per request",
+                    table.entry.qualified_name()
+                ),
+            )
+        })?;
+        values.push(PbValue {
+            values: value.map(|v| v.to_vec()),
+        });
+    }
+    Ok(values)
 }
 
 /// The primary-key table a kv request (of `api_version`) names; a log table is refused with

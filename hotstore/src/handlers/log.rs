@@ -25,22 +25,27 @@ const LIST_TIMESTAMP: i32 = 2;
 
 pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogResponse, ApiError> {
     let request: ProduceLogRequest = protocol::decode(body, "ProduceLog")?;
-    let table = service.table_runtime(request.table_id)?;
+    let table_id = request.table_id;
+    let table = service.table_runtime(table_id).ok();
     let decode_check = service.config.produce_decode_check;
     let appends = request.buckets_req.into_iter().map(|bucket_request| {
         let table = table.clone();
         async move {
             let bucket_id = bucket_request.bucket_id;
-            let result = if table.entry.has_primary_key() {
-                Err(ApiError::new(
+            let result = match table {
+                None => Err(super::unknown_table_bucket(
+                    table_id,
+                    bucket_request.partition_id,
+                    bucket_id,
+                )),
+                Some(table) if table.entry.has_primary_key() => Err(ApiError::new(
                     code::INVALID_TABLE,
                     format!(
                         "table {} has a primary key: write it with upserts (PutKv), not appends",
                         table.entry.qualified_name()
                     ),
-                ))
-            } else {
-                match table.bucket(bucket_request.partition_id, bucket_id) {
+                )),
+                Some(table) => match table.bucket(bucket_request.partition_id, bucket_id) {
                     Ok(bucket) => {
                         match check_client_batches(&table, &bucket_request.records, decode_check) {
                             Ok(()) => append_client_batches(&bucket, bucket_request.records).await,
@@ -48,7 +53,7 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
                         }
                     }
                     Err(error) => Err(error),
-                }
+                },
             };
             match result {
                 Ok(base_offset) => PbProduceLogRespForBucket {
@@ -79,7 +84,8 @@ pub async fn produce(service: &Service, body: Bytes) -> Result<ProduceLogRespons
 /// that offset. With `decode` the Arrow data is also decompressed and validated value by value
 /// (`produce_decode_check`); without it the check costs O(columns), so a CRC-valid batch with
 /// sound metadata but corrupt values still gets in, as on a Fluss server. Framing and CRC errors
-/// are CORRUPT_RECORD.
+/// are CORRUPT_RECORD. An INDEXED table's batches carry rows, not Arrow data: their records must
+/// frame the batch exactly (see [`crate::codec::indexed`]).
 pub(crate) fn check_client_batches(
     table: &TableRuntime,
     records: &Bytes,
@@ -88,6 +94,7 @@ pub(crate) fn check_client_batches(
     let name = table.entry.qualified_name();
     let batches = Batch::split(records.clone(), true)
         .map_err(|e| ApiError::new(code::CORRUPT_RECORD, format!("{name}: {e}")))?;
+    let indexed = crate::catalog::is_indexed_log(&table.entry.descriptor);
     for (index, view) in batches.iter().enumerate() {
         let corrupt = |reason: String| {
             ApiError::new(
@@ -96,6 +103,12 @@ pub(crate) fn check_client_batches(
             )
         };
         let arrow_schema = table.arrow_schema_of(view.schema_id())?;
+        if indexed {
+            let records = view.record_bytes().map_err(|e| corrupt(e.to_string()))?;
+            crate::codec::indexed::check_records(&records, view.record_count())
+                .map_err(|reason| corrupt(format!("no valid INDEXED records: {reason}")))?;
+            continue;
+        }
         let (_, message) = view.records().map_err(|e| corrupt(e.to_string()))?;
         let invalid = |reason: String| corrupt(format!("no valid Arrow data: {reason}"));
         let rows = if decode {
@@ -218,6 +231,16 @@ pub async fn fetch(service: &Service, body: Bytes) -> Result<FetchLogResponse, A
 }
 
 fn validate_projection(table: &TableRuntime, fields: &[i32]) -> Result<Vec<usize>, ApiError> {
+    if crate::catalog::is_indexed_log(&table.entry.descriptor) {
+        // As Fluss: its batches are served as written, never rewritten.
+        return Err(ApiError::new(
+            code::INVALID_COLUMN_PROJECTION,
+            format!(
+                "Column projection is only supported for ARROW format, but the table {} is INDEXED format.",
+                table.entry.qualified_name()
+            ),
+        ));
+    }
     let field_count = table.arrow_schema.fields().len();
     let mut projection = Vec::with_capacity(fields.len());
     for &field in fields {
@@ -267,13 +290,20 @@ fn read_targets(
     for target in targets {
         let mut buckets_resp = Vec::with_capacity(target.buckets.len());
         for bucket_request in &target.buckets {
-            let result = read_bucket(target, bucket_request, budget);
+            // Until the answer holds a batch, one larger than the budget is still returned (a
+            // reader must progress); after that the budget holds strictly, however many buckets
+            // (or repeats of one) the request lists: at most the budget plus one batch.
+            let budget_of_bucket = match total {
+                0 => Budget::AtLeastOneBatch(budget),
+                _ => Budget::Within(budget),
+            };
+            let result = read_bucket(target, bucket_request, budget_of_bucket);
             match result {
                 Ok(resp) => {
                     any_pruned |= resp.filtered_end_offset.is_some();
                     let len = resp.records.as_ref().map_or(0, Bytes::len);
                     total += len;
-                    budget = budget.saturating_sub(len).max(1);
+                    budget = budget.saturating_sub(len);
                     buckets_resp.push(resp);
                 }
                 Err(error) => {
@@ -290,10 +320,19 @@ fn read_targets(
     (response, total, any_error, any_pruned)
 }
 
+/// How many record bytes a bucket's read may add to a fetch answer.
+#[derive(Debug, Clone, Copy)]
+enum Budget {
+    /// About this many, but at least the first batch whatever its size.
+    AtLeastOneBatch(usize),
+    /// At most this many.
+    Within(usize),
+}
+
 fn read_bucket(
     target: &FetchTarget,
     request: &PbFetchLogReqForBucket,
-    budget: usize,
+    budget: Budget,
 ) -> Result<PbFetchLogRespForBucket, ApiError> {
     let bucket = target
         .table
@@ -316,14 +355,21 @@ fn read_bucket(
             ),
         ));
     }
-    let max_bytes = usize::try_from(request.max_fetch_bytes)
-        .unwrap_or(0)
-        .clamp(1, budget.max(1));
+    let asked = usize::try_from(request.max_fetch_bytes).unwrap_or(0);
+    let (max_bytes, strict) = match budget {
+        Budget::AtLeastOneBatch(left) => (asked.clamp(1, left.max(1)), false),
+        Budget::Within(left) => (asked.min(left), true),
+    };
     let mut filtered_end_offset = None;
-    let records = if offset == high_watermark {
+    let records = if offset == high_watermark || (strict && max_bytes == 0) {
         Bytes::new()
     } else {
-        let mut data = bucket.log.read(offset, max_bytes).map_err(|e| {
+        let read = if strict {
+            bucket.log.read_within(offset, max_bytes)
+        } else {
+            bucket.log.read(offset, max_bytes)
+        };
+        let mut data = read.map_err(|e| {
             storage_error(
                 &format!("{} {}", target.table.entry.qualified_name(), bucket.name()),
                 e,
@@ -451,6 +497,18 @@ fn bucket_error(request: &PbFetchLogReqForBucket, error: ApiError) -> PbFetchLog
 
 pub async fn list_offsets(service: &Service, body: Bytes) -> Result<ListOffsetsResponse, ApiError> {
     let request: ListOffsetsRequest = protocol::decode(body, "ListOffsets")?;
+    // One answer per listed id: no table has more buckets than this, so no honest request
+    // lists more (a 100 MiB frame of packed ids would ask for billions of answers).
+    let listed_max = service.config.bucket_count_max as usize;
+    if request.bucket_id.len() > listed_max {
+        return Err(ApiError::new(
+            code::RECORD_TOO_LARGE,
+            format!(
+                "ListOffsets lists {} bucket ids, more than bucket_count_max {listed_max} (the most a table has); list each bucket once",
+                request.bucket_id.len()
+            ),
+        ));
+    }
     let table = service.table_runtime(request.table_id)?;
     let now_ms = crate::catalog::now_ms();
     let buckets_resp = request

@@ -1,8 +1,11 @@
 //! A filter pushed down with a FetchLog (Fluss 1.0; fluss-rs's `new_scan().filter(..)`): the
-//! server may leave out whole batches whose statistics prove that no row matches, and the
-//! client filters the rows of the rest itself, so every answer is a superset. A batch without
-//! statistics, a column without them, a function or literal this module cannot judge: the
-//! batch is kept. Rows are never filtered here.
+//! server leaves out whole batches whose statistics prove that no row matches, and keeps every
+//! other batch whole, so every answer is a superset of the matching rows. The clients do not
+//! filter the rows of the batches they get (pyfluss and fluss-rs say a filtered scan "still
+//! returns a superset"), so which batches are left out is what a user sees: the rules are
+//! Fluss's (`org.apache.fluss.predicate`), batch by batch. A batch without statistics, a
+//! column without them, a function or literal this module cannot judge: the batch is kept.
+//! Rows are never filtered here.
 
 use std::cmp::Ordering;
 
@@ -46,7 +49,8 @@ pub enum Function {
     IsNotNull,
     In,
     NotIn,
-    /// STARTS_WITH, CONTAINS, ENDS_WITH: kept (statistics of strings do not settle them).
+    StartsWith,
+    /// CONTAINS, ENDS_WITH: kept (a string's bounds do not settle them).
     Other,
 }
 
@@ -61,6 +65,7 @@ impl Function {
             5 => Function::GreaterOrEqual,
             6 => Function::IsNull,
             7 => Function::IsNotNull,
+            8 => Function::StartsWith,
             11 => Function::In,
             12 => Function::NotIn,
             _ => Function::Other,
@@ -244,9 +249,12 @@ fn leaf_may_match(
     let first = literals.first();
     match function {
         Function::Equal => first.is_none_or(within),
-        Function::In => literals.is_empty() || literals.iter().any(within),
+        // No row is in an empty set, nor equal to a null.
+        Function::In => literals.iter().any(|l| l.is_some() && within(l)),
         Function::NotEqual => first.is_none_or(|l| !is_only_value(l)),
-        Function::NotIn => !literals.iter().any(is_only_value),
+        // `x NOT IN (.., NULL)` holds for no row.
+        Function::NotIn => !literals.iter().any(|l| l.is_none() || is_only_value(l)),
+        Function::StartsWith => first.is_none_or(|l| starts_with_may_match(l, min, max)),
         // min < v, min <= v, max > v, max >= v (the literal's order against the bound).
         Function::LessThan => first.is_none_or(|l| holds(l, min, &[Ordering::Greater])),
         Function::LessOrEqual => {
@@ -258,6 +266,16 @@ fn leaf_may_match(
         }
         Function::IsNull | Function::IsNotNull | Function::Other => true,
     }
+}
+
+/// Whether a string between `min` and `max` may start with `prefix`: each bound starts with it
+/// or lies on the side of it where such strings can be (Fluss's rule). Byte order of UTF-8 is
+/// the code points' order; anything but strings is kept.
+fn starts_with_may_match(prefix: &Option<Scalar>, min: &Scalar, max: &Scalar) -> bool {
+    let (Some(Scalar::Str(prefix)), Scalar::Str(min), Scalar::Str(max)) = (prefix, min, max) else {
+        return true;
+    };
+    (min.starts_with(prefix) || min <= prefix) && (max.starts_with(prefix) || max >= prefix)
 }
 
 #[cfg(test)]
@@ -304,6 +322,7 @@ mod tests {
             (Function::GreaterOrEqual, vec![21], false),
             (Function::In, vec![1, 2, 30], false),
             (Function::In, vec![1, 15], true),
+            (Function::In, vec![], false),
             (Function::NotEqual, vec![15], true),
             (Function::NotIn, vec![10, 20], true),
             (Function::IsNull, vec![], false),
@@ -352,5 +371,50 @@ mod tests {
         assert!(!LogFilter::And(vec![hit.clone(), miss.clone()]).may_match(&batch));
         assert!(LogFilter::Or(vec![miss.clone(), hit]).may_match(&batch));
         assert!(!LogFilter::Or(vec![miss.clone(), miss]).may_match(&batch));
+        // A null in a set matches no row: IN (NULL) prunes, NOT IN (.., NULL) too.
+        let with_null = |function| LogFilter::Leaf {
+            column: 0,
+            function,
+            literals: vec![None, Some(Scalar::Int(99))],
+        };
+        assert!(!with_null(Function::In).may_match(&batch));
+        assert!(!with_null(Function::NotIn).may_match(&batch));
+    }
+
+    /// STARTS_WITH prunes a batch whose string bounds exclude the prefix, as Fluss does.
+    #[test]
+    fn starts_with_prunes_by_the_string_bounds() {
+        let strings = |min: &str, max: &str| BatchStatistics {
+            record_count: 3,
+            columns: vec![(
+                0,
+                ColumnStatistics {
+                    null_count: 0,
+                    min: Some(Scalar::Str(min.as_bytes().to_vec())),
+                    max: Some(Scalar::Str(max.as_bytes().to_vec())),
+                },
+            )],
+        };
+        let starts_with = |prefix: &str| LogFilter::Leaf {
+            column: 0,
+            function: Function::StartsWith,
+            literals: vec![Some(Scalar::Str(prefix.as_bytes().to_vec()))],
+        };
+        let cases = [
+            (("low-1", "low-3"), "high", false),
+            (("high-101", "high-103"), "high", true),
+            (("apple", "zebra"), "m", true),
+            (("apple", "banana"), "m", false),
+            (("n", "zebra"), "m", false),
+            (("ma", "mz"), "m", true),
+            (("a", "z"), "", true),
+        ];
+        for ((min, max), prefix, expected) in cases {
+            assert_eq!(
+                starts_with(prefix).may_match(&strings(min, max)),
+                expected,
+                "starts_with({prefix:?}) over [{min:?}, {max:?}]"
+            );
+        }
     }
 }

@@ -144,6 +144,24 @@ fn kv_tablet<'a>(
 }
 
 /// The catalog entry of the table a request names by its path.
+/// The answer for a bucket of a table the server does not hold (dropped, or an id the client's
+/// metadata still has), as Fluss gives it: UNKNOWN_TABLE_OR_BUCKET for that bucket, in Fluss's
+/// words. A write request gets it bucket by bucket, never as a failed request: fluss-rs then
+/// asks for the table by path and, finding it gone, fails the write with TableNotExist and
+/// forgets the table, where a failed request would be retried as a network error until the
+/// client's delivery deadline.
+fn unknown_table_bucket(table_id: i64, partition_id: Option<i64>, bucket: i32) -> ApiError {
+    let partition = partition_id
+        .map(|id| format!(", partitionId={id}"))
+        .unwrap_or_default();
+    ApiError::new(
+        code::UNKNOWN_TABLE_OR_BUCKET,
+        format!(
+            "Unknown table or bucket: TableBucket{{tableId={table_id}{partition}, bucket={bucket}}}"
+        ),
+    )
+}
+
 fn table_at(
     service: &Service,
     path: &PbTablePath,

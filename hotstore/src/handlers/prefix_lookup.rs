@@ -14,13 +14,19 @@
 //! they encode the lookup's bucket key with the same encoder. Since the bucket key is a
 //! leading run of the primary key's fields, its encoding is a byte prefix of the encoding of
 //! every primary key holding those values, and, each field being self-delimiting, of no other.
-//! Two layouts break that, and are refused rather than answered wrongly: a bucket key that is
-//! not a leading run of the primary key (the clients refuse it too), and a table whose
-//! `table.datalake.format` is `paimon` or `iceberg` at kv format version 1 (the clients then
-//! encode keys in the lake's fixed-width row layout, which has no such prefix property).
+//! At `table.kv.format-version` 1 with `table.datalake.format` `paimon`, the clients encode both
+//! in Paimon's binary row layout instead: a header (8 bytes up to 56 fields), then one 8-byte
+//! slot per field. There the bucket key's encoding is a byte prefix of the primary key's exactly
+//! when the header widths agree and every bucket-key field lives wholly in its slot (fixed-width
+//! types; a string's slot holds an offset that depends on the row's width). Fluss scans the
+//! bytes whatever the layout (`Replica.prefixLookup`); silt answers the layouts where the scan
+//! is right and refuses the others, as it refuses a bucket key that is not a leading run of
+//! the primary key (the clients refuse it too). An `iceberg` key has one field, so its bucket
+//! key is the whole primary key and its encoding the whole key.
 //!
 //! Bounds: the keys of one request are at most `lookup_keys_max`, and the rows it answers at
-//! most `prefix_lookup_rows_max`; past the latter the request is refused with
+//! most `prefix_lookup_rows_max` holding at most `fetch_response_bytes_max` bytes of values;
+//! past either the request is refused with
 //! RECORD_TOO_LARGE, never answered with fewer rows. Bucket-level failures (an unknown bucket, a
 //! storage error) are that bucket's error in the response, as Fluss puts them.
 
@@ -55,6 +61,7 @@ pub(crate) fn prefix_lookup(
     let mut budget = RowBudget {
         rows_left: service.config.prefix_lookup_rows_max,
         rows_max: service.config.prefix_lookup_rows_max,
+        bytes_left: service.config.fetch_response_bytes_max,
     };
     let mut buckets_resp = Vec::with_capacity(request.buckets_req.len());
     for bucket_request in &request.buckets_req {
@@ -84,10 +91,11 @@ pub(crate) fn prefix_lookup(
     Ok(PrefixLookupResponse { buckets_resp })
 }
 
-/// Rows one request may still answer.
+/// Rows, and bytes of their values, one request may still answer.
 struct RowBudget {
     rows_left: usize,
     rows_max: usize,
+    bytes_left: usize,
 }
 
 /// The table has a primary key whose encoding starts with the bucket key's (module docs).
@@ -120,22 +128,52 @@ fn check_prefix_layout(table: &TableRuntime) -> Result<(), ApiError> {
     }
     let properties = descriptor.properties();
     let kv_format_version = properties.get(KV_FORMAT_VERSION).map(String::as_str);
-    let lake_format = properties
+    let paimon_layout = properties
         .get(DATALAKE_FORMAT)
-        .map(|format| format.to_ascii_lowercase());
-    let lake_key_layout = matches!(lake_format.as_deref(), Some("paimon" | "iceberg"));
-    if lake_key_layout && kv_format_version.is_none_or(|version| version.trim() == "1") {
+        .is_some_and(|format| format.eq_ignore_ascii_case("paimon"));
+    if !paimon_layout || kv_format_version.is_some_and(|version| version.trim() != "1") {
+        return Ok(());
+    }
+    let columns = descriptor.schema().columns();
+    let field_outside_slot = bucket_keys.iter().find(|key| {
+        columns
+            .iter()
+            .find(|c| c.name() == **key)
+            .is_none_or(|c| !fits_paimon_slot(c.data_type()))
+    });
+    if primary_key.len() > PAIMON_HEADER_FIELDS_MAX || field_outside_slot.is_some() {
+        let why = match field_outside_slot {
+            Some(field) => format!("its bucket key field {field} is not fixed-width"),
+            None => format!("its primary key has more than {PAIMON_HEADER_FIELDS_MAX} fields"),
+        };
         return Err(ApiError::new(
             code::INVALID_TABLE,
             format!(
-                "prefix lookup on {name}: its keys are encoded in the {} row layout ({DATALAKE_FORMAT}, \
-                 {KV_FORMAT_VERSION} 1), where a bucket key is not a byte prefix of the primary \
-                 key; create the table with '{KV_FORMAT_VERSION}' = '2' for prefix lookups",
-                lake_format.as_deref().unwrap_or_default()
+                "prefix lookup on {name}: its keys are encoded in Paimon's row layout \
+                 ({DATALAKE_FORMAT} paimon, {KV_FORMAT_VERSION} 1) and {why}, so a bucket key is \
+                 not a byte prefix of its primary keys; create the table with \
+                 '{KV_FORMAT_VERSION}' = '2' for prefix lookups"
             ),
         ));
     }
     Ok(())
+}
+
+/// Fields of a Paimon binary row whose 8-byte header holds their null bits (and the row kind).
+const PAIMON_HEADER_FIELDS_MAX: usize = 56;
+
+/// Whether Paimon's binary row keeps a value of `data_type` wholly in its 8-byte slot: fixed
+/// widths, compact decimals (precision up to 18) and millisecond timestamps.
+fn fits_paimon_slot(data_type: &fluss::metadata::DataType) -> bool {
+    use fluss::metadata::DataType as T;
+    match data_type {
+        T::Boolean(_) | T::TinyInt(_) | T::SmallInt(_) | T::Int(_) | T::BigInt(_) => true,
+        T::Float(_) | T::Double(_) | T::Date(_) | T::Time(_) => true,
+        T::Decimal(d) => d.precision() <= 18,
+        T::Timestamp(t) => t.precision() <= 3,
+        T::TimestampLTz(t) => t.precision() <= 3,
+        _ => false,
+    }
 }
 
 /// Each key's matching values in key order, one list per key, charged to `budget`.
@@ -173,6 +211,16 @@ fn bucket_values(
                 ));
             }
             budget.rows_left -= 1;
+            budget.bytes_left = budget.bytes_left.checked_sub(value.len()).ok_or_else(|| {
+                ApiError::new(
+                    code::RECORD_TOO_LARGE,
+                    format!(
+                        "prefix lookup on {} answers more than fetch_response_bytes_max bytes: \
+                         look up fewer keys per request, or read the table with a scan",
+                        table.entry.qualified_name()
+                    ),
+                )
+            })?;
             values.push(value.to_vec());
         }
         value_lists.push(PbValueList { values });

@@ -128,6 +128,7 @@ pub mod code {
     pub const PARTITION_SPEC_INVALID: i32 = 43;
     pub const PARTITION_MAX_NUM: i32 = 45;
     pub const AUTHENTICATE_EXCEPTION: i32 = 46;
+    pub const BUCKET_MAX_NUM: i32 = 49;
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
     pub const INVALID_ALTER_TABLE: i32 = 56;
     pub const DELETION_DISABLED: i32 = 57;

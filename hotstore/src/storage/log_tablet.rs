@@ -700,6 +700,12 @@ impl LogTablet {
         self.read_bounded(fetch_offset, max_bytes, i64::MAX)
     }
 
+    /// Like [`read`](Self::read), but within `max_bytes` strictly: empty when the first batch
+    /// alone is larger (for a fetch whose answer already holds data).
+    pub fn read_within(&self, fetch_offset: i64, max_bytes: usize) -> Result<Bytes> {
+        self.read_range(fetch_offset, max_bytes, i64::MAX, false)
+    }
+
     /// Like [`read`](Self::read), and additionally returns no batch reaching
     /// `upper_bound_offset` or beyond (for reads pinned to an earlier high watermark).
     pub fn read_bounded(
@@ -707,6 +713,19 @@ impl LogTablet {
         fetch_offset: i64,
         max_bytes: usize,
         upper_bound_offset: i64,
+    ) -> Result<Bytes> {
+        self.read_range(fetch_offset, max_bytes, upper_bound_offset, true)
+    }
+
+    /// Whole batches from the one holding `fetch_offset`, below `upper_bound_offset` and the high
+    /// watermark, within `max_bytes`; with `first_may_exceed` the first batch is returned
+    /// whatever its size, so a reader always progresses.
+    fn read_range(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        upper_bound_offset: i64,
+        first_may_exceed: bool,
     ) -> Result<Bytes> {
         let high_watermark = self.high_watermark();
         let bound = high_watermark.min(upper_bound_offset);
@@ -741,6 +760,7 @@ impl LogTablet {
             }
             let size = h.size_bytes() as u64;
             match &mut range {
+                None if !first_may_exceed && size > max_bytes as u64 => return false,
                 None => range = Some((position, position + size)),
                 Some((first, end)) => {
                     if end.saturating_sub(*first) + size > max_bytes as u64 {

@@ -235,7 +235,16 @@ fn stage(
             (Some(row), None) if keeps_old_row(rules.engine, codec, old_row, row)? => continue,
             (Some(row), None) => Some(codec.stored(row)),
             (Some(row), Some(targets)) => {
-                Some(codec.stored(&codec.merge(old_row, row, targets, false)?))
+                // A new key gets the next value of the table's auto-increment column.
+                let assigned = match (&table.auto_increment, old_row) {
+                    (Some(column), None) => Some((
+                        column.column,
+                        column.next(&table.entry.qualified_name())?,
+                        column.is_int,
+                    )),
+                    _ => None,
+                };
+                Some(codec.stored(&codec.merge_assigning(old_row, row, targets, assigned)?))
             }
             (None, None) => None,
             (None, Some(targets)) => match old_row {

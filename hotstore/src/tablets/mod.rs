@@ -8,6 +8,7 @@
 //! (for a PK table) the read-modify-write of the kv tablet happen under it, so the changelog
 //! order is the kv apply order.
 
+pub(crate) mod auto_increment;
 pub(crate) mod changelog;
 pub(crate) mod recovery;
 pub(crate) mod rows;
@@ -112,6 +113,9 @@ pub struct TableRuntime {
     /// A partitioned table's partitions by id (shared with the runtime of the table's next
     /// schema, [`Tablets::evolve`]).
     partitions: Arc<RwLock<BTreeMap<i64, Arc<PartitionRuntime>>>>,
+    /// The values of the table's auto-increment column, if it has one (shared like
+    /// `partitions`).
+    pub(crate) auto_increment: Option<Arc<auto_increment::AutoIncrement>>,
 }
 
 /// One partition of a partitioned table: the table's bucket count of buckets.
@@ -314,12 +318,15 @@ impl Tablets {
         } else {
             self.open_buckets(&entry, None)?
         };
+        let auto_increment =
+            auto_increment::AutoIncrement::open(&entry, &self.table_dir(entry.id))?.map(Arc::new);
         let runtime = Arc::new(TableRuntime {
             entry: entry.clone(),
             arrow_schema,
             earlier_arrow_schemas,
             buckets,
             partitions: Arc::new(RwLock::new(BTreeMap::new())),
+            auto_increment,
         });
         recover_buckets(&runtime, &runtime.buckets)?;
         for partition in partitions {
@@ -434,6 +441,7 @@ impl Tablets {
             earlier_arrow_schemas,
             buckets: old.buckets.clone(),
             partitions: old.partitions.clone(),
+            auto_increment: old.auto_increment.clone(),
         });
         tables.insert(entry.id, runtime);
         Ok(())

@@ -216,12 +216,35 @@ impl RowCodec {
 
     /// Merges the target columns of `new` into `old` (both rows without schema id); with no
     /// old row the other columns are null.
+    /// [`RowCodec::merge`] of an upsert, with `assigned` `(column, value, is_int)` giving an
+    /// auto-increment column of a new key its value.
+    pub(crate) fn merge_assigning(
+        &self,
+        old: Option<&[u8]>,
+        new: &[u8],
+        targets: &[usize],
+        assigned: Option<(usize, i64, bool)>,
+    ) -> Result<Vec<u8>, ApiError> {
+        self.merge_with(old, new, targets, false, assigned)
+    }
+
     pub(crate) fn merge(
         &self,
         old: Option<&[u8]>,
         new: &[u8],
         targets: &[usize],
         delete: bool,
+    ) -> Result<Vec<u8>, ApiError> {
+        self.merge_with(old, new, targets, delete, None)
+    }
+
+    fn merge_with(
+        &self,
+        old: Option<&[u8]>,
+        new: &[u8],
+        targets: &[usize],
+        delete: bool,
+        assigned: Option<(usize, i64, bool)>,
     ) -> Result<Vec<u8>, ApiError> {
         let internal = |e: fluss::error::Error| {
             ApiError::new(code::INVALID_TARGET_COLUMN, format!("partial update: {e}"))
@@ -237,6 +260,13 @@ impl RowCodec {
                     Datum::Null
                 } else {
                     self.getters[pos].get_field(&new_row).map_err(internal)?
+                }
+            } else if let Some((_, value, is_int)) = assigned.filter(|(column, ..)| *column == pos)
+            {
+                if is_int {
+                    Datum::Int32(value as i32)
+                } else {
+                    Datum::Int64(value)
                 }
             } else {
                 match &old_row {

@@ -99,6 +99,10 @@ pub struct PersistedJob {
     pub submitted_at_ms: i64,
     pub desired: Desired,
     pub definition: JobDefinition,
+    /// The table id each source table (`db.table`) had at submit: a resumed job reads those
+    /// tables only (its checkpoints hold their offsets). Absent in files of older silts.
+    #[serde(default)]
+    pub source_table_ids: std::collections::BTreeMap<String, i64>,
 }
 
 struct Entry {
@@ -213,7 +217,20 @@ impl JobService {
         definition: &JobDefinition,
         paths: &dyn PathNames,
     ) -> Result<CompiledJob, JobError> {
-        let mut catalog = Catalog::new(&self.config.bootstrap, self.config.credentials.clone());
+        self.validate_pinned(definition, paths, Default::default())
+            .await
+    }
+
+    /// [`JobService::validate`], with each source table required to have the id `pinned`
+    /// names for it (a resumed job's).
+    async fn validate_pinned(
+        &self,
+        definition: &JobDefinition,
+        paths: &dyn PathNames,
+        pinned: std::collections::BTreeMap<String, i64>,
+    ) -> Result<CompiledJob, JobError> {
+        let mut catalog =
+            Catalog::new(&self.config.bootstrap, self.config.credentials.clone()).pinned(pinned);
         let compiled = compile(definition, &self.config, &mut catalog, paths)
             .await
             .map_err(JobError::Invalid)?;
@@ -254,6 +271,7 @@ impl JobService {
             submitted_at_ms: now_ms(),
             desired: Desired::Running,
             definition,
+            source_table_ids: compiled.source_table_ids.clone(),
         };
         self.persist(&persisted)?;
         let entry = match self.start(persisted, compiled) {
@@ -336,7 +354,11 @@ impl JobService {
             let id = persisted.id.clone();
             let entry = if persisted.desired == Desired::Running {
                 match self
-                    .validate(&persisted.definition, &super::definition::JsonPaths)
+                    .validate_pinned(
+                        &persisted.definition,
+                        &super::definition::JsonPaths,
+                        persisted.source_table_ids.clone(),
+                    )
                     .await
                     .map_err(|e| anyhow!("{e}"))
                     .and_then(|c| self.start(persisted.clone(), c))

@@ -45,6 +45,7 @@ pub async fn create_tables(connection: &FlussConnection) -> Result<()> {
 /// `customer_id`, `amount`, `status`), to write [`order`] rows into.
 pub fn orders(name: &str) -> Table {
     Table::log(DATABASE, name)
+        .buckets(3)
         .column("order_id", DataTypes::bigint())
         .column("customer_id", DataTypes::bigint())
         .column("amount", DataTypes::double())

@@ -2,6 +2,7 @@
 //! how error paths are named (JSON or a YAML pipeline's own paths).
 
 use super::*;
+use std::collections::BTreeMap;
 
 /// One table as the catalog describes it.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct Catalog {
     bootstrap: String,
     credentials: Option<silt_connectors::fluss::FlussCredentials>,
     known: Option<Vec<String>>,
+    /// Tables (`db.table`) that must still be the table id a job was submitted for.
+    pinned: BTreeMap<String, i64>,
 }
 
 impl Catalog {
@@ -37,7 +40,16 @@ impl Catalog {
             bootstrap: bootstrap.to_string(),
             credentials,
             known: None,
+            pinned: BTreeMap::new(),
         }
+    }
+
+    /// Lookups of the tables in `pinned` (`db.table` → id) fail unless the table still has
+    /// that id: a job resumed after its table was dropped and created again under the same name
+    /// holds the old table's offsets, which mean nothing in the new one.
+    pub fn pinned(mut self, pinned: BTreeMap<String, i64>) -> Self {
+        self.pinned = pinned;
+        self
     }
 
     async fn connection(&mut self) -> Result<&fluss::client::FlussConnection, String> {
@@ -79,6 +91,7 @@ impl Catalog {
             ));
         };
         let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
+        let pinned = self.pinned.get(qualified).copied();
         let connection = self.connection().await?;
         let admin = connection.get_admin().map_err(|e| e.to_string())?;
         let info = match admin.get_table_info(&path).await {
@@ -101,6 +114,14 @@ impl Catalog {
                 ));
             }
         };
+        if let Some(submitted) = pinned
+            && submitted != info.get_table_id()
+        {
+            return Err(format!(
+                "{qualified} is now table id {}, but this job was submitted for table id {submitted}: the table was dropped and created again, and the job's checkpoints hold the old table's offsets; submit the job again to read the new table",
+                info.get_table_id()
+            ));
+        }
         let schema = silt_connectors::fluss::table_arrow_schema(connection, database, table)
             .await
             .map_err(|e| e.to_string())?;

@@ -207,7 +207,7 @@ pub(super) async fn resolve(
     match op.kind.as_str() {
         "fluss-source" => resolve_fluss_source(op, ctx, catalog, base).await,
         "filter" | "project" | "sql" => resolve_transform(op, input, base).await,
-        "delta-sink" => resolve_delta_sink(def, op, input, source, ctx, base),
+        "delta-sink" => resolve_delta_sink(def, op, input, source, ctx, base).await,
         "fluss-sink" => resolve_fluss_sink(op, input, ctx, catalog, base).await,
         "print-sink" => resolve_print_sink(op, base),
         other => Err(at(&base.at(""), format!("unknown operator type {other}"))),
@@ -300,6 +300,7 @@ async fn resolve_fluss_source(
     };
     let mut config =
         FlussSourceConfig::new(&ctx.bootstrap, facts.database.clone(), facts.table.clone());
+    config.table_id = Some(facts.table_id);
     config.start = start;
     config.credentials = ctx.credentials.clone();
     let schema = with_system_columns(&facts.schema);
@@ -348,7 +349,7 @@ async fn resolve_transform(
 }
 
 /// A `delta-sink`: the table kind its input's source gives it, its keys and where it writes.
-fn resolve_delta_sink(
+async fn resolve_delta_sink(
     def: &JobDefinition,
     op: &OperatorDef,
     input: Option<SchemaRef>,
@@ -393,7 +394,12 @@ fn resolve_delta_sink(
     let user = user_schema(&schema);
     let kind = delta_sink_kind(&c, &source, &user, base)?;
     let (uri, storage_options) = delta_sink_location(&c, def, op, ctx, base)?;
-    let mut config = DeltaSinkConfig::new(uri, format!("{}.{}", def.name, op.name), kind, user);
+    // The sink's lake belongs to this job's sink fed by this table id (its txn app ids are
+    // the owner's): the same job submitted again after its source table was dropped and
+    // created again must not take the old table's offsets for its own.
+    let owner = format!("{}.{}@{}", def.name, op.name, source.table_id);
+    check_sink_owner(&uri, &storage_options, &owner, &source, &base.at("")).await?;
+    let mut config = DeltaSinkConfig::new(uri, owner, kind, user);
     config.storage_options = storage_options;
     if let Some(bytes) = c.target_file_bytes {
         config.target_file_bytes = bytes;
@@ -401,7 +407,7 @@ fn resolve_delta_sink(
     config.key_index_dir = Some(
         ctx.data_dir
             .join("key-index")
-            .join("_jobs")
+            .join(crate::paths::JOBS_DIR)
             .join(&def.name)
             .join(&op.name),
     );
@@ -409,6 +415,32 @@ fn resolve_delta_sink(
         .validate()
         .map_err(|e| at(&base.at(""), e.to_string()))?;
     Ok((Resolved::Delta(Box::new(config)), None))
+}
+
+/// Refuses a sink location holding a lake of another owner: another job's or sink's, or this
+/// sink's from a source table that was dropped since (its txn offsets are that table's).
+async fn check_sink_owner(
+    uri: &str,
+    storage_options: &std::collections::HashMap<String, String>,
+    owner: &str,
+    source: &TableFacts,
+    field: &str,
+) -> Result<(), ValidationError> {
+    let buckets = source.buckets;
+    match silt_connectors::delta::lake_owner(uri, storage_options, owner, buckets).await {
+        Ok(silt_connectors::delta::LakeOwner::Foreign { owner: other }) => Err(at(
+            field,
+            format!(
+                "the Delta table at {uri} was written by {} and this sink is {owner} (a job's sink, fed by table id {} of {}.{}); write to another path, or delete {uri} first",
+                other.as_deref().unwrap_or("another writer"),
+                source.table_id,
+                source.database,
+                source.table
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(at(field, format!("reading who owns {uri}: {e}"))),
+    }
 }
 
 /// A delta-sink's table kind: a log for `append`; for `upsert`, a primary-key table over the
@@ -601,6 +633,17 @@ pub(super) fn build(
     schemas: Vec<Option<SchemaRef>>,
     mut resolved: Vec<Option<Resolved>>,
 ) -> CompiledJob {
+    let source_table_ids = resolved
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            Resolved::Source { facts, .. } => Some((
+                format!("{}.{}", facts.database, facts.table),
+                facts.table_id,
+            )),
+            _ => None,
+        })
+        .collect();
     let mut graph = JobGraph::new();
     let mut vertex: Vec<Option<VertexId>> = vec![None; def.operators.len()];
     let mut summary = Vec::new();
@@ -660,6 +703,7 @@ pub(super) fn build(
         graph,
         checkpoint_interval,
         summary,
+        source_table_ids,
     }
 }
 

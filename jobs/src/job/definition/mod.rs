@@ -164,8 +164,8 @@ pub enum SinkModeDef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeltaSinkDef {
-    /// Below `<lake.root>/_jobs/` (a local path or an object store URL, as `lake.root` is);
-    /// absent: `<data_dir>/lake/_jobs/<job>/<sink>`. Anything else is refused.
+    /// Below `<lake.root>/__jobs/` (a local path or an object store URL, as `lake.root` is);
+    /// absent: `<data_dir>/lake/__jobs/<job>/<sink>`. Anything else is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     pub mode: SinkModeDef,

@@ -30,6 +30,7 @@ public final class Main {
                     Map.entry("limit-scan", new LimitScan()),
                     Map.entry("kv-snapshots", new KvSnapshotsScenario()),
                     Map.entry("prefix-lookup-alter-table", new PrefixLookupAndAlterTable()),
+                    Map.entry("indexed-log", new IndexedLog()),
                     Map.entry("partitioned-lake", new PartitionedLake()),
                     Map.entry("data-types", new DataTypesScenario()));
 
