@@ -321,6 +321,69 @@ impl Catalog {
             .ok_or_else(|| unknown_database(&state, name))
     }
 
+    /// AlterDatabase (Fluss 1.0): `changes` set or reset custom properties of the database, and
+    /// `comment` replaces its comment. `None` when it did not exist and `ignore_if_not_exists`,
+    /// or nothing changed (nothing is written then).
+    pub fn alter_database(
+        &self,
+        name: &str,
+        changes: &[PropertyChange],
+        comment: Option<&str>,
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<DatabaseEntry>, ApiError> {
+        let mut state = self.lock();
+        let Some(old) = state.databases.get(name).cloned() else {
+            if ignore_if_not_exists {
+                return Ok(None);
+            }
+            return Err(unknown_database(&state, name));
+        };
+        let corrupt = |e: serde_json::Error| {
+            ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("stored json of database {name} does not parse: {e}"),
+            )
+        };
+        let mut value: Value = serde_json::from_slice(&old.json).map_err(corrupt)?;
+        let Some(object) = value.as_object_mut() else {
+            return Err(ApiError::new(
+                code::UNKNOWN_SERVER_ERROR,
+                format!("stored json of database {name} is not an object"),
+            ));
+        };
+        let mut changed = false;
+        if let Some(comment) = comment {
+            changed |= object.insert("comment".into(), json!(comment)) != Some(json!(comment));
+        }
+        let properties = object
+            .entry("custom_properties")
+            .or_insert_with(|| json!({}));
+        if let Some(properties) = properties.as_object_mut() {
+            for change in changes {
+                changed |= match change {
+                    PropertyChange::Set { key, value } => {
+                        properties.insert(key.clone(), json!(value)) != Some(json!(value))
+                    }
+                    PropertyChange::Reset { key } => properties.remove(key).is_some(),
+                };
+            }
+        }
+        if !changed {
+            return Ok(None);
+        }
+        let entry = DatabaseEntry {
+            json: serde_json::to_vec(&value).map_err(corrupt)?,
+            modified_ms: now_ms(),
+            ..old.clone()
+        };
+        state.databases.insert(name.to_string(), entry.clone());
+        let key = name.to_string();
+        self.persist_or_rollback(&mut state, move |state| {
+            state.databases.insert(key, old);
+        })?;
+        Ok(Some(entry))
+    }
+
     pub fn database_exists(&self, name: &str) -> bool {
         self.lock().databases.contains_key(name)
     }

@@ -1132,3 +1132,181 @@ async fn the_buckets_a_server_holds_are_bounded() {
         .unwrap();
     server.shutdown().await.unwrap();
 }
+
+/// `fluss.<name>`: `id INT PRIMARY KEY, v STRING` in one bucket, with `rows` keys upserted
+/// (values of about 100 bytes); answers the table id.
+async fn keyed_table(connection: &FlussConnection, name: &str, rows: i32) -> i64 {
+    let schema = Schema::builder()
+        .column("id", DataTypes::int())
+        .column("v", DataTypes::string())
+        .primary_key(vec!["id"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(1), vec![])
+        .build()
+        .unwrap();
+    let (path, table_id) = crate::test_server::create_table(connection, name, &descriptor).await;
+    let table = connection.get_table(&path).await.unwrap();
+    let writer = table.new_upsert().unwrap().create_writer().unwrap();
+    for id in 0..rows {
+        let mut row = fluss::row::GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, format!("value {id} {}", "x".repeat(90)));
+        writer.upsert(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
+    table_id
+}
+
+/// Records in a value record batch.
+fn value_records(records: &Option<Bytes>) -> i32 {
+    let records = records.as_ref().expect("records");
+    i32::from_le_bytes(records[5..9].try_into().unwrap())
+}
+
+/// ScanKv (Fluss 1.0) answers a primary-key bucket's current values in batches of the asked
+/// size from one point in time (a write after the first batch is not seen), follows Fluss's
+/// rules for its requests (sequence ids, one scanner per continuation, close, unknown ids,
+/// limits) and puts its errors in the response body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_kv_reads_one_point_in_time_in_batches() {
+    let (_dir, server, connection) = start_connected().await;
+    let table_id = keyed_table(&connection, "scanned", 1_000).await;
+    let mut raw = Raw::open(&server).await;
+    let scan = |request: ScanKvRequest| request.encode_to_vec();
+    let open = |seq: i32, limit: Option<i64>| ScanKvRequest {
+        scanner_id: None,
+        bucket_scan_req: Some(PbScanReqForBucket {
+            table_id,
+            partition_id: None,
+            bucket_id: 0,
+            limit,
+        }),
+        call_seq_id: Some(seq),
+        batch_size_bytes: Some(8 << 10),
+        close_scanner: None,
+    };
+    let next = |id: &Bytes, seq: i32| ScanKvRequest {
+        scanner_id: Some(id.clone()),
+        bucket_scan_req: None,
+        call_seq_id: Some(seq),
+        batch_size_bytes: Some(8 << 10),
+        close_scanner: None,
+    };
+    let first: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(open(0, None))).await);
+    assert_eq!(first.error_code, None, "{:?}", first.error_message);
+    assert_eq!(
+        first.log_offset,
+        Some(1_000),
+        "the changelog offset the view reflects"
+    );
+    let id = first
+        .scanner_id
+        .clone()
+        .expect("more than one batch: a scanner");
+    let mut rows = value_records(&first.records);
+    assert!(rows > 10 && rows < 1_000, "about 8 KiB of rows: {rows}");
+    // A write after the first batch: the scan keeps its point in time.
+    let table = connection
+        .get_table(&TablePath::new("fluss", "scanned"))
+        .await
+        .unwrap();
+    let writer = table.new_upsert().unwrap().create_writer().unwrap();
+    for id in 1_000..1_100 {
+        let mut row = fluss::row::GenericRow::new(2);
+        row.set_field(0, id);
+        row.set_field(1, "later");
+        writer.upsert(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
+    let out_of_order: ScanKvResponse =
+        success(raw.call(api::SCAN_KV, 0, &scan(next(&id, 5))).await);
+    assert_eq!(out_of_order.error_code, Some(code::INVALID_SCAN_REQUEST));
+    let mut seq = 1;
+    loop {
+        let batch: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(next(&id, seq))).await);
+        assert_eq!(batch.error_code, None, "{:?}", batch.error_message);
+        assert_eq!(
+            batch.log_offset, None,
+            "the offset comes with the first answer only"
+        );
+        rows += value_records(&batch.records);
+        seq += 1;
+        if batch.has_more_results != Some(true) {
+            break;
+        }
+    }
+    assert_eq!(
+        rows, 1_000,
+        "every key of the point in time once, none written after"
+    );
+    let gone: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(next(&id, seq))).await);
+    assert_eq!(
+        gone.error_code,
+        Some(code::UNKNOWN_SCANNER_ID),
+        "an ended scanner is gone"
+    );
+
+    // A limit, a close, and the malformed requests Fluss refuses.
+    let limited: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(open(0, Some(7)))).await);
+    assert_eq!(
+        (value_records(&limited.records), limited.has_more_results),
+        (7, Some(false))
+    );
+    let opened: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(open(0, None))).await);
+    let id = opened.scanner_id.unwrap();
+    let close = ScanKvRequest {
+        close_scanner: Some(true),
+        batch_size_bytes: None,
+        call_seq_id: None,
+        ..next(&id, 0)
+    };
+    let closed: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(close)).await);
+    assert_eq!(
+        (closed.error_code, closed.has_more_results),
+        (None, Some(false))
+    );
+    for (what, request, expected) in [
+        (
+            "seq of an opening request",
+            open(3, None),
+            code::INVALID_SCAN_REQUEST,
+        ),
+        (
+            "both ids",
+            ScanKvRequest {
+                scanner_id: Some(id.clone()),
+                ..open(0, None)
+            },
+            code::INVALID_SCAN_REQUEST,
+        ),
+        (
+            "no batch size",
+            ScanKvRequest {
+                batch_size_bytes: None,
+                ..open(0, None)
+            },
+            code::INVALID_SCAN_REQUEST,
+        ),
+        ("a closed scanner", next(&id, 1), code::UNKNOWN_SCANNER_ID),
+    ] {
+        let answer: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(request)).await);
+        assert_eq!(
+            answer.error_code,
+            Some(expected),
+            "{what}: {:?}",
+            answer.error_message
+        );
+    }
+    // More than eight scanners on one bucket: the ninth is refused.
+    for _ in 0..crate::kv_scanners::PER_BUCKET_MAX {
+        let ok: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(open(0, None))).await);
+        assert!(ok.scanner_id.is_some());
+    }
+    let refused: ScanKvResponse = success(raw.call(api::SCAN_KV, 0, &scan(open(0, None))).await);
+    assert_eq!(refused.error_code, Some(code::TOO_MANY_SCANNERS));
+    server.shutdown().await.unwrap();
+}

@@ -35,6 +35,7 @@ mod handlers;
 mod hostile_tests;
 #[cfg(test)]
 mod idempotence_tests;
+mod kv_scanners;
 mod lake_registry;
 #[cfg(test)]
 mod partition_lifecycle_tests;

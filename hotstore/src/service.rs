@@ -36,6 +36,8 @@ pub struct Service {
     /// change, so a drop never runs between a create's two steps (and leaves tablets open for
     /// a partition the catalog no longer has).
     pub(crate) partition_ddl: tokio::sync::Mutex<()>,
+    /// The open ScanKv sessions.
+    pub(crate) kv_scanners: crate::kv_scanners::KvScanners,
 }
 
 impl Service {
@@ -80,6 +82,7 @@ impl Service {
             auto_partitioning: std::sync::Mutex::new(Vec::new()),
             auto_partition_held_warned: std::sync::Mutex::new(Default::default()),
             partition_ddl: tokio::sync::Mutex::new(()),
+            kv_scanners: Default::default(),
         })
     }
 
@@ -103,6 +106,7 @@ impl Service {
 
     /// Drops a dropped table's tablets and lake snapshot.
     pub(crate) async fn drop_table_data(&self, entry: &TableEntry) {
+        self.kv_scanners.close_table(entry.id);
         self.tablets.drop_table(entry).await;
         self.lake.remove(entry.id);
     }

@@ -121,7 +121,7 @@ async fn databases_and_tables_round_trip() -> Result<()> {
     let users_info = admin.get_table_info(&users).await?;
     assert!(users_info.has_primary_key());
     // conf/silt.yaml's hotstore.buckets_default, which ServerConfig::default() holds.
-    assert_eq!(users_info.get_num_buckets(), 3, "default bucket count");
+    assert_eq!(users_info.get_num_buckets(), 1, "default bucket count");
     assert_eq!(
         users_info.get_bucket_keys(),
         ["id"],

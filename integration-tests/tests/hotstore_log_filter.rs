@@ -171,9 +171,19 @@ async fn a_pushed_down_filter_prunes_whole_batches_by_their_statistics() -> Resu
             only(&[4]),
         ),
         (
-            "name STARTS WITH (not judged by statistics: every batch kept)",
+            "name STARTS WITH batch-0004 (Fluss's rule on the string bounds)",
             Some(col("name").starts_with("batch-0004")),
+            only(&[4]),
+        ),
+        (
+            "name ENDS WITH (not judged by the bounds: every batch kept)",
+            Some(col("name").ends_with("row-010")),
             all.clone(),
+        ),
+        (
+            "id IN () (no row is in an empty set)",
+            Some(col("id").is_in(Vec::<i64>::new())),
+            only(&[]),
         ),
         (
             "price >= 6000.00 (a non-compact decimal)",

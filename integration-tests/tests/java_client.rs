@@ -7,7 +7,8 @@
 //! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer) and
 //! `prefix-lookup-alter-table` (`lookupBy(bucket key)`, `Admin.alterTable`) and `indexed-log`
 //! (a table in the INDEXED log format, whose IndexedRow batches the server stores and serves as
-//! written). Each
+//! written) and `fluss-1-keys` (the RPCs Fluss 1.0 added that the 1.0 client sends:
+//! AlterDatabase, GetClusterHealth and ScanKv, which must have run with fluss-client 1.0.0). Each
 //! client version that cannot run here (no java, javac or mvn, or the jars cannot be fetched)
 //! is reported as `SKIPPED: java_client: ...`.
 //!
@@ -22,13 +23,14 @@ use silt_testkit::real_fluss::{RealFluss, Started};
 use silt_testkit::skip;
 
 /// What each run executes, in one JVM per client version.
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "sanity",
     "three-batches",
     "limit-scan",
     "kv-snapshots",
     "prefix-lookup-alter-table",
     "indexed-log",
+    "fluss-1-keys",
 ];
 
 /// Lines of a failed run's stderr (stack traces, the client's warnings) kept in the message.
@@ -87,6 +89,16 @@ async fn run_every_version(test: &str, bootstrap: String) -> Result<()> {
             run.stdout,
             run.stderr
         );
+        // The Fluss 1.0 RPCs exist only in the 1.0 client: there they must have run.
+        let fluss_one_keys_ran = run
+            .line_of("fluss-1-keys")
+            .is_some_and(|line| line.contains("ScanKv read"));
+        if version.starts_with("1.") && !fluss_one_keys_ran {
+            failures.push(format!(
+                "fluss-client {version} did not run fluss-1-keys:\n{}",
+                run.stdout
+            ));
+        }
         if !run.all_ok(&SCENARIOS) {
             let stderr: Vec<&str> = run.stderr.lines().collect();
             let tail = &stderr[stderr.len().saturating_sub(STDERR_LINES_MAX)..];

@@ -314,7 +314,7 @@ async fn a_job_never_takes_a_table_created_again_for_the_one_it_was_submitted_fo
         .expect_err("the sink's lake holds the dropped table's offsets");
     let message = format!("{refused:#}");
     assert!(
-        message.contains(&format!("big-orders-to-delta.sink@{old_id}"))
+        message.contains(&format!("big-orders-to-delta.sink.table-{old_id}"))
             && message.contains("write to another path, or delete"),
         "{message}"
     );

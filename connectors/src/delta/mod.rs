@@ -313,8 +313,9 @@ impl DeltaSinkConfig {
     /// The columns that tell a primary-key lake's rows apart (`None` for a log table): the
     /// key columns, and for a partitioned table `__partition_id` too. A partition dropped and
     /// created again under its name is another partition with the same keys (its partition
-    /// columns are its name): the lake keeps the dropped one's last images, and the new one's
-    /// changes must neither replace them nor be reduced together with them.
+    /// columns are its name): its changes are never reduced together with the dropped one's,
+    /// and before its first commit the dropped one's last images leave the lake
+    /// (`retire_recreated_partitions`), so the lake holds one row per key.
     pub(crate) fn lake_key_columns(&self) -> Option<Vec<String>> {
         let TableKind::PrimaryKey { key_columns } = &self.kind else {
             return None;

@@ -1,7 +1,7 @@
 //! The one codec of Fluss log record batches, shared by storage and the request handlers:
 //! [`header`] (parse, validate, split, CRC, stamp the server's fields), [`arrow`] (the Arrow
 //! IPC part: encode, check against a schema, decode, project), [`indexed`] (the framing of the
-//! INDEXED format's records) and [`build`] (batches the server writes; test builders of client
+//! INDEXED format's records), [`value_batch`] (the value record batch of kv scans) and [`build`] (batches the server writes; test builders of client
 //! batches). It depends on nothing else in the crate.
 
 pub mod arrow;
@@ -9,6 +9,7 @@ pub mod build;
 pub mod header;
 pub mod indexed;
 pub mod statistics;
+pub mod value_batch;
 
 pub use header::{Batch, BatchHeader, BatchSpan, NO_WRITER_ID};
 

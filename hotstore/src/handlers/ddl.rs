@@ -64,6 +64,47 @@ pub(crate) fn database_exists(service: &Service, body: Bytes) -> Result<ExistsRe
     })
 }
 
+/// AlterDatabase (Fluss 1.0): SET a custom property, DELETE (reset) one, and a new comment;
+/// APPEND and SUBTRACT are refused, as Fluss refuses them.
+pub(crate) fn alter_database(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
+    let request: AlterDatabaseRequest = protocol::decode(body, "AlterDatabase")?;
+    let name = &request.database_name;
+    let changes = request
+        .config_changes
+        .iter()
+        .map(|change| property_change(&format!("database {name}"), change))
+        .collect::<Result<Vec<_>, _>>()?;
+    service.catalog.alter_database(
+        name,
+        &changes,
+        request.comment.as_deref(),
+        request.ignore_if_not_exists,
+    )?;
+    Ok(Empty {})
+}
+
+/// GetClusterHealth (Fluss 1.0): one server leads every bucket with its only replica, so every
+/// count is the number of buckets it holds, and the cluster is GREEN.
+pub(crate) fn get_cluster_health(service: &Service) -> GetClusterHealthResponse {
+    let buckets: usize = service
+        .catalog
+        .tables()
+        .iter()
+        .filter_map(|table| service.tablets.get(table.id))
+        .map(|runtime| runtime.all_buckets().len())
+        .sum();
+    let buckets = i32::try_from(buckets).unwrap_or(i32::MAX);
+    GetClusterHealthResponse {
+        num_replicas: buckets,
+        in_sync_replicas: buckets,
+        num_leader_replicas: buckets,
+        active_leader_replicas: buckets,
+        status: CLUSTER_GREEN,
+    }
+}
+
+const CLUSTER_GREEN: i32 = 0;
+
 pub(crate) fn get_database_info(
     service: &Service,
     body: Bytes,
@@ -148,7 +189,7 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
     let changes = request
         .config_changes
         .iter()
-        .map(|change| property_change(&name, change))
+        .map(|change| property_change(&format!("table {name}"), change))
         .collect::<Result<Vec<_>, _>>()?;
     let refused_changes = [
         ("drop", &request.drop_columns),
@@ -260,7 +301,8 @@ fn check_lake_schema(
     })
 }
 
-fn property_change(table: &str, change: &PbAlterConfig) -> Result<PropertyChange, ApiError> {
+/// One change of an AlterTable or AlterDatabase; `what` names the altered thing (`table db.t`).
+fn property_change(what: &str, change: &PbAlterConfig) -> Result<PropertyChange, ApiError> {
     let key = change.config_key.clone();
     match (change.op_type, &change.config_value) {
         (ALTER_CONFIG_SET, Some(value)) => Ok(PropertyChange::Set {
@@ -269,13 +311,13 @@ fn property_change(table: &str, change: &PbAlterConfig) -> Result<PropertyChange
         }),
         (ALTER_CONFIG_SET, None) => Err(ApiError::new(
             code::INVALID_CONFIG,
-            format!("alter table {table}: setting '{key}' needs a value; to reset it, use reset"),
+            format!("alter {what}: setting '{key}' needs a value; to reset it, use reset"),
         )),
         (ALTER_CONFIG_DELETE, _) => Ok(PropertyChange::Reset { key }),
         (op_type, _) => Err(ApiError::new(
             code::INVALID_ALTER_TABLE,
             format!(
-                "alter table {table}: unsupported alter config op type {op_type} for '{key}'; \
+                "alter {what}: unsupported alter config op type {op_type} for '{key}'; \
                  use set (0) or reset (1)"
             ),
         )),

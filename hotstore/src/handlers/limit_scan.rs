@@ -22,15 +22,12 @@
 //! client raises an error response.
 
 use crate::codec::Batch;
+use crate::codec::value_batch::ValueBatch;
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
 use crate::tablets::{Bucket, TableRuntime};
-use bytes::{BufMut, Bytes, BytesMut};
-
-/// The value record batch header: length, magic, record count.
-const VALUE_BATCH_HEADER_BYTES: usize = 4 + 1 + 4;
-const VALUE_BATCH_MAGIC: u8 = 0;
+use bytes::{Bytes, BytesMut};
 
 pub(crate) fn limit_scan(service: &Service, body: Bytes) -> Result<LimitScanResponse, ApiError> {
     let request: LimitScanRequest = protocol::decode(body, "LimitScan")?;
@@ -141,34 +138,20 @@ impl Scan<'_> {
     fn kv_head(&self) -> Result<Bytes, ApiError> {
         let bucket = self.bucket;
         let kv = super::kv_tablet(self.table, bucket)?;
-        let mut batch = BytesMut::with_capacity(VALUE_BATCH_HEADER_BYTES);
-        batch.put_bytes(0, VALUE_BATCH_HEADER_BYTES);
-        let mut record_count: i32 = 0;
+        let mut batch = ValueBatch::default();
         for entry in kv.iter().take(self.limit) {
             let (_, value) = entry.map_err(|e| bucket.storage_error(&self.context(), e))?;
-            let value_len = i32::try_from(value.len()).map_err(|_| {
-                ApiError::new(
-                    code::KV_STORAGE_EXCEPTION,
-                    format!("a value of {} has {} bytes", self.context(), value.len()),
-                )
-            })?;
-            if record_count > 0 && batch.len() + 4 + value.len() > self.bytes_max {
+            if batch.records() > 0 && batch.size_with(&value) > self.bytes_max {
                 return Err(self.too_large());
             }
-            batch.put_i32_le(value_len);
-            batch.put_slice(&value);
-            record_count += 1;
+            batch.push(&value).map_err(|reason| {
+                ApiError::new(
+                    code::KV_STORAGE_EXCEPTION,
+                    format!("the limit scan of {}: {reason}", self.context()),
+                )
+            })?;
         }
-        let length = i32::try_from(batch.len() - 4).map_err(|_| {
-            ApiError::new(
-                code::KV_STORAGE_EXCEPTION,
-                format!("the limit scan of {} exceeds 2 GiB", self.context()),
-            )
-        })?;
-        batch[0..4].copy_from_slice(&length.to_le_bytes());
-        batch[4] = VALUE_BATCH_MAGIC;
-        batch[5..9].copy_from_slice(&record_count.to_le_bytes());
-        Ok(batch.freeze())
+        Ok(batch.finish())
     }
 
     fn too_large(&self) -> ApiError {

@@ -2,7 +2,8 @@
 //! [`handle`] dispatches by API key; [`ddl`] answers the catalog-level requests (ApiVersions,
 //! Metadata, DDL, writer ids, lake snapshots), [`log`] produce, fetch and offsets, [`kv`] the
 //! primary-key writes and lookups, [`prefix_lookup`] the bucket-key prefix lookups,
-//! [`limit_scan`] the bounded peek at a bucket's rows,
+//! [`limit_scan`] the bounded peek at a bucket's rows, [`scan_kv`] the full scan of a
+//! primary-key bucket in batches (Fluss 1.0),
 //! [`kv_snapshots`] the kv snapshot and snapshot-lease requests, [`table_stats`] the
 //! per-bucket row counts. Handlers read [`Service`], the
 //! server's state; nothing below imports them.
@@ -14,6 +15,7 @@ pub(crate) mod limit_scan;
 pub(crate) mod log;
 pub(crate) mod log_filter;
 pub(crate) mod prefix_lookup;
+pub(crate) mod scan_kv;
 pub(crate) mod table_stats;
 
 use crate::protocol::messages::*;
@@ -108,6 +110,9 @@ pub async fn respond(service: &Service, header: RequestHeader, body: Bytes) -> F
         }
         api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
         api::GET_TABLE_STATS => reply(id, table_stats::get_table_stats(service, body)),
+        api::ALTER_DATABASE => reply(id, ddl::alter_database(service, body)),
+        api::GET_CLUSTER_HEALTH => reply(id, Ok(ddl::get_cluster_health(service))),
+        api::SCAN_KV => reply(id, Ok(scan_kv::scan_kv(service, body).await)),
         // The connection answers Authenticate itself (it owns the per-connection state).
         api::AUTHENTICATE => error(
             id,

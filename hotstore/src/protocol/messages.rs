@@ -679,3 +679,49 @@ impl FetchLogRequest {
         }
     }
 }
+
+// ---- Fluss 1.0's keys: AlterDatabase, ScanKv, GetClusterHealth ----
+messages! {
+    pub struct AlterDatabaseRequest {
+        database_name: String = 1 [string, required],
+        ignore_if_not_exists: bool = 2 [bool, required],
+        config_changes: Vec<PbAlterConfig> = 3 [message, repeated],
+        comment: Option<String> = 4 [string, optional],
+    }
+
+    /// Over every bucket: replicas, in-sync replicas, leaders, active leaders, and the status
+    /// (GREEN 0, YELLOW 1, RED 2, UNKNOWN 3).
+    pub struct GetClusterHealthResponse {
+        num_replicas: i32 = 1 [int32, required],
+        in_sync_replicas: i32 = 2 [int32, required],
+        num_leader_replicas: i32 = 3 [int32, required],
+        active_leader_replicas: i32 = 4 [int32, required],
+        status: i32 = 5 [int32, required],
+    }
+
+    pub struct PbScanReqForBucket {
+        table_id: i64 = 1 [int64, required],
+        partition_id: Option<i64> = 2 [int64, optional],
+        bucket_id: i32 = 3 [int32, required],
+        limit: Option<i64> = 4 [int64, optional],
+    }
+
+    pub struct ScanKvRequest {
+        scanner_id: Option<Bytes> = 1 [bytes = "bytes", optional],
+        bucket_scan_req: Option<PbScanReqForBucket> = 2 [message, optional],
+        call_seq_id: Option<i32> = 3 [int32, optional],
+        batch_size_bytes: Option<i32> = 4 [int32, optional],
+        close_scanner: Option<bool> = 5 [bool, optional],
+    }
+
+    /// Errors are in the body, as Fluss answers ScanKv; `log_offset` only in the first answer
+    /// of a scan: the changelog offset its rows reflect.
+    pub struct ScanKvResponse {
+        error_code: Option<i32> = 1 [int32, optional],
+        error_message: Option<String> = 2 [string, optional],
+        scanner_id: Option<Bytes> = 3 [bytes = "bytes", optional],
+        has_more_results: Option<bool> = 4 [bool, optional],
+        records: Option<Bytes> = 5 [bytes = "bytes", optional],
+        log_offset: Option<i64> = 6 [int64, optional],
+    }
+}

@@ -55,6 +55,9 @@ pub mod api {
     pub const RELEASE_KV_SNAPSHOT_LEASE: i16 = 1057;
     pub const DROP_KV_SNAPSHOT_LEASE: i16 = 1058;
     pub const GET_TABLE_STATS: i16 = 1059;
+    pub const ALTER_DATABASE: i16 = 1060;
+    pub const SCAN_KV: i16 = 1061;
+    pub const GET_CLUSTER_HEALTH: i16 = 1062;
 
     /// Every API silt serves with the (min, max) version it accepts. ApiVersions answers with
     /// exactly this list, so a client never negotiates a version silt does not implement.
@@ -93,6 +96,9 @@ pub mod api {
         (RELEASE_KV_SNAPSHOT_LEASE, 0, 0),
         (DROP_KV_SNAPSHOT_LEASE, 0, 0),
         (GET_TABLE_STATS, 0, 0),
+        (ALTER_DATABASE, 0, 0),
+        (SCAN_KV, 0, 0),
+        (GET_CLUSTER_HEALTH, 0, 0),
     ];
 }
 
@@ -132,6 +138,10 @@ pub mod code {
     pub const LAKE_SNAPSHOT_NOT_EXIST: i32 = 53;
     pub const INVALID_ALTER_TABLE: i32 = 56;
     pub const DELETION_DISABLED: i32 = 57;
+    pub const SCANNER_EXPIRED: i32 = 66;
+    pub const UNKNOWN_SCANNER_ID: i32 = 67;
+    pub const INVALID_SCAN_REQUEST: i32 = 68;
+    pub const TOO_MANY_SCANNERS: i32 = 69;
 }
 
 /// An error answered to the client: a Fluss error code and a message for a human.

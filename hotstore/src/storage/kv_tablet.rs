@@ -537,6 +537,68 @@ impl KvTablet {
     pub fn approximate_len(&self) -> usize {
         self.data.approximate_len()
     }
+
+    /// The tablet as of now, to read across requests (a ScanKv): its entries and the applied
+    /// offset they reflect, both read from one fjall snapshot, so they agree whatever applies
+    /// come after. The view pins old data until it is dropped: its holders bound how many live.
+    pub fn view(&self) -> Result<KvView> {
+        use fjall::Readable as _;
+        let snapshot = self.db.snapshot();
+        let raw = snapshot
+            .get(&self.meta, &self.offset_key)
+            .map_err(self.kv_error())?;
+        let applied_offset = match raw {
+            None => 0,
+            Some(raw) => {
+                i64::from_le_bytes(raw.as_ref().try_into().map_err(|_| Error::CorruptKv {
+                    path: self.path.clone(),
+                    reason: format!("applied offset of kv tablet {} is not 8 bytes", self.name),
+                })?)
+            }
+        };
+        Ok(KvView {
+            snapshot,
+            data: self.data.clone(),
+            path: self.path.clone(),
+            applied_offset,
+        })
+    }
+}
+
+/// A point-in-time view of a kv tablet (see [`KvTablet::view`]).
+pub struct KvView {
+    snapshot: fjall::Snapshot,
+    data: Keyspace,
+    path: PathBuf,
+    applied_offset: i64,
+}
+
+impl KvView {
+    /// The changelog offset the view's entries reflect: every change below it, none after.
+    pub fn applied_offset(&self) -> i64 {
+        self.applied_offset
+    }
+
+    /// The entries after key `after` (from the first without one), in key order.
+    pub fn entries_after(
+        &self,
+        after: Option<&[u8]>,
+    ) -> impl Iterator<Item = Result<(Bytes, Bytes)>> + '_ {
+        use fjall::Readable as _;
+        use std::ops::Bound;
+        let start = match after {
+            Some(key) => Bound::Excluded(key.to_vec()),
+            None => Bound::Unbounded,
+        };
+        let range = (start, Bound::<Vec<u8>>::Unbounded);
+        self.snapshot.range(&self.data, range).map(move |guard| {
+            let (k, v) = guard.into_inner().map_err(|source| Error::Kv {
+                path: self.path.clone(),
+                source,
+            })?;
+            Ok((Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v)))
+        })
+    }
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ mod writers;
 
 use std::path::PathBuf;
 
-pub use kv_tablet::{KvConfig, KvStore, KvTablet};
+pub use kv_tablet::{KvConfig, KvStore, KvTablet, KvView};
 pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet, WriterCheck};
 pub use writers::WRITER_BATCHES_RETAINED;
 

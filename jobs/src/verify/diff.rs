@@ -288,7 +288,7 @@ impl TableReport {
         } else {
             compare_multisets(hot, lake, show_max, self)?;
         }
-        self.verdict = if self.missing + self.extra + self.differing == 0 {
+        self.verdict = if self.missing + self.extra + self.differing + self.duplicate_keys == 0 {
             Verdict::Match
         } else {
             Verdict::Mismatch

@@ -44,7 +44,7 @@ mod diff;
 mod read;
 
 use diff::{Origin, Side};
-use read::{held_lake_rows, split_dropped_partitions};
+use read::{held_lake_rows, keys_with_several_rows, split_dropped_partitions};
 pub use read::{read_changelog, read_lake};
 
 /// Exit code: the lake and the hot changelog agree.
@@ -129,6 +129,8 @@ pub struct TableReport {
     pub differing: usize,
     /// PK tables under hot retention: lake keys the held changelog says nothing about.
     pub unchecked: usize,
+    /// PK tables: keys holding more than one row in the lake (dropped partitions included).
+    pub duplicate_keys: usize,
     /// Human-readable lines: what is missing, extra or differing (first `show_max` of each).
     pub details: Vec<String>,
 }
@@ -147,6 +149,7 @@ impl TableReport {
             extra: 0,
             differing: 0,
             unchecked: 0,
+            duplicate_keys: 0,
             details: Vec::new(),
         }
     }
@@ -306,6 +309,17 @@ pub async fn verify_table(
         Some(l) => {
             let mut batches =
                 read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
+            if target.primary_key {
+                let (keys, shown) =
+                    keys_with_several_rows(&batches, &target.key_columns, options.show_max)?;
+                report.duplicate_keys = keys;
+                if keys > 0 {
+                    report.details.push(format!(
+                        "{keys} keys have more than one row in the lake (a primary-key table holds one row per key):"
+                    ));
+                    report.details.extend(shown);
+                }
+            }
             if target.partitioned {
                 batches = without_dropped_partitions(batches, &start, &mut report)?;
             }

@@ -112,6 +112,64 @@ pub(super) fn held_lake_rows(
     }
 }
 
+/// Keys of a primary-key lake that hold more than one row (over every row of the lake, those
+/// of dropped partitions too: a view of the table shows them all), and up to `show_max` of
+/// them rendered `col=value, ...`. One row per key is the primary-key view's invariant.
+pub(super) fn keys_with_several_rows(
+    batches: &[RecordBatch],
+    key_columns: &[String],
+    show_max: usize,
+) -> Result<(usize, Vec<String>)> {
+    let Some(first) = batches.first() else {
+        return Ok((0, Vec::new()));
+    };
+    let schema = first.schema();
+    let fields = key_columns
+        .iter()
+        .map(|k| {
+            let field = schema.field_with_name(k)?;
+            Ok(arrow::row::SortField::new(field.data_type().clone()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let converter = arrow::row::RowConverter::new(fields)?;
+    let mut counts: std::collections::HashMap<Vec<u8>, (usize, String)> = Default::default();
+    for batch in batches {
+        let columns = key_columns
+            .iter()
+            .map(|k| {
+                batch
+                    .column_by_name(k)
+                    .cloned()
+                    .ok_or_else(|| anyhow::anyhow!("the lake has no key column {k}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rows = converter.convert_columns(&columns)?;
+        for (index, row) in rows.iter().enumerate() {
+            let entry = counts.entry(row.as_ref().to_vec()).or_insert_with(|| {
+                let shown: Vec<String> = key_columns
+                    .iter()
+                    .zip(&columns)
+                    .map(|(k, c)| {
+                        let value = arrow::util::display::array_value_to_string(c, index)
+                            .unwrap_or_default();
+                        format!("{k}={value}")
+                    })
+                    .collect();
+                (0, shown.join(", "))
+            });
+            entry.0 += 1;
+        }
+    }
+    let mut several: Vec<(usize, String)> = counts.into_values().filter(|(n, _)| *n > 1).collect();
+    several.sort_by(|a, b| a.1.cmp(&b.1));
+    let shown = several
+        .iter()
+        .take(show_max)
+        .map(|(n, key)| format!("  ! {key}: {n} rows"))
+        .collect();
+    Ok((several.len(), shown))
+}
+
 /// A partitioned table's lake rows of partitions the hot store no longer has (dropped; the
 /// lake keeps their history), split off: `(rows of the partitions in `start`, rows of others)`.
 pub(super) fn split_dropped_partitions(

@@ -46,12 +46,70 @@ impl LakeTable {
         let Some(changes) = self.reduced_changes(plan, key_columns).await? else {
             return Ok(None);
         };
+        self.retire_recreated_partitions(&changes).await?;
         if deletion_vectors {
             self.commit_with_deletion_vectors(&changes, key_columns, properties)
                 .await
         } else {
             self.merge(changes, key_columns, properties).await
         }
+    }
+
+    /// A partition dropped and created again under its name is a new partition id with the same
+    /// partition values, whose keys are the dropped one's keys. One row per key is a
+    /// primary-key lake's invariant, so before the first commit of such a partition id, the
+    /// rows of every older partition id with the same values (the dropped one's last images,
+    /// kept in the lake as its history until then) leave the lake, in a commit of their own:
+    /// a version in between shows neither, which is the hot store's state (the old partition
+    /// is gone, the new one's rows not yet tiered). The key index then describes an older
+    /// version and is rebuilt by the next commit.
+    async fn retire_recreated_partitions(&mut self, changes: &RecordBatch) -> Result<()> {
+        if self.config.partition_keys.is_empty() {
+            return Ok(());
+        }
+        let incoming = partition_values_of(changes, &self.config.partition_keys)?;
+        let state = self.table.snapshot().map_err(Error::delta(self.uri()))?;
+        let mut removes = Vec::new();
+        let mut retired_ids = BTreeSet::new();
+        for f in state.log_data().iter() {
+            #[allow(deprecated)] // the partition values of the file
+            let add = f.add_action();
+            let Some(id) = add_bucket(&add)?.partition else {
+                continue;
+            };
+            let values: Vec<Option<String>> = self
+                .config
+                .partition_keys
+                .iter()
+                .map(|k| add.partition_values.get(k).cloned().flatten())
+                .collect();
+            let superseded = incoming
+                .iter()
+                .any(|(new_id, new_values)| *new_id > id && *new_values == values);
+            if superseded {
+                retired_ids.insert(id);
+                removes.push(Action::Remove(f.remove_action(true)));
+            }
+        }
+        if removes.is_empty() {
+            return Ok(());
+        }
+        let version = self
+            .commit_operation(
+                removes,
+                CommitProperties::default(),
+                DeltaOperation::Delete { predicate: None },
+            )
+            .await?;
+        self.refresh().await?;
+        self.forget_key_index()?;
+        info!(
+            table = self.uri(),
+            version,
+            partition_ids = ?retired_ids,
+            "a partition was created again under its name: the dropped partition's rows left the lake (one row per key)"
+        );
+        Ok(())
     }
 
     /// MERGE of the changes by bucket and key. `None` when the merge changed nothing.
@@ -632,4 +690,38 @@ fn not_in_lake(batch: &RecordBatch, lake: &BTreeMap<BucketKey, i64>) -> Result<B
         .enumerate()
         .map(|(i, b)| Some(lake.get(b).is_none_or(|&v| offsets.value(i) >= v)))
         .collect())
+}
+
+/// The distinct partitions of `changes`: each partition id with its partition values rendered
+/// as Delta renders partition values (`None` for a null).
+fn partition_values_of(
+    changes: &RecordBatch,
+    partition_keys: &[String],
+) -> Result<BTreeSet<(i64, Vec<Option<String>>)>> {
+    let ids = int_column::<Int64Array>(changes, crate::changelog::PARTITION_ID_COLUMN)?;
+    let columns = partition_keys
+        .iter()
+        .map(|k| {
+            changes
+                .column_by_name(k)
+                .cloned()
+                .ok_or_else(|| Error::Batch(format!("partition column {k:?} is missing")))
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let mut out = BTreeSet::new();
+    for row in 0..changes.num_rows() {
+        let values = columns
+            .iter()
+            .map(|c| {
+                if c.is_null(row) {
+                    return Ok(None);
+                }
+                arrow::util::display::array_value_to_string(c, row)
+                    .map(Some)
+                    .map_err(Error::from)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.insert((ids.value(row), values));
+    }
+    Ok(out)
 }

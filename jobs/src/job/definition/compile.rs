@@ -397,7 +397,7 @@ async fn resolve_delta_sink(
     // The sink's lake belongs to this job's sink fed by this table id (its txn app ids are
     // the owner's): the same job submitted again after its source table was dropped and
     // created again must not take the old table's offsets for its own.
-    let owner = format!("{}.{}@{}", def.name, op.name, source.table_id);
+    let owner = format!("{}.{}.table-{}", def.name, op.name, source.table_id);
     check_sink_owner(&uri, &storage_options, &owner, &source, &base.at("")).await?;
     let mut config = DeltaSinkConfig::new(uri, owner, kind, user);
     config.storage_options = storage_options;

@@ -31,6 +31,7 @@ public final class Main {
                     Map.entry("kv-snapshots", new KvSnapshotsScenario()),
                     Map.entry("prefix-lookup-alter-table", new PrefixLookupAndAlterTable()),
                     Map.entry("indexed-log", new IndexedLog()),
+                    Map.entry("fluss-1-keys", new FlussOneKeys()),
                     Map.entry("partitioned-lake", new PartitionedLake()),
                     Map.entry("data-types", new DataTypesScenario()));
 
