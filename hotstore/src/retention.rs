@@ -3,8 +3,9 @@
 //! Every `retention_check_interval` the server deletes, per bucket, the whole closed segments
 //! whose every batch is older than the table's `table.log.ttl` (Fluss's property and default,
 //! 7 days; `-1` keeps the log forever), with two bounds that win over the TTL:
-//! - **a lake-enabled table** (`table.datalake.enabled`) never loses a segment the lake has not
-//!   covered: the cut stops at the bucket's tiered offset in the lake-offset registry (a
+//! - **a table with a lake** (`table.datalake.enabled`, or a lake whose tiering was turned
+//!   off: paused, not ended) never loses a segment the lake has not covered: the cut stops at
+//!   the bucket's tiered offset in the lake-offset registry (a
 //!   partition's bucket at its partition's; 0 when tiering has committed nothing), and the
 //!   bucket reports `held_by_tiering`. The offset used
 //!   is the one the registry held at least `retention_lake_lag` ago (`silt up` sets the longest
@@ -129,7 +130,11 @@ impl Service {
                     None
                 }
             };
-            let lake = lake_enabled(&entry);
+            // A table with a lake keeps it as its history even while its tiering is off
+            // (`table.datalake.enabled` turned off): retention holds at the lake's offsets as
+            // long as the registry has any, so turning tiering on again resumes where the lake
+            // stopped, never past a gap.
+            let lake = lake_enabled(&entry) || self.lake.get(entry.id).is_some();
             let partition_names: HashMap<i64, String> = table
                 .partitions()
                 .iter()

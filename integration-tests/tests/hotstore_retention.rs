@@ -242,6 +242,93 @@ async fn a_dropped_tables_late_lake_commit_does_not_release_the_new_tables_rows(
     Ok(())
 }
 
+/// Turns `table.datalake.enabled` of `path` on or off.
+async fn set_lake(connection: &FlussConnection, path: &TablePath, on: bool) -> Result<()> {
+    use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges};
+    let changes = AlterTableChanges {
+        config_changes: vec![AlterConfig::new(
+            "table.datalake.enabled",
+            Some(on.to_string()),
+            AlterConfigOpType::Set,
+        )],
+        ..AlterTableChanges::default()
+    };
+    Ok(connection
+        .get_admin()?
+        .alter_table(path, false, changes)
+        .await?)
+}
+
+/// Regression (issue 33, item 5): with `table.datalake.enabled` turned off, retention cut past
+/// the lake's offsets; turned on again, tiering resumed below the log start and failed out of
+/// range at every restart, `db.t` failed, and retention never cut the table again. The rule
+/// now: turning tiering off pauses the lake, which stays the table's history, and retention
+/// keeps holding every offset after its end, so turning it on again resumes with no gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_lake_holds_retention_so_tiering_resumes_without_a_gap() -> Result<()> {
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
+    let table = text_log("ret", "paused")
+        .buckets(1)
+        .lake("1h")
+        .property("table.log.ttl", "1 s");
+    table.create(&connection).await?;
+    let path = table.path.clone();
+    append_batches(&connection, &path, 0).await?;
+    server.set_lake_snapshot(server.table_id("ret", "paused")?, 1, &[(None, 0, 35)])?;
+    set_lake(&connection, &path, false).await?;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    append_batches(&connection, &path, 100).await?;
+    for _ in 0..3 {
+        let held = bucket0(&server.apply_retention().await, "ret.paused");
+        ensure!(
+            held.log_start_offset <= 35 && held.held_by_tiering,
+            "the paused lake ends at 35: retention must not cut past it: {held:?}"
+        );
+    }
+    set_lake(&connection, &path, true).await?;
+    let held = bucket0(&server.apply_retention().await, "ret.paused");
+    ensure!(held.log_start_offset <= 35, "{held:?}");
+    reads_exactly_from(&connection, &path, held.log_start_offset, 200).await?;
+    Ok(())
+}
+
+/// A primary-key lake is built from the whole changelog: turning it on for a table whose
+/// changelog retention already cut (no lake held it) would build a lake missing every key
+/// whose last change was cut. It is refused, naming the bucket and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_key_lake_cannot_start_after_its_changelog_was_cut() -> Result<()> {
+    let (_dir, server, connection) = hotstore::scratch_with(retention_on_demand).await?;
+    let users = expiring_pk_table("late_lake");
+    users.create(&connection).await?;
+    let table = connection.get_table(&users.path).await?;
+    let writer = table.new_upsert()?.create_writer()?;
+    for round in 0..8 {
+        for id in 0..20 {
+            writer.upsert(&rows::user(id, Some("a user"), Some(round)))?;
+        }
+        writer.flush().await?;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    writer.upsert(&rows::user(0, Some("again"), Some(9)))?;
+    writer.flush().await?;
+    let cut = bucket0(&server.apply_retention().await, "ret.late_lake");
+    ensure!(cut.log_start_offset > 0, "{cut:?}");
+    let refused = set_lake(&connection, &users.path, true)
+        .await
+        .expect_err("a lake from a cut changelog must be refused");
+    let message = format!("{refused:#}");
+    ensure!(
+        message.contains("changelog starts at offset") && message.contains("copy the table's rows"),
+        "{message}"
+    );
+    let info = connection.get_admin()?.get_table_info(&users.path).await?;
+    ensure!(
+        !silt_connectors::fluss::is_lake_enabled(&info),
+        "the table stays as it is"
+    );
+    Ok(())
+}
+
 /// `ret.<name>`: `id INT, name STRING, score BIGINT` keyed by `id`, one bucket, a 1 s TTL.
 fn expiring_pk_table(name: &str) -> Table {
     Table::primary_key("ret", name, &["id"])

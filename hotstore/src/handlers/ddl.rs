@@ -230,6 +230,7 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
                 ApiError::new(code::INVALID_ALTER_TABLE, format!("{reason}; {fix}"))
             },
         )?;
+        check_lake_can_start(service, &entry)?;
     }
     service.catalog.alter_table_properties(
         &path.database_name,
@@ -240,7 +241,43 @@ pub(crate) fn alter_table(service: &Service, body: Bytes) -> Result<Empty, ApiEr
     Ok(Empty {})
 }
 
-/// Adds AlterTable's columns to a table and gives its open tablets the new schema. A
+/// A primary-key table's lake is built from its whole changelog (the last image per key): it
+/// can start, or resume, only where the hot store still holds every changelog offset the lake
+/// lacks. Turning the lake on is refused for a table whose changelog retention cut past its
+/// lake's offsets (0 without a lake), naming the bucket. (A log table's new lake starts at the
+/// log start: history before it is gone by the table's TTL, and no lake skips an offset.)
+fn check_lake_can_start(service: &Service, entry: &TableEntry) -> Result<(), ApiError> {
+    if !entry.has_primary_key() {
+        return Ok(());
+    }
+    let Some(table) = service.tablets.get(entry.id) else {
+        return Ok(());
+    };
+    let lake = service.lake.get(entry.id);
+    for bucket in table.all_buckets() {
+        let tiered = lake
+            .as_ref()
+            .and_then(|l| {
+                l.tiered_offsets()
+                    .find(|(p, b, _)| *p == bucket.partition_id && *b == bucket.id)
+            })
+            .map_or(0, |(_, _, offset)| offset);
+        let log_start = bucket.log.log_start_offset();
+        if log_start > tiered {
+            return Err(ApiError::new(
+                code::INVALID_ALTER_TABLE,
+                format!(
+                    "table {} cannot turn {DATALAKE_ENABLED} on: its {} changelog starts at offset {log_start}, but its lake holds it only up to {tiered}, and a primary-key lake is built from the whole changelog (hot retention cut the rest while the table had no lake); copy the table's rows into a new lake-enabled table (a job with a fluss-sink, or INSERT INTO ... SELECT in Flink)",
+                    entry.qualified_name(),
+                    bucket.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Adds AlterTable's columns to a table and gives its open tablets the new schema./// Adds AlterTable's columns to a table and gives its open tablets the new schema. A
 /// lake-enabled table's new columns must be ones its lake can store; its tiering job meets the
 /// first batch with them, restarts under the new schema and adds them to the Delta table.
 fn add_columns(
