@@ -67,6 +67,7 @@ mod index;
 pub mod kv_tablet;
 pub mod log_tablet;
 mod read_buffers;
+pub mod rocksdb_snapshot;
 mod segment;
 mod writers;
 
