@@ -106,7 +106,9 @@ pub async fn respond(service: &Service, header: RequestHeader, body: Bytes) -> F
         api::RELEASE_KV_SNAPSHOT_LEASE => {
             reply(id, kv_snapshots::release_kv_snapshot_lease(service, body))
         }
-        api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
+        api::DROP_KV_SNAPSHOT_LEASE => {
+            reply(id, kv_snapshots::drop_kv_snapshot_lease(service, body))
+        }
         api::GET_TABLE_STATS => reply(id, table_stats::get_table_stats(service, body)),
         // The connection answers Authenticate itself (it owns the per-connection state).
         api::AUTHENTICATE => error(

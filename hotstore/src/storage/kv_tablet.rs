@@ -522,6 +522,23 @@ impl KvTablet {
         })
     }
 
+    /// Every entry in key order as of the moment of the call, not borrowing the tablet: a
+    /// point-in-time read (fjall holds the versions it needs until the iterator is dropped),
+    /// so a caller can take it under the bucket's write lock together with
+    /// [`KvTablet::applied_offset`] and read it after releasing the lock. Used by kv snapshots.
+    pub fn point_in_time_iter(
+        &self,
+    ) -> impl Iterator<Item = Result<(Bytes, Bytes)>> + Send + 'static {
+        let path = self.path.clone();
+        self.data.iter().map(move |guard| {
+            let (k, v) = guard.into_inner().map_err(|source| Error::Kv {
+                path: path.clone(),
+                source,
+            })?;
+            Ok((Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v)))
+        })
+    }
+
     /// The entries whose key starts with `prefix`, in key order, as of the moment of the call.
     pub fn prefix<'a>(
         &'a self,
