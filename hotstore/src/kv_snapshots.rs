@@ -156,17 +156,9 @@ impl Service {
         let _permit = self.kv_snapshots.permits.acquire();
         let turn = snapshots.writing_turn();
         let latest = snapshots.latest();
-        let write_lock = bucket.write_lock.blocking_lock();
-        let applied = kv.applied_offset()?;
-        let unchanged = match &latest {
-            Some(latest) => latest.log_offset >= applied,
-            None => applied == 0,
-        };
-        if unchanged {
+        let Some((applied, entries)) = point_in_time(bucket, kv, latest.as_deref())? else {
             return Ok(latest);
-        }
-        let entries = kv.point_in_time_iter();
-        drop(write_lock);
+        };
         let snapshot = snapshots.write(&turn, applied, entries, self.config.kv_snapshot_files)?;
         drop(turn);
         tracing::debug!(table_id, bucket = %bucket.name(), snapshot_id = snapshot.id,
@@ -345,6 +337,23 @@ impl Service {
         let bucket = table.bucket(partition_id, bucket_id).ok()?;
         bucket.snapshots.as_ref()?.get(id)
     }
+}
+
+/// Under `bucket`'s write lock (no apply runs), the kv tablet's applied offset and a
+/// point-in-time iterator of its rows; the lock is released on return, before a row is read.
+/// `None` when the state has not moved since `latest` (or nothing was ever applied). Blocking.
+pub(crate) fn point_in_time(
+    bucket: &Bucket,
+    kv: &storage::KvTablet,
+    latest: Option<&KvSnapshot>,
+) -> storage::Result<Option<(i64, storage::KvRows)>> {
+    let _write_lock = bucket.write_lock.blocking_lock();
+    let applied = kv.applied_offset()?;
+    let unchanged = match latest {
+        Some(latest) => latest.log_offset >= applied,
+        None => applied == 0,
+    };
+    Ok((!unchanged).then(|| (applied, kv.point_in_time_iter())))
 }
 
 fn check_lease_id(lease_id: &str) -> Result<(), ApiError> {

@@ -543,3 +543,110 @@ fn leases_round_trip_through_their_file() {
     leases.expire(10);
     assert_eq!(leases.by_id.keys().collect::<Vec<_>>(), ["flink-1"]);
 }
+
+/// A partitioned primary-key table's snapshots are per partition and bucket: asked for by
+/// partition name, described by partition id, and deleted with the partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitions_buckets_have_snapshots_of_their_own_until_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, connection) = start(dir.path(), |_| {}).await;
+    let schema = Schema::builder()
+        .column("dt", DataTypes::string())
+        .column("id", DataTypes::int())
+        .column("name", DataTypes::string())
+        .primary_key(vec!["dt", "id"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .partitioned_by(vec!["dt"])
+        .distributed_by(Some(1), vec![])
+        .build()
+        .unwrap();
+    let (path, table_id) = create_table(&connection, "daily", &descriptor).await;
+    let admin = connection.get_admin().unwrap();
+    let day = fluss::metadata::PartitionSpec::new(std::collections::HashMap::from([("dt", "d1")]));
+    admin.create_partition(&path, &day, false).await.unwrap();
+    let table = connection.get_table(&path).await.unwrap();
+    let writer = table.new_upsert().unwrap().create_writer().unwrap();
+    for id in 0..5 {
+        let mut row = GenericRow::new(3);
+        row.set_field(0, "d1");
+        row.set_field(1, id);
+        row.set_field(2, format!("user {id}"));
+        writer.upsert(&row).unwrap();
+    }
+    writer.flush().await.unwrap();
+    server.take_kv_snapshots().await;
+    let latest = admin
+        .get_latest_kv_snapshots(&path, Some("d1"))
+        .await
+        .unwrap();
+    let partition_id = latest.partition_id.expect("a partition id");
+    let bucket = &latest.latest_snapshots[0];
+    assert_eq!((bucket.snapshot_id, bucket.log_offset), (Some(0), Some(5)));
+    let metadata = admin
+        .get_kv_snapshot_metadata(table_id, Some(partition_id), 0, 0)
+        .await
+        .unwrap();
+    let current = metadata
+        .snapshot_files
+        .iter()
+        .find(|f| f.local_file_name == "CURRENT")
+        .unwrap();
+    let snapshot_dir = Path::new(&current.remote_path)
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let partition_dir = dir.path().join(format!(
+        "kv-snapshots/table-{table_id}/partition-{partition_id}"
+    ));
+    assert!(snapshot_dir.starts_with(std::fs::canonicalize(&partition_dir).unwrap()));
+    let reader = crate::storage::rocksdb_snapshot::SnapshotReader::open(&snapshot_dir).unwrap();
+    assert_eq!(reader.entries().count(), 5);
+    admin.drop_partition(&path, &day, false).await.unwrap();
+    assert!(!partition_dir.exists(), "dropped with its partition");
+    server.shutdown().await.unwrap();
+}
+
+/// A snapshot holds the bucket's write lock only while it opens its iterator: writes go on
+/// while the iterator is open, and none of them is in the snapshot written from it (it is the
+/// state at its log offset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_on_while_a_snapshot_reads_and_are_not_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, connection) = start(dir.path(), |_| {}).await;
+    let (path, table_id) = create_table(&connection, "busy", &pk_table()).await;
+    let mut model = Model::new();
+    write(&connection, &path, 0, Some("before".into()), &mut model).await;
+    let bucket = server.service().tablets.get(table_id).unwrap().buckets[0].clone();
+    let opened = {
+        let bucket = bucket.clone();
+        let read = move || point_in_time(&bucket, bucket.kv.as_ref().unwrap(), None);
+        tokio::task::spawn_blocking(read).await.unwrap()
+    };
+    let (applied, entries) = opened.unwrap().expect("a changed bucket");
+    assert_eq!(applied, 1);
+    for id in 1..4 {
+        let name = Some(format!("meanwhile {id}"));
+        let written = write(&connection, &path, id, name, &mut model);
+        let within = tokio::time::timeout(Duration::from_secs(30), written).await;
+        assert!(
+            within.is_ok(),
+            "a write waited on a snapshot's open iterator"
+        );
+    }
+    let snapshot = {
+        let snapshots = bucket.snapshots.as_ref().unwrap();
+        let turn = snapshots.writing_turn();
+        let files = config(dir.path()).kv_snapshot_files;
+        snapshots.write(&turn, applied, entries, files).unwrap()
+    };
+    assert_eq!(
+        (snapshot.log_offset, snapshot.rows),
+        (1, 1),
+        "only the write before it"
+    );
+    server.shutdown().await.unwrap();
+}

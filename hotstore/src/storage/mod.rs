@@ -55,7 +55,7 @@
 //! fn applied_offset(&self) -> Result<i64>                          // 0 for a new tablet
 //! fn row_count(&self) -> Result<i64>                               // live keys, kept with the offset
 //! fn iter(&self) -> impl Iterator<Item = Result<(Bytes, Bytes)>>   // key order
-//! fn point_in_time_iter(&self) -> impl Iterator<..> + Send + 'static  // for kv snapshots
+//! fn point_in_time_iter(&self) -> KvRows                          // owned, for kv snapshots
 //! ```
 //!
 //! See [`kv_tablet`]. The log is the write-ahead log: append the changelog to the log tablet,
@@ -88,7 +88,7 @@ mod writers;
 use std::path::PathBuf;
 
 pub use kv_snapshots::{BucketSnapshots, KvSnapshot};
-pub use kv_tablet::{KvConfig, KvStore, KvTablet};
+pub use kv_tablet::{KvConfig, KvRows, KvStore, KvTablet};
 pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet, WriterCheck};
 pub(crate) use segment::write_file_durably;
 pub use writers::WRITER_BATCHES_RETAINED;
