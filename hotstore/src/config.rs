@@ -77,6 +77,22 @@ pub struct ServerConfig {
     /// long ago, so a reader that pinned a lake version within it still finds its hot tail
     /// (`silt up` sets the longest query deadline).
     pub retention_lake_lag_ms: u64,
+    /// How often every primary-key bucket whose kv state changed gets a kv snapshot (Fluss's
+    /// `kv.snapshot.interval`, whose default this is). Hot retention takes one before it cuts a
+    /// primary-key changelog, whatever the interval (see `kv_snapshots`).
+    pub kv_snapshot_interval_ms: u64,
+    /// Kv snapshots each bucket keeps besides those a lease holds (Fluss's
+    /// `kv.snapshot.num-retained`, whose default this is); at least 1.
+    pub kv_snapshots_retained: usize,
+    /// Kv snapshots written at once, over the server.
+    pub kv_snapshot_concurrency_max: usize,
+    /// Bucket snapshots the kv snapshot leases hold at once, over every lease (an empty lease
+    /// counts as one); past it a snapshot is answered unavailable.
+    pub kv_snapshot_leased_max: usize,
+    /// Longest kv snapshot lease; a client asking longer gets this (Flink asks for 1 day).
+    pub kv_snapshot_lease_duration_max_ms: u64,
+    /// Sizes of a kv snapshot's files: RocksDB's defaults (64 MiB tables, 4 KiB blocks).
+    pub kv_snapshot_files: crate::storage::rocksdb_snapshot::WriterConfig,
     /// How often auto-partitioned tables get their partitions pre-created and their expired
     /// ones dropped (Fluss's `auto-partition.check.interval`, whose default this is). A new
     /// table gets its pre-created partitions at CreateTable.
@@ -144,6 +160,12 @@ impl Default for ServerConfig {
             retention_check_interval_ms: 300_000,
             retention_lake_lag_ms: 600_000,
             auto_partition_check_interval_ms: 600_000,
+            kv_snapshot_interval_ms: 600_000,
+            kv_snapshots_retained: 2,
+            kv_snapshot_concurrency_max: 1,
+            kv_snapshot_leased_max: 100_000,
+            kv_snapshot_lease_duration_max_ms: 7 * 24 * 3600 * 1000,
+            kv_snapshot_files: crate::storage::rocksdb_snapshot::WriterConfig::default(),
             lake_schema_check: None,
         }
     }

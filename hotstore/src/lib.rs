@@ -13,7 +13,8 @@
 //! - `server` (accept loop, framing, per-connection auth) and `handlers/` (dispatch by API
 //!   key; `ddl`, `log`, `kv` decode requests and encode answers) over
 //! - `service` (the state handlers read: config, `catalog`, tablets, `lake_registry`) and its
-//!   scheduled tasks (`retention` of segments, `auto_partitions` of partitions), over
+//!   scheduled tasks (`retention` of segments, `kv_snapshots` of primary-key buckets,
+//!   `auto_partitions` of partitions), over
 //! - `tablets/` (a table's buckets; the primary-key write path and its write-ahead rule in
 //!   `changelog`, kv recovery from the log in `recovery`), over
 //! - [`storage`] (log and kv tablets: segments, durability, writer idempotence), and
@@ -36,6 +37,7 @@ mod hostile_tests;
 #[cfg(test)]
 mod idempotence_tests;
 mod kv_scanners;
+mod kv_snapshots;
 mod lake_registry;
 #[cfg(test)]
 mod partition_lifecycle_tests;
@@ -57,6 +59,7 @@ mod test_server;
 
 pub use auth::{SaslConfig, SaslUser};
 pub use auto_partitions::AutoPartitionRun;
+pub use kv_snapshots::BucketKvSnapshot;
 pub use lake_registry::LakeSnapshot;
 pub use retention::{BucketRetention, LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
 pub use server::{LakeSchemaCheck, Server, ServerConfig, ServerHandle};

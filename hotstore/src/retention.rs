@@ -11,16 +11,22 @@
 //!   is the one the registry held at least `retention_lake_lag` ago (`silt up` sets the longest
 //!   query deadline): a `db.t` query pins a lake version and reads the hot tail from its
 //!   offsets, so those must stay readable while it runs;
-//! - **a primary-key table** never loses changelog its kv tablet has not durably applied (the
-//!   changelog is the kv's write-ahead log): the kv store is persisted first, and the cut stops
-//!   at the applied offset.
+//! - **a primary-key table** never loses changelog after its bucket's latest kv snapshot
+//!   (`kv_snapshots`): the cut stops at that snapshot's log offset (a snapshot is taken first
+//!   when the TTL would cut further), and at the log offset of any snapshot a live lease
+//!   holds. So a reader of the table in full (Flink's default mode) reads the snapshot, then
+//!   the changelog from its log offset: every key once, at its latest image. Nor does it lose
+//!   changelog its kv tablet has not durably applied (the changelog is the kv's write-ahead
+//!   log): the kv store is persisted after the snapshot, and the cut also stops at the applied
+//!   offset.
 //!
 //! The active segment is never deleted, so a bucket keeps at most TTL × ingest rate plus one
 //! segment. After a cut the log start offset moves: ListOffsets(earliest) answers it and a fetch
 //! below it gets LOG_OFFSET_OUT_OF_RANGE, as from Fluss. A primary-key table's current state
-//! stays in its kv tablet whatever the changelog keeps (lookups are unaffected); a reader of the
-//! changelog that needs what came before the log start reads it from the lake (`db.t`, which
-//! reads the lake up to its tiered offsets and only the hot tail after them).
+//! stays in its kv tablet whatever the changelog keeps (lookups are unaffected), and its latest
+//! kv snapshot covers what was cut; a reader of a log table's changelog that needs what came
+//! before the log start reads it from the lake (`db.t`, which reads the lake up to its tiered
+//! offsets and only the hot tail after them).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -118,7 +124,6 @@ impl Service {
         let previous = lake_bounds.as_of(now_ms.saturating_sub(lag_ms)).cloned();
         lake_bounds.record(now_ms, self.tiered_offsets());
         let mut report = Vec::new();
-        let mut kv_persisted = false;
         for entry in self.catalog.tables() {
             let Some(table) = self.tablets.get(entry.id) else {
                 continue;
@@ -148,23 +153,8 @@ impl Service {
                     offsets.and_then(|o| o.get(&key)).copied().unwrap_or(0)
                 });
                 let (mut end, held_by_tiering) = expired_end(&bucket, ttl, now_ms, tiered);
-                if let Some(kv) = &bucket.kv
-                    && end > log_start
-                {
-                    if !kv_persisted {
-                        if let Err(error) = self.tablets.persist_kv() {
-                            tracing::warn!(%error, "retention cannot persist the kv store; it keeps every changelog");
-                            return report;
-                        }
-                        kv_persisted = true;
-                    }
-                    match kv.applied_offset() {
-                        Ok(applied) => end = end.min(applied),
-                        Err(error) => {
-                            tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention keeps the changelog");
-                            end = log_start;
-                        }
-                    }
+                if bucket.kv.is_some() && end > log_start {
+                    end = self.kv_bound(&entry, &bucket, end).unwrap_or(log_start);
                 }
                 let partition = bucket
                     .partition_id
@@ -176,6 +166,33 @@ impl Service {
             }
         }
         report
+    }
+
+    /// How far a primary-key bucket's changelog may be cut when the TTL would cut it up to
+    /// `end`: no further than its latest kv snapshot's log offset (taking a snapshot first
+    /// when that one is below `end`), so the snapshot plus the changelog after it stays the
+    /// whole changelog, nor than the log offset of a snapshot a live lease holds; and no further than the kv tablet's applied offset once the kv store
+    /// is durable (the changelog is the kv's write-ahead log). The store is persisted after
+    /// the snapshot was taken, so its applied offset covers the snapshot's. `None`: keep the
+    /// changelog.
+    fn kv_bound(&self, entry: &TableEntry, bucket: &Bucket, end: i64) -> Option<i64> {
+        let kv = bucket.kv.as_ref()?;
+        let covered = self.snapshot_covering(entry.id, bucket, end)?;
+        let covered = covered.min(self.leased_floor(entry.id, bucket).unwrap_or(i64::MAX));
+        let keeps = |error: &dyn std::fmt::Display| {
+            tracing::warn!(table = %entry.qualified_name(), bucket = %bucket.name(), %error, "retention keeps the changelog");
+        };
+        if let Err(error) = self.tablets.persist_kv() {
+            keeps(&error);
+            return None;
+        }
+        match kv.applied_offset() {
+            Ok(applied) => Some(end.min(covered).min(applied)),
+            Err(error) => {
+                keeps(&error);
+                None
+            }
+        }
     }
 
     /// Every table's tiered offsets in the lake-offset registry now.

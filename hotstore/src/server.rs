@@ -38,6 +38,15 @@ impl Server {
                 message: "connections_max and requests_in_flight_max must be at least 1".into(),
             });
         }
+        if config.kv_snapshots_retained == 0 || config.kv_snapshot_concurrency_max == 0 {
+            return Err(crate::Error::Config {
+                message: format!(
+                    "kv_snapshots_retained ({}) and kv_snapshot_concurrency_max ({}) must be at \
+                     least 1",
+                    config.kv_snapshots_retained, config.kv_snapshot_concurrency_max
+                ),
+            });
+        }
         if let Some(sasl) = &config.sasl {
             sasl.validate()
                 .map_err(|message| crate::Error::Config { message })?;
@@ -88,6 +97,13 @@ impl Server {
         let interval = Duration::from_millis(config.retention_check_interval_ms.max(100));
         spawn_every(&service, interval, &shutdown_rx, |service| async move {
             run_retention(&service).await;
+        });
+        // Its first run is at start: a bucket whose kv state moved since its latest snapshot
+        // (a data directory from before kv snapshots, whose changelog retention may have cut)
+        // gets one at once.
+        let interval = Duration::from_millis(config.kv_snapshot_interval_ms.max(100));
+        spawn_every(&service, interval, &shutdown_rx, |service| async move {
+            run_kv_snapshots(&service).await;
         });
         // Its first run is at start, as Fluss schedules every auto-partitioned table then.
         let interval = Duration::from_millis(config.auto_partition_check_interval_ms.max(100));
@@ -214,6 +230,12 @@ impl ServerHandle {
         run_retention(&self.service).await
     }
 
+    /// Takes a kv snapshot of every primary-key bucket whose kv state moved since its latest
+    /// one, now instead of at the next interval, and reports every bucket's latest snapshot.
+    pub async fn take_kv_snapshots(&self) -> Vec<crate::BucketKvSnapshot> {
+        run_kv_snapshots(&self.service).await
+    }
+
     /// Per auto-partitioned table, what the last auto-partitioning run created, dropped, and
     /// kept for tiering.
     pub fn auto_partitioning(&self) -> Vec<crate::AutoPartitionRun> {
@@ -254,6 +276,13 @@ async fn run_retention(service: &Arc<Service>) -> Vec<crate::BucketRetention> {
     .unwrap_or_default();
     *service.retention.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
     report
+}
+
+async fn run_kv_snapshots(service: &Arc<Service>) -> Vec<crate::BucketKvSnapshot> {
+    let worker = service.clone();
+    tokio::task::spawn_blocking(move || worker.run_kv_snapshots())
+        .await
+        .unwrap_or_default()
 }
 
 async fn run_auto_partitioning(service: &Arc<Service>) -> Vec<crate::AutoPartitionRun> {

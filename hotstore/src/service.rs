@@ -21,6 +21,8 @@ pub struct Service {
     pub(crate) catalog: Catalog,
     pub(crate) tablets: Tablets,
     pub(crate) lake: LakeRegistry,
+    /// Kv snapshot writing permits and leases (see `kv_snapshots`).
+    pub(crate) kv_snapshots: crate::kv_snapshots::KvSnapshots,
     advertised_host: String,
     port: u16,
     next_writer_id: AtomicI64,
@@ -57,11 +59,22 @@ impl Service {
         )?
         .with_partitions_per_table_max(config.partitions_per_table_max)
         .with_buckets_max(config.buckets_max);
-        let tablets = Tablets::open(config.data_dir.join("tables"), config.log, config.kv)?;
+        let tablets = Tablets::open(
+            config.data_dir.join("tables"),
+            &config.data_dir.join("kv-snapshots"),
+            config.log,
+            config.kv,
+        )?;
         for table in catalog.tables() {
             let partitions = catalog.partitions_of(table.id);
             tablets.open_table(table, partitions).await?;
         }
+        tablets.remove_orphan_snapshots();
+        let kv_snapshots = crate::kv_snapshots::KvSnapshots::open(
+            tablets.snapshot_root(),
+            config.kv_snapshot_concurrency_max,
+            crate::catalog::now_ms(),
+        );
         let lake = LakeRegistry::open(&config.data_dir)?;
         // A new writer id must differ from every id whose state the logs still hold (a reused
         // id would have its sequence 0 answered as a duplicate of the old writer's batch): above
@@ -74,6 +87,7 @@ impl Service {
             catalog,
             tablets,
             lake,
+            kv_snapshots,
             advertised_host,
             port,
             next_writer_id,

@@ -19,6 +19,10 @@
 //!   is reported with its own error.
 //! - `flink_sql_count_of_a_primary_key_table`: batch `COUNT(*)` of a primary-key table
 //!   (GetTableStats, issue 16, item 2).
+//! - `flink_sql_full_read_of_a_primary_key_table_shows_current_images` (issue 32): insert five
+//!   keys, update one, and Flink's default full-mode read shows five rows, the current images,
+//!   from the table's kv snapshot: for a table whose changelog is whole and for one whose
+//!   changelog hot retention cut.
 //!
 //! Each test without Java, Maven or the jars prints `SKIPPED: <test>: <reason>` and returns.
 
@@ -434,6 +438,93 @@ async fn flink_sql_count_of_a_primary_key_table() -> Result<()> {
         &["3".to_string()],
         run.rows("count", "count"),
     );
+    let outcome = failures.finish(TEST, Some(&run));
+    server.shutdown().await?;
+    outcome
+}
+
+/// Issue 32: "insert five keys, update one, full-mode read of five rows". A Fluss reader of a
+/// primary-key table in full mode (Flink's default `scan.startup.mode`) reads each bucket's
+/// latest kv snapshot, then the changelog from the snapshot's log offset. Before silt kept
+/// snapshots it read the changelog from offset 0 and showed the old image of the updated key
+/// first (`+I 2|b`, then `-U 2|b`, `+U 2|b2`), and once hot retention had cut the changelog the
+/// read was refused (KV_SNAPSHOT_NOT_EXIST). Two tables, both snapshotted after the writes as
+/// the snapshot interval would: `kept` keeps its whole changelog, `cut`'s expired (`table.log.ttl`
+/// 1 s, segments of 1 KiB, the inserts' padding fills one) and retention cut it. Both reads
+/// must be five inserts, the current images.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flink_sql_full_read_of_a_primary_key_table_shows_current_images() -> Result<()> {
+    const TEST: &str = "flink_sql_full_read_of_a_primary_key_table_shows_current_images";
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_with(&dir.path().join("hotstore"), |config| {
+        config.log.segment_bytes_max = 1024;
+        config.retention_check_interval_ms = 3_600_000;
+        config.kv_snapshot_interval_ms = 3_600_000;
+    })
+    .await?;
+    let create = |name: &str, ttl: &str| {
+        format!(
+            "CREATE TABLE {name} (id BIGINT, v STRING, pad STRING, PRIMARY KEY (id) NOT ENFORCED) \
+             WITH ('bucket.num' = '1'{ttl});\n\
+             INSERT INTO {name} VALUES (1, 'a', REPEAT('x', 400)), (2, 'b', REPEAT('x', 400)), \
+             (3, 'c', REPEAT('x', 400)), (4, 'd', REPEAT('x', 400)), (5, 'e', REPEAT('x', 400));\n\
+             INSERT INTO {name} VALUES (2, 'b2', 'updated');\n"
+        )
+    };
+    let write = session("fsql") + &create("kept", "") + &create("cut", ", 'table.log.ttl' = '1 s'");
+    let Some(written) = run_flink(
+        TEST,
+        &server,
+        &dir.path().join("write"),
+        vec![("write", write)],
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    if !written.script_ok("write") {
+        return Failures(written.failures()).finish(TEST, Some(&written));
+    }
+    // What the snapshot interval does, now; then the changelog of `cut` expires and is cut.
+    let snapshots = server.take_kv_snapshots().await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let retention = server.apply_retention().await;
+    let log_start = |table: &str| {
+        retention
+            .iter()
+            .find(|b| b.table == format!("fsql.{table}"))
+            .map(|b| b.log_start_offset)
+    };
+    let mut failures = Failures::default();
+    if log_start("kept") != Some(0) || !log_start("cut").is_some_and(|start| start > 0) {
+        failures.0.push(format!(
+            "retention must cut `cut` and leave `kept`: {retention:?} (snapshots {snapshots:?})"
+        ));
+    }
+    let full = |table: &str| {
+        format!(
+            "{}-- @name full\n-- @rows 5\n\
+             SELECT id, v FROM {table} /*+ OPTIONS('scan.startup.mode' = 'full') */;\n",
+            session("fsql")
+        )
+    };
+    let scripts = vec![("kept", full("kept")), ("cut", full("cut"))];
+    let Some(run) = run_flink(TEST, &server, &dir.path().join("read"), scripts).await? else {
+        return Ok(());
+    };
+    let current: Vec<String> = ["1|a", "2|b2", "3|c", "4|d", "5|e"]
+        .map(String::from)
+        .to_vec();
+    for (table, when) in [
+        ("kept", "with its whole changelog"),
+        ("cut", "after retention cut its changelog"),
+    ] {
+        failures.same(
+            &format!("full-mode read of {table} {when}: five inserts, the current images"),
+            &current,
+            run.rows(table, "full"),
+        );
+    }
     let outcome = failures.finish(TEST, Some(&run));
     server.shutdown().await?;
     outcome

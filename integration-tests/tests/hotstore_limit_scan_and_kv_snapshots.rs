@@ -1,31 +1,30 @@
 //! LimitScan and the kv snapshot requests through the official fluss-rs client (its
 //! `create_bucket_batch_scanner`, `get_latest_kv_snapshots`, `get_kv_snapshot_metadata` and
 //! lease calls), as Apache Fluss 0.9.1 answers them: a log table's limit scan gives its last
-//! rows, a primary-key table's the current values of its first keys; every bucket has no kv
-//! snapshot, so a full read replays the changelog from offset 0 and sees every row once; the
-//! errors (bad limits, unknown tables and buckets, scans past the response bound) at the wire.
+//! rows, a primary-key table's the current values of its first keys; a bucket without a kv
+//! snapshot yet is read from offset 0, one with a snapshot from the snapshot's rows and the
+//! changelog after it, and both show every row once; the errors (bad limits, unknown tables and
+//! buckets, scans past the response bound) at the wire.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use common::raw_fluss;
 use fluss::client::{FlussConnection, FlussTable};
 use fluss::metadata::{
     KvSnapshotLeaseForBucket, KvSnapshotLeaseForTable, TableBucket, TableDescriptor, TablePath,
 };
-use fluss::record::ScanRecord;
 use fluss::rpc::message::OffsetSpec;
 use prost::Message;
 use silt_hotstore::protocol::messages::{ErrorResponse, LimitScanRequest, LimitScanResponse};
 use silt_hotstore::protocol::{api, code};
 use silt_hotstore::{ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, api_code};
+use silt_testkit::kv_snapshots;
 use silt_testkit::rows::{self, UserRow, read_user, user, users_in};
-use silt_testkit::scan::Read;
 use silt_testkit::tables::{Table, append_events, text_log};
 
 /// Small segments, so a log's last rows span several of them, and small limits, so the tests
@@ -180,12 +179,22 @@ async fn a_primary_key_tables_limit_scan_answers_the_current_values_of_its_first
     Ok(())
 }
 
+/// The table [`a_full_read_is_the_latest_kv_snapshot_then_the_changelog_after_it`] writes: 30 users, three rounds of upserts, every
+/// seventh deleted.
+fn thirty_users_after_round_2() -> BTreeMap<i32, UserRow> {
+    (0..30)
+        .filter(|id| id % 7 != 0)
+        .map(|id| (id, read_user(&user(id, Some("round 2"), Some(2))).unwrap()))
+        .collect()
+}
+
 /// What Flink's default primary-key source (`scan.startup.mode=full`) does: ask for the latest
-/// kv snapshots, and for a bucket without one read the changelog from the earliest offset.
-/// Folded by key, that changelog is the table: every row once, nothing missing.
+/// kv snapshots; read a bucket without one from its earliest offset, a bucket with one from its
+/// rows, then its changelog from the snapshot's log offset. Folded by key, both are the table:
+/// every row once, nothing missing. Before: silt kept no snapshots and answered "none" for
+/// every bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_row_once()
--> Result<()> {
+async fn a_full_read_is_the_latest_kv_snapshot_then_the_changelog_after_it() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (server, connection, path) = start_with_users(dir.path(), &rows::user_table_of(2)?).await?;
     let admin = connection.get_admin()?;
@@ -202,74 +211,105 @@ async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_r
     }
     writer.flush().await?;
 
-    let snapshots = admin.get_latest_kv_snapshots(&path, None).await?;
+    let before = kv_snapshots::latest(&connection, &path).await?;
     ensure!(
-        snapshots.table_id == table_id && snapshots.partition_id.is_none(),
-        "{snapshots:?}"
+        before
+            .iter()
+            .map(|(b, s)| (*b, s.is_none()))
+            .collect::<Vec<_>>()
+            == [(0, true), (1, true)],
+        "no snapshot before the first snapshot run: {before:?}"
     );
-    let buckets: Vec<_> = snapshots
+    let read = kv_snapshots::full_read_users(&connection, &path).await?;
+    ensure!(
+        read == thirty_users_after_round_2(),
+        "the changelog from 0 folds into the table: {read:?}"
+    );
+
+    server.take_kv_snapshots().await;
+    let latest = admin.get_latest_kv_snapshots(&path, None).await?;
+    let ends = admin
+        .list_offsets(&path, &[0, 1], OffsetSpec::Latest)
+        .await?;
+    let buckets: Vec<_> = latest
         .latest_snapshots
         .iter()
         .map(|s| (s.bucket_id, s.snapshot_id, s.log_offset))
         .collect();
     ensure!(
-        buckets == vec![(0, None, None), (1, None, None)],
-        "every bucket, none with a snapshot: {buckets:?}"
+        latest.table_id == table_id
+            && buckets == [(0, Some(0), Some(ends[&0])), (1, Some(0), Some(ends[&1]))],
+        "snapshot 0 of each bucket, at its latest offset: {buckets:?} (ends {ends:?})"
     );
-    let earliest = admin
-        .list_offsets(&path, &[0, 1], OffsetSpec::Earliest)
-        .await?;
-    let latest = admin
-        .list_offsets(&path, &[0, 1], OffsetSpec::Latest)
-        .await?;
-    let scanner = table.new_scan().create_log_scanner()?;
-    for bucket in [0, 1] {
-        scanner.subscribe(bucket, earliest[&bucket]).await?;
+    let snapshots = kv_snapshots::latest(&connection, &path).await?;
+    let mut from_snapshots = BTreeMap::new();
+    for (bucket, snapshot) in &snapshots {
+        let snapshot = snapshot.as_ref().context("a snapshot")?;
+        ensure!(
+            snapshot.file_names.iter().any(|n| n == "CURRENT")
+                && snapshot.file_names.iter().any(|n| n == "MANIFEST-000001"),
+            "bucket {bucket}: {:?}",
+            snapshot.file_names
+        );
+        for user in kv_snapshots::users_of(snapshot, 1)? {
+            from_snapshots.insert(user.id, user);
+        }
     }
-    let count = usize::try_from(latest.values().sum::<i64>())?;
-    let change = |record: &ScanRecord| {
-        let row = read_user(record.row())?;
-        Ok((record.change_type().short_string(), row))
-    };
-    let changes = Read::new("changes", count)
-        .poll(Duration::from_millis(200))
-        .records(&scanner, change)
-        .await?;
-    let mut state: BTreeMap<i32, UserRow> = BTreeMap::new();
-    for (change, row) in changes {
-        match change {
-            "+I" | "+U" => state.insert(row.id, row),
-            _ => state.remove(&row.id),
-        };
-    }
-    let expected: BTreeMap<i32, UserRow> = (0..30)
-        .filter(|id| id % 7 != 0)
-        .map(|id| (id, read_user(&user(id, Some("round 2"), Some(2))).unwrap()))
-        .collect();
     ensure!(
-        state == expected,
-        "the changelog folds into the table: {state:?}"
+        from_snapshots == thirty_users_after_round_2(),
+        "the snapshots hold the table: {from_snapshots:?}"
     );
+    // Changes after the snapshots reach the full read through the changelog.
+    writer.upsert(&user(1, Some("after"), Some(3)))?;
+    writer.delete(&user(2, None, None))?;
+    writer.flush().await?;
+    let mut expected = thirty_users_after_round_2();
+    expected.insert(1, read_user(&user(1, Some("after"), Some(3)))?);
+    expected.remove(&2);
+    let read = kv_snapshots::full_read_users(&connection, &path).await?;
+    ensure!(
+        read == expected,
+        "snapshot, then the changelog after it: {read:?}"
+    );
+    leases_and_errors(&connection, &path, table_id).await?;
+    server.shutdown().await?;
+    Ok(())
+}
 
-    // There is no snapshot to describe or lease.
-    let metadata = admin.get_kv_snapshot_metadata(table_id, None, 0, 1).await;
+/// Leases of a table's snapshots, and the errors Fluss answers.
+async fn leases_and_errors(
+    connection: &FlussConnection,
+    path: &TablePath,
+    table_id: i64,
+) -> Result<()> {
+    let admin = connection.get_admin()?;
+    let missing = admin.get_kv_snapshot_metadata(table_id, None, 0, 1).await;
     ensure!(
-        metadata.as_ref().err().and_then(api_code) == Some(code::KV_SNAPSHOT_NOT_EXIST),
-        "{metadata:?}"
+        missing.as_ref().err().and_then(api_code) == Some(code::KV_SNAPSHOT_NOT_EXIST),
+        "{missing:?}"
     );
-    let wanted = vec![KvSnapshotLeaseForTable {
-        table_id,
-        bucket_snapshots: vec![KvSnapshotLeaseForBucket {
-            partition_id: None,
-            bucket_id: 0,
-            snapshot_id: 1,
-        }],
-    }];
+    let lease = |snapshot_id| {
+        vec![KvSnapshotLeaseForTable {
+            table_id,
+            bucket_snapshots: vec![KvSnapshotLeaseForBucket {
+                partition_id: None,
+                bucket_id: 0,
+                snapshot_id,
+            }],
+        }]
+    };
     let leased = admin
-        .create_kv_snapshot_lease("silt-test-lease", 60_000, wanted.clone())
+        .create_kv_snapshot_lease("silt-test-lease", 60_000, lease(0))
         .await?;
     ensure!(
-        leased.unavailable_snapshots == wanted,
+        leased.unavailable_snapshots.is_empty(),
+        "snapshot 0 exists: {leased:?}"
+    );
+    let leased = admin
+        .create_kv_snapshot_lease("silt-test-lease", 60_000, lease(1))
+        .await?;
+    ensure!(
+        leased.unavailable_snapshots == lease(1),
         "a snapshot that does not exist is unavailable: {leased:?}"
     );
     admin
@@ -281,7 +321,7 @@ async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_r
         .await?;
 
     // The errors Fluss answers.
-    text_log("fluss", "events").create(&connection).await?;
+    text_log("fluss", "events").create(connection).await?;
     let log_path = TablePath::new("fluss", "events");
     let log_id = admin.get_table_info(&log_path).await?.get_table_id();
     for (what, outcome, expected) in [
@@ -292,10 +332,7 @@ async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_r
         ),
         (
             "snapshots of a partition of an unpartitioned table",
-            admin
-                .get_latest_kv_snapshots(&path, Some("p=1"))
-                .await
-                .err(),
+            admin.get_latest_kv_snapshots(path, Some("p=1")).await.err(),
             code::TABLE_NOT_PARTITIONED,
         ),
         (
@@ -329,13 +366,20 @@ async fn without_kv_snapshots_a_full_read_replays_the_changelog_and_sees_every_r
                 .err(),
             code::UNKNOWN_TABLE_OR_BUCKET,
         ),
+        (
+            "the metadata of an unknown table's snapshot",
+            admin
+                .get_kv_snapshot_metadata(987_654, None, 0, 0)
+                .await
+                .err(),
+            code::KV_SNAPSHOT_NOT_EXIST,
+        ),
     ] {
         ensure!(
             outcome.as_ref().and_then(api_code) == Some(expected),
             "{what}: expected code {expected}, got {outcome:?}"
         );
     }
-    server.shutdown().await?;
     Ok(())
 }
 

@@ -4,7 +4,10 @@
 //! `sanity` (DDL, log append and scan, upsert/delete/lookup, the PK changelog),
 //! `three-batches` (issue 12: acknowledged batches of one writer must all be stored),
 //! `limit-scan` (`Scan.limit(n).createBatchScanner` on a log and a PK table) and `kv-snapshots`
-//! (`getLatestKvSnapshots`, and the full read Flink's PK source makes from its answer) and
+//! (`getLatestKvSnapshots`; each bucket's snapshot read by the client's own snapshot scanner,
+//! `createBatchScanner(bucket, snapshotId)`, which opens silt's files with the RocksDB the
+//! client links, frocksdbjni 6.20.3: the oracle of silt's RocksDB writer; and the full read
+//! Flink's PK source makes from the snapshots and the changelog after them) and
 //! `prefix-lookup-alter-table` (`lookupBy(bucket key)`, `Admin.alterTable`) and `indexed-log`
 //! (a table in the INDEXED log format, whose IndexedRow batches the server stores and serves as
 //! written) and `fluss-1-keys` (the RPCs Fluss 1.0 added that the 1.0 client sends:
@@ -33,13 +36,21 @@ const SCENARIOS: [&str; 7] = [
     "fluss-1-keys",
 ];
 
+/// How often the hot store under test takes kv snapshots (and real Fluss, as
+/// `kv.snapshot.interval`): `kv-snapshots` waits for one that covers its writes.
+const KV_SNAPSHOT_INTERVAL_MS: u64 = 500;
+
 /// Lines of a failed run's stderr (stack traces, the client's warnings) kept in the message.
 const STDERR_LINES_MAX: usize = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_client_against_hotstore() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = hotstore::start(dir.path()).await?;
+    // `kv-snapshots` waits for a snapshot covering its writes: take them twice a second.
+    let server = hotstore::start_with(dir.path(), |config| {
+        config.kv_snapshot_interval_ms = KV_SNAPSHOT_INTERVAL_MS
+    })
+    .await?;
     let outcome = run_every_version("java_client", server.local_addr().to_string()).await;
     server.shutdown().await?;
     outcome
@@ -59,7 +70,10 @@ async fn java_client_against_real_fluss() -> Result<()> {
                 "it starts a real Apache Fluss cluster (three more JVMs); set SILTTEST_JAVA_REAL_FLUSS=1 to run it",
             );
         }
-        Err(_) => match RealFluss::start("java-client")? {
+        Err(_) => match RealFluss::start_with_conf(
+            "java-client",
+            &format!("kv.snapshot.interval: {KV_SNAPSHOT_INTERVAL_MS}ms"),
+        )? {
             Started::Running(cluster) => (cluster.bootstrap.clone(), Some(cluster)),
             Started::Skipped(reason) => return skip(TEST, &reason),
         },

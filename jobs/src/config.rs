@@ -63,6 +63,11 @@ pub struct HotstoreConfig {
     /// Negative: no TTL.
     pub log_ttl_ms: i64,
     pub retention_check_interval_ms: u64,
+    pub kv_snapshot_interval_ms: u64,
+    pub kv_snapshots_retained: usize,
+    pub kv_snapshot_concurrency_max: usize,
+    pub kv_snapshot_leased_max: usize,
+    pub kv_snapshot_lease_duration_max_ms: u64,
     pub produce_decode_check: bool,
     pub bucket_count_max: i32,
     pub buckets_max: i64,

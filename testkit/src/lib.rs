@@ -21,6 +21,7 @@ pub mod flink_sql;
 pub mod hotstore;
 pub mod http;
 pub mod java_client;
+pub mod kv_snapshots;
 pub mod lake;
 pub mod official_suites;
 pub mod process;

@@ -53,6 +53,12 @@ impl RealFluss {
     /// Runs start.sh with a work dir of its own (`name` tells concurrent users apart). Jars are
     /// cached in `fluss-real/.cache/lib` across runs.
     pub fn start(name: &str) -> Result<Started> {
+        Self::start_with_conf(name, "")
+    }
+
+    /// As [`RealFluss::start`], with `extra_conf` (`server.yaml` lines, e.g.
+    /// `kv.snapshot.interval: 1s`) added to both servers' configuration.
+    pub fn start_with_conf(name: &str, extra_conf: &str) -> Result<Started> {
         let work_dir = harness_dir().join(".cache").join(format!("run-{name}"));
         // A cluster left behind by a killed earlier run of the same test is stopped first;
         // stop.sh touches only processes started from this work dir.
@@ -62,6 +68,7 @@ impl RealFluss {
             .context("run fluss-real/stop.sh")?;
         let started = Instant::now();
         let output = script("start.sh", &work_dir)
+            .env("FLUSS_REAL_EXTRA_CONF", extra_conf)
             .stderr(Stdio::inherit())
             .output()
             .context("run fluss-real/start.sh")?;

@@ -1,28 +1,32 @@
 //! Kv snapshot handlers: GetLatestKvSnapshots, GetKvSnapshotMetadata and the snapshot-lease
-//! requests (acquire, release, drop).
+//! requests (acquire, release, drop), answered from the snapshots `crate::kv_snapshots` takes.
 //!
-//! silt keeps no kv snapshots: a primary-key table's changelog is its kv state's write-ahead
-//! log, and the changelog carries full row images. So every bucket answers "no snapshot", which
-//! Fluss readers (Flink's default `scan.startup.mode=full`, the Java client) take as "read the
-//! changelog from the earliest offset". That reads every row exactly once as long as the
-//! changelog starts at offset 0.
+//! GetLatestKvSnapshots lists every bucket of the table (or partition) with its latest
+//! published snapshot's id and log offset, or neither when it has none yet; a reader
+//! (Flink's default `scan.startup.mode=full`, the Java client) reads a snapshot's rows, then
+//! the changelog from its log offset, and a bucket without one from its earliest offset.
+//! Both are the whole changelog folded: retention never cuts a primary-key bucket's changelog
+//! past its latest snapshot. GetKvSnapshotMetadata answers a snapshot's log offset and its
+//! RocksDB files as (absolute local path, RocksDB file name) pairs, which the clients copy
+//! into a directory of their own and open with RocksDB; the Fluss connector reads local paths
+//! only, so the reader runs where it sees silt's data directory.
 //!
-//! Contract: once hot retention (`table.log.ttl`) has cut a bucket's changelog (its log start
-//! is above 0), reading it from the earliest offset would miss the rows whose last change lies
-//! before the cut, and no snapshot holds them. GetLatestKvSnapshots then refuses the table with
-//! KV_SNAPSHOT_NOT_EXIST, naming the bucket, its log start and the ways to read the table,
-//! instead of answering a read that silently loses rows.
-//!
-//! With no snapshots there is nothing to lease: an acquire answers every snapshot it names as
-//! unavailable, a release or a drop has nothing to do. Each checks the tables it names as
-//! Fluss does (an unknown table id is UNKNOWN_TABLE_OR_BUCKET, a log table
-//! NON_PRIMARY_KEY_TABLE).
+//! Contract: a bucket whose changelog no longer starts at 0 and that has no snapshot (only a
+//! data directory from before silt kept snapshots, until the snapshot run at start has taken
+//! one) is refused with KV_SNAPSHOT_NOT_EXIST, never answered "read from the earliest offset",
+//! which would miss the rows last written before the cut. Every request checks the tables it
+//! names as Fluss does (an unknown table id is UNKNOWN_TABLE_OR_BUCKET, a log table
+//! NON_PRIMARY_KEY_TABLE); a snapshot that does not exist is KV_SNAPSHOT_NOT_EXIST, as Fluss
+//! answers any snapshot it cannot find.
 
 use crate::catalog::TableEntry;
+use crate::kv_snapshots::BucketKey;
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
+use crate::tablets::Bucket;
 use bytes::Bytes;
+use std::collections::BTreeMap;
 
 pub(crate) fn get_latest_kv_snapshots(
     service: &Service,
@@ -48,25 +52,34 @@ pub(crate) fn get_latest_kv_snapshots(
             })?,
         None => table.buckets.clone(),
     };
-    let cut: Vec<(i32, i64)> = buckets
+    let latest_snapshots = buckets
         .iter()
-        .map(|bucket| (bucket.id, bucket.log.log_start_offset()))
-        .filter(|&(_, log_start)| log_start > 0)
-        .collect();
-    if let Some(&(bucket, log_start)) = cut.first() {
-        return Err(changelog_cut(&entry, bucket, log_start, cut.len()));
-    }
+        .map(|bucket| latest_of(&entry, bucket))
+        .collect::<Result<_, _>>()?;
     Ok(GetLatestKvSnapshotsResponse {
         table_id: entry.id,
         partition_id,
-        latest_snapshots: (0..entry.bucket_count)
-            .map(|bucket_id| PbKvSnapshot {
-                bucket_id,
-                snapshot_id: None,
-                log_offset: None,
-            })
-            .collect(),
+        latest_snapshots,
     })
+}
+
+/// A bucket's latest snapshot; none while its changelog starts at 0.
+fn latest_of(entry: &TableEntry, bucket: &Bucket) -> Result<PbKvSnapshot, ApiError> {
+    let latest = bucket.snapshots.as_ref().and_then(|s| s.latest());
+    let log_start = bucket.log.log_start_offset();
+    match latest {
+        Some(snapshot) => Ok(PbKvSnapshot {
+            bucket_id: bucket.id,
+            snapshot_id: Some(snapshot.id),
+            log_offset: Some(snapshot.log_offset),
+        }),
+        None if log_start == 0 => Ok(PbKvSnapshot {
+            bucket_id: bucket.id,
+            snapshot_id: None,
+            log_offset: None,
+        }),
+        None => Err(no_snapshot_yet(entry, bucket, log_start)),
+    }
 }
 
 /// The id of the partition a GetLatestKvSnapshots names: it must name one of a partitioned
@@ -101,28 +114,18 @@ fn partition_asked(
     }
 }
 
-/// Why a full read of `entry` cannot be answered: `bucket` (one of `buckets_cut`) lost its
-/// changelog before `log_start`, and silt has no snapshot holding what was there.
-fn changelog_cut(entry: &TableEntry, bucket: i32, log_start: i64, buckets_cut: usize) -> ApiError {
-    let name = entry.qualified_name();
-    let others = match buckets_cut {
-        1 => String::new(),
-        n => format!(" (and {} more of its buckets)", n - 1),
-    };
-    let lake = if crate::retention::lake_enabled(entry) {
-        format!(", or query {name} through silt, which reads the lake and then the hot tail")
-    } else {
-        String::new()
-    };
+/// Why a full read of `entry` cannot be answered yet: `bucket` lost its changelog before
+/// `log_start` and has no snapshot (a data directory from before silt kept them).
+fn no_snapshot_yet(entry: &TableEntry, bucket: &Bucket, log_start: i64) -> ApiError {
     ApiError::new(
         code::KV_SNAPSHOT_NOT_EXIST,
         format!(
-            "primary-key table {name} has no kv snapshot (silt keeps none) and hot retention \
-             (table.log.ttl) removed the changelog of bucket {bucket} before offset \
-             {log_start}{others}, so a full read from the earliest offset would silently miss \
-             the rows last written before it and is refused: create primary-key tables that are \
-             read in full (Flink's default scan.startup.mode 'full') with 'table.log.ttl' = \
-             '-1', or read only the changelog still held (scan.startup.mode 'earliest'){lake}"
+            "primary-key table {} has no kv snapshot of {} yet, and hot retention removed its \
+             changelog before offset {log_start}, so a full read from the earliest offset would \
+             miss the rows last written before it: the hot store's kv snapshot run (at start and \
+             every hotstore.kv_snapshot_interval_ms) takes one; retry once it has",
+            entry.qualified_name(),
+            bucket.name()
         ),
     )
 }
@@ -132,20 +135,73 @@ pub(crate) fn get_kv_snapshot_metadata(
     body: Bytes,
 ) -> Result<GetKvSnapshotMetadataResponse, ApiError> {
     let request: GetKvSnapshotMetadataRequest = protocol::decode(body, "GetKvSnapshotMetadata")?;
+    let key = (request.table_id, request.partition_id, request.bucket_id);
     // Fluss answers KV_SNAPSHOT_NOT_EXIST for any snapshot it cannot find, an unknown table
-    // included; silt has none to find.
-    let table = match service.table_runtime(request.table_id) {
-        Ok(table) => format!("table {}", table.entry.qualified_name()),
-        Err(_) => format!("unknown table id {}", request.table_id),
+    // or bucket included.
+    let Some(snapshot) = service.snapshot_of(key, request.snapshot_id) else {
+        return Err(snapshot_not_found(service, key, request.snapshot_id));
     };
-    Err(ApiError::new(
-        code::KV_SNAPSHOT_NOT_EXIST,
-        format!(
-            "{table} bucket {} has no kv snapshot {}: silt keeps no kv snapshots \
-             (GetLatestKvSnapshots answers none; read the changelog from the earliest offset)",
-            request.bucket_id, request.snapshot_id
-        ),
-    ))
+    let path_of = |name: &str| {
+        let path = snapshot.dir.join(name);
+        path.to_str().map(str::to_string).ok_or_else(|| {
+            ApiError::new(
+                code::KV_STORAGE_EXCEPTION,
+                format!(
+                    "kv snapshot file {} has a path that is not UTF-8",
+                    path.display()
+                ),
+            )
+        })
+    };
+    // As Fluss lists them: the private files (MANIFEST, CURRENT), then the tables.
+    let (tables, private): (Vec<_>, Vec<_>) = snapshot
+        .files
+        .iter()
+        .partition(|f| f.name.ends_with(".sst"));
+    let snapshot_files = private
+        .into_iter()
+        .chain(tables)
+        .map(|file| {
+            Ok(PbRemotePathAndLocalFile {
+                remote_path: path_of(&file.name)?,
+                local_file_name: file.name.clone(),
+            })
+        })
+        .collect::<Result<_, ApiError>>()?;
+    Ok(GetKvSnapshotMetadataResponse {
+        log_offset: snapshot.log_offset,
+        snapshot_files,
+    })
+}
+
+/// KV_SNAPSHOT_NOT_EXIST for snapshot `id` of `key`, naming the snapshots the bucket has.
+fn snapshot_not_found(service: &Service, key: BucketKey, id: i64) -> ApiError {
+    let (table_id, partition_id, bucket_id) = key;
+    let bucket = service.table_runtime(table_id).ok().map(|table| {
+        (
+            table.entry.qualified_name(),
+            table.bucket(partition_id, bucket_id),
+        )
+    });
+    let message = match bucket {
+        None => format!("unknown table id {table_id}: it has no kv snapshot {id}"),
+        Some((table, Err(error))) => {
+            format!("table {table} has no kv snapshot {id}: {}", error.message)
+        }
+        Some((table, Ok(bucket))) => {
+            let ids = bucket
+                .snapshots
+                .as_ref()
+                .map(|s| s.ids())
+                .unwrap_or_default();
+            format!(
+                "table {table} {} has no kv snapshot {id} (it keeps {ids:?}; ask \
+                 GetLatestKvSnapshots for the latest)",
+                bucket.name()
+            )
+        }
+    };
+    ApiError::new(code::KV_SNAPSHOT_NOT_EXIST, message)
 }
 
 pub(crate) fn acquire_kv_snapshot_lease(
@@ -153,18 +209,35 @@ pub(crate) fn acquire_kv_snapshot_lease(
     body: Bytes,
 ) -> Result<AcquireKvSnapshotLeaseResponse, ApiError> {
     let request: AcquireKvSnapshotLeaseRequest = protocol::decode(body, "AcquireKvSnapshotLease")?;
+    let mut wanted = Vec::new();
     for table in &request.snapshots_to_lease {
         check_kv_table(service, table.table_id)?;
+        for bucket in &table.bucket_snapshots {
+            let key = (table.table_id, bucket.partition_id, bucket.bucket_id);
+            wanted.push((key, bucket.snapshot_id));
+        }
     }
-    // Fluss 0.9.1 leases whatever it is asked (its check that a snapshot exists is a TODO);
-    // silt says what is true: no snapshot exists to lease.
-    let unavailable_snapshots = request
-        .snapshots_to_lease
-        .into_iter()
-        .filter(|table| !table.bucket_snapshots.is_empty())
-        .collect();
+    let unavailable =
+        service.acquire_lease(&request.lease_id, request.lease_duration_ms, wanted)?;
+    let mut by_table: BTreeMap<i64, Vec<PbKvSnapshotLeaseForBucket>> = BTreeMap::new();
+    for ((table_id, partition_id, bucket_id), snapshot_id) in unavailable {
+        by_table
+            .entry(table_id)
+            .or_default()
+            .push(PbKvSnapshotLeaseForBucket {
+                partition_id,
+                bucket_id,
+                snapshot_id,
+            });
+    }
     Ok(AcquireKvSnapshotLeaseResponse {
-        unavailable_snapshots,
+        unavailable_snapshots: by_table
+            .into_iter()
+            .map(|(table_id, bucket_snapshots)| PbKvSnapshotLeaseForTable {
+                table_id,
+                bucket_snapshots,
+            })
+            .collect(),
     })
 }
 
@@ -173,12 +246,19 @@ pub(crate) fn release_kv_snapshot_lease(service: &Service, body: Bytes) -> Resul
     for bucket in &request.buckets_to_release {
         check_kv_table(service, bucket.table_id)?;
     }
+    let buckets: Vec<BucketKey> = request
+        .buckets_to_release
+        .iter()
+        .map(|b| (b.table_id, b.partition_id, b.bucket_id))
+        .collect();
+    service.release_lease(&request.lease_id, &buckets)?;
     Ok(Empty {})
 }
 
-pub(crate) fn drop_kv_snapshot_lease(body: Bytes) -> Result<Empty, ApiError> {
+pub(crate) fn drop_kv_snapshot_lease(service: &Service, body: Bytes) -> Result<Empty, ApiError> {
     // As Fluss: dropping a lease that does not exist succeeds.
-    let _: DropKvSnapshotLeaseRequest = protocol::decode(body, "DropKvSnapshotLease")?;
+    let request: DropKvSnapshotLeaseRequest = protocol::decode(body, "DropKvSnapshotLease")?;
+    service.drop_lease(&request.lease_id)?;
     Ok(Empty {})
 }
 

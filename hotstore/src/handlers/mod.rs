@@ -108,7 +108,9 @@ pub async fn respond(service: &Service, header: RequestHeader, body: Bytes) -> F
         api::RELEASE_KV_SNAPSHOT_LEASE => {
             reply(id, kv_snapshots::release_kv_snapshot_lease(service, body))
         }
-        api::DROP_KV_SNAPSHOT_LEASE => reply(id, kv_snapshots::drop_kv_snapshot_lease(body)),
+        api::DROP_KV_SNAPSHOT_LEASE => {
+            reply(id, kv_snapshots::drop_kv_snapshot_lease(service, body))
+        }
         api::GET_TABLE_STATS => reply(id, table_stats::get_table_stats(service, body)),
         api::ALTER_DATABASE => reply(id, ddl::alter_database(service, body)),
         api::GET_CLUSTER_HEALTH => reply(id, Ok(ddl::get_cluster_health(service))),

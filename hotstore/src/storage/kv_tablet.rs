@@ -301,6 +301,10 @@ fn validate_name(name: &str) -> Result<()> {
     }
 }
 
+/// A tablet's rows in key order, read at one point in time, owning what it reads
+/// ([`KvTablet::point_in_time_iter`]).
+pub type KvRows = Box<dyn Iterator<Item = Result<(Bytes, Bytes)>> + Send>;
+
 /// The kv state of one bucket of a primary-key table. `Send + Sync`.
 pub struct KvTablet {
     path: PathBuf,
@@ -520,6 +524,21 @@ impl KvTablet {
             let (k, v) = guard.into_inner().map_err(self.kv_error())?;
             Ok((Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v)))
         })
+    }
+
+    /// Every entry in key order as of the moment of the call, not borrowing the tablet: a
+    /// point-in-time read (fjall holds the versions it needs until the iterator is dropped),
+    /// so a caller can take it under the bucket's write lock together with
+    /// [`KvTablet::applied_offset`] and read it after releasing the lock. Used by kv snapshots.
+    pub fn point_in_time_iter(&self) -> KvRows {
+        let path = self.path.clone();
+        Box::new(self.data.iter().map(move |guard| {
+            let (k, v) = guard.into_inner().map_err(|source| Error::Kv {
+                path: path.clone(),
+                source,
+            })?;
+            Ok((Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v)))
+        }))
     }
 
     /// The entries whose key starts with `prefix`, in key order, as of the moment of the call.

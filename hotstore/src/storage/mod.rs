@@ -55,25 +55,42 @@
 //! fn applied_offset(&self) -> Result<i64>                          // 0 for a new tablet
 //! fn row_count(&self) -> Result<i64>                               // live keys, kept with the offset
 //! fn iter(&self) -> impl Iterator<Item = Result<(Bytes, Bytes)>>   // key order
+//! fn point_in_time_iter(&self) -> KvRows                          // owned, for kv snapshots
 //! ```
 //!
 //! See [`kv_tablet`]. The log is the write-ahead log: append the changelog to the log tablet,
 //! then `apply` the changes to the kv tablet together with the log end offset they reach and
 //! the keys they add (INSERT +1, DELETE -1 of the changelog); on restart, replay the log from
 //! `applied_offset()`.
+//!
+//! # Kv snapshots ([`BucketSnapshots`] per primary-key bucket)
+//!
+//! ```text
+//! BucketSnapshots::open(dir: &Path) -> Result<BucketSnapshots>      // removes unpublished ones
+//! fn write(&self, turn, log_offset: i64, entries, WriterConfig) -> Result<Arc<KvSnapshot>>
+//! fn latest(&self) / get(&self, id) -> Option<Arc<KvSnapshot>>
+//! fn retain(&self, retained: usize, keep: impl Fn(i64) -> bool) -> Result<Vec<i64>>
+//! ```
+//!
+//! See [`kv_snapshots`]: a snapshot is the kv tablet's rows at one applied offset, written as
+//! a read-only RocksDB directory ([`rocksdb_snapshot`]), fsynced, then published by a rename.
 
 pub mod durability;
 mod index;
+pub mod kv_snapshots;
 pub mod kv_tablet;
 pub mod log_tablet;
 mod read_buffers;
+pub mod rocksdb_snapshot;
 mod segment;
 mod writers;
 
 use std::path::PathBuf;
 
-pub use kv_tablet::{KvConfig, KvStore, KvTablet, KvView};
+pub use kv_snapshots::{BucketSnapshots, KvSnapshot};
+pub use kv_tablet::{KvConfig, KvRows, KvStore, KvTablet, KvView};
 pub use log_tablet::{AppendInfo, AppendedBatch, FsyncPolicy, LogConfig, LogTablet, WriterCheck};
+pub(crate) use segment::write_file_durably;
 pub use writers::WRITER_BATCHES_RETAINED;
 
 /// Errors of the storage layer. A user (or client) can fix the input errors; the rest name the
@@ -161,6 +178,18 @@ pub enum Error {
 
     #[error("kv store {path}: {reason}; the store is damaged, rebuild the tablet from the log")]
     CorruptKv { path: PathBuf, reason: String },
+
+    #[error(transparent)]
+    SnapshotFormat(#[from] rocksdb_snapshot::Error),
+
+    #[error(
+        "kv snapshot record {path} is damaged: {reason}; the snapshot is removed and the next \
+         one is taken from the kv tablet"
+    )]
+    CorruptSnapshot { path: PathBuf, reason: String },
+
+    #[error("kv snapshot in {dir} not published: {reason}")]
+    SnapshotRefused { dir: PathBuf, reason: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

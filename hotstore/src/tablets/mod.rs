@@ -89,6 +89,8 @@ pub fn storage_error(context: &str, error: storage::Error) -> ApiError {
 
 pub struct Tablets {
     root: PathBuf,
+    /// `<data dir>/kv-snapshots`, absolute: clients are given paths below it.
+    snapshot_root: PathBuf,
     log_config: LogConfig,
     kv_store: KvStore,
     failure: StorageFailure,
@@ -130,6 +132,8 @@ pub struct Bucket {
     pub partition_id: Option<i64>,
     pub log: LogTablet,
     pub kv: Option<KvTablet>,
+    /// The kv snapshots of a primary-key bucket (see `crate::kv_snapshots`).
+    pub snapshots: Option<storage::BucketSnapshots>,
     pub write_lock: tokio::sync::Mutex<()>,
     /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
     /// the log, and the next write replays the log into it first (`kv::recover`).
@@ -265,9 +269,11 @@ impl TableRuntime {
 }
 
 impl Tablets {
-    /// Opens the server's kv store under `root/kv`; tables are opened one by one.
+    /// Opens the server's kv store under `root/kv`, and the kv snapshot directory
+    /// `snapshot_root`; tables are opened one by one.
     pub fn open(
         root: PathBuf,
+        snapshot_root: &std::path::Path,
         log_config: LogConfig,
         kv_config: storage::KvConfig,
     ) -> crate::Result<Tablets> {
@@ -275,8 +281,15 @@ impl Tablets {
             KvStore::open(&root.join("kv"), kv_config).map_err(|e| crate::Error::Storage {
                 message: e.to_string(),
             })?;
+        let io = |source| crate::Error::Io {
+            path: snapshot_root.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(snapshot_root).map_err(io)?;
+        let snapshot_root = std::fs::canonicalize(snapshot_root).map_err(io)?;
         Ok(Tablets {
             root,
+            snapshot_root,
             log_config,
             kv_store,
             failure: StorageFailure::new(),
@@ -303,6 +316,53 @@ impl Tablets {
     fn partition_dir(&self, table_id: i64, partition_id: i64) -> PathBuf {
         self.table_dir(table_id)
             .join(format!("partition-{partition_id}"))
+    }
+
+    /// `kv-snapshots/table-<id>/[partition-<id>/]`: where a table's (partition's) buckets keep
+    /// their kv snapshots.
+    fn snapshot_dir(&self, table_id: i64, partition_id: Option<i64>) -> PathBuf {
+        let table = self.snapshot_root.join(format!("table-{table_id}"));
+        match partition_id {
+            Some(partition_id) => table.join(format!("partition-{partition_id}")),
+            None => table,
+        }
+    }
+
+    /// The directory every kv snapshot lies under (absolute).
+    pub fn snapshot_root(&self) -> &std::path::Path {
+        &self.snapshot_root
+    }
+
+    /// Deletes the kv snapshots of tables and partitions that no longer exist (dropped while a
+    /// snapshot was written, or before a crash finished deleting them). Run once every table
+    /// is open.
+    pub fn remove_orphan_snapshots(&self) {
+        let Ok(tables) = std::fs::read_dir(&self.snapshot_root) else {
+            return;
+        };
+        for table in tables.flatten() {
+            let name = table.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_prefix("table-").and_then(|id| id.parse().ok()) else {
+                continue;
+            };
+            let Some(runtime) = self.get(id) else {
+                remove_dir(&table.path(), "a dropped table's kv snapshots");
+                continue;
+            };
+            for partition in std::fs::read_dir(table.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = partition.file_name().to_string_lossy().into_owned();
+                let id = name
+                    .strip_prefix("partition-")
+                    .and_then(|id| id.parse().ok());
+                if id.is_some_and(|id| runtime.partition(id).is_none()) {
+                    remove_dir(&partition.path(), "a dropped partition's kv snapshots");
+                }
+            }
+        }
     }
 
     /// Opens a table's tablets (of each of `partitions` for a partitioned table) and replays
@@ -389,17 +449,24 @@ impl Tablets {
         for bucket_id in 0..entry.bucket_count {
             let bucket_dir = dir.join(format!("bucket-{bucket_id}"));
             let log = LogTablet::open(&bucket_dir.join("log"), self.log_config).map_err(storage)?;
-            let kv = if entry.has_primary_key() {
+            let (kv, snapshots) = if entry.has_primary_key() {
                 let name = Self::kv_tablet_name(entry.id, partition_id, bucket_id);
-                Some(self.kv_store.open_tablet(&name).map_err(storage)?)
+                let snapshot_dir = self
+                    .snapshot_dir(entry.id, partition_id)
+                    .join(format!("bucket-{bucket_id}"));
+                (
+                    Some(self.kv_store.open_tablet(&name).map_err(storage)?),
+                    Some(storage::BucketSnapshots::open(&snapshot_dir).map_err(storage)?),
+                )
             } else {
-                None
+                (None, None)
             };
             buckets.push(Arc::new(Bucket {
                 id: bucket_id,
                 partition_id,
                 log,
                 kv,
+                snapshots,
                 write_lock: tokio::sync::Mutex::new(()),
                 kv_behind: std::sync::atomic::AtomicBool::new(false),
                 failure: self.failure.clone(),
@@ -459,6 +526,10 @@ impl Tablets {
             self.drop_kv_tablets(entry.id, &runtime.all_buckets()).await;
         }
         remove_dir(&self.table_dir(entry.id), "dropped table");
+        remove_dir(
+            &self.snapshot_dir(entry.id, None),
+            "dropped table's kv snapshots",
+        );
     }
 
     /// Forgets a dropped partition and deletes its files once in-flight writes have finished.
@@ -477,11 +548,20 @@ impl Tablets {
             &self.partition_dir(table_id, partition_id),
             "dropped partition",
         );
+        remove_dir(
+            &self.snapshot_dir(table_id, Some(partition_id)),
+            "dropped partition's kv snapshots",
+        );
     }
 
     async fn drop_kv_tablets(&self, table_id: i64, buckets: &[Arc<Bucket>]) {
         for bucket in buckets {
             let _guard = bucket.write_lock.lock().await;
+            if let Some(snapshots) = &bucket.snapshots
+                && let Err(error) = snapshots.drop_all()
+            {
+                tracing::warn!(%error, bucket = %bucket.name(), "cannot delete kv snapshots of a dropped table or partition");
+            }
             if bucket.kv.is_some()
                 && let Err(error) = self.kv_store.drop_tablet(&Self::kv_tablet_name(
                     table_id,
