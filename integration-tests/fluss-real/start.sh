@@ -17,6 +17,11 @@
 #   FLUSS_REAL_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
 #   FLUSS_REAL_EXTRA_CONF       extra server.yaml lines for both servers, e.g.
 #                               "log.flush.interval-messages: 1" (fsync every batch)
+#   FLUSS_REAL_SASL_USERS       "user:password ..." opens a second listener on each server with
+#                               SASL/PLAIN for these users, as Fluss's own test cluster does (the
+#                               plaintext one stays); its ports are FLUSS_REAL_COORDINATOR_SASL_PORT
+#                               (default 9225) and FLUSS_REAL_TABLET_SASL_PORT (default 9226), and
+#                               stdout's second-last line is the SASL bootstrap address
 #
 # `start.sh --restart-tablet` instead stops the running cluster's tablet server (SIGTERM, a
 # clean shutdown) and starts it again over the same data; `--crash-tablet` does the same with
@@ -33,6 +38,9 @@ coordinator_port="${FLUSS_REAL_COORDINATOR_PORT:-9223}"
 tablet_port="${FLUSS_REAL_TABLET_PORT:-9224}"
 start_timeout_s="${FLUSS_REAL_START_TIMEOUT_S:-120}"
 heap="${FLUSS_REAL_HEAP:-1g}"
+sasl_users="${FLUSS_REAL_SASL_USERS:-}"
+coordinator_sasl_port="${FLUSS_REAL_COORDINATOR_SASL_PORT:-9225}"
+tablet_sasl_port="${FLUSS_REAL_TABLET_SASL_PORT:-9226}"
 lib_dir="$cache_dir/lib"
 readonly host=127.0.0.1
 
@@ -89,7 +97,9 @@ fi
 [[ "$mode" == "start" ]] && for pid_file in "$work_dir"/{zk,coordinator,tablet}.pid; do
     pid_alive "$pid_file" && fail "a part of a cluster from $work_dir is still running; run stop.sh first"
 done
-[[ "$mode" == "start" ]] && for port in "$zk_port" "$coordinator_port" "$tablet_port"; do
+sasl_ports=()
+[[ -n "$sasl_users" ]] && sasl_ports=("$coordinator_sasl_port" "$tablet_sasl_port")
+[[ "$mode" == "start" ]] && for port in "$zk_port" "$coordinator_port" "$tablet_port" "${sasl_ports[@]}"; do
     port_open "$port" && fail "port $host:$port is in use; set FLUSS_REAL_*_PORT or stop what holds it"
 done
 
@@ -109,11 +119,29 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,stat
 EOF
 
-write_server_yaml() { # $1 = role dir, $2 = listener port, $3 = data dir, $4 = extra lines
+# The listeners: FLUSS (plaintext, also the servers' internal one), and with SASL users a
+# CLIENT listener that speaks SASL/PLAIN.
+listeners_yaml() { # $1 = plaintext port, $2 = SASL port
+    if [[ -z "$sasl_users" ]]; then
+        echo "bind.listeners: FLUSS://$host:$1"
+        return
+    fi
+    local users="" entry
+    for entry in $sasl_users; do
+        users+=" user_${entry%%:*}=\"${entry#*:}\""
+    done
+    echo "bind.listeners: FLUSS://$host:$1, CLIENT://$host:$2"
+    echo "internal.listener.name: FLUSS"
+    echo "security.protocol.map: CLIENT:sasl"
+    echo "security.sasl.enabled.mechanisms: plain"
+    echo "security.sasl.plain.jaas.config: org.apache.fluss.security.auth.sasl.plain.PlainLoginModule required$users;"
+}
+
+write_server_yaml() { # $1 = role dir, $2 = listener port, $3 = data dir, $4 = extra lines, $5 = SASL port
     cat >"$work_dir/conf/$1/server.yaml" <<EOF
 zookeeper.address: $host:$zk_port
 zookeeper.path.root: /fluss
-bind.listeners: FLUSS://$host:$2
+$(listeners_yaml "$2" "$5")
 data.dir: $3
 remote.data.dir: $work_dir/remote-data
 default.bucket.number: 1
@@ -137,8 +165,8 @@ logger.zookeeper.level = WARN
 logger.curator.name = org.apache.fluss.shaded.curator5
 logger.curator.level = WARN
 EOF
-write_server_yaml coordinator "$coordinator_port" "$work_dir/coordinator-data" ""
-write_server_yaml tablet "$tablet_port" "$work_dir/tablet-data" "tablet-server.id: 0"
+write_server_yaml coordinator "$coordinator_port" "$work_dir/coordinator-data" "" "$coordinator_sasl_port"
+write_server_yaml tablet "$tablet_port" "$work_dir/tablet-data" "tablet-server.id: 0" "$tablet_sasl_port"
 fi
 
 # Arrow and Netty reach into java.nio; Fluss's own launcher passes the same opens.
@@ -218,4 +246,5 @@ done
 elapsed_ms=$(( $(date +%s%3N) - started_ms ))
 echo "$elapsed_ms" >"$work_dir/start_ms"
 log "ready in ${elapsed_ms} ms; data and logs in $work_dir; stop with $here/stop.sh"
+[[ -n "$sasl_users" ]] && echo "$host:$coordinator_sasl_port"
 echo "$host:$coordinator_port"

@@ -17,6 +17,9 @@ pub const EXIT_SKIP: i32 = crate::process::SCRIPT_EXIT_SKIP;
 const ZK_PORT: u16 = 12281;
 const COORDINATOR_PORT: u16 = 9323;
 const TABLET_PORT: u16 = 9324;
+/// The SASL listeners of [`RealFluss::start_with_sasl`].
+const COORDINATOR_SASL_PORT: u16 = 9325;
+const TABLET_SASL_PORT: u16 = 9326;
 
 pub enum Started {
     Running(RealFluss),
@@ -26,6 +29,8 @@ pub enum Started {
 
 pub struct RealFluss {
     pub bootstrap: String,
+    /// The SASL/PLAIN listener's bootstrap address, when the cluster has one.
+    pub sasl_bootstrap: Option<String>,
     /// The tablet server, leader of every bucket (a single-node cluster).
     pub tablet: String,
     pub start_duration: Duration,
@@ -59,6 +64,16 @@ impl RealFluss {
     /// As [`RealFluss::start`], with `extra_conf` (`server.yaml` lines, e.g.
     /// `kv.snapshot.interval: 1s`) added to both servers' configuration.
     pub fn start_with_conf(name: &str, extra_conf: &str) -> Result<Started> {
+        RealFluss::start_with_options(name, extra_conf, &[])
+    }
+
+    /// As [`RealFluss::start`], with a second listener on each server that speaks SASL/PLAIN
+    /// for `users`, as Fluss's own test cluster has.
+    pub fn start_with_sasl(name: &str, users: &[(&str, &str)]) -> Result<Started> {
+        RealFluss::start_with_options(name, "", users)
+    }
+
+    fn start_with_options(name: &str, extra_conf: &str, users: &[(&str, &str)]) -> Result<Started> {
         let work_dir = harness_dir().join(".cache").join(format!("run-{name}"));
         // A cluster left behind by a killed earlier run of the same test is stopped first;
         // stop.sh touches only processes started from this work dir.
@@ -67,7 +82,18 @@ impl RealFluss {
             .status()
             .context("run fluss-real/stop.sh")?;
         let started = Instant::now();
-        let output = script("start.sh", &work_dir)
+        let mut start = script("start.sh", &work_dir);
+        if !users.is_empty() {
+            let users: Vec<String> = users.iter().map(|(u, p)| format!("{u}:{p}")).collect();
+            start
+                .env("FLUSS_REAL_SASL_USERS", users.join(" "))
+                .env(
+                    "FLUSS_REAL_COORDINATOR_SASL_PORT",
+                    COORDINATOR_SASL_PORT.to_string(),
+                )
+                .env("FLUSS_REAL_TABLET_SASL_PORT", TABLET_SASL_PORT.to_string());
+        }
+        let output = start
             .env("FLUSS_REAL_EXTRA_CONF", extra_conf)
             .stderr(Stdio::inherit())
             .output()
@@ -91,8 +117,13 @@ impl RealFluss {
         else {
             bail!("fluss-real/start.sh printed no bootstrap address");
         };
+        // With SASL users, the line before the bootstrap address is the SASL listener's.
+        let sasl_bootstrap = (!users.is_empty())
+            .then(|| stdout.lines().rev().nth(1).map(|l| l.trim().to_string()))
+            .flatten();
         Ok(Started::Running(RealFluss {
             bootstrap: bootstrap.to_string(),
+            sasl_bootstrap,
             tablet: format!("127.0.0.1:{TABLET_PORT}"),
             start_duration,
             work_dir,
