@@ -284,9 +284,20 @@ fn epoch_ms(at: SystemTime) -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A data file of a table this sink writes (`__bucket=<n>/...parquet`).
+/// A data file of a table this sink writes: a Parquet file in a bucket's directory, below the
+/// partition directories of a partitioned table (`__bucket=<n>/part-...parquet`,
+/// `dt=2026-12-01/__partition_id=4/__bucket=0/part-...parquet`). Every directory on the way is
+/// a partition directory (`<column>=<value>`), so nothing under `_delta_log/`,
+/// `_silt_staging/` or another directory Delta hides is taken for one.
 fn is_data_file(path: &str) -> bool {
-    path.starts_with("__bucket=") && path.ends_with(".parquet")
+    let mut parts = path.rsplit('/');
+    let name = parts.next().unwrap_or_default();
+    let mut dirs = parts.peekable();
+    let in_bucket = dirs.peek().is_some_and(|d| d.starts_with("__bucket="));
+    in_bucket
+        && dirs.all(|d| d.contains('='))
+        && name.ends_with(".parquet")
+        && !name.starts_with(['_', '.'])
 }
 
 /// A change file waiting for its commit.
@@ -446,6 +457,39 @@ mod tests {
             vec!["b.parquet".to_string()]
         );
         assert_eq!(seen.commits(), 2);
+    }
+
+    /// Issue 33 (item 10): only paths starting `__bucket=` were data files, so a partitioned
+    /// lake's were never vacuumed nor counted.
+    #[test]
+    fn data_files_are_found_below_partition_directories() {
+        for (path, data) in [
+            ("__bucket=0/part-00000-a.parquet", true),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/part-00000-a.parquet",
+                true,
+            ),
+            (
+                "a=1/b=x/__partition_id=4/__bucket=12/part-00000-a.snappy.parquet",
+                true,
+            ),
+            ("dt=2026-12-01/__partition_id=4/part-00000-a.parquet", false),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/_hidden.parquet",
+                false,
+            ),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/part-00000-a.json",
+                false,
+            ),
+            ("_delta_log/__bucket=0/part-00000-a.parquet", false),
+            ("_silt_staging/__bucket=0/x.parquet", false),
+            ("_delta_log/00000000000000000010.checkpoint.parquet", false),
+            ("part-00000-a.parquet", false),
+            ("deletion_vector_0b5c.bin", false),
+        ] {
+            assert_eq!(is_data_file(path), data, "{path}");
+        }
     }
 
     #[test]
