@@ -1946,6 +1946,32 @@ async fn read_lake_at(uri: &str, version: u64) -> Vec<LakeRow> {
     .await
 }
 
+/// A primary-key lake with deletion vectors at `<dir>/lake` (its key index under `<dir>`) whose
+/// maintenance keeps what is younger than `age`, with `adjust` applied to its configuration.
+async fn open_vectored_lake(
+    dir: &Path,
+    age: Duration,
+    adjust: impl FnOnce(&mut DeltaSinkConfig),
+) -> LakeTable {
+    let table_dir = dir.join("lake");
+    let mut config = DeltaSinkConfig::new(
+        table_dir.to_str().unwrap(),
+        "t9",
+        TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        },
+        key_value_schema(),
+    );
+    config.key_index_dir = Some(dir.join("index"));
+    config.retention = Retention {
+        files: age,
+        in_flight_max: age,
+        interval: Duration::ZERO,
+    };
+    adjust(&mut config);
+    LakeTable::open(Arc::new(config)).await.unwrap()
+}
+
 /// Issue 15 (lake maintenance): deltalake's full vacuum keeps the data files of recent
 /// tombstones but not their deletion vectors. A vector older than the retention that a commit
 /// has just superseded was deleted at once, so the previous version (a running query's, or time
@@ -1957,21 +1983,7 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
     let table_dir = dir.path().join("lake");
     let uri = table_dir.to_str().unwrap().to_string();
     let age = Duration::from_secs(2);
-    let mut config = DeltaSinkConfig::new(
-        &uri,
-        "t9",
-        TableKind::PrimaryKey {
-            key_columns: vec!["k".into()],
-        },
-        key_value_schema(),
-    );
-    config.key_index_dir = Some(dir.path().join("index"));
-    config.retention = Retention {
-        files: age,
-        in_flight_max: age,
-        interval: Duration::ZERO,
-    };
-    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let mut lake = open_vectored_lake(dir.path(), age, |_| {}).await;
     let mut model = PkModel::default();
     let round = |from: i64, to: i64, tag: &str| -> Vec<(i64, Option<String>)> {
         (from..to).map(|k| (k, Some(format!("{tag}{k}")))).collect()
@@ -2011,6 +2023,52 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         "expired: {first_vectors:?} on disk {on_disk:?} ({report:?})"
     );
     assert!(report.files_deleted > 0, "{report:?}");
+}
+
+/// Issue 33 (item 9): the record of the deletion vectors recent commits superseded is bounded.
+/// Past its bound it cannot tell which old vectors a version inside the retention still reads,
+/// so maintenance keeps them all and says how many wait, rather than guess: the superseded
+/// version still reads.
+#[tokio::test]
+async fn a_full_record_of_removes_keeps_the_old_deletion_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("lake");
+    let uri = table_dir.to_str().unwrap().to_string();
+    let age = Duration::from_secs(1);
+    let mut lake = open_vectored_lake(dir.path(), age, |config| {
+        config.vacuum_removes_bytes_max = 0;
+    })
+    .await;
+    let mut model = PkModel::default();
+    let round = |from: i64, to: i64, tag: &str| -> Vec<(i64, Option<String>)> {
+        (from..to).map(|k| (k, Some(format!("{tag}{k}")))).collect()
+    };
+    commit_round(&mut lake, &table_dir, &mut model, 1, &round(0, 1000, "a")).await;
+    let second = commit_round(&mut lake, &table_dir, &mut model, 2, &round(0, 50, "b")).await;
+    let at_second = read_lake_at(&uri, second.delta_version).await;
+    let first_vectors = vector_files(&table_dir);
+    assert!(
+        !first_vectors.is_empty(),
+        "the second commit left deletion vectors"
+    );
+    tokio::time::sleep(age + Duration::from_millis(500)).await;
+    // Supersedes the first vectors, which are older than the age by now.
+    commit_round(&mut lake, &table_dir, &mut model, 3, &round(50, 60, "c")).await;
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    let on_disk = vector_files(&table_dir);
+    assert!(
+        first_vectors.is_subset(&on_disk),
+        "the full record keeps them: {first_vectors:?} on disk {on_disk:?} ({report:?})"
+    );
+    assert!(
+        report.vectors_waiting >= first_vectors.len() as u64,
+        "{report:?}"
+    );
+    assert_eq!(
+        read_lake_at(&uri, second.delta_version).await,
+        at_second,
+        "the superseded version still reads"
+    );
 }
 
 /// The user columns of a day-partitioned table: the key-value columns, then `dt`.

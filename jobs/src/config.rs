@@ -43,6 +43,7 @@ pub struct LakeSettings {
     pub deletion_vectors: bool,
     pub file_retention_ms: u64,
     pub key_index_cache_bytes: u64,
+    pub vacuum_removes_bytes_max: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
