@@ -6,9 +6,11 @@
 //!   DML, DDL, `COPY`, `SET` and the like are refused as user errors before anything runs, and
 //!   the plan is checked again (no DDL, DML or statements) before it executes.
 //! - One deadline covers everything: resolving tables, waiting for tiering, reading the hot
-//!   tail, planning and execution. When it passes, the running future is dropped, which drops
-//!   DataFusion's streams (its spawned tasks are aborted, its memory freed), and the error says
-//!   how far the query got ([`QueryProgress`]).
+//!   tail, planning and execution. The query runs on the query runtime's own threads
+//!   ([`execution`]) and its caller waits on its own runtime, so the deadline error comes on
+//!   time whatever the plan does; it says how far the query got ([`QueryProgress`]). The plan
+//!   is cancelled with it: cancel points on every input of DataFusion's operators ([`cancel`])
+//!   stop even a plan that never yields within a batch of work, and its driver is aborted.
 //! - Every table is read at one point: without `wait_for_tiering` the lake version is pinned
 //!   first and the hot high watermarks are captured after it; with it, the high watermarks are
 //!   captured first and the query waits (polling, inside the deadline) until a lake version's
@@ -21,7 +23,9 @@
 //! (plan only). REST (`POST /v1/query`) is in [`rest`], the
 //! `silt sql` client in [`client`].
 
+mod cancel;
 pub mod client;
+mod execution;
 pub mod flight;
 pub mod rest;
 
@@ -51,6 +55,9 @@ use silt_connectors::lake::{
 };
 use tracing::debug;
 
+use cancel::Cancel;
+use execution::{Execution, Message, PlansRunning};
+
 /// The service's settings (see the `query` section of conf/silt.yaml).
 #[derive(Debug, Clone)]
 pub struct QueryConfig {
@@ -63,6 +70,9 @@ pub struct QueryConfig {
     pub result_bytes_max: usize,
     /// DataFusion's memory pool per query.
     pub memory_bytes_max: usize,
+    /// Where queries plan and execute; `None`: the process's query runtime (`silt-query`
+    /// threads, see [`execution`]). A test gives a runtime of its own to bound its pools.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl QueryConfig {
@@ -73,6 +83,7 @@ impl QueryConfig {
             deadline_max: Duration::from_secs(600),
             result_bytes_max: 256 * 1024 * 1024,
             memory_bytes_max: 1024 * 1024 * 1024,
+            runtime: None,
         }
     }
 
@@ -151,7 +162,8 @@ pub struct QueryStream {
     pub schema: SchemaRef,
     /// What each table was read at.
     pub tables: Vec<TableRead>,
-    inner: Option<SendableRecordBatchStream>,
+    /// `None` once the stream ended.
+    execution: Option<Execution>,
     deadline: Duration,
     sleep: Pin<Box<tokio::time::Sleep>>,
     progress: Arc<QueryProgress>,
@@ -161,33 +173,33 @@ impl Stream for QueryStream {
     type Item = Result<RecordBatch, QueryError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let Some(inner) = self.inner.as_mut() else {
+        let Some(execution) = self.execution.as_mut() else {
             return Poll::Ready(None);
         };
-        let polled = inner.poll_next_unpin(cx);
-        // The deadline is checked on every poll, so a stream that is always ready still stops.
+        let polled = execution.poll_recv(cx);
+        // The deadline runs on the caller's runtime, so it fires whatever the plan does.
         if self.sleep.as_mut().poll(cx).is_ready() {
-            // Dropping the execution aborts DataFusion's tasks and frees their memory now.
-            self.inner = None;
+            // Dropping the execution stops the plan at its next cancel point.
+            self.execution = None;
             return Poll::Ready(Some(Err(QueryError::DeadlinePassed {
                 deadline: self.deadline,
                 progress: self.progress.describe(),
             })));
         }
-        match polled {
-            Poll::Ready(Some(Ok(batch))) => {
-                self.progress.add_rows_returned(batch.num_rows() as u64);
-                Poll::Ready(Some(Ok(batch)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                self.inner = None;
-                Poll::Ready(Some(Err(e.into())))
-            }
-            Poll::Ready(None) => {
-                self.inner = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
+        let Poll::Ready(message) = polled else {
+            return Poll::Pending;
+        };
+        if let Some(Message::Batch(batch)) = message {
+            self.progress.add_rows_returned(batch.num_rows() as u64);
+            return Poll::Ready(Some(Ok(batch)));
+        }
+        self.execution = None;
+        match message {
+            Some(Message::End) => Poll::Ready(None),
+            Some(Message::Failed(e)) => Poll::Ready(Some(Err(e))),
+            _ => Poll::Ready(Some(Err(QueryError::Internal(
+                "the query's execution ended without finishing its result (a bug)".into(),
+            )))),
         }
     }
 }
@@ -281,6 +293,7 @@ pub struct QueryService {
     config: Arc<QueryConfig>,
     catalog: Arc<tokio::sync::Mutex<Option<LakeCatalog>>>,
     offline: bool,
+    running: PlansRunning,
 }
 
 impl QueryService {
@@ -289,6 +302,7 @@ impl QueryService {
             config: Arc::new(config),
             catalog: Arc::default(),
             offline: false,
+            running: PlansRunning::default(),
         }
     }
 
@@ -300,11 +314,18 @@ impl QueryService {
             config: Arc::new(config),
             catalog: Arc::default(),
             offline: true,
+            running: PlansRunning::default(),
         }
     }
 
     pub fn config(&self) -> &QueryConfig {
         &self.config
+    }
+
+    /// Queries whose plans still run on the query runtime, including those abandoned at their
+    /// deadline until their plan reaches a cancel point.
+    pub fn plans_running(&self) -> usize {
+        self.running.count()
     }
 
     /// Runs `request` to completion or to its deadline and collects the result (at most
@@ -333,29 +354,35 @@ impl QueryService {
         })
     }
 
-    /// Plans `request` and starts executing it; the batches come from the returned stream,
-    /// which ends with [`QueryError::DeadlinePassed`] (and drops the execution) once the
-    /// request's deadline, counted from this call, passes. For streaming answers (Flight SQL):
-    /// no bound on the result size beyond the deadline.
+    /// Plans `request` and starts executing it on the query runtime; the batches come from the
+    /// returned stream, which ends with [`QueryError::DeadlinePassed`] (and cancels the plan)
+    /// once the request's deadline, counted from this call, passes. For streaming answers
+    /// (Flight SQL): no bound on the result size beyond the deadline.
     pub async fn execute_stream(&self, request: QueryRequest) -> Result<QueryStream, QueryError> {
         self.check_deadline(request.deadline)?;
         let deadline_at = tokio::time::Instant::now() + request.deadline;
         let progress = QueryProgress::new();
-        let opened = tokio::time::timeout_at(deadline_at, self.open(&request, &progress)).await;
-        let result = match opened {
-            Ok(Ok((inner, tables))) => Ok(QueryStream {
-                schema: inner.schema(),
+        let cancel = Cancel::new(deadline_at.into_std());
+        let (deadline, opening) = (request.deadline, progress.clone());
+        let mut execution = Execution::start(self.clone(), request, opening, cancel)?;
+        let deadline_passed = || QueryError::DeadlinePassed {
+            deadline,
+            progress: progress.describe(),
+        };
+        let result = match tokio::time::timeout_at(deadline_at, execution.recv()).await {
+            Ok(Some(Message::Opened { schema, tables })) => Ok(QueryStream {
+                schema,
                 tables,
-                inner: Some(inner),
-                deadline: request.deadline,
+                execution: Some(execution),
+                deadline,
                 sleep: Box::pin(tokio::time::sleep_until(deadline_at)),
                 progress,
             }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(QueryError::DeadlinePassed {
-                deadline: request.deadline,
-                progress: progress.describe(),
-            }),
+            Ok(Some(Message::Failed(e))) => Err(e),
+            Ok(_) => Err(QueryError::Internal(
+                "the query's execution ended before it was planned (a bug)".into(),
+            )),
+            Err(_) => Err(deadline_passed()),
         };
         if matches!(result, Err(QueryError::Internal(_))) {
             // The connection may be what failed; the next query reconnects.
@@ -364,20 +391,24 @@ impl QueryService {
         result
     }
 
-    /// Plans `request` (tables resolved and pinned as for `execute`) and returns the schema of
-    /// its result without executing it, under the same deadline.
+    /// Plans `request` (tables resolved and pinned as for `execute`, on the query runtime) and
+    /// returns the schema of its result without executing it, under the same deadline.
     pub async fn schema(&self, request: QueryRequest) -> Result<SchemaRef, QueryError> {
         self.check_deadline(request.deadline)?;
         let progress = QueryProgress::new();
-        let plan = async {
-            let (ctx, plan, _) = self.plan(&request, &progress).await?;
+        let (service, planning, deadline) = (self.clone(), progress.clone(), request.deadline);
+        let mut planned = execution::spawn(&self.config, async move {
+            let (ctx, plan, _) = service.plan(&request, &planning).await?;
             drop(ctx);
             Ok::<_, QueryError>(Arc::new(plan.schema().as_arrow().clone()))
-        };
-        match tokio::time::timeout(request.deadline, plan).await {
-            Ok(result) => result,
+        })?;
+        match tokio::time::timeout(deadline, &mut planned.0).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(QueryError::Internal(format!(
+                "planning the query failed: {e} (a bug)"
+            ))),
             Err(_) => Err(QueryError::DeadlinePassed {
-                deadline: request.deadline,
+                deadline,
                 progress: progress.describe(),
             }),
         }
@@ -421,16 +452,20 @@ impl QueryService {
         Ok(catalog)
     }
 
+    /// Plans `request` and starts its plan, with cancel points that stop it at `cancel` (see
+    /// [`cancel`]). Runs on the query runtime, where the plan's own tasks are spawned.
     async fn open(
         &self,
         request: &QueryRequest,
         progress: &Arc<QueryProgress>,
+        cancel: &Arc<Cancel>,
     ) -> Result<(SendableRecordBatchStream, Vec<TableRead>), QueryError> {
         let (ctx, plan, tables) = self.plan(request, progress).await?;
         progress.set_stage(Stage::Executing);
         let frame = ctx.execute_logical_plan(plan).await?;
         let task = Arc::new(frame.task_ctx());
         let physical = frame.create_physical_plan().await?;
+        let physical = cancel::insert_cancel_points(physical, cancel)?;
         // Counted on the plan that runs, after DataFusion split files into byte ranges, so
         // files done and files in all are counted in the same unit.
         progress.watch_file_scans(&physical)?;
