@@ -22,6 +22,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use super::admission::Slot;
 use super::cancel::Cancel;
 use super::{QueryConfig, QueryError, QueryRequest, QueryService, TableRead};
 
@@ -101,10 +102,11 @@ pub(super) struct Execution {
 }
 
 impl Execution {
-    /// Starts the driver of `request`, whose plan stops at `cancel`.
+    /// Starts the driver of `request`, whose plan stops at `cancel`; the driver holds `slot`
+    /// until it ends.
     pub(super) fn start(
         service: QueryService,
-        request: QueryRequest,
+        (request, slot): (QueryRequest, Slot),
         progress: Arc<QueryProgress>,
         cancel: Arc<Cancel>,
     ) -> Result<Execution, QueryError> {
@@ -112,7 +114,7 @@ impl Execution {
         let running = service.running.enter();
         let driver_cancel = cancel.clone();
         let driver = handle(&service.config)?.spawn(async move {
-            let _running = running;
+            let _held = (running, slot);
             drive(service, request, progress, driver_cancel, tx).await;
         });
         Ok(Execution {

@@ -23,6 +23,7 @@
 //! (plan only). REST (`POST /v1/query`) is in [`rest`], the
 //! `silt sql` client in [`client`].
 
+mod admission;
 mod cancel;
 pub mod client;
 mod execution;
@@ -55,6 +56,7 @@ use silt_connectors::lake::{
 };
 use tracing::debug;
 
+use admission::Admission;
 use cancel::Cancel;
 use execution::{Execution, Message, PlansRunning};
 
@@ -70,6 +72,10 @@ pub struct QueryConfig {
     pub result_bytes_max: usize,
     /// DataFusion's memory pool per query.
     pub memory_bytes_max: usize,
+    /// Queries running at once (at least 1).
+    pub concurrent_max: usize,
+    /// Queries waiting for a slot, each inside its deadline; one more is refused as busy.
+    pub waiting_max: usize,
     /// Where queries plan and execute; `None`: the process's query runtime (`silt-query`
     /// threads, see [`execution`]). A test gives a runtime of its own to bound its pools.
     pub runtime: Option<tokio::runtime::Handle>,
@@ -83,6 +89,8 @@ impl QueryConfig {
             deadline_max: Duration::from_secs(600),
             result_bytes_max: 256 * 1024 * 1024,
             memory_bytes_max: 1024 * 1024 * 1024,
+            concurrent_max: 4,
+            waiting_max: 32,
             runtime: None,
         }
     }
@@ -99,6 +107,8 @@ impl QueryConfig {
         query.deadline_max = Duration::from_millis(config.query.deadline_max_ms);
         query.result_bytes_max = config.query.result_bytes_max;
         query.memory_bytes_max = config.query.memory_bytes_max;
+        query.concurrent_max = config.query.concurrent_max;
+        query.waiting_max = config.query.waiting_max;
         query
     }
 }
@@ -218,6 +228,12 @@ pub enum QueryError {
         deadline: Duration,
         progress: String,
     },
+    /// Every query slot is taken and as many queries wait for one as may: refused at once,
+    /// before anything ran. The caller may retry.
+    #[error(
+        "silt is busy: query.concurrent_max ({running}) queries run and query.waiting_max ({waiting}) wait for a slot; retry shortly, or raise the bounds"
+    )]
+    Busy { running: usize, waiting: usize },
     /// Something underneath failed (the hot store, the lake, a bug).
     #[error("{0}")]
     Internal(String),
@@ -294,11 +310,13 @@ pub struct QueryService {
     catalog: Arc<tokio::sync::Mutex<Option<LakeCatalog>>>,
     offline: bool,
     running: PlansRunning,
+    admission: Arc<Admission>,
 }
 
 impl QueryService {
     pub fn new(config: QueryConfig) -> Self {
         QueryService {
+            admission: Arc::new(Admission::new(config.concurrent_max, config.waiting_max)),
             config: Arc::new(config),
             catalog: Arc::default(),
             offline: false,
@@ -311,10 +329,8 @@ impl QueryService {
     /// messages contain [`lake::OFFLINE_HINT`]).
     pub fn offline(config: QueryConfig) -> Self {
         QueryService {
-            config: Arc::new(config),
-            catalog: Arc::default(),
             offline: true,
-            running: PlansRunning::default(),
+            ..QueryService::new(config)
         }
     }
 
@@ -361,10 +377,11 @@ impl QueryService {
     pub async fn execute_stream(&self, request: QueryRequest) -> Result<QueryStream, QueryError> {
         self.check_deadline(request.deadline)?;
         let deadline_at = tokio::time::Instant::now() + request.deadline;
+        let slot = self.admission.enter(deadline_at, request.deadline).await?;
         let progress = QueryProgress::new();
         let cancel = Cancel::new(deadline_at.into_std());
         let (deadline, opening) = (request.deadline, progress.clone());
-        let mut execution = Execution::start(self.clone(), request, opening, cancel)?;
+        let mut execution = Execution::start(self.clone(), (request, slot), opening, cancel)?;
         let deadline_passed = || QueryError::DeadlinePassed {
             deadline,
             progress: progress.describe(),
@@ -395,14 +412,17 @@ impl QueryService {
     /// returns the schema of its result without executing it, under the same deadline.
     pub async fn schema(&self, request: QueryRequest) -> Result<SchemaRef, QueryError> {
         self.check_deadline(request.deadline)?;
+        let deadline_at = tokio::time::Instant::now() + request.deadline;
+        let slot = self.admission.enter(deadline_at, request.deadline).await?;
         let progress = QueryProgress::new();
         let (service, planning, deadline) = (self.clone(), progress.clone(), request.deadline);
         let mut planned = execution::spawn(&self.config, async move {
+            let _slot = slot;
             let (ctx, plan, _) = service.plan(&request, &planning).await?;
             drop(ctx);
             Ok::<_, QueryError>(Arc::new(plan.schema().as_arrow().clone()))
         })?;
-        match tokio::time::timeout(deadline, &mut planned.0).await {
+        match tokio::time::timeout_at(deadline_at, &mut planned.0).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(QueryError::Internal(format!(
                 "planning the query failed: {e} (a bug)"
@@ -796,6 +816,78 @@ mod tests {
         }
         let e = run("SELECT 1", 0).await.unwrap_err();
         assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    /// A service without a hot store (queries of no table) and with `slots` query slots, of
+    /// which `waiting` may be waited for.
+    fn service_with_slots(slots: usize, waiting: usize) -> QueryService {
+        let mut config = QueryConfig::new(LakeCatalogConfig::new("127.0.0.1:1", "/nonexistent"));
+        config.concurrent_max = slots;
+        config.waiting_max = waiting;
+        QueryService::new(config)
+    }
+
+    /// A query that runs until its stream is dropped: its driver waits for a reader.
+    async fn held(service: &QueryService) -> QueryStream {
+        let endless = "WITH t AS (SELECT * FROM (VALUES (1), (2), (3), (4), (5), (6), (7), (8)) v(x)) \
+            SELECT a.x FROM t a, t b, t c, t d, t e, t f, t g, t h, t i, t j";
+        service
+            .execute_stream(QueryRequest::new(endless, Duration::from_secs(60)))
+            .await
+            .unwrap()
+    }
+
+    /// Issue 33 (item 8): nothing bounded how many queries ran at once, each with its own
+    /// memory pool, hot tails and result. Past `concurrent_max` running, a query waits for a
+    /// slot inside its deadline, at most `waiting_max` of them; one more is refused at once,
+    /// naming the bounds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_past_the_slots_wait_inside_their_deadline_or_are_refused() {
+        let run = |service: &QueryService, deadline_ms: u64| {
+            let request = QueryRequest::new("SELECT 1", Duration::from_millis(deadline_ms));
+            let service = service.clone();
+            async move { service.execute(request).await }
+        };
+        // No waiting: refused at once while the one slot is taken.
+        let service = service_with_slots(1, 0);
+        let holder = held(&service).await;
+        let started = Instant::now();
+        let e = run(&service, 5_000).await.unwrap_err();
+        assert!(matches!(e, QueryError::Busy { .. }), "{e:?}");
+        crate::test_util::assert_mentions(&e, &["query.concurrent_max", "query.waiting_max"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "refused at once"
+        );
+        drop(holder);
+
+        // One may wait: it gets the deadline error, saying what it waited for; a second waiter
+        // is refused; once the slot is free, a query runs.
+        let service = service_with_slots(1, 1);
+        let holder = held(&service).await;
+        let waiter = tokio::spawn(run(&service, 500));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let e = run(&service, 5_000).await.unwrap_err();
+        assert!(matches!(e, QueryError::Busy { .. }), "{e:?}");
+        let e = waiter.await.unwrap().unwrap_err();
+        assert!(matches!(e, QueryError::DeadlinePassed { .. }), "{e:?}");
+        crate::test_util::assert_mentions(
+            &e,
+            &["waiting for a query slot", "query.concurrent_max"],
+        );
+        drop(holder);
+        let r = run(&service, 5_000).await.unwrap();
+        assert_eq!(r.num_rows(), 1);
+    }
+
+    /// `QueryConfig::new` (what tests and the benches start from) is what `silt up` builds from
+    /// conf/silt.yaml, apart from the catalog's addresses.
+    #[test]
+    fn the_query_defaults_are_conf_silt_yaml() {
+        let config = crate::config::Config::load(None, std::iter::empty(), &[]).unwrap();
+        let from_file = QueryConfig::from_config(&config, "127.0.0.1:9123");
+        let defaults = QueryConfig::new(from_file.catalog.clone());
+        assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
     }
 
     #[test]
