@@ -318,6 +318,8 @@ async fn one_deadline(
         Ok(_) => return Ok(None),
         Err(e) => bail!("deadline query failed otherwise: {e}"),
     }
+    // Tasks the plan spawned stop at their own cancel points, maybe just after its driver.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let cpu_now = crate::procfs::threads_cpu_ns(QUERY_THREADS);
     let at_deadline = cpu_at_deadline.await?;
     let cpu_after_s = crate::procfs::cpu_s_between(&at_deadline, &cpu_now);

@@ -106,7 +106,8 @@ impl Execution {
     /// until it ends.
     pub(super) fn start(
         service: QueryService,
-        (request, slot): (QueryRequest, Slot),
+        request: QueryRequest,
+        slot: Slot,
         progress: Arc<QueryProgress>,
         cancel: Arc<Cancel>,
     ) -> Result<Execution, QueryError> {

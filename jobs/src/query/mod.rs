@@ -381,11 +381,7 @@ impl QueryService {
         let progress = QueryProgress::new();
         let cancel = Cancel::new(deadline_at.into_std());
         let (deadline, opening) = (request.deadline, progress.clone());
-        let mut execution = Execution::start(self.clone(), (request, slot), opening, cancel)?;
-        let deadline_passed = || QueryError::DeadlinePassed {
-            deadline,
-            progress: progress.describe(),
-        };
+        let mut execution = Execution::start(self.clone(), request, slot, opening, cancel)?;
         let result = match tokio::time::timeout_at(deadline_at, execution.recv()).await {
             Ok(Some(Message::Opened { schema, tables })) => Ok(QueryStream {
                 schema,
@@ -399,7 +395,10 @@ impl QueryService {
             Ok(_) => Err(QueryError::Internal(
                 "the query's execution ended before it was planned (a bug)".into(),
             )),
-            Err(_) => Err(deadline_passed()),
+            Err(_) => Err(QueryError::DeadlinePassed {
+                deadline,
+                progress: progress.describe(),
+            }),
         };
         if matches!(result, Err(QueryError::Internal(_))) {
             // The connection may be what failed; the next query reconnects.
