@@ -7,9 +7,13 @@
 //!   which is far quicker than producing and tiering gigabytes. The same aggregate runs through
 //!   [`QueryService::execute`] on `bench.scan$lake` and through a plain DataFusion session on
 //!   a listing table over the same Parquet files, alternately, `runs` times each; medians.
-//! - Deadline precision: `deadline_queries` runs of that scan with deadlines spread over
-//!   20..400 ms, none of which can finish in time; the figure is how long after its deadline
-//!   each call returned (p50, p99, max).
+//! - Deadline precision: `deadline_queries` runs of that scan (cooperative: its operators yield
+//!   between batches), then as many of a CPU-bound plan that never yields (an aggregate over
+//!   `bench.wide$lake`, `cross_rows` rows, cross-joined with itself), with deadlines spread over
+//!   20..400 ms, none of which can finish in time. The figures: how long after its deadline
+//!   each call returned (p50, p99, max), how long after that error the abandoned plan ended
+//!   ([`QueryService::plans_running`]), and the CPU the query threads (`silt-query`) spent from
+//!   the deadline until then (schedstat, to the nanosecond).
 //! - Real-time view: a primary-key table with `pk_keys` keys is tiered, then `lake_changes`
 //!   upserts and deletes (10% deletes, 10% new keys) are tiered as a second round, so the lake
 //!   holds deletion vectors as it does in use; tiering is stopped, and `tail_changes` more
@@ -52,9 +56,12 @@ pub struct QueryBenchOptions {
     /// Runs of the scan comparison, each side.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Queries of the deadline-precision figure.
+    /// Queries of each deadline-precision figure.
     #[arg(long, default_value_t = 100)]
     pub deadline_queries: usize,
+    /// Rows of the table the CPU-bound deadline case cross-joins with itself.
+    #[arg(long, default_value_t = 50_000)]
+    pub cross_rows: u64,
     /// Keys tiered into the primary-key table before tiering stops.
     #[arg(long, default_value_t = 1_000_000)]
     pub pk_keys: u64,
@@ -80,6 +87,13 @@ fn scan_sql(table: &str) -> String {
     SCAN_QUERY.replace("{t}", table)
 }
 
+/// A plan that computes without yielding: the aggregate loops over the cross join's batches.
+const CROSS_QUERY: &str =
+    "SELECT a.id, count(*) AS n FROM bench.wide$lake a CROSS JOIN bench.wide$lake b GROUP BY a.id";
+
+/// The names of the query runtime's threads.
+const QUERY_THREADS: &str = "silt-query";
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     percentile_f64(values, 0.5)
@@ -98,12 +112,18 @@ struct ScanFigures {
     delta_s: f64,
 }
 
-/// (b) How long after their deadline the scans that could not finish returned.
+/// (b), (c) How long after their deadline the queries that could not finish returned, and what
+/// their plans did after it.
+#[derive(Default)]
 struct DeadlineFigures {
     queries: usize,
     finished_in_time: usize,
-    /// Milliseconds past the deadline, sorted.
+    /// Milliseconds past the deadline the error came, sorted.
     overshoot_ms: Vec<f64>,
+    /// Milliseconds from the error until the abandoned plan ended, sorted.
+    plan_end_ms: Vec<f64>,
+    /// CPU milliseconds the query threads spent from the deadline until the plan ended, sorted.
+    cpu_after_ms: Vec<f64>,
 }
 
 pub async fn query(options: QueryBenchOptions) -> Result<()> {
@@ -116,14 +136,20 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     let server = crate::in_process_hotstore(dir.path()).await?;
     let bootstrap = server.local_addr().to_string();
     let lake_root = dir.path().join("lake").to_string_lossy().to_string();
-    let scan = write_scan_table(&bootstrap, &lake_root, options.lake_rows).await?;
+    let scan = write_log_table(&bootstrap, &lake_root, "scan", options.lake_rows).await?;
+    write_log_table(&bootstrap, &lake_root, "wide", options.cross_rows).await?;
 
     let mut config = QueryConfig::new(LakeCatalogConfig::new(&bootstrap, lake_root.clone()));
     config.deadline_max = Duration::from_secs(3600);
     config.memory_bytes_max = 4 * 1024 * 1024 * 1024;
     let service = QueryService::new(config);
     let scans = compare_scans(&service, &scan.lake_uri, options.runs).await?;
-    let deadlines = deadline_precision(&service, options.deadline_queries).await?;
+    let queries = options.deadline_queries;
+    println!("deadline precision: {queries} scans with deadlines of 20..400 ms ...");
+    let scan_sql = scan_sql(&format!("{DB}.scan$lake"));
+    let cooperative = deadline_runs(&service, &scan_sql, queries).await?;
+    println!("deadline precision: {queries} cross joins with deadlines of 20..400 ms ...");
+    let cpu_bound = deadline_runs(&service, CROSS_QUERY, queries).await?;
     let lake = TieringSetup {
         server: &server,
         bootstrap: &bootstrap,
@@ -132,7 +158,7 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     };
     let view = realtime_view(&options, &lake, &service).await?;
 
-    print_report(&options, &scan, &scans, &deadlines, &view);
+    print_report(&options, &scan, &scans, [&cooperative, &cpu_bound], &view);
     drop(service);
     if let Ok(server) = Arc::try_unwrap(server) {
         server.shutdown().await?;
@@ -140,8 +166,13 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     Ok(())
 }
 
-/// Creates the lake-enabled log table `bench.scan` and writes its lake tier.
-async fn write_scan_table(bootstrap: &str, lake_root: &str, lake_rows: u64) -> Result<ScanTable> {
+/// Creates the lake-enabled log table `bench.<name>` and writes its lake tier of `lake_rows`.
+async fn write_log_table(
+    bootstrap: &str,
+    lake_root: &str,
+    name: &str,
+    lake_rows: u64,
+) -> Result<ScanTable> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
     let admin = connection.get_admin().map_err(anyhow::Error::from)?;
     admin
@@ -155,19 +186,19 @@ async fn write_scan_table(bootstrap: &str, lake_root: &str, lake_rows: u64) -> R
         .build()
         .map_err(anyhow::Error::from)?;
     admin
-        .create_table(&TablePath::new(DB, "scan"), &descriptor, false)
+        .create_table(&TablePath::new(DB, name), &descriptor, false)
         .await
         .map_err(anyhow::Error::from)?;
     let table_id = admin
-        .get_table_info(&TablePath::new(DB, "scan"))
+        .get_table_info(&TablePath::new(DB, name))
         .await
         .map_err(anyhow::Error::from)?
         .get_table_id();
-    let user_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, "scan").await?;
+    let user_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, name).await?;
     println!(
-        "writing the lake tier of {DB}.scan: {lake_rows} rows through the tiering sink's writer ..."
+        "writing the lake tier of {DB}.{name}: {lake_rows} rows through the tiering sink's writer ..."
     );
-    let lake_uri = format!("{lake_root}/{DB}/scan");
+    let lake_uri = format!("{lake_root}/{DB}/{name}");
     let started = Instant::now();
     let (files, parquet_bytes, arrow_bytes) =
         write_lake(&lake_uri, table_id, user_schema, lake_rows).await?;
@@ -232,41 +263,93 @@ async fn compare_scans(service: &QueryService, lake_uri: &str, runs: usize) -> R
     })
 }
 
-/// (b) `queries` scans with deadlines spread over 20..400 ms, none of which can finish.
-async fn deadline_precision(service: &QueryService, queries: usize) -> Result<DeadlineFigures> {
-    println!("deadline precision: {queries} scans with deadlines of 20..400 ms ...");
-    let mut overshoot_ms = Vec::new();
-    let mut finished_in_time = 0usize;
+/// (b), (c) `queries` runs of `sql` with deadlines spread over 20..400 ms, none of which should
+/// finish in time.
+async fn deadline_runs(
+    service: &QueryService,
+    sql: &str,
+    queries: usize,
+) -> Result<DeadlineFigures> {
     let n = queries.max(1);
+    let mut figures = DeadlineFigures {
+        queries: n,
+        ..DeadlineFigures::default()
+    };
     for i in 0..n {
         let deadline = Duration::from_millis(20 + (380 * i / n) as u64);
-        let sql = scan_sql(&format!("{DB}.scan$lake"));
-        let started = Instant::now();
-        match service.execute(QueryRequest::new(sql, deadline)).await {
-            Err(QueryError::DeadlinePassed { .. }) => {
-                let late = started.elapsed().saturating_sub(deadline);
-                overshoot_ms.push(late.as_secs_f64() * 1e3);
+        match one_deadline(service, sql, deadline).await? {
+            None => figures.finished_in_time += 1,
+            Some((late_ms, plan_end_ms, cpu_after_ms)) => {
+                figures.overshoot_ms.push(late_ms);
+                figures.plan_end_ms.push(plan_end_ms);
+                figures.cpu_after_ms.push(cpu_after_ms);
             }
-            Ok(_) => finished_in_time += 1,
-            Err(e) => bail!("deadline query failed otherwise: {e}"),
         }
     }
-    overshoot_ms.sort_by(f64::total_cmp);
-    Ok(DeadlineFigures {
-        queries: n,
-        finished_in_time,
-        overshoot_ms,
-    })
+    for figure in [
+        &mut figures.overshoot_ms,
+        &mut figures.plan_end_ms,
+        &mut figures.cpu_after_ms,
+    ] {
+        figure.sort_by(f64::total_cmp);
+    }
+    Ok(figures)
+}
+
+/// One run of `sql` under `deadline`: `None` when it finished in time, else how long after the
+/// deadline the error came, how long after the error the plan ended, and the query threads'
+/// CPU from the deadline until then (all in ms).
+async fn one_deadline(
+    service: &QueryService,
+    sql: &str,
+    deadline: Duration,
+) -> Result<Option<(f64, f64, f64)>> {
+    let started = tokio::time::Instant::now();
+    let due = started + deadline;
+    let cpu_at_deadline = tokio::spawn(async move {
+        tokio::time::sleep_until(due).await;
+        crate::procfs::threads_cpu_ns(QUERY_THREADS)
+    });
+    let outcome = service.execute(QueryRequest::new(sql, deadline)).await;
+    let errored = tokio::time::Instant::now();
+    let ended = plans_ended(service).await?;
+    match outcome {
+        Err(QueryError::DeadlinePassed { .. }) => {}
+        Ok(_) => return Ok(None),
+        Err(e) => bail!("deadline query failed otherwise: {e}"),
+    }
+    // Tasks the plan spawned stop at their own cancel points, maybe just after its driver.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cpu_now = crate::procfs::threads_cpu_ns(QUERY_THREADS);
+    let at_deadline = cpu_at_deadline.await?;
+    let cpu_after_s = crate::procfs::cpu_s_between(&at_deadline, &cpu_now);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    Ok(Some((
+        ms(errored.saturating_duration_since(due)),
+        ms(ended.saturating_duration_since(errored)),
+        cpu_after_s * 1e3,
+    )))
+}
+
+/// Waits until no plan of `service` runs (at most 60 s) and says when that was.
+async fn plans_ended(service: &QueryService) -> Result<tokio::time::Instant> {
+    let started = tokio::time::Instant::now();
+    while service.plans_running() > 0 {
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("an abandoned query plan still runs 60 s after its deadline error");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(tokio::time::Instant::now())
 }
 
 fn print_report(
     options: &QueryBenchOptions,
     scan: &ScanTable,
     scans: &ScanFigures,
-    deadlines: &DeadlineFigures,
+    deadlines: [&DeadlineFigures; 2],
     view: &ViewFigures,
 ) {
-    let overshoot = |q: f64| format!("{:.1}", percentile_f64(&deadlines.overshoot_ms, q));
     println!();
     println!(
         "silt bench query (profile: {}, {} lake rows x 12 columns in {BUCKETS} buckets, {:.2} GB Parquet)",
@@ -276,18 +359,27 @@ fn print_report(
     );
     let mut table = Table::new(["figure", "value"]);
     #[rustfmt::skip]
-    let rows: Vec<(String, String)> = vec![
+    let mut rows: Vec<(String, String)> = vec![
         (format!("(a) silt: aggregate over {DB}.scan$lake, median (s)"), format!("{:.3}", scans.silt_s)),
         ("    raw DataFusion: listing table, same files, median (s)".into(), format!("{:.3}", scans.raw_s)),
         ("    silt / raw (target <= 1.10)".into(), format!("{:.2}", scans.silt_s / scans.raw_s)),
         ("    deltalake's provider, plain session, median (s)".into(), format!("{:.3}", scans.delta_s)),
         ("    silt / deltalake's provider".into(), format!("{:.2}", scans.silt_s / scans.delta_s)),
         ("    scan rate through silt (rows/s)".into(), format!("{:.0}", options.lake_rows as f64 / scans.silt_s)),
-        (format!("(b) deadline passed: {} of {} queries", deadlines.overshoot_ms.len(), deadlines.queries), format!("{} in time", deadlines.finished_in_time)),
-        ("    returned after the deadline p50 (ms)".into(), overshoot(0.5)),
-        ("    returned after the deadline p99 (ms, target <= 250)".into(), overshoot(0.99)),
-        ("    returned after the deadline max (ms)".into(), overshoot(1.0)),
-        (format!("(c) PK view, {} runs: keys tiered", view.runs), options.pk_keys.to_string()),
+    ];
+    let cases = [
+        "(b) deadline, cooperative: the scan of (a)".to_string(),
+        format!(
+            "(c) deadline, CPU-bound: {DB}.wide$lake ({} rows) cross-joined with itself",
+            options.cross_rows
+        ),
+    ];
+    for (case, figures) in cases.into_iter().zip(deadlines) {
+        rows.extend(deadline_rows(case, figures));
+    }
+    #[rustfmt::skip]
+    rows.extend([
+        (format!("(d) PK view, {} runs: keys tiered", view.runs), options.pk_keys.to_string()),
         ("    changes tiered after them".into(), options.lake_changes.to_string()),
         ("    changes in the hot tail".into(), options.tail_changes.to_string()),
         ("    lake files with a deletion vector".into(), format!("{} of {}", view.vectored_files, view.lake_files)),
@@ -297,11 +389,34 @@ fn print_report(
         ("    $lake aggregate alone p50 (ms)".into(), format!("{:.1}", view.lake_p50_ms)),
         ("    view / $lake".into(), format!("{:.2}", view.view_p50_ms / view.lake_p50_ms)),
         ("    view equals the changelog as written".into(), if view.matches { "yes" } else { "NO" }.into()),
-    ];
+    ]);
     for (figure, value) in rows {
         table.row([figure, value]);
     }
     table.print();
+}
+
+/// The rows of one deadline case.
+fn deadline_rows(case: String, f: &DeadlineFigures) -> Vec<(String, String)> {
+    let at = |values: &[f64], q: f64| format!("{:.1}", percentile_f64(values, q));
+    let passed = format!(
+        "{case}: deadline passed in {} of {} queries",
+        f.overshoot_ms.len(),
+        f.queries
+    );
+    let total_cpu_ms: f64 = f.cpu_after_ms.iter().sum();
+    #[rustfmt::skip]
+    let rows = vec![
+        (passed, format!("{} in time", f.finished_in_time)),
+        ("    returned after the deadline p50 (ms)".into(), at(&f.overshoot_ms, 0.5)),
+        ("    returned after the deadline p99 (ms, target <= 250)".into(), at(&f.overshoot_ms, 0.99)),
+        ("    returned after the deadline max (ms)".into(), at(&f.overshoot_ms, 1.0)),
+        ("    plan ended after the error p99 (ms)".into(), at(&f.plan_end_ms, 0.99)),
+        ("    plan ended after the error max (ms)".into(), at(&f.plan_end_ms, 1.0)),
+        ("    query-thread CPU after the deadline p99 (ms)".into(), at(&f.cpu_after_ms, 0.99)),
+        ("    query-thread CPU after the deadline, all queries (ms)".into(), format!("{total_cpu_ms:.1}")),
+    ];
+    rows
 }
 
 /// Writes `rows` rows (spread over the buckets, offsets from 0) as the tiering sink would: the

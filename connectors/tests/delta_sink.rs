@@ -1946,6 +1946,32 @@ async fn read_lake_at(uri: &str, version: u64) -> Vec<LakeRow> {
     .await
 }
 
+/// A primary-key lake with deletion vectors at `<dir>/lake` (its key index under `<dir>`) whose
+/// maintenance keeps what is younger than `age`, with `adjust` applied to its configuration.
+async fn open_vectored_lake(
+    dir: &Path,
+    age: Duration,
+    adjust: impl FnOnce(&mut DeltaSinkConfig),
+) -> LakeTable {
+    let table_dir = dir.join("lake");
+    let mut config = DeltaSinkConfig::new(
+        table_dir.to_str().unwrap(),
+        "t9",
+        TableKind::PrimaryKey {
+            key_columns: vec!["k".into()],
+        },
+        key_value_schema(),
+    );
+    config.key_index_dir = Some(dir.join("index"));
+    config.retention = Retention {
+        files: age,
+        in_flight_max: age,
+        interval: Duration::ZERO,
+    };
+    adjust(&mut config);
+    LakeTable::open(Arc::new(config)).await.unwrap()
+}
+
 /// Issue 15 (lake maintenance): deltalake's full vacuum keeps the data files of recent
 /// tombstones but not their deletion vectors. A vector older than the retention that a commit
 /// has just superseded was deleted at once, so the previous version (a running query's, or time
@@ -1957,21 +1983,7 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
     let table_dir = dir.path().join("lake");
     let uri = table_dir.to_str().unwrap().to_string();
     let age = Duration::from_secs(2);
-    let mut config = DeltaSinkConfig::new(
-        &uri,
-        "t9",
-        TableKind::PrimaryKey {
-            key_columns: vec!["k".into()],
-        },
-        key_value_schema(),
-    );
-    config.key_index_dir = Some(dir.path().join("index"));
-    config.retention = Retention {
-        files: age,
-        in_flight_max: age,
-        interval: Duration::ZERO,
-    };
-    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let mut lake = open_vectored_lake(dir.path(), age, |_| {}).await;
     let mut model = PkModel::default();
     let round = |from: i64, to: i64, tag: &str| -> Vec<(i64, Option<String>)> {
         (from..to).map(|k| (k, Some(format!("{tag}{k}")))).collect()
@@ -2011,6 +2023,175 @@ async fn a_deletion_vector_superseded_inside_the_retention_is_kept() {
         "expired: {first_vectors:?} on disk {on_disk:?} ({report:?})"
     );
     assert!(report.files_deleted > 0, "{report:?}");
+}
+
+/// Issue 33 (item 9): the record of the deletion vectors recent commits superseded is bounded.
+/// Past its bound it cannot tell which old vectors a version inside the retention still reads,
+/// so maintenance keeps them all and says how many wait, rather than guess: the superseded
+/// version still reads.
+#[tokio::test]
+async fn a_full_record_of_removes_keeps_the_old_deletion_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("lake");
+    let uri = table_dir.to_str().unwrap().to_string();
+    let age = Duration::from_secs(1);
+    let mut lake = open_vectored_lake(dir.path(), age, |config| {
+        config.vacuum_removes_bytes_max = 0;
+    })
+    .await;
+    let mut model = PkModel::default();
+    let round = |from: i64, to: i64, tag: &str| -> Vec<(i64, Option<String>)> {
+        (from..to).map(|k| (k, Some(format!("{tag}{k}")))).collect()
+    };
+    commit_round(&mut lake, &table_dir, &mut model, 1, &round(0, 1000, "a")).await;
+    let second = commit_round(&mut lake, &table_dir, &mut model, 2, &round(0, 50, "b")).await;
+    let at_second = read_lake_at(&uri, second.delta_version).await;
+    let first_vectors = vector_files(&table_dir);
+    assert!(
+        !first_vectors.is_empty(),
+        "the second commit left deletion vectors"
+    );
+    tokio::time::sleep(age + Duration::from_millis(500)).await;
+    // Supersedes the first vectors, which are older than the age by now.
+    commit_round(&mut lake, &table_dir, &mut model, 3, &round(50, 60, "c")).await;
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    let on_disk = vector_files(&table_dir);
+    assert!(
+        first_vectors.is_subset(&on_disk),
+        "the full record keeps them: {first_vectors:?} on disk {on_disk:?} ({report:?})"
+    );
+    assert!(
+        report.vectors_waiting >= first_vectors.len() as u64,
+        "{report:?}"
+    );
+    assert_eq!(
+        read_lake_at(&uri, second.delta_version).await,
+        at_second,
+        "the superseded version still reads"
+    );
+}
+
+/// The user columns of a day-partitioned table: the key-value columns, then `dt`.
+fn day_key_value_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = key_value_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("dt", DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// Writes rows `start..start + rows` of bucket `bucket` of the partition `(day, id)` of a lake
+/// over [`day_key_value_schema`] without committing them; the committable of writer `writer`
+/// that adds them.
+async fn write_partition_committable(
+    lake: &LakeTable,
+    (checkpoint_id, writer): (u64, u32),
+    (day, partition): (&str, i64),
+    bucket: i32,
+    (start, rows): (i64, i64),
+) -> Committable {
+    let mut writer_files = RecordBatchWriter::for_table(lake.table()).unwrap();
+    let offsets = start..start + rows;
+    let [ts, buckets, offset, timestamp] = system_columns(bucket, offsets.clone());
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(offsets.clone())),
+        Arc::new(StringArray::from_iter_values(
+            offsets.clone().map(|o| format!("v{o}")),
+        )),
+        ts,
+        Arc::new(StringArray::from_iter_values(offsets.clone().map(|_| day))),
+        Arc::new(Int64Array::from_iter_values(offsets.map(|_| partition))),
+        buckets,
+        offset,
+        timestamp,
+    ];
+    let batch = RecordBatch::try_new(lake.lake_schema().clone(), columns).unwrap();
+    writer_files.write(batch).await.unwrap();
+    Committable {
+        checkpoint_id,
+        writer,
+        adds: writer_files.flush().await.unwrap(),
+        staged: Vec::new(),
+        buckets: BTreeMap::from([(
+            BucketKey::partition(partition, bucket),
+            BucketRange {
+                follows: Some(start),
+                start,
+                end: start + rows,
+                rows: rows as u64,
+            },
+        )]),
+    }
+}
+
+/// Issue 33 (item 10): maintenance took only paths starting `__bucket=` for data files, so the
+/// compacted files and the orphans of a partitioned lake
+/// (`dt=.../__partition_id=.../__bucket=.../part-...parquet`) stayed forever and
+/// `files_on_disk` did not count them. Past the retention only the active files stay, in every
+/// partition, and the report counts what is on disk.
+#[tokio::test]
+async fn maintenance_deletes_the_leftovers_of_a_partitioned_lake() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let mut config = DeltaSinkConfig::new(&uri, "t10", TableKind::Log, day_key_value_schema());
+    config.partition_keys = vec!["dt".to_string()];
+    config.small_files_max = 4;
+    config.target_file_bytes = 1 << 20;
+    let age = Duration::from_secs(1);
+    config.retention = Retention {
+        files: age,
+        in_flight_max: age,
+        interval: Duration::ZERO,
+    };
+    let mut lake = LakeTable::open(Arc::new(config)).await.unwrap();
+    let days = [("2026-12-01", 4), ("2026-12-02", 5)];
+    // A tiering attempt that wrote its file and died before committing it.
+    let orphan = write_partition_committable(&lake, (999, 0), days[0], 0, (1_000_000, 3)).await;
+    let orphan_path = orphan.adds[0].path.clone();
+    assert!(orphan_path.starts_with("dt=2026-12-01/__partition_id=4/__bucket=0/"));
+    for n in 0..16i64 {
+        let mut committables = Vec::new();
+        for (writer, day) in days.iter().enumerate() {
+            let checkpoint = (n as u64 + 1, writer as u32);
+            committables
+                .push(write_partition_committable(&lake, checkpoint, *day, 0, (n * 10, 10)).await);
+        }
+        plan_and_apply(&mut lake, &committables).await;
+    }
+    let parquet_files = || {
+        relative_files(dir.path(), &|p| {
+            p.ends_with(".parquet") && !p.starts_with('_')
+        })
+    };
+    assert!(
+        parquet_files().len() > active_paths(&lake).len() + 1,
+        "compaction left files behind to delete: {:?}",
+        parquet_files()
+    );
+    // A compaction prepared after the last commit waits for the next one: its files are kept.
+    let waiting = lake.settle_compaction().await;
+    tokio::time::sleep(age + Duration::from_millis(500)).await;
+    let report = lake.maintain(&Default::default()).await.unwrap();
+    let on_disk = parquet_files();
+    let mut kept = active_paths(&lake);
+    kept.extend(waiting.iter().cloned());
+    kept.sort();
+    assert_eq!(
+        on_disk, kept,
+        "past the retention only active files stay ({report:?})"
+    );
+    assert!(report.files_deleted > 0, "{report:?}");
+    assert_eq!(report.files_on_disk, on_disk.len() as u64, "{report:?}");
+    assert!(
+        !dir.path().join(&orphan_path).exists(),
+        "the orphan is gone"
+    );
+    let mut offsets: Vec<i64> = read_lake(&uri).await.iter().map(|r| r.4).collect();
+    offsets.sort();
+    let want: Vec<i64> = (0..160).flat_map(|o| [o, o]).collect();
+    assert_eq!(offsets, want, "every offset of both partitions once");
 }
 
 /// Buckets `0..n` of an unpartitioned table.

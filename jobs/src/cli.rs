@@ -1,6 +1,7 @@
 //! The `silt` command line. Exit codes: 0 success, 1 failure (the error and its causes on
 //! stderr), 2 usage error (a bad flag, value or subcommand: clap's message), 3 deadline passed
-//! (`silt sql`, `silt verify`).
+//! (`silt sql`, `silt verify`), 4 the server is busy (`silt sql`: every query slot taken; the
+//! query did not run, retry).
 //!
 //! Each command's flags are defined once, on a struct deriving `clap::Args`; [`run`] parses
 //! them, loads the configuration and dispatches. `silt bench` is a shim: the benches live in
@@ -68,7 +69,7 @@ enum Command {
         what: crate::job::cli::JobCommand,
     },
     /// Run read-only SQL against a running `silt up` (db.t, db.t$lake, db.t$lake$snapshots).
-    /// Exit codes: 0 ok, 1 failure, 3 deadline passed.
+    /// Exit codes: 0 ok, 1 failure, 3 deadline passed, 4 server busy (retry).
     Sql(SqlArgs),
     /// Measure silt: print figures and ratios taken in one run (tiering, hotstore, query, soak,
     /// trials; `silt bench --help`). Runs the silt-bench binary beside this one.
@@ -253,11 +254,13 @@ pub fn usage(e: &clap::Error) -> ExitCode {
 }
 
 /// The exit code of a command that failed, after printing the error with its causes: 3 when a
-/// deadline passed, else 1.
+/// deadline passed, 4 when the server was busy, else 1.
 pub fn failure(e: &anyhow::Error) -> ExitCode {
     eprintln!("error: {e:#}");
     if e.is::<crate::query::client::DeadlinePassed>() {
         ExitCode::from(3)
+    } else if e.is::<crate::query::client::Busy>() {
+        ExitCode::from(4)
     } else {
         ExitCode::FAILURE
     }

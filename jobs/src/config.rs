@@ -43,6 +43,7 @@ pub struct LakeSettings {
     pub deletion_vectors: bool,
     pub file_retention_ms: u64,
     pub key_index_cache_bytes: u64,
+    pub vacuum_removes_bytes_max: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -140,6 +141,8 @@ pub struct QuerySettings {
     pub tail_bytes_max: usize,
     pub result_bytes_max: usize,
     pub memory_bytes_max: usize,
+    pub concurrent_max: usize,
+    pub waiting_max: usize,
     /// Arrow Flight SQL (gRPC) address; empty turns the endpoint off.
     pub flight_listen: String,
     pub flight_result_ttl_ms: u64,
@@ -247,6 +250,12 @@ impl Config {
                  already deleted; raise lake.file_retention_ms or lower query.deadline_max_ms",
                 self.lake.file_retention_ms,
                 self.query.deadline_max_ms
+            );
+        }
+        if self.query.concurrent_max == 0 {
+            bail!(
+                "invalid configuration: query.concurrent_max is 0, so no query could ever run; \
+                 set it to at least 1"
             );
         }
         Ok(())
@@ -446,6 +455,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.lake.file_retention_ms, 60_000);
+    }
+
+    #[test]
+    fn no_query_slot_is_refused() {
+        let e = load(None, &[("SILT_QUERY__CONCURRENT_MAX", "0")], &[]).unwrap_err();
+        assert_mentions(e, &["query.concurrent_max", "at least 1"]);
+        let c = load(None, &[("SILT_QUERY__WAITING_MAX", "0")], &[]).unwrap();
+        assert_eq!((c.query.concurrent_max, c.query.waiting_max), (4, 0));
     }
 
     #[test]

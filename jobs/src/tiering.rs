@@ -105,6 +105,9 @@ pub struct TieringConfig {
     pub key_index_root: Option<PathBuf>,
     /// `lake.key_index_cache_bytes`: each key index's block cache.
     pub key_index_cache_bytes: u64,
+    /// `lake.vacuum_removes_bytes_max`: per table, what maintenance remembers of the deletion
+    /// vectors recent commits removed.
+    pub vacuum_removes_bytes_max: usize,
 }
 
 impl TieringConfig {
@@ -122,6 +125,7 @@ impl TieringConfig {
             file_retention: silt_connectors::delta::Retention::FILES_DEFAULT,
             key_index_root: None,
             key_index_cache_bytes: silt_connectors::delta::KEY_INDEX_CACHE_BYTES_DEFAULT,
+            vacuum_removes_bytes_max: DeltaSinkConfig::VACUUM_REMOVES_BYTES_DEFAULT,
             poll_interval: Duration::from_secs(2),
             freshness_default: Duration::from_secs(30),
             source_parallelism_max: TIERING_PARALLELISM_DEFAULT,
@@ -765,6 +769,7 @@ impl TieringService {
             flag.store(true, std::sync::atomic::Ordering::SeqCst)
         }));
         sink.key_index_cache_bytes = self.config.key_index_cache_bytes;
+        sink.vacuum_removes_bytes_max = self.config.vacuum_removes_bytes_max;
         sink.key_index_dir = match &self.config.key_index_root {
             Some(root) => Some(crate::paths::tiering_checkpoint_dir(
                 root, database, table, table_id,

@@ -155,6 +155,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
     tiering.credentials = config.fluss_credentials();
     tiering.key_index_root = Some(config.data_dir.join("key-index").join("tiering"));
     tiering.key_index_cache_bytes = config.lake.key_index_cache_bytes;
+    tiering.vacuum_removes_bytes_max = config.lake.vacuum_removes_bytes_max;
     tiering
 }
 

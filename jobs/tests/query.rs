@@ -469,3 +469,56 @@ async fn a_dropped_tables_lake_is_not_read_for_a_new_table_of_its_name() -> Resu
     );
     Ok(())
 }
+
+/// Issue 33 (item 11): the deadline was checked between polls of the result stream, so a plan
+/// that computes without yielding (an aggregate over the cross join of a 50,000-row `$lake`
+/// with itself) answered a 50 ms deadline after 6.6-10 s in a debug build (2-4 s in release).
+/// The deadline error now arrives on time, and the abandoned plan stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_bound_plan_gets_its_deadline_error_on_time() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = hotstore::start_for_tiering(dir.path(), 3).await?;
+    let bootstrap = server.local_addr().to_string();
+    let connection = silt_connectors::fluss::connect(&bootstrap).await?;
+    let wide = tables::text_log(DB, "wide").lake("300ms");
+    wide.create(&connection).await?;
+    tables::append_events(&connection, &wide.path, 0..50_000, |id| format!("v{id}")).await?;
+    let tiering = tiering(dir.path(), &server);
+    wait_caught_up(&tiering, Driver::Wait, 1, Duration::from_secs(120)).await?;
+    tiering.shutdown(Duration::from_secs(30)).await;
+    let service = QueryService::new(QueryConfig::new(LakeCatalogConfig::new(
+        bootstrap,
+        dir.path().join("lake").to_string_lossy().to_string(),
+    )));
+    let cross = "SELECT a.id, count(*) FROM q.wide$lake a CROSS JOIN q.wide$lake b GROUP BY a.id";
+    // 50 ms ends it while planning or early in the join; 1 s well inside the join.
+    for deadline_ms in [50, 1_000] {
+        let deadline = Duration::from_millis(deadline_ms);
+        let started = Instant::now();
+        let e = service
+            .execute(QueryRequest::new(cross, deadline))
+            .await
+            .unwrap_err();
+        let late = started.elapsed().saturating_sub(deadline);
+        let progress = deadline_progress(&e);
+        assert!(
+            late < Duration::from_secs(2),
+            "the error of a {deadline:?} deadline came {late:?} after it"
+        );
+        // The abandoned plan reaches a cancel point and ends, rather than computing to its end.
+        let stopped = Instant::now();
+        while service.plans_running() > 0 {
+            assert!(
+                stopped.elapsed() < Duration::from_secs(2),
+                "the abandoned plan still runs {:?} after its deadline error",
+                stopped.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        eprintln!(
+            "{deadline:?}: error {late:?} after the deadline ({progress}), plan ended {:?} later",
+            stopped.elapsed()
+        );
+    }
+    Ok(())
+}

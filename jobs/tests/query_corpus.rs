@@ -755,6 +755,16 @@ fn service(f: &Fixture) -> QueryService {
     )))
 }
 
+/// A [`service`] whose queries run on `runtime` rather than the process's query runtime.
+fn service_on(f: &Fixture, runtime: tokio::runtime::Handle) -> QueryService {
+    let mut config = QueryConfig::new(LakeCatalogConfig::new(
+        f.bootstrap.clone(),
+        f.lake_root.clone(),
+    ));
+    config.runtime = Some(runtime);
+    QueryService::new(config)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cases, targets and the comparison.
 
@@ -1000,8 +1010,7 @@ async fn check(
 }
 
 /// Runs every case on every target it applies to; returns how many ran, or every failure.
-async fn run_cases(f: &Fixture, cases: &[Case]) -> Result<usize> {
-    let service = service(f);
+async fn run_cases(f: &Fixture, service: &QueryService, cases: &[Case]) -> Result<usize> {
     let oracle = oracle(f)?;
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -1012,7 +1021,7 @@ async fn run_cases(f: &Fixture, cases: &[Case]) -> Result<usize> {
             }
             let sql = target.sql(&case.sql);
             ran += 1;
-            if let Err(e) = check(f, &service, &oracle, &case.mode, &sql).await {
+            if let Err(e) = check(f, service, &oracle, &case.mode, &sql).await {
                 failures.push(format!(
                     "line {} on {}: {sql}\n  {e:#}",
                     case.line,
@@ -1048,7 +1057,7 @@ async fn query_corpus_equals_the_changelog_oracle() -> Result<()> {
         cases.len()
     );
     let started = Instant::now();
-    let ran = run_cases(f, &cases).await?;
+    let ran = run_cases(f, &service(f), &cases).await?;
     eprintln!(
         "query corpus: {} statements, {ran} runs, equal to the oracle in {:.1} s",
         cases.len(),
@@ -1063,7 +1072,7 @@ async fn query_corpus_equals_the_changelog_oracle() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_over_deletion_vectors_plan_and_answer() -> Result<()> {
     let f = tokio::task::block_in_place(fixture);
-    run_cases(f, &deletion_vector_shapes()).await?;
+    run_cases(f, &service(f), &deletion_vector_shapes()).await?;
     Ok(())
 }
 
@@ -1109,8 +1118,10 @@ fn deletion_vector_scans_finish_on_a_blocking_pool_of_one_thread() -> Result<()>
         .enable_all()
         .build()?;
     let (done, outcome) = std::sync::mpsc::channel();
+    // The queries plan and execute on this runtime, not the process's query runtime.
+    let service = service_on(f, runtime.handle().clone());
     runtime.spawn(async move {
-        let _ = done.send(run_cases(f, &deletion_vector_shapes()).await);
+        let _ = done.send(run_cases(f, &service, &deletion_vector_shapes()).await);
     });
     let outcome = outcome.recv_timeout(Duration::from_secs(60));
     runtime.shutdown_background();

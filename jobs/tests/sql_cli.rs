@@ -1,6 +1,7 @@
 //! `silt sql` and `POST /v1/query` end to end against a running `silt up`: formats, the Arrow
-//! IPC answer, status codes (400 user error, 504 deadline), CLI exit codes (0, 1, 2, 3), the
-//! bearer token, and the error when no server runs.
+//! IPC answer, status codes (400 user error, 504 deadline, 503 busy), CLI exit codes (0, 1, 2,
+//! 3, 4), the bearer token, the error when no server runs, and a query past the concurrency
+//! bound refused alike by REST, `silt sql` and Flight SQL.
 
 use std::process::{Command, Output};
 
@@ -250,5 +251,75 @@ async fn sql_cli_and_rest_against_silt_up() -> Result<()> {
         "{}",
         text(&out.stderr)
     );
+    Ok(())
+}
+
+/// Issue 33 (item 8): nothing bounded how many queries ran at once, each with its own memory
+/// pool, hot tails and result. With every slot taken (`query.concurrent_max`) and as many
+/// waiting as may (`query.waiting_max`), a query is refused at once, naming the bounds: REST
+/// 503 with kind "busy" and `Retry-After`, `silt sql` exit code 4, Flight SQL UNAVAILABLE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_past_the_concurrency_bound_is_refused_as_busy() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bounds = [
+        ("SILT_QUERY__CONCURRENT_MAX", "1"),
+        ("SILT_QUERY__WAITING_MAX", "0"),
+    ];
+    let silt = SiltProcess::start_with(silt_bin!(), dir.path(), &[], &bounds)?;
+    create_and_fill(&silt.bootstrap).await?;
+    silt.wait_lake_rows("shop.orders", ROWS, std::time::Duration::from_secs(60))
+        .await?;
+    let url = silt.rest.clone();
+    let client = reqwest::Client::new();
+    let post = |sql: &str, deadline: &str| {
+        client
+            .post(format!("{url}/v1/query"))
+            .body(serde_json::json!({"sql": sql, "deadline": deadline}).to_string())
+            .send()
+    };
+    // Takes the one slot until its deadline.
+    let four_way = "SELECT count(*) FROM shop.orders$lake a, shop.orders$lake b, shop.orders$lake c, shop.orders$lake d WHERE a.id + b.id + c.id + d.id = -1";
+    let holder = tokio::spawn(post(four_way, "30s"));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let busy = loop {
+        let response = post("SELECT 1", "5s").await?;
+        if response.status() == 503 {
+            break response;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "a query still runs beside the one slot's holder: {}",
+            response.status()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(busy.headers()["retry-after"], "1");
+    let answer: serde_json::Value = serde_json::from_slice(&busy.bytes().await?)?;
+    assert_eq!(answer["kind"], "busy", "{answer}");
+    let message = answer["error"].as_str().unwrap_or_default();
+    assert!(message.contains("query.concurrent_max"), "{answer}");
+
+    let out = silt_sql(&["--url", &url, "SELECT 1"], &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("query.concurrent_max"), "{stderr}");
+
+    let channel = tonic::transport::Endpoint::from_shared(
+        silt.flight_endpoint()?.replacen("grpc://", "http://", 1),
+    )?
+    .connect()
+    .await?;
+    let mut flight = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
+    let e = flight.execute("SELECT 1".into(), None).await.unwrap_err();
+    let arrow_flight::error::FlightError::Tonic(status) = &e else {
+        panic!("expected a gRPC status, got {e:?}");
+    };
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().contains("query.concurrent_max"),
+        "{status:?}"
+    );
+    holder.abort();
     Ok(())
 }

@@ -19,7 +19,7 @@
 //! reads was active at its version, so it is removed after the query began and deleted at least
 //! one retention later. The service refuses a retention shorter than the longest query deadline.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use deltalake::DeltaTable;
@@ -97,6 +97,9 @@ pub struct MaintenanceReport {
     pub active_files: u64,
     /// Data and deletion-vector files on storage after the run.
     pub files_on_disk: u64,
+    /// Old unreferenced deletion vectors kept only because the record of recent removes was
+    /// full (`lake.vacuum_removes_bytes_max`): a later run deletes them.
+    pub vectors_waiting: u64,
     /// When it finished, in ms since the epoch.
     pub at_ms: i64,
 }
@@ -140,9 +143,9 @@ pub(crate) async fn apply_retention_properties(
 /// - the current version does not reference it (as a data file or a deletion vector);
 /// - it is older than [`Retention::vacuum_age`] (so neither a file waiting for its commit nor
 ///   one a young version references);
-/// - no remove action younger than the vacuum age names it, as a data file or as the deletion
-///   vector of the file it removed (read from the table's tombstones, and for vectors from the
-///   commit files younger than the age, which log cleanup keeps).
+/// - no remove action younger than the vacuum age names it, as a data file (the table's
+///   tombstones) or as the deletion vector of the file it removed ([`RemovesSeen`], read from
+///   the commit files younger than the age, which log cleanup keeps).
 pub(crate) async fn vacuum(
     table: &DeltaTable,
     retention: &Retention,
@@ -150,9 +153,8 @@ pub(crate) async fn vacuum(
     removes_seen: &mut RemovesSeen,
     uri: &str,
 ) -> Result<MaintenanceReport> {
-    let age = retention.vacuum_age();
     let cutoff = SystemTime::now()
-        .checked_sub(age)
+        .checked_sub(retention.vacuum_age())
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let store = table.object_store();
     let state = table.snapshot().map_err(Error::delta(uri))?;
@@ -173,42 +175,41 @@ pub(crate) async fn vacuum(
         .map(|meta| (meta.location, meta.size))
         .collect();
     if !candidates.is_empty() {
-        let removed_recently = removed_since(table, &candidates, cutoff, removes_seen, uri).await?;
-        for (path, size) in candidates {
-            if removed_recently.contains(path.as_ref()) {
-                continue;
-            }
-            match store.delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
-                    report.files_deleted += 1;
-                    report.files_on_disk -= 1;
-                    report.bytes_reclaimed += size;
-                }
-                Err(e) => {
-                    warn!(table = uri, %path, error = %e, "could not delete an unreferenced file")
-                }
+        let kept = removed_since(table, &candidates, cutoff, removes_seen, uri).await?;
+        report.vectors_waiting = kept.vectors_waiting;
+        let deletable = candidates
+            .into_iter()
+            .filter(|(path, _)| !kept.paths.contains(path.as_ref()));
+        for (path, size) in deletable {
+            if delete(store.as_ref(), &path, uri).await {
+                report.files_deleted += 1;
+                report.files_on_disk -= 1;
+                report.bytes_reclaimed += size;
             }
         }
     }
-    let staged: Vec<(Path, u64)> = staged_files
-        .into_iter()
-        .filter(|meta| {
-            SystemTime::from(meta.last_modified) < cutoff
-                && !waiting.contains(meta.location.as_ref())
-        })
-        .map(|meta| (meta.location, meta.size))
-        .collect();
-    for (path, size) in staged {
-        match store.delete(&path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
-                report.staged_deleted += 1;
-                report.bytes_reclaimed += size;
-            }
-            Err(e) => warn!(table = uri, %path, error = %e, "could not delete an old staged file"),
+    for (path, size) in staged_files.into_iter().filter_map(|meta| {
+        let old = SystemTime::from(meta.last_modified) < cutoff;
+        (old && !waiting.contains(meta.location.as_ref())).then_some((meta.location, meta.size))
+    }) {
+        if delete(store.as_ref(), &path, uri).await {
+            report.staged_deleted += 1;
+            report.bytes_reclaimed += size;
         }
     }
     report.at_ms = epoch_ms(SystemTime::now());
     Ok(report)
+}
+
+/// Deletes `path`; false (with a warning) when the store refused.
+async fn delete(store: &dyn object_store::ObjectStore, path: &Path, uri: &str) -> bool {
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
+        Err(e) => {
+            warn!(table = uri, %path, error = %e, "could not delete an old unreferenced file");
+            false
+        }
+    }
 }
 
 /// The files the current version references: its data files and their deletion vectors.
@@ -249,34 +250,62 @@ async fn list_table_files(
         .partition(|meta| is_staged(meta.location.as_ref())))
 }
 
-/// The paths remove actions younger than `cutoff` name: the table's tombstones, and when a
-/// deletion vector is among the `candidates`, the vectors of the files the commit files since
-/// `cutoff` removed.
+/// Of `candidates`, the files that must stay although old and unreferenced.
+struct Kept {
+    /// What remove actions younger than the cutoff name (or may name).
+    paths: HashSet<String>,
+    /// Deletion vectors kept only because the record of removes is full.
+    vectors_waiting: u64,
+}
+
+/// The `candidates` that remove actions younger than `cutoff` name: data files by the table's
+/// tombstones, deletion vectors by the commit files since `cutoff` ([`RemovesSeen`]; every
+/// vector while it could not read them all).
 async fn removed_since(
     table: &DeltaTable,
     candidates: &[(Path, u64)],
     cutoff: SystemTime,
     removes_seen: &mut RemovesSeen,
     uri: &str,
-) -> Result<HashSet<String>> {
+) -> Result<Kept> {
     let cutoff_ms = epoch_ms(cutoff);
     let state = table.snapshot().map_err(Error::delta(uri))?;
-    let mut removed_recently: HashSet<String> = state
+    let mut paths: HashSet<String> = state
         .all_tombstones(table.log_store().as_ref())
         .try_filter(|t| futures::future::ready(t.deletion_timestamp().unwrap_or(0) >= cutoff_ms))
         .map_ok(|t| t.path().to_string())
         .try_collect()
         .await
         .map_err(Error::delta(uri))?;
-    if candidates
+    let vectors: Vec<&str> = candidates
         .iter()
-        .any(|(p, _)| is_deletion_vector(p.as_ref()))
-    {
+        .map(|(p, _)| p.as_ref())
+        .filter(|p| is_deletion_vector(p))
+        .collect();
+    let mut vectors_waiting = 0;
+    if !vectors.is_empty() {
+        let version = state.version();
         let store = table.object_store();
-        removes_seen.read_since(store.as_ref(), cutoff, uri).await?;
-        removed_recently.extend(removes_seen.paths());
+        removes_seen
+            .read_since(store.as_ref(), version, cutoff, uri)
+            .await?;
+        if removes_seen.is_behind() {
+            vectors_waiting = vectors.len() as u64;
+            warn!(
+                table = uri,
+                vectors = vectors_waiting,
+                bytes_max = removes_seen.bytes_max(),
+                "the record of recent removes is full (lake.vacuum_removes_bytes_max), so old \
+                 deletion vectors wait until its oldest entries expire; raise the bound, or lower \
+                 lake.file_retention_ms"
+            );
+        }
+        paths.extend(removes_seen.named(&vectors).into_iter().map(str::to_string));
     }
-    Ok(removed_recently)
+    Ok(Kept {
+        paths,
+        vectors_waiting,
+    })
 }
 
 fn epoch_ms(at: SystemTime) -> i64 {
@@ -284,9 +313,20 @@ fn epoch_ms(at: SystemTime) -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A data file of a table this sink writes (`__bucket=<n>/...parquet`).
+/// A data file of a table this sink writes: a Parquet file in a bucket's directory, below the
+/// partition directories of a partitioned table (`__bucket=<n>/part-...parquet`,
+/// `dt=2026-12-01/__partition_id=4/__bucket=0/part-...parquet`). Every directory on the way is
+/// a partition directory (`<column>=<value>`), so nothing under `_delta_log/`,
+/// `_silt_staging/` or another directory Delta hides is taken for one.
 fn is_data_file(path: &str) -> bool {
-    path.starts_with("__bucket=") && path.ends_with(".parquet")
+    let mut parts = path.rsplit('/');
+    let name = parts.next().unwrap_or_default();
+    let mut dirs = parts.peekable();
+    let in_bucket = dirs.peek().is_some_and(|d| d.starts_with("__bucket="));
+    in_bucket
+        && dirs.all(|d| d.contains('='))
+        && name.ends_with(".parquet")
+        && !name.starts_with(['_', '.'])
 }
 
 /// A change file waiting for its commit.
@@ -301,70 +341,200 @@ fn is_deletion_vector(path: &str) -> bool {
     name.starts_with("deletion_vector_") && name.ends_with(".bin") && !path.starts_with('_')
 }
 
-/// The paths (data files and their deletion vectors) that remove actions name, per commit file
-/// read, so that a maintenance run reads only the commit files written since the previous one.
-#[derive(Debug, Default)]
+/// What maintenance remembers of the remove actions of recent commits: the deletion vectors
+/// they superseded, which the table's tombstones do not carry. Each commit file is read once,
+/// in version order, and an entry is forgotten once its commit is older than the vacuum age.
+///
+/// **Bounded:** at most `entries_max` vectors of 16 bytes (the commit's time and a hash of the
+/// path); commits that remove nothing take no room. A commit that does not fit is left unread
+/// with every one after it, and the record is *behind* until a later run, once its oldest
+/// entries have aged out, reads on. A vector an unread commit names could be any vector, so
+/// while it is behind [`RemovesSeen::named`] answers every one: vacuum keeps them all (later,
+/// never wrong). Two paths sharing a hash keep each other (at worst one vector kept longer).
+#[derive(Debug)]
 pub(crate) struct RemovesSeen {
-    by_commit: HashMap<String, Vec<String>>,
+    /// In commit order: (commit time in ms since the epoch, hash of a vector's path).
+    removed: VecDeque<(i64, u64)>,
+    entries_max: usize,
+    /// The next commit version to read; `None` before the first read.
+    next_version: Option<u64>,
+    /// Commits from `next_version` on were left unread for lack of room.
+    behind: bool,
 }
 
+/// Past a gap of this many unread commits, [`RemovesSeen`] lists the log to skip those older
+/// than the vacuum age (a listing page holds about 1,000 files) instead of reading each.
+const COMMITS_READ_BEFORE_LISTING: u64 = 1_000;
+
+/// The memory of one entry of [`RemovesSeen`].
+pub const REMOVED_VECTOR_BYTES: usize = std::mem::size_of::<(i64, u64)>();
+
 impl RemovesSeen {
-    /// Brings the set up to the commit files written since `since`: reads those not read
-    /// before, forgets those older (or cleaned up).
+    /// An empty record of at most `bytes_max` bytes of entries.
+    pub(crate) fn new(bytes_max: usize) -> Self {
+        RemovesSeen {
+            removed: VecDeque::new(),
+            entries_max: bytes_max / REMOVED_VECTOR_BYTES,
+            next_version: None,
+            behind: false,
+        }
+    }
+
+    /// Brings the record up to the table's version `through`: forgets the entries of commits
+    /// older than `since`, then reads the commit files not read yet, in version order, until
+    /// one does not fit.
     async fn read_since(
         &mut self,
         store: &dyn object_store::ObjectStore,
+        through: u64,
         since: SystemTime,
         uri: &str,
     ) -> Result<()> {
-        let commits: Vec<Path> = store
-            .list(Some(&Path::from("_delta_log")))
-            .try_filter(|meta| {
-                futures::future::ready(
-                    meta.location.as_ref().ends_with(".json")
-                        && SystemTime::from(meta.last_modified) >= since,
-                )
-            })
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| Error::Internal(format!("listing {uri}/_delta_log: {e}")))?;
-        let listed: HashSet<&str> = commits.iter().map(|c| c.as_ref()).collect();
-        self.by_commit
-            .retain(|commit, _| listed.contains(commit.as_str()));
-        for commit in &commits {
-            if self.by_commit.contains_key(commit.as_ref()) {
-                continue;
-            }
-            let bytes = match store.get(commit).await {
-                Ok(got) => got
-                    .bytes()
-                    .await
-                    .map_err(|e| Error::Internal(format!("reading {uri}/{commit}: {e}")))?,
-                // Cleaned up meanwhile: older than the retention, so not needed.
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(Error::Internal(format!("reading {uri}/{commit}: {e}"))),
-            };
-            let removed = removed_paths(&bytes, &format!("{uri}/{commit}"))?;
-            self.by_commit.insert(commit.to_string(), removed);
+        let since_ms = epoch_ms(since);
+        while self.removed.front().is_some_and(|(at, _)| *at < since_ms) {
+            self.removed.pop_front();
         }
+        let mut version = self.start_version(store, through, since, uri).await?;
+        self.behind = false;
+        while version <= through {
+            // A commit cleaned up, or older than the age, names nothing a reader needs.
+            if let Some((at, vectors)) = read_commit(store, version, uri).await?
+                && at >= since_ms
+            {
+                if self.removed.len() + vectors.len() > self.entries_max {
+                    self.behind = true;
+                    break;
+                }
+                self.push(at, &vectors);
+            }
+            version += 1;
+        }
+        self.next_version = Some(version);
         Ok(())
     }
 
-    fn paths(&self) -> impl Iterator<Item = String> + '_ {
-        self.by_commit.values().flatten().cloned()
+    /// Where to read on: the next commit not read, or, after a gap of more than
+    /// [`COMMITS_READ_BEFORE_LISTING`] commits (the first read, or runs that found no vector
+    /// to judge), the first commit not older than `since`, found by one listing rather than a
+    /// read of every commit in the gap.
+    async fn start_version(
+        &self,
+        store: &dyn object_store::ObjectStore,
+        through: u64,
+        since: SystemTime,
+        uri: &str,
+    ) -> Result<u64> {
+        match self.next_version {
+            Some(next) if through.saturating_sub(next) <= COMMITS_READ_BEFORE_LISTING => Ok(next),
+            next => {
+                let first = first_commit_since(store, since, uri).await?;
+                // Commits before `next` are recorded already; before `first`, too old to matter.
+                Ok(first.unwrap_or(through + 1).max(next.unwrap_or(0)))
+            }
+        }
     }
 
-    /// Commit files read so far and still kept.
+    /// Appends the vectors of a commit made at `at`, growing the queue no further than the
+    /// bound.
+    fn push(&mut self, at: i64, vectors: &[String]) {
+        let needed = self.removed.len() + vectors.len();
+        if needed > self.removed.capacity() {
+            let grown = (self.removed.capacity() * 2).clamp(needed, self.entries_max);
+            self.removed.reserve_exact(grown - self.removed.len());
+        }
+        self.removed
+            .extend(vectors.iter().map(|path| (at, path_hash(path))));
+        debug_assert!(self.removed.len() <= self.entries_max);
+    }
+
+    /// Of `vectors`, those a recorded remove names; all of them while the record is behind.
+    fn named<'a>(&self, vectors: &[&'a str]) -> Vec<&'a str> {
+        if self.behind {
+            return vectors.to_vec();
+        }
+        let recorded: HashSet<u64> = self.removed.iter().map(|(_, hash)| *hash).collect();
+        vectors
+            .iter()
+            .copied()
+            .filter(|path| recorded.contains(&path_hash(path)))
+            .collect()
+    }
+
+    fn is_behind(&self) -> bool {
+        self.behind
+    }
+
+    fn bytes_max(&self) -> usize {
+        self.entries_max * REMOVED_VECTOR_BYTES
+    }
+
+    /// Bytes the entries take (their queue's capacity).
     #[cfg(test)]
-    fn commits(&self) -> usize {
-        self.by_commit.len()
+    fn bytes(&self) -> usize {
+        self.removed.capacity() * REMOVED_VECTOR_BYTES
     }
 }
 
-/// The paths that the remove actions of one commit file name: data files and their deletion
-/// vectors.
-fn removed_paths(commit: &[u8], name: &str) -> Result<Vec<String>> {
+/// The hash [`RemovesSeen`] keeps of a path (fixed keys: the same in every run of a process).
+fn path_hash(path: &str) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    path.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The oldest commit version whose file is not older than `since`, by one listing of the log.
+async fn first_commit_since(
+    store: &dyn object_store::ObjectStore,
+    since: SystemTime,
+    uri: &str,
+) -> Result<Option<u64>> {
+    store
+        .list(Some(&Path::from("_delta_log")))
+        .map_err(|e| Error::Internal(format!("listing {uri}/_delta_log: {e}")))
+        .try_fold(None, |first: Option<u64>, meta| {
+            let version = commit_version(meta.location.as_ref())
+                .filter(|_| SystemTime::from(meta.last_modified) >= since);
+            futures::future::ready(Ok(match (first, version) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }))
+        })
+        .await
+}
+
+/// The version of a commit file `_delta_log/<20 digits>.json`.
+fn commit_version(path: &str) -> Option<u64> {
+    let digits = path.strip_prefix("_delta_log/")?.strip_suffix(".json")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The commit file of `version`: when it was written (ms since the epoch) and the deletion
+/// vectors its removes name; `None` when it is gone (cleaned up: older than the retention).
+async fn read_commit(
+    store: &dyn object_store::ObjectStore,
+    version: u64,
+    uri: &str,
+) -> Result<Option<(i64, Vec<String>)>> {
+    let path = Path::from(format!("_delta_log/{version:020}.json"));
+    let reading = |e: object_store::Error| Error::Internal(format!("reading {uri}/{path}: {e}"));
+    let got = match store.get(&path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(reading(e)),
+    };
+    let at = got.meta.last_modified.timestamp_millis();
+    let bytes = got.bytes().await.map_err(reading)?;
+    Ok(Some((
+        at,
+        removed_vectors(&bytes, &format!("{uri}/{path}"))?,
+    )))
+}
+
+/// The deletion vectors of the files that the remove actions of one commit file remove.
+fn removed_vectors(commit: &[u8], name: &str) -> Result<Vec<String>> {
     #[derive(serde::Deserialize)]
     struct Line {
         remove: Option<RemoveLine>,
@@ -372,20 +542,16 @@ fn removed_paths(commit: &[u8], name: &str) -> Result<Vec<String>> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct RemoveLine {
-        path: String,
         deletion_vector: Option<deltalake::kernel::DeletionVectorDescriptor>,
     }
     let mut paths = Vec::new();
     for line in commit.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let parsed: Line = serde_json::from_slice(line)
             .map_err(|e| Error::Internal(format!("{name} holds an unreadable action: {e}")))?;
-        if let Some(remove) = parsed.remove {
-            if let Some(vector) = &remove.deletion_vector
-                && let Some(path) = dv::relative_path(vector)?
-            {
-                paths.push(path);
-            }
-            paths.push(remove.path);
+        if let Some(vector) = parsed.remove.and_then(|r| r.deletion_vector)
+            && let Some(path) = dv::relative_path(&vector)?
+        {
+            paths.push(path);
         }
     }
     Ok(paths)
@@ -395,57 +561,143 @@ fn removed_paths(commit: &[u8], name: &str) -> Result<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// Puts commit files into a store as Delta writes them.
+    struct Log(object_store::memory::InMemory);
+
+    impl Log {
+        async fn put(&self, version: u64, body: String) {
+            let path = Path::from(format!("_delta_log/{version:020}.json"));
+            let payload = object_store::PutPayload::from(body.into_bytes());
+            self.0.put(&path, payload).await.unwrap();
+        }
+    }
+
+    /// A commit that removes a file and with it the deletion vector [`vector_path`]`(n)`.
+    fn commit_removing_vector(n: u128) -> String {
+        let encoded = z85::encode(uuid::Uuid::from_u128(n).as_bytes());
+        format!(
+            "{{\"remove\":{{\"path\":\"__bucket=0/f{n}.parquet\",\"dataChange\":true,\"deletionTimestamp\":1,\"deletionVector\":{{\"storageType\":\"u\",\"pathOrInlineDv\":\"{encoded}\",\"offset\":1,\"sizeInBytes\":10,\"cardinality\":1}}}}}}\n"
+        )
+    }
+
+    fn vector_path(n: u128) -> String {
+        format!("deletion_vector_{}.bin", uuid::Uuid::from_u128(n))
+    }
+
+    /// Which of the vectors `ns` the record names, as numbers.
+    fn named(seen: &RemovesSeen, ns: &[u128]) -> Vec<u128> {
+        let paths: Vec<String> = ns.iter().map(|n| vector_path(*n)).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let named = seen.named(&refs);
+        ns.iter()
+            .copied()
+            .filter(|n| named.contains(&vector_path(*n).as_str()))
+            .collect()
+    }
+
     /// Each maintenance run used to read every commit file younger than the vacuum age (at a
-    /// 7-day retention and 1 s freshness, hundreds of thousands). It now reads each once.
+    /// 7-day retention and 1 s freshness, hundreds of thousands). It reads each once, and
+    /// forgets its removes once the commit is older than the age.
     #[tokio::test]
-    async fn removes_are_read_once_per_commit_file_and_forgotten_with_it() {
-        use object_store::PutPayload;
-        let store = object_store::memory::InMemory::new();
-        let commit = |n: u64| Path::from(format!("_delta_log/{n:020}.json"));
-        let remove = |path: &str| {
-            format!(
-                "{{\"remove\":{{\"path\":\"{path}\",\"dataChange\":true,\"deletionTimestamp\":1}}}}\n"
-            )
-        };
-        let put = |n: u64, body: String| {
-            let store = &store;
-            async move {
-                store
-                    .put(&commit(n), PutPayload::from(body.into_bytes()))
-                    .await
-                    .unwrap();
-            }
-        };
-        put(0, "{\"commitInfo\":{}}\n".to_string()).await;
-        put(1, remove("a.parquet")).await;
-        let mut seen = RemovesSeen::default();
-        let since = SystemTime::UNIX_EPOCH;
-        seen.read_since(&store, since, "t").await.unwrap();
-        let mut paths: Vec<String> = seen.paths().collect();
-        paths.sort();
-        assert_eq!(paths, vec!["a.parquet".to_string()]);
-        assert_eq!(seen.commits(), 2);
+    async fn removes_are_read_once_per_commit_file_and_forgotten_with_age() {
+        let log = Log(object_store::memory::InMemory::new());
+        log.put(0, "{\"commitInfo\":{}}\n".to_string()).await;
+        log.put(1, commit_removing_vector(1)).await;
+        let mut seen = RemovesSeen::new(1 << 20);
+        let epoch = SystemTime::UNIX_EPOCH;
+        seen.read_since(&log.0, 1, epoch, "t").await.unwrap();
+        assert_eq!(named(&seen, &[1, 2, 3]), vec![1]);
 
         // A commit file already read is not read again (rewriting one in place, which Delta
         // never does, shows it); a new one is.
-        put(1, remove("changed.parquet")).await;
-        put(2, remove("b.parquet")).await;
-        seen.read_since(&store, since, "t").await.unwrap();
-        let mut paths: Vec<String> = seen.paths().collect();
-        paths.sort();
-        assert_eq!(
-            paths,
-            vec!["a.parquet".to_string(), "b.parquet".to_string()]
-        );
+        log.put(1, commit_removing_vector(3)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let later = SystemTime::now();
+        log.put(2, commit_removing_vector(2)).await;
+        seen.read_since(&log.0, 2, epoch, "t").await.unwrap();
+        assert_eq!(named(&seen, &[1, 2, 3]), vec![1, 2]);
 
-        // Log cleanup deleted commit 1: its removes are forgotten.
-        store.delete(&commit(1)).await.unwrap();
-        seen.read_since(&store, since, "t").await.unwrap();
-        assert_eq!(
-            seen.paths().collect::<Vec<_>>(),
-            vec!["b.parquet".to_string()]
+        // Commit 1 is older than the age now: its vector is forgotten.
+        seen.read_since(&log.0, 2, later, "t").await.unwrap();
+        assert_eq!(named(&seen, &[1, 2, 3]), vec![2]);
+        assert!(!seen.is_behind());
+    }
+
+    /// Issue 33 (item 9): the record of recent removes kept every commit file younger than the
+    /// vacuum age (about 600,000 per primary-key table at 7 days and 1 s freshness). It holds at
+    /// most its bound; past it, every deletion vector is kept while commits it could not read
+    /// are younger than the age (vacuum later), and once its oldest entries age out it reads on.
+    #[tokio::test]
+    async fn the_record_of_removes_is_bounded_and_past_it_keeps_every_vector() {
+        let log = Log(object_store::memory::InMemory::new());
+        log.put(0, "{\"commitInfo\":{}}\n".to_string()).await;
+        for n in 1..=200 {
+            log.put(n, commit_removing_vector(n as u128)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let later = SystemTime::now();
+        for n in 201..=300 {
+            log.put(n, commit_removing_vector(n as u128)).await;
+        }
+        let bound = 100 * REMOVED_VECTOR_BYTES;
+        let mut seen = RemovesSeen::new(bound);
+        seen.read_since(&log.0, 300, SystemTime::UNIX_EPOCH, "t")
+            .await
+            .unwrap();
+        assert!(
+            seen.bytes() <= bound,
+            "{} bytes kept, bound {bound}",
+            seen.bytes()
         );
-        assert_eq!(seen.commits(), 2);
+        assert!(seen.is_behind(), "commits 101..=300 did not fit");
+        // Recorded (1), unread (250) or never removed (1000): all kept while behind.
+        assert_eq!(named(&seen, &[1, 250, 1000]), vec![1, 250, 1000]);
+
+        // Commits 1..=200 age out: the record forgets 1..=100, skips 101..=200 and reads on.
+        seen.read_since(&log.0, 300, later, "t").await.unwrap();
+        assert!(!seen.is_behind());
+        assert!(
+            seen.bytes() <= bound,
+            "{} bytes kept, bound {bound}",
+            seen.bytes()
+        );
+        assert_eq!(
+            named(&seen, &[1, 150, 201, 250, 300, 1000]),
+            vec![201, 250, 300]
+        );
+    }
+
+    /// Issue 33 (item 10): only paths starting `__bucket=` were data files, so a partitioned
+    /// lake's were never vacuumed nor counted.
+    #[test]
+    fn data_files_are_found_below_partition_directories() {
+        for (path, data) in [
+            ("__bucket=0/part-00000-a.parquet", true),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/part-00000-a.parquet",
+                true,
+            ),
+            (
+                "a=1/b=x/__partition_id=4/__bucket=12/part-00000-a.snappy.parquet",
+                true,
+            ),
+            ("dt=2026-12-01/__partition_id=4/part-00000-a.parquet", false),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/_hidden.parquet",
+                false,
+            ),
+            (
+                "dt=2026-12-01/__partition_id=4/__bucket=0/part-00000-a.json",
+                false,
+            ),
+            ("_delta_log/__bucket=0/part-00000-a.parquet", false),
+            ("_silt_staging/__bucket=0/x.parquet", false),
+            ("_delta_log/00000000000000000010.checkpoint.parquet", false),
+            ("part-00000-a.parquet", false),
+            ("deletion_vector_0b5c.bin", false),
+        ] {
+            assert_eq!(is_data_file(path), data, "{path}");
+        }
     }
 
     #[test]

@@ -184,6 +184,10 @@ pub struct DeltaSinkConfig {
     /// What the lake keeps of removed files and old versions, and how often the committer
     /// deletes the rest (see [`Retention`]).
     pub retention: Retention,
+    /// Memory for the deletion vectors that the commits inside the vacuum age removed
+    /// (`lake.vacuum_removes_bytes_max`, 16 bytes each). Past it, maintenance deletes no old
+    /// vector until the oldest entries age out.
+    pub vacuum_removes_bytes_max: usize,
 }
 
 /// See [`DeltaSinkConfig::on_offset_gap`].
@@ -207,6 +211,8 @@ impl DeltaSinkConfig {
     pub const CHANGE_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
     pub const COMMIT_RETRIES_DEFAULT: usize = 15;
     pub const SMALL_FILES_MAX_DEFAULT: usize = 16;
+    /// 1 Mi vectors removed inside the vacuum age (e.g. 1.7 a second over 7 days).
+    pub const VACUUM_REMOVES_BYTES_DEFAULT: usize = 16 * 1024 * 1024;
 
     /// A config with default limits.
     pub fn new(
@@ -235,6 +241,7 @@ impl DeltaSinkConfig {
             start_offsets: None,
             on_offset_gap: None,
             retention: Retention::default(),
+            vacuum_removes_bytes_max: Self::VACUUM_REMOVES_BYTES_DEFAULT,
         }
     }
 

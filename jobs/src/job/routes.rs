@@ -302,6 +302,7 @@ fn service_paths() -> serde_json::Value {
                     "400": {"description": "Bad SQL, an unknown table, a write, a bound exceeded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
                     "401": {"description": "Missing or wrong bearer token"},
                     "500": {"description": "Internal error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
+                    "503": {"description": "Busy: query.concurrent_max queries run and query.waiting_max wait; nothing ran, retry after Retry-After seconds", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}},
                     "504": {"description": "The deadline passed; the message says how far the query got", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryError"}}}}
                 }
             }
@@ -346,7 +347,7 @@ fn components() -> serde_json::Value {
                 }},
                 "QueryError": {"type": "object", "required": ["error", "kind"], "properties": {
                     "error": {"type": "string"},
-                    "kind": {"type": "string", "enum": ["user", "deadline", "internal"]}
+                    "kind": {"type": "string", "enum": ["user", "deadline", "busy", "internal"]}
                 }},
                 "JobDefinition": {"description": "See conf/job-definition.schema.json", "type": "object"},
                 "JobStatus": {"type": "object", "required": ["id", "name", "state", "desired", "parallelism", "checkpoints", "operators"], "properties": {

@@ -6,7 +6,9 @@
 //! lake under the data directory (`$lake` and `$lake$snapshots` only, with a note on stderr);
 //! what needs the hot store (the real-time view `db.t`, `--wait-for-tiering`) fails with exit
 //! code 1 and says to start `silt up`.
-//! Exit codes: 0 ok, 1 failure (bad SQL, unknown table, no server), 3 deadline passed.
+//! Exit codes: 0 ok, 1 failure (bad SQL, unknown table, no server), 3 deadline passed, 4 the
+//! server is busy (every one of its `query.concurrent_max` slots taken and `query.waiting_max`
+//! queries waiting: the query did not run; retry).
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -50,6 +52,11 @@ pub struct SqlOptions {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct DeadlinePassed(pub String);
+
+/// The server refused the query as busy (HTTP 503); the CLI exits with code 4.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Busy(pub String);
 
 /// Runs the query against the server and prints the result to stdout (a summary to stderr).
 pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
@@ -103,6 +110,9 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
         if status == reqwest::StatusCode::GATEWAY_TIMEOUT {
             return Err(anyhow::Error::new(DeadlinePassed(message)));
         }
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            return Err(anyhow::Error::new(Busy(message)));
+        }
         return Err(anyhow!("{message}"));
     }
     let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
@@ -153,6 +163,7 @@ async fn run_offline(
         Err(QueryError::DeadlinePassed { deadline, progress }) => Err(anyhow::Error::new(
             DeadlinePassed(format!("deadline of {deadline:?} passed {progress}")),
         )),
+        Err(e @ QueryError::Busy { .. }) => Err(anyhow::Error::new(Busy(e.to_string()))),
         Err(QueryError::User(m)) if m.contains(silt_connectors::lake::OFFLINE_HINT) => {
             Err(anyhow!(
                 "cannot reach silt at {base} ({connect_error}); start the server with `silt up`, or point --url (or rest.listen) at it; without a server only db.t$lake and db.t$lake$snapshots can be read ({m})"

@@ -19,7 +19,8 @@
 //! client's gRPC deadline shortens it so the deadline error, with its progress, arrives before
 //! the client gives up) and `x-silt-wait-for-tiering: true`. Errors map as user error →
 //! `InvalidArgument`, deadline passed → `DeadlineExceeded` (the message says how far the query
-//! got), internal → `Internal`. When `rest.token` is set every call must carry
+//! got), busy (every query slot taken, `query.waiting_max` waiting) → `Unavailable`, internal
+//! → `Internal`. When `rest.token` is set every call must carry
 //! `authorization: Bearer <token>`, else `Unauthenticated`.
 //!
 //! **Bounds:** results wait for `DoGet` at most `query.flight_result_ttl_ms` and take at most
@@ -228,6 +229,8 @@ fn query_status(e: QueryError) -> Status {
     match &e {
         QueryError::User(_) => Status::invalid_argument(e.to_string()),
         QueryError::DeadlinePassed { .. } => Status::deadline_exceeded(e.to_string()),
+        // gRPC's code for a transient overload that a retry with backoff may get past.
+        QueryError::Busy { .. } => Status::unavailable(e.to_string()),
         QueryError::Internal(_) => Status::internal(e.to_string()),
     }
 }
@@ -640,6 +643,26 @@ mod tests {
             m.insert(*k, v.parse().unwrap());
         }
         m
+    }
+
+    #[test]
+    fn query_errors_map_to_grpc_codes() {
+        let deadline = QueryError::DeadlinePassed {
+            deadline: Duration::from_millis(50),
+            progress: "while planning".into(),
+        };
+        let busy = QueryError::Busy {
+            running: 4,
+            waiting: 32,
+        };
+        for (error, code) in [
+            (QueryError::User("bad".into()), tonic::Code::InvalidArgument),
+            (deadline, tonic::Code::DeadlineExceeded),
+            (busy, tonic::Code::Unavailable),
+            (QueryError::Internal("broken".into()), tonic::Code::Internal),
+        ] {
+            assert_eq!(query_status(error).code(), code);
+        }
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //!   DML, DDL, `COPY`, `SET` and the like are refused as user errors before anything runs, and
 //!   the plan is checked again (no DDL, DML or statements) before it executes.
 //! - One deadline covers everything: resolving tables, waiting for tiering, reading the hot
-//!   tail, planning and execution. When it passes, the running future is dropped, which drops
-//!   DataFusion's streams (its spawned tasks are aborted, its memory freed), and the error says
-//!   how far the query got ([`QueryProgress`]).
+//!   tail, planning and execution. The query runs on the query runtime's own threads
+//!   ([`execution`]) and its caller waits on its own runtime, so the deadline error comes on
+//!   time whatever the plan does; it says how far the query got ([`QueryProgress`]). The plan
+//!   is cancelled with it: cancel points on every input of DataFusion's operators ([`cancel`])
+//!   stop even a plan that never yields within a batch of work, and its driver is aborted.
 //! - Every table is read at one point: without `wait_for_tiering` the lake version is pinned
 //!   first and the hot high watermarks are captured after it; with it, the high watermarks are
 //!   captured first and the query waits (polling, inside the deadline) until a lake version's
@@ -21,7 +23,10 @@
 //! (plan only). REST (`POST /v1/query`) is in [`rest`], the
 //! `silt sql` client in [`client`].
 
+mod admission;
+mod cancel;
 pub mod client;
+mod execution;
 pub mod flight;
 pub mod rest;
 
@@ -51,6 +56,10 @@ use silt_connectors::lake::{
 };
 use tracing::debug;
 
+use admission::Admission;
+use cancel::Cancel;
+use execution::{Execution, Message, PlansRunning};
+
 /// The service's settings (see the `query` section of conf/silt.yaml).
 #[derive(Debug, Clone)]
 pub struct QueryConfig {
@@ -63,6 +72,13 @@ pub struct QueryConfig {
     pub result_bytes_max: usize,
     /// DataFusion's memory pool per query.
     pub memory_bytes_max: usize,
+    /// Queries running at once (at least 1).
+    pub concurrent_max: usize,
+    /// Queries waiting for a slot, each inside its deadline; one more is refused as busy.
+    pub waiting_max: usize,
+    /// Where queries plan and execute; `None`: the process's query runtime (`silt-query`
+    /// threads, see [`execution`]). A test gives a runtime of its own to bound its pools.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl QueryConfig {
@@ -73,6 +89,9 @@ impl QueryConfig {
             deadline_max: Duration::from_secs(600),
             result_bytes_max: 256 * 1024 * 1024,
             memory_bytes_max: 1024 * 1024 * 1024,
+            concurrent_max: 4,
+            waiting_max: 32,
+            runtime: None,
         }
     }
 
@@ -88,6 +107,8 @@ impl QueryConfig {
         query.deadline_max = Duration::from_millis(config.query.deadline_max_ms);
         query.result_bytes_max = config.query.result_bytes_max;
         query.memory_bytes_max = config.query.memory_bytes_max;
+        query.concurrent_max = config.query.concurrent_max;
+        query.waiting_max = config.query.waiting_max;
         query
     }
 }
@@ -151,7 +172,8 @@ pub struct QueryStream {
     pub schema: SchemaRef,
     /// What each table was read at.
     pub tables: Vec<TableRead>,
-    inner: Option<SendableRecordBatchStream>,
+    /// `None` once the stream ended.
+    execution: Option<Execution>,
     deadline: Duration,
     sleep: Pin<Box<tokio::time::Sleep>>,
     progress: Arc<QueryProgress>,
@@ -161,33 +183,33 @@ impl Stream for QueryStream {
     type Item = Result<RecordBatch, QueryError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let Some(inner) = self.inner.as_mut() else {
+        let Some(execution) = self.execution.as_mut() else {
             return Poll::Ready(None);
         };
-        let polled = inner.poll_next_unpin(cx);
-        // The deadline is checked on every poll, so a stream that is always ready still stops.
+        let polled = execution.poll_recv(cx);
+        // The deadline runs on the caller's runtime, so it fires whatever the plan does.
         if self.sleep.as_mut().poll(cx).is_ready() {
-            // Dropping the execution aborts DataFusion's tasks and frees their memory now.
-            self.inner = None;
+            // Dropping the execution stops the plan at its next cancel point.
+            self.execution = None;
             return Poll::Ready(Some(Err(QueryError::DeadlinePassed {
                 deadline: self.deadline,
                 progress: self.progress.describe(),
             })));
         }
-        match polled {
-            Poll::Ready(Some(Ok(batch))) => {
-                self.progress.add_rows_returned(batch.num_rows() as u64);
-                Poll::Ready(Some(Ok(batch)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                self.inner = None;
-                Poll::Ready(Some(Err(e.into())))
-            }
-            Poll::Ready(None) => {
-                self.inner = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
+        let Poll::Ready(message) = polled else {
+            return Poll::Pending;
+        };
+        if let Some(Message::Batch(batch)) = message {
+            self.progress.add_rows_returned(batch.num_rows() as u64);
+            return Poll::Ready(Some(Ok(batch)));
+        }
+        self.execution = None;
+        match message {
+            Some(Message::End) => Poll::Ready(None),
+            Some(Message::Failed(e)) => Poll::Ready(Some(Err(e))),
+            _ => Poll::Ready(Some(Err(QueryError::Internal(
+                "the query's execution ended without finishing its result (a bug)".into(),
+            )))),
         }
     }
 }
@@ -206,6 +228,12 @@ pub enum QueryError {
         deadline: Duration,
         progress: String,
     },
+    /// Every query slot is taken and as many queries wait for one as may: refused at once,
+    /// before anything ran. The caller may retry.
+    #[error(
+        "silt is busy: query.concurrent_max ({running}) queries run and query.waiting_max ({waiting}) wait for a slot; retry shortly, or raise the bounds"
+    )]
+    Busy { running: usize, waiting: usize },
     /// Something underneath failed (the hot store, the lake, a bug).
     #[error("{0}")]
     Internal(String),
@@ -281,14 +309,18 @@ pub struct QueryService {
     config: Arc<QueryConfig>,
     catalog: Arc<tokio::sync::Mutex<Option<LakeCatalog>>>,
     offline: bool,
+    running: PlansRunning,
+    admission: Arc<Admission>,
 }
 
 impl QueryService {
     pub fn new(config: QueryConfig) -> Self {
         QueryService {
+            admission: Arc::new(Admission::new(config.concurrent_max, config.waiting_max)),
             config: Arc::new(config),
             catalog: Arc::default(),
             offline: false,
+            running: PlansRunning::default(),
         }
     }
 
@@ -297,14 +329,19 @@ impl QueryService {
     /// messages contain [`lake::OFFLINE_HINT`]).
     pub fn offline(config: QueryConfig) -> Self {
         QueryService {
-            config: Arc::new(config),
-            catalog: Arc::default(),
             offline: true,
+            ..QueryService::new(config)
         }
     }
 
     pub fn config(&self) -> &QueryConfig {
         &self.config
+    }
+
+    /// Queries whose plans still run on the query runtime, including those abandoned at their
+    /// deadline until their plan reaches a cancel point.
+    pub fn plans_running(&self) -> usize {
+        self.running.count()
     }
 
     /// Runs `request` to completion or to its deadline and collects the result (at most
@@ -333,27 +370,33 @@ impl QueryService {
         })
     }
 
-    /// Plans `request` and starts executing it; the batches come from the returned stream,
-    /// which ends with [`QueryError::DeadlinePassed`] (and drops the execution) once the
-    /// request's deadline, counted from this call, passes. For streaming answers (Flight SQL):
-    /// no bound on the result size beyond the deadline.
+    /// Plans `request` and starts executing it on the query runtime; the batches come from the
+    /// returned stream, which ends with [`QueryError::DeadlinePassed`] (and cancels the plan)
+    /// once the request's deadline, counted from this call, passes. For streaming answers
+    /// (Flight SQL): no bound on the result size beyond the deadline.
     pub async fn execute_stream(&self, request: QueryRequest) -> Result<QueryStream, QueryError> {
         self.check_deadline(request.deadline)?;
         let deadline_at = tokio::time::Instant::now() + request.deadline;
+        let slot = self.admission.enter(deadline_at, request.deadline).await?;
         let progress = QueryProgress::new();
-        let opened = tokio::time::timeout_at(deadline_at, self.open(&request, &progress)).await;
-        let result = match opened {
-            Ok(Ok((inner, tables))) => Ok(QueryStream {
-                schema: inner.schema(),
+        let cancel = Cancel::new(deadline_at.into_std());
+        let (deadline, opening) = (request.deadline, progress.clone());
+        let mut execution = Execution::start(self.clone(), request, slot, opening, cancel)?;
+        let result = match tokio::time::timeout_at(deadline_at, execution.recv()).await {
+            Ok(Some(Message::Opened { schema, tables })) => Ok(QueryStream {
+                schema,
                 tables,
-                inner: Some(inner),
-                deadline: request.deadline,
+                execution: Some(execution),
+                deadline,
                 sleep: Box::pin(tokio::time::sleep_until(deadline_at)),
                 progress,
             }),
-            Ok(Err(e)) => Err(e),
+            Ok(Some(Message::Failed(e))) => Err(e),
+            Ok(_) => Err(QueryError::Internal(
+                "the query's execution ended before it was planned (a bug)".into(),
+            )),
             Err(_) => Err(QueryError::DeadlinePassed {
-                deadline: request.deadline,
+                deadline,
                 progress: progress.describe(),
             }),
         };
@@ -364,20 +407,27 @@ impl QueryService {
         result
     }
 
-    /// Plans `request` (tables resolved and pinned as for `execute`) and returns the schema of
-    /// its result without executing it, under the same deadline.
+    /// Plans `request` (tables resolved and pinned as for `execute`, on the query runtime) and
+    /// returns the schema of its result without executing it, under the same deadline.
     pub async fn schema(&self, request: QueryRequest) -> Result<SchemaRef, QueryError> {
         self.check_deadline(request.deadline)?;
+        let deadline_at = tokio::time::Instant::now() + request.deadline;
+        let slot = self.admission.enter(deadline_at, request.deadline).await?;
         let progress = QueryProgress::new();
-        let plan = async {
-            let (ctx, plan, _) = self.plan(&request, &progress).await?;
+        let (service, planning, deadline) = (self.clone(), progress.clone(), request.deadline);
+        let mut planned = execution::spawn(&self.config, async move {
+            let _slot = slot;
+            let (ctx, plan, _) = service.plan(&request, &planning).await?;
             drop(ctx);
             Ok::<_, QueryError>(Arc::new(plan.schema().as_arrow().clone()))
-        };
-        match tokio::time::timeout(request.deadline, plan).await {
-            Ok(result) => result,
+        })?;
+        match tokio::time::timeout_at(deadline_at, &mut planned.0).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(QueryError::Internal(format!(
+                "planning the query failed: {e} (a bug)"
+            ))),
             Err(_) => Err(QueryError::DeadlinePassed {
-                deadline: request.deadline,
+                deadline,
                 progress: progress.describe(),
             }),
         }
@@ -421,16 +471,20 @@ impl QueryService {
         Ok(catalog)
     }
 
+    /// Plans `request` and starts its plan, with cancel points that stop it at `cancel` (see
+    /// [`cancel`]). Runs on the query runtime, where the plan's own tasks are spawned.
     async fn open(
         &self,
         request: &QueryRequest,
         progress: &Arc<QueryProgress>,
+        cancel: &Arc<Cancel>,
     ) -> Result<(SendableRecordBatchStream, Vec<TableRead>), QueryError> {
         let (ctx, plan, tables) = self.plan(request, progress).await?;
         progress.set_stage(Stage::Executing);
         let frame = ctx.execute_logical_plan(plan).await?;
         let task = Arc::new(frame.task_ctx());
         let physical = frame.create_physical_plan().await?;
+        let physical = cancel::insert_cancel_points(physical, cancel)?;
         // Counted on the plan that runs, after DataFusion split files into byte ranges, so
         // files done and files in all are counted in the same unit.
         progress.watch_file_scans(&physical)?;
@@ -761,6 +815,78 @@ mod tests {
         }
         let e = run("SELECT 1", 0).await.unwrap_err();
         assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    /// A service without a hot store (queries of no table) and with `slots` query slots, of
+    /// which `waiting` may be waited for.
+    fn service_with_slots(slots: usize, waiting: usize) -> QueryService {
+        let mut config = QueryConfig::new(LakeCatalogConfig::new("127.0.0.1:1", "/nonexistent"));
+        config.concurrent_max = slots;
+        config.waiting_max = waiting;
+        QueryService::new(config)
+    }
+
+    /// A query that runs until its stream is dropped: its driver waits for a reader.
+    async fn held(service: &QueryService) -> QueryStream {
+        let endless = "WITH t AS (SELECT * FROM (VALUES (1), (2), (3), (4), (5), (6), (7), (8)) v(x)) \
+            SELECT a.x FROM t a, t b, t c, t d, t e, t f, t g, t h, t i, t j";
+        service
+            .execute_stream(QueryRequest::new(endless, Duration::from_secs(60)))
+            .await
+            .unwrap()
+    }
+
+    /// Issue 33 (item 8): nothing bounded how many queries ran at once, each with its own
+    /// memory pool, hot tails and result. Past `concurrent_max` running, a query waits for a
+    /// slot inside its deadline, at most `waiting_max` of them; one more is refused at once,
+    /// naming the bounds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_past_the_slots_wait_inside_their_deadline_or_are_refused() {
+        let run = |service: &QueryService, deadline_ms: u64| {
+            let request = QueryRequest::new("SELECT 1", Duration::from_millis(deadline_ms));
+            let service = service.clone();
+            async move { service.execute(request).await }
+        };
+        // No waiting: refused at once while the one slot is taken.
+        let service = service_with_slots(1, 0);
+        let holder = held(&service).await;
+        let started = Instant::now();
+        let e = run(&service, 5_000).await.unwrap_err();
+        assert!(matches!(e, QueryError::Busy { .. }), "{e:?}");
+        crate::test_util::assert_mentions(&e, &["query.concurrent_max", "query.waiting_max"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "refused at once"
+        );
+        drop(holder);
+
+        // One may wait: it gets the deadline error, saying what it waited for; a second waiter
+        // is refused; once the slot is free, a query runs.
+        let service = service_with_slots(1, 1);
+        let holder = held(&service).await;
+        let waiter = tokio::spawn(run(&service, 500));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let e = run(&service, 5_000).await.unwrap_err();
+        assert!(matches!(e, QueryError::Busy { .. }), "{e:?}");
+        let e = waiter.await.unwrap().unwrap_err();
+        assert!(matches!(e, QueryError::DeadlinePassed { .. }), "{e:?}");
+        crate::test_util::assert_mentions(
+            &e,
+            &["waiting for a query slot", "query.concurrent_max"],
+        );
+        drop(holder);
+        let r = run(&service, 5_000).await.unwrap();
+        assert_eq!(r.num_rows(), 1);
+    }
+
+    /// `QueryConfig::new` (what tests and the benches start from) is what `silt up` builds from
+    /// conf/silt.yaml, apart from the catalog's addresses.
+    #[test]
+    fn the_query_defaults_are_conf_silt_yaml() {
+        let config = crate::config::Config::load(None, std::iter::empty(), &[]).unwrap();
+        let from_file = QueryConfig::from_config(&config, "127.0.0.1:9123");
+        let defaults = QueryConfig::new(from_file.catalog.clone());
+        assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
     }
 
     #[test]

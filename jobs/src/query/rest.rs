@@ -4,8 +4,10 @@
 //! (no deadline: `query.deadline_default_ms`). The answer is JSON by default:
 //! `{"columns": [{"name", "type"}], "rows": [{...}], "row_count", "elapsed_ms", "tables": [...]}`,
 //! or an Arrow IPC stream when the request sends `Accept: application/vnd.apache.arrow.stream`.
-//! Errors are `{"error": "...", "kind": "user" | "deadline" | "internal"}` with 400, 504
-//! (the deadline passed; the message says how far the query got) and 500.
+//! Errors are `{"error": "...", "kind": "user" | "deadline" | "busy" | "internal"}` with 400,
+//! 504 (the deadline passed; the message says how far the query got), 503 with `Retry-After: 1`
+//! (every query slot is taken and `query.waiting_max` queries wait: nothing ran, retry) and
+//! 500.
 
 use std::time::Duration;
 
@@ -21,6 +23,9 @@ use super::{QueryError, QueryRequest, QueryResult, QueryService, TableRead};
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// `Retry-After` (seconds) of a query refused as busy.
+const BUSY_RETRY_AFTER_S: u64 = 1;
 
 /// The query routes over the process's query service; a request without a deadline gets
 /// `deadline_default`.
@@ -62,6 +67,13 @@ fn query_error_response(e: QueryError) -> Response {
         QueryError::User(_) => error_response(StatusCode::BAD_REQUEST, "user", e.to_string()),
         QueryError::DeadlinePassed { .. } => {
             error_response(StatusCode::GATEWAY_TIMEOUT, "deadline", e.to_string())
+        }
+        QueryError::Busy { .. } => {
+            let mut response =
+                error_response(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string());
+            let retry = HeaderValue::from(BUSY_RETRY_AFTER_S);
+            response.headers_mut().insert(header::RETRY_AFTER, retry);
+            response
         }
         QueryError::Internal(_) => {
             error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
@@ -196,6 +208,35 @@ pub fn json_body(result: &QueryResult) -> Result<Vec<u8>, arrow::error::ArrowErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each error's status, `kind` and, for a refusal as busy, when to retry.
+    #[tokio::test]
+    async fn errors_map_to_a_status_and_a_kind() {
+        let deadline = QueryError::DeadlinePassed {
+            deadline: Duration::from_millis(50),
+            progress: "while planning".into(),
+        };
+        let busy = QueryError::Busy {
+            running: 4,
+            waiting: 32,
+        };
+        for (error, status, kind, retry_after) in [
+            (QueryError::User("bad".into()), 400, "user", None),
+            (deadline, 504, "deadline", None),
+            (busy, 503, "busy", Some("1")),
+            (QueryError::Internal("broken".into()), 500, "internal", None),
+        ] {
+            let response = query_error_response(error);
+            assert_eq!(response.status().as_u16(), status, "{kind}");
+            let retry = response.headers().get(header::RETRY_AFTER).cloned();
+            assert_eq!(retry.as_ref().map(|v| v.to_str().unwrap()), retry_after);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["kind"], kind, "{body}");
+        }
+    }
 
     #[test]
     fn request_bodies() {

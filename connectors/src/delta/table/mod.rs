@@ -257,6 +257,7 @@ impl LakeTable {
         // within the process. Two processes tiering one table is a misconfiguration anyway.
         let _creating = CREATE_LOCK.lock().await;
         let table = load_or_create(&config, &lake_schema).await?;
+        let removes_seen = maintenance::RemovesSeen::new(config.vacuum_removes_bytes_max);
         let mut lake = LakeTable {
             config,
             table,
@@ -264,7 +265,7 @@ impl LakeTable {
             key_index: None,
             compacted: CompactionReport::default(),
             compactor: Compactor::default(),
-            removes_seen: maintenance::RemovesSeen::default(),
+            removes_seen,
         };
         lake.check_owner()?;
         lake.add_gained_columns().await?;
