@@ -54,6 +54,8 @@
 //! clients, faults, arming), not the same interleaving.
 
 mod check;
+mod clients;
+mod lake_check;
 mod partitions;
 mod process;
 mod stored;
@@ -175,7 +177,7 @@ struct Outcome {
     rows_duplicated: u64,
     verify_failures: u64,
     /// The verify failures by kind.
-    failures: BTreeMap<&'static str, u64>,
+    failures: BTreeMap<String, u64>,
     /// Exits of `silt up` that no fault caused.
     unexpected_exits: u64,
     /// Seeds run with hot retention, and of their tables' buckets, those whose log start had
@@ -189,9 +191,9 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn fail(&mut self, kind: &'static str) {
+    fn fail(&mut self, kind: impl Into<String>) {
         self.verify_failures += 1;
-        *self.failures.entry(kind).or_default() += 1;
+        *self.failures.entry(kind.into()).or_default() += 1;
     }
 
     fn failed(&self) -> bool {
@@ -207,7 +209,7 @@ impl Outcome {
         self.rows_duplicated += other.rows_duplicated;
         self.verify_failures += other.verify_failures;
         for (k, v) in &other.failures {
-            *self.failures.entry(k).or_default() += v;
+            *self.failures.entry(k.clone()).or_default() += v;
         }
         self.unexpected_exits += other.unexpected_exits;
         self.retention_seeds += other.retention_seeds;
@@ -930,7 +932,7 @@ async fn settle(
     let finish = futures::future::join(
         workload.finish(RESOLVE_DEADLINE),
         futures::future::join_all(partitions.into_iter().map(|(w, thread)| {
-            w.finish_unless(RESOLVE_DEADLINE, move || partitions::client_died(&thread))
+            w.finish_unless(RESOLVE_DEADLINE, move || clients::client_died(&thread))
         })),
     );
     let (records, partition_records) = trial.drive(finish).await?;

@@ -19,39 +19,37 @@
 //! - the lake at its newest version, read directly: every row of a log partition once, at the
 //!   (bucket, offset) the hot store gave it, every offset below the partition's txn offset
 //!   present (no gap), no id in two places of the lake; a primary-key partition holds the last
-//!   image per key of its changelog up to its txn offsets, once. A live partition's txn offsets
+//!   image per key of its changelog up to its txn offsets, once, each a `ver` it wrote. A live partition's txn offsets
 //!   reach the hot high watermarks; a dropped partition's rows tiered before its drop stay
-//!   (its txn offsets never go back), and those are exactly the rows it held, once;
+//!   (its txn offsets never go back), and those are exactly the rows it held, once; except in
+//!   the primary-key table once the day is created again: a primary-key lake holds one row per
+//!   key, so the dropped partition's rows leave it (all of them at once, before the new
+//!   partition's first commit);
 //! - hot retention never moved a partition bucket's log start past its lake txn offset.
 //!
-//! fluss-rs 1.0's sender panics (`cluster.rs`: `get_table_path_by_id(..).unwrap()`) when it
-//! refreshes a partition's metadata after it re-initialized its cluster from the bootstrap
-//! server, which it does when `silt up` was unreachable: the new cluster knows no table. The
-//! client's writes never resolve after that. A panic hook tells which client died (by its
-//! runtime's thread name); its partition gets a new client, as an application would restart
-//! a dead writer, and the dead one's unresolved writes count as refused (they may be stored,
-//! as any refused write may). The summary counts these panics.
+//! fluss-rs 1.0's sender may panic and leave a client dead ([`super::clients`]): its partition
+//! then gets a new client, and the dead one's unresolved writes count as refused. The summary
+//! counts these panics.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use arrow::array::{Array, RecordBatch};
 use fluss::metadata::{DataTypes, PartitionSpec, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
+use silt_connectors::changelog::{BucketKey, PARTITION_ID_COLUMN};
 use silt_connectors::delta::{LakeOffsets, read_lake_offsets};
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
 use silt_jobs::verify::read_lake;
 
-use super::check::{Change, Place};
+use super::clients::{DEAD_CLIENT, PARTITION_THREADS, client_died, watch_client_panics};
+use super::lake_check::{LakeRow, Problems, check_log_rows, check_pk_rows, check_txn, lake_rows};
 use super::workload::{ClientPlan, Records, Workload, WorkloadPlan};
 use super::{
-    DB, HotView, PARTITION_COLUMN, RESOLVE_DEADLINE, SHOW_MAX, TableSpec, Trial, TrialsOptions,
-    Written, i64_column, judge_view, lake_root, trial_columns,
+    DB, HotView, PARTITION_COLUMN, RESOLVE_DEADLINE, TableSpec, Trial, TrialsOptions, Written,
+    judge_view, lake_root, trial_columns,
 };
 
 /// The partitioned log table and primary-key table.
@@ -68,45 +66,6 @@ const ID_SPAN: i64 = 1 << 32;
 /// of its own inside the incarnation's: at most [`CLIENTS_MAX`] of them.
 const CLIENT_SPAN: i64 = 1 << 26;
 const CLIENTS_MAX: u32 = (ID_SPAN / CLIENT_SPAN) as u32;
-/// The threads of the partitions' workloads: `trial-partition-<incarnation>-<client>`.
-const THREAD_PREFIX: &str = "trial-partition-";
-const DEAD_CLIENT: &str = "its client died: fluss-rs 1.0's sender panicked";
-
-/// The threads on which fluss-rs panicked: their clients are dead.
-static PANICKED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-static PANIC_HOOK: Once = Once::new();
-
-/// Records fluss-rs's panics on the partitions' workload threads (see the module's doc),
-/// leaving every other panic to the previous hook.
-fn watch_client_panics() {
-    PANIC_HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let thread = std::thread::current()
-                .name()
-                .unwrap_or_default()
-                .to_string();
-            let known = info.location().is_some_and(|l| {
-                l.file().contains("fluss-rs") && l.file().ends_with("src/cluster/cluster.rs")
-            });
-            if known && thread.starts_with(THREAD_PREFIX) {
-                PANICKED
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(thread);
-                return;
-            }
-            previous(info);
-        }));
-    });
-}
-
-pub(super) fn client_died(thread: &str) -> bool {
-    PANICKED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(thread)
-}
 /// How long a drop planned for a tiered partition waits for the lake to cover it.
 const TIERED_WAIT: Duration = Duration::from_secs(20);
 
@@ -233,6 +192,9 @@ pub(super) struct PartitionCounts {
     pub buckets_cut: u64,
     /// Clients of partitions whose fluss-rs sender panicked (see the module's doc).
     pub client_panics: u64,
+    /// Dropped partitions of the primary-key table whose rows left its lake once their day was
+    /// created again (one row per key).
+    pub retired: u64,
 }
 
 impl PartitionCounts {
@@ -247,6 +209,7 @@ impl PartitionCounts {
         self.lake_rows_dropped += other.lake_rows_dropped;
         self.buckets_cut += other.buckets_cut;
         self.client_panics += other.client_panics;
+        self.retired += other.retired;
     }
 
     pub fn describe(&self) -> String {
@@ -254,7 +217,8 @@ impl PartitionCounts {
             "{} seeds; {} partitions created, {} dropped ({} once tiered), {} created again \
              under a dropped name; {} rows and ops acknowledged; lake rows checked: {} in live \
              partitions, {} in dropped ones; {} partition buckets had their log start moved; \
-             {} clients replaced after fluss-rs 1.0's sender panicked",
+             {} clients replaced after fluss-rs 1.0's sender panicked; {} dropped primary-key \
+             partitions left the lake when their day was created again",
             self.seeds,
             self.created,
             self.dropped,
@@ -264,7 +228,8 @@ impl PartitionCounts {
             self.lake_rows_live,
             self.lake_rows_dropped,
             self.buckets_cut,
-            self.client_panics
+            self.client_panics,
+            self.retired
         )
     }
 }
@@ -400,7 +365,7 @@ impl Partitions {
     async fn start_client(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<Workload> {
         let inc = &mut self.incarnations[i];
         let day = inc.day.clone();
-        let thread_name = format!("{THREAD_PREFIX}{i}-{}", inc.clients);
+        let thread_name = format!("{PARTITION_THREADS}{i}-{}", inc.clients);
         let first_id = inc.first_id + i64::from(inc.clients) * CLIENT_SPAN;
         inc.clients += 1;
         inc.thread = thread_name.clone();
@@ -876,7 +841,7 @@ impl Partitions {
         for row in rows {
             by_partition.entry(row.partition).or_default().push(row);
         }
-        let mut problems = Problems::default();
+        let mut problems = Problems::new("partitioned lake");
         let dropped: BTreeSet<i64> = self
             .incarnations
             .iter()
@@ -888,7 +853,7 @@ impl Partitions {
         }
         for partition in by_partition.keys().filter(|p| !ids.contains(p)) {
             problems.push(
-                "partitioned lake: rows of a partition no one created",
+                "rows of a partition no one created",
                 format!(
                     "{}: {} rows of p{partition}",
                     spec.name,
@@ -896,324 +861,60 @@ impl Partitions {
                 ),
             );
         }
-        for (inc, views) in self.incarnations.iter().zip(live) {
-            let p = inc.ids[t];
-            let view = self.view(inc, views, t);
-            let txn = partition_offsets(Some(&lake), p);
+        for (k, views) in live.iter().enumerate() {
+            let p = self.incarnations[k].ids[t];
             let rows = by_partition.remove(&p).unwrap_or_default();
-            let name = inc.name(t);
-            check_offsets(&name, inc, t, view, &txn, &mut problems);
-            if t == 0 {
-                check_log_partition(&name, inc, view, &txn, &rows, &mut problems)?;
-            } else {
-                check_pk_partition(&name, inc.live(), view, &txn, &rows, &mut problems)?;
-            }
-            let counts = &mut trial.outcome.partitioned;
-            if inc.live() {
-                counts.lake_rows_live += rows.len() as u64;
-            } else {
-                counts.lake_rows_dropped += rows.len() as u64;
-            }
+            let txn = partition_offsets(Some(&lake), p);
+            self.check_partition_lake(trial, (k, t), views, &txn, &rows, &mut problems)?;
         }
         problems.report(trial);
         Ok(())
     }
-}
 
-/// What a partition's lake check found, by kind.
-#[derive(Default)]
-struct Problems {
-    kinds: BTreeMap<&'static str, Vec<String>>,
-    /// Rows (or images) of dropped partitions the lake holds more than once.
-    twice: u64,
-}
-
-impl Problems {
-    fn push(&mut self, kind: &'static str, note: String) {
-        self.kinds.entry(kind).or_default().push(note);
-    }
-
-    /// An id of a log table is written once in a trial: two lake rows of it are one row twice,
-    /// in whichever partitions they lie. (Verify counts those of live partitions as extra
-    /// rows: only those of `dropped` ones count here.)
-    fn log_rows_twice(
-        &mut self,
-        table: &str,
-        by_partition: &HashMap<i64, Vec<LakeRow>>,
-        dropped: &BTreeSet<i64>,
-    ) {
-        let mut seen: HashMap<i64, (i64, Place)> = HashMap::new();
-        for row in by_partition.values().flatten() {
-            if let Some((p, at)) = seen.insert(row.id, (row.partition, row.at)) {
-                if dropped.contains(&p) || dropped.contains(&row.partition) {
-                    self.twice += 1;
-                }
-                self.push(
-                    "partitioned lake: a row twice",
-                    format!(
-                        "{table}: id {} in p{p} {at:?} and in p{} {:?}",
-                        row.id, row.partition, row.at
-                    ),
-                );
-            }
-        }
-    }
-
-    /// Fails the trial for each kind found, with its first notes.
-    fn report(self, trial: &mut Trial<'_>) {
-        trial.outcome.rows_duplicated += self.twice;
-        for (kind, notes) in self.kinds {
-            trial.outcome.fail(kind);
-            for note in notes.iter().take(SHOW_MAX) {
-                trial.note(note.clone());
-            }
-            if notes.len() > SHOW_MAX {
-                trial.note(format!("  and {} more ({kind})", notes.len() - SHOW_MAX));
-            }
-        }
-    }
-}
-
-/// A live partition's txn offsets reach its high watermarks and never pass them; a dropped
-/// one's never went back from what they were at its drop.
-fn check_offsets(
-    name: &str,
-    inc: &Incarnation,
-    t: usize,
-    view: &HotView,
-    txn: &BTreeMap<i32, i64>,
-    problems: &mut Problems,
-) {
-    for (bucket, hw) in &view.read_up_to {
-        let at = txn.get(bucket).copied().unwrap_or(0);
-        if at > *hw {
-            problems.push(
-                "partitioned lake: offsets the partition never had",
-                format!("{name}: bucket {bucket}: lake txn offset {at} > high watermark {hw}"),
-            );
-        }
-        match &inc.dropped {
-            None if at < *hw => problems.push(
-                "partitioned lake: behind the hot store after catch-up",
-                format!("{name}: bucket {bucket}: lake txn offset {at} < high watermark {hw}"),
-            ),
-            Some(d) => {
-                let before = d.lake[t].get(bucket).copied().unwrap_or(0);
-                if at < before {
-                    problems.push(
-                        "partitioned lake: a dropped partition's offsets went back",
-                        format!(
-                            "{name}: bucket {bucket}: lake txn offset {at}, {before} at the drop"
-                        ),
-                    );
-                }
-            }
-            None => {}
-        }
-    }
-}
-
-/// A log partition's lake rows: every offset below the txn offset once, each the row the hot
-/// store holds there (below the log start: one of the partition's own ids).
-fn check_log_partition(
-    name: &str,
-    inc: &Incarnation,
-    view: &HotView,
-    txn: &BTreeMap<i32, i64>,
-    rows: &[LakeRow],
-    problems: &mut Problems,
-) -> Result<()> {
-    let hot: BTreeMap<Place, i64> = view.log_rows()?.into_iter().collect();
-    let mut at: BTreeMap<i32, BTreeMap<i64, u32>> = BTreeMap::new();
-    for row in rows {
-        *at.entry(row.at.bucket)
-            .or_default()
-            .entry(row.at.offset)
-            .or_default() += 1;
-        let own = (inc.first_id..inc.first_id + ID_SPAN).contains(&row.id);
-        match hot.get(&row.at) {
-            Some(id) if *id == row.id => {}
-            Some(id) => problems.push(
-                "partitioned lake: differs from the hot store",
-                format!(
-                    "{name}: {:?} holds id {} in the lake, {id} in the hot store",
-                    row.at, row.id
-                ),
-            ),
-            None if own => {}
-            None => problems.push(
-                "partitioned lake: rows no one wrote to the partition",
-                format!(
-                    "{name}: {:?} holds id {}, not one of the partition's",
-                    row.at, row.id
-                ),
-            ),
-        }
-    }
-    for bucket in 0..view.read_up_to.len() as i32 {
-        let end = txn.get(&bucket).copied().unwrap_or(0);
-        let offsets = at.remove(&bucket).unwrap_or_default();
-        let twice: Vec<i64> = offsets
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(o, _)| *o)
-            .collect();
-        if !twice.is_empty() {
-            problems.push(
-                "partitioned lake: an offset twice",
-                format!(
-                    "{name}: bucket {bucket}: {} offsets twice, first {}",
-                    twice.len(),
-                    twice[0]
-                ),
-            );
-        }
-        let beyond = offsets.keys().filter(|o| **o >= end).count();
-        if beyond > 0 {
-            problems.push(
-                "partitioned lake: rows past the txn offset",
-                format!("{name}: bucket {bucket}: {beyond} rows at or past txn offset {end}"),
-            );
-        }
-        let missing: Vec<i64> = (0..end).filter(|o| !offsets.contains_key(o)).collect();
-        if !missing.is_empty() {
-            problems.push(
-                "partitioned lake: rows missing below the txn offset",
-                format!(
-                    "{name}: bucket {bucket}: {} of the offsets below {end} missing, first {}",
-                    missing.len(),
-                    missing[0]
-                ),
-            );
-        }
-    }
-    if !at.is_empty() {
-        problems.push(
-            "partitioned lake: rows of buckets the table does not have",
-            format!("{name}: buckets {:?}", at.keys().collect::<Vec<_>>()),
-        );
-    }
-    Ok(())
-}
-
-/// A primary-key partition's lake rows: one image per key, the last one its changelog has
-/// below the txn offsets (a key the held changelog says nothing of lies below its bucket's
-/// log start, where hot retention cut it).
-fn check_pk_partition(
-    name: &str,
-    live: bool,
-    view: &HotView,
-    txn: &BTreeMap<i32, i64>,
-    rows: &[LakeRow],
-    problems: &mut Problems,
-) -> Result<()> {
-    let mut changes = view.pk_changes()?;
-    changes.sort_by_key(|c| c.at);
-    let mut want: HashMap<i64, Option<&Change>> = HashMap::new();
-    for c in &changes {
-        if c.at.offset >= txn.get(&c.at.bucket).copied().unwrap_or(0) {
-            continue;
-        }
-        if c.change.is_upsert() {
-            want.insert(c.key, Some(c));
-        } else if c.change == silt_connectors::changelog::ChangeType::Delete {
-            want.insert(c.key, None);
-        }
-    }
-    let mut lake: HashMap<i64, &LakeRow> = HashMap::new();
-    for row in rows {
-        if let Some(first) = lake.insert(row.id, row) {
-            problems.twice += u64::from(!live);
-            problems.push(
-                "partitioned lake: an image twice",
-                format!(
-                    "{name}: key {} at {:?} and at {:?}",
-                    row.id, first.at, row.at
-                ),
-            );
-        }
-    }
-    for (key, image) in &want {
-        match (image, lake.get(key)) {
-            (Some(c), Some(row)) if c.ver == row.ver => {}
-            (None, None) => {}
-            (Some(c), Some(row)) => problems.push(
-                "partitioned lake: not the last image per key",
-                format!(
-                    "{name}: key {key}: ver {:?} in the lake (at {:?}), the changelog's last is \
-                     ver {:?} at {:?}",
-                    row.ver, row.at, c.ver, c.at
-                ),
-            ),
-            (Some(c), None) => problems.push(
-                "partitioned lake: not the last image per key",
-                format!(
-                    "{name}: key {key}: absent from the lake, last ver {:?} at {:?}",
-                    c.ver, c.at
-                ),
-            ),
-            (None, Some(row)) => problems.push(
-                "partitioned lake: not the last image per key",
-                format!(
-                    "{name}: key {key}: deleted, yet in the lake (ver {:?} at {:?})",
-                    row.ver, row.at
-                ),
-            ),
-        }
-    }
-    for (key, row) in &lake {
-        let start = view.log_start.get(&row.at.bucket).copied().unwrap_or(0);
-        if !want.contains_key(key) && row.at.offset >= start {
-            problems.push(
-                "partitioned lake: not the last image per key",
-                format!(
-                    "{name}: key {key}: ver {:?} at {:?} in the lake, which no change of the \
-                     changelog explains",
-                    row.ver, row.at
-                ),
-            );
-        }
-    }
-    Ok(())
-}
-
-/// A lake row of a partitioned table: its partition, where the hot store had it, its id (the
-/// key of a primary-key table) and `ver`.
-#[derive(Debug, Clone, Copy)]
-struct LakeRow {
-    partition: i64,
-    at: Place,
-    id: i64,
-    ver: Option<i64>,
-}
-
-fn lake_rows(batches: &[RecordBatch], primary_key: bool) -> Result<Vec<LakeRow>> {
-    let mut rows = Vec::new();
-    for b in batches {
-        let partitions = i64_column(b, PARTITION_ID_COLUMN)?;
-        let buckets = i64_column(b, BUCKET_COLUMN)?;
-        let offsets = i64_column(b, OFFSET_COLUMN)?;
-        let ids = i64_column(b, "id")?;
-        let vers = if primary_key {
-            Some(i64_column(b, "ver")?)
+    /// The lake rows `rows` and txn offsets `txn` of incarnation `k` in table `t`.
+    ///
+    /// A primary-key lake holds one row per key, so once a day dropped from a primary-key table
+    /// is created again, the dropped partition's rows leave its lake (in a commit of their own,
+    /// before the new partition's first): all of them, or none yet.
+    fn check_partition_lake(
+        &self,
+        trial: &mut Trial<'_>,
+        (k, t): (usize, usize),
+        views: &[Option<HotView>; 2],
+        txn: &BTreeMap<i32, i64>,
+        rows: &[LakeRow],
+        problems: &mut Problems,
+    ) -> Result<()> {
+        let inc = &self.incarnations[k];
+        let view = self.view(inc, views, t);
+        let name = inc.name(t);
+        let at_drop = inc.dropped.as_ref().map(|d| &d.lake[t]);
+        check_txn(&name, &view.read_up_to, txn, at_drop, problems);
+        let own = inc.first_id..inc.first_id + ID_SPAN;
+        let day_again = self.incarnations[k + 1..].iter().any(|i| i.day == inc.day);
+        let counts = &mut trial.outcome.partitioned;
+        if t == 0 {
+            check_log_rows(
+                &name,
+                own,
+                Some(view),
+                self.specs[t].buckets,
+                txn,
+                rows,
+                problems,
+            )?;
+        } else if !inc.live() && day_again && rows.is_empty() {
+            counts.retired += 1;
         } else {
-            None
-        };
-        for i in 0..b.num_rows() {
-            rows.push(LakeRow {
-                partition: partitions.value(i),
-                at: Place {
-                    bucket: buckets.value(i) as i32,
-                    offset: offsets.value(i),
-                },
-                id: ids.value(i),
-                ver: vers
-                    .as_ref()
-                    .and_then(|v| (!v.is_null(i)).then(|| v.value(i))),
-            });
+            check_pk_rows(&name, own, inc.live(), Some(view), txn, rows, problems)?;
         }
+        if inc.live() {
+            counts.lake_rows_live += rows.len() as u64;
+        } else {
+            counts.lake_rows_dropped += rows.len() as u64;
+        }
+        Ok(())
     }
-    Ok(rows)
 }
 
 /// The txn offsets of partition `partition`'s buckets.
