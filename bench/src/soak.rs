@@ -41,18 +41,18 @@ const PK_TABLE: &str = "users";
 #[derive(Debug, Clone, clap::Args)]
 pub struct SoakOptions {
     /// How long the load runs, e.g. 30min or 2h.
-    #[arg(long, default_value = "30min", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30min", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub duration: Duration,
     /// Time between samples.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub sample_every: Duration,
     /// Time between reads of the resident set; each sample's `rss_avg` is the mean of the
     /// reads since the previous sample, so a flush cycle shorter than `sample_every` does not
     /// alias into the slope as a point read can.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub rss_every: Duration,
     /// Samples before this are left out of the slopes.
-    #[arg(long, default_value = "10min", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10min", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub warmup: Duration,
     /// Rows appended to the log table per second.
     #[arg(long, default_value_t = 10_000)]
@@ -66,7 +66,7 @@ pub struct SoakOptions {
     #[arg(long, default_value_t = 4)]
     pub buckets: i32,
     /// `table.datalake.freshness` of both tables.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = silt_jobs::cli::parse_duration_flag)]
     pub freshness: Duration,
     /// `table.log.ttl` of both tables (Fluss duration, e.g. `2 min`); unset: the server's
     /// default. Pair it with a small `SILT_HOTSTORE__SEGMENT_BYTES_MAX` and

@@ -63,7 +63,7 @@ pub struct TieringBenchOptions {
 
 /// `--freshness`: a duration as `table.datalake.freshness` takes it, at least 10 ms.
 fn freshness(text: &str) -> Result<Duration, String> {
-    match silt_jobs::tiering::parse_duration(text) {
+    match silt_rt::duration::parse_duration(text) {
         Ok(d) if d >= Duration::from_millis(10) => Ok(d),
         Ok(d) => Err(format!(
             "{d:?} is below 10ms: use a freshness of at least 10ms"

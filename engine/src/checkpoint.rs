@@ -296,7 +296,7 @@ impl CheckpointFiles for LocalDirStorage {
     /// Writes durably, off the async workers.
     async fn put(&self, checkpoint_id: u64, file: &str, bytes: Bytes) -> Result<()> {
         let path = self.dir(checkpoint_id).join(file);
-        crate::io_threads::files()
+        silt_rt::io_threads::files()
             .run(move || write_durably(&path, &bytes))
             .await
             .map_err(|e| Error::Internal(e.to_string()))?

@@ -7,36 +7,13 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::operator::{Operator, OperatorFactory, Sink, SourceFactory, TaskContext};
+use crate::output::Partitioning;
 
 /// Upper bound on a vertex's parallelism; a guard against typos, not a tuning knob.
 pub const PARALLELISM_MAX: u32 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VertexId(pub usize);
-
-/// How records move from the subtasks of one vertex to those of the next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Partitioning {
-    /// Subtask i feeds subtask i; both sides must have the same parallelism.
-    Forward,
-    /// Rows go to the subtask chosen by a stable hash of these columns.
-    Hash { key_columns: Vec<String> },
-    /// Whole batches go round-robin.
-    Rebalance,
-    /// Every batch goes to every subtask.
-    Broadcast,
-}
-
-impl fmt::Display for Partitioning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Partitioning::Forward => write!(f, "forward"),
-            Partitioning::Hash { key_columns } => write!(f, "hash({})", key_columns.join(", ")),
-            Partitioning::Rebalance => write!(f, "rebalance"),
-            Partitioning::Broadcast => write!(f, "broadcast"),
-        }
-    }
-}
 
 #[derive(Clone)]
 pub enum VertexKind {

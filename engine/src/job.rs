@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -14,10 +14,11 @@ use tracing::{debug, info, warn};
 use crate::channel::{Barrier, BufferGauge, ChannelConfig, InputGate, channel};
 use crate::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint};
 use crate::error::{Error, Result};
-use crate::graph::{JobGraph, Partitioning, VertexKind};
+use crate::graph::{JobGraph, VertexKind};
 use crate::metrics::{CheckpointStats, JobMetrics, VertexCounters, snapshot_vertex};
 use crate::operator::{RestoredState, TaskContext};
 use crate::output::Output;
+use crate::output::Partitioning;
 use crate::task::{Control, TaskEnv, TaskEvent, run_operator, run_source};
 
 /// Control messages a task may have queued at once; one checkpoint is in flight at a time,
@@ -799,12 +800,7 @@ impl<'a> Coordinator<'a> {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use silt_rt::clock::now_ms;
 
 type Controls = (Vec<mpsc::Sender<Control>>, Vec<mpsc::Sender<Control>>);
 

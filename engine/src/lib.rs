@@ -12,12 +12,10 @@
 //! **Boundary:** this crate knows nothing of Fluss, Delta, HTTP, YAML or SQL; operator state is
 //! bytes the operator encodes itself.
 
-pub mod background;
 pub mod channel;
 pub mod checkpoint;
 mod error;
 pub mod graph;
-pub mod io_threads;
 mod job;
 pub mod metrics;
 pub mod operator;
@@ -30,7 +28,7 @@ pub use checkpoint::{
     ObjectStoreStorage, storage_for,
 };
 pub use error::{BoxError, Cause, Error, Result};
-pub use graph::{Edge, JobGraph, Partitioning, Vertex, VertexId};
+pub use graph::{Edge, JobGraph, Vertex, VertexId};
 pub use job::{
     CHECKPOINT_HISTORY_MAX, CheckpointConfig, Failure, JobConfig, JobHandle, JobManager, JobState,
     RestartStrategy,
@@ -39,4 +37,4 @@ pub use metrics::{CheckpointStats, JobMetrics, OperatorMetrics};
 pub use operator::{
     Operator, OperatorFactory, RestoredState, Sink, Source, SourceFactory, SourcePoll, TaskContext,
 };
-pub use output::Output;
+pub use output::{Output, Partitioning};

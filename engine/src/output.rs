@@ -11,8 +11,32 @@ use arrow::row::{RowConverter, SortField};
 
 use crate::channel::{Barrier, ChannelSender, Message};
 use crate::error::{Error, Result};
-use crate::graph::Partitioning;
 use crate::metrics::VertexCounters;
+use std::fmt;
+
+/// How records move from the subtasks of one vertex to those of the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Partitioning {
+    /// Subtask i feeds subtask i; both sides must have the same parallelism.
+    Forward,
+    /// Rows go to the subtask chosen by a stable hash of these columns.
+    Hash { key_columns: Vec<String> },
+    /// Whole batches go round-robin.
+    Rebalance,
+    /// Every batch goes to every subtask.
+    Broadcast,
+}
+
+impl fmt::Display for Partitioning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Partitioning::Forward => write!(f, "forward"),
+            Partitioning::Hash { key_columns } => write!(f, "hash({})", key_columns.join(", ")),
+            Partitioning::Rebalance => write!(f, "rebalance"),
+            Partitioning::Broadcast => write!(f, "broadcast"),
+        }
+    }
+}
 
 /// The outputs of one subtask. Operators call `emit`; the runtime sends barriers and
 /// end-of-data through every channel.

@@ -1483,12 +1483,7 @@ fn known_names(names: impl Iterator<Item = impl AsRef<str>>) -> String {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use silt_rt::clock::now_ms;
 
 #[cfg(test)]
 mod tests {

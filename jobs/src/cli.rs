@@ -215,10 +215,10 @@ impl From<DemoArgs> for crate::demo::DemoOptions {
     }
 }
 
-/// A duration flag (`500ms`, `30s`, `2min`; see [`crate::tiering::parse_duration`]): a bad
+/// A duration flag (`500ms`, `30s`, `2min`; see [`silt_rt::duration`]): a bad
 /// value is a usage error, so it exits 2.
 pub fn parse_duration_flag(text: &str) -> Result<Duration, String> {
-    crate::tiering::parse_duration(text).map_err(|e| format!("{e:#}"))
+    silt_rt::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Runs `silt` with the process's arguments.

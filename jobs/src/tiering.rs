@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use fluss::rpc::message::OffsetSpec;
@@ -151,34 +151,6 @@ impl TieringConfig {
     pub fn lake_uri(&self, database: &str, table: &str) -> Result<String> {
         crate::paths::lake_uri(&self.lake_root, database, table)
     }
-}
-
-/// Parses Fluss-style durations: `500ms`, `30s`, `3min`, `1 h`, `2d` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration> {
-    let t = text.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| anyhow!("{text:?} is not a duration (use e.g. 500ms, 30s, 3min, 1h)"))?;
-    let seconds = match unit.trim() {
-        "ms" | "milli" | "millis" | "milliseconds" => value / 1000.0,
-        "" | "s" | "sec" | "secs" | "second" | "seconds" => value,
-        "m" | "min" | "mins" | "minute" | "minutes" => value * 60.0,
-        "h" | "hour" | "hours" => value * 3600.0,
-        "d" | "day" | "days" => value * 86400.0,
-        other => {
-            return Err(anyhow!(
-                "{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)"
-            ));
-        }
-    };
-    if !(0.001..=31_536_000.0).contains(&seconds) {
-        return Err(anyhow!("{text:?} is out of range (1ms to 365 days)"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// What the service knows about one lake-enabled table.
@@ -394,12 +366,7 @@ fn take_jobs(
         .collect()
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use silt_rt::clock::now_ms;
 
 impl TieringService {
     pub fn new(config: TieringConfig, registry: Option<RegistryUpdate>) -> Self {
@@ -650,9 +617,8 @@ impl TieringService {
         let table_id = info.get_table_id();
         let buckets = info.get_num_buckets().max(1) as u32;
         let freshness = match info.get_properties().get(DATALAKE_FRESHNESS) {
-            Some(text) => {
-                parse_duration(text).with_context(|| format!("{DATALAKE_FRESHNESS} of {name}"))?
-            }
+            Some(text) => silt_rt::duration::parse_duration(text)
+                .with_context(|| format!("{DATALAKE_FRESHNESS} of {name}"))?,
             None => self.config.freshness_default,
         };
         // Names come from the Fluss endpoint: checked before they become paths.
@@ -972,27 +938,4 @@ fn commit_hook(
         }
         .boxed()
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_like_fluss() {
-        let cases = [
-            ("500ms", 500),
-            ("30s", 30_000),
-            ("3min", 180_000),
-            ("1 h", 3_600_000),
-            ("2", 2_000),
-            ("1.5s", 1_500),
-        ];
-        for (text, ms) in cases {
-            assert_eq!(parse_duration(text).unwrap().as_millis(), ms, "{text}");
-        }
-        for bad in ["", "soon", "3 fortnights", "0s", "-1s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
 }

@@ -19,7 +19,7 @@
 //! **Off the commit path** ([`Compactor`]): the rewrite used to run inside the commit and
 //! stalled it (1-1.3 s at 100k rows/s), and every row waiting for that commit waited with it.
 //! Now the runs are chosen after commit N from the snapshot it made, rewritten on the process's
-//! low-priority thread ([`silt_engine::background`]) while later checkpoints commit, and their removes and adds ride in the first later
+//! low-priority thread ([`silt_rt::background`]) while later checkpoints commit, and their removes and adds ride in the first later
 //! commit that finds the rewrite done. There is still one writer (the committer), and the run's
 //! files cannot change under the task: nothing but these rewrites removes a log table's files,
 //! and one is in flight at a time. Before a done rewrite joins a commit, every file it removes
@@ -41,14 +41,14 @@ use deltalake::DeltaTable;
 use deltalake::kernel::{Action, Add, Remove};
 use object_store::ObjectStoreExt as _;
 use roaring::RoaringTreemap;
-use silt_engine::background::{BackgroundTask, background};
+use silt_rt::background::{BackgroundTask, background};
 use tracing::{info, warn};
 
 use super::DeltaSinkConfig;
 use super::error::{Error, Result};
-use super::table::{add_bucket, copy_rows, epoch_ms, first_offset};
-use super::writer::writer_properties;
+use super::files::{add_bucket, copy_rows, first_offset, writer_properties};
 use crate::changelog::BucketKey;
+use silt_rt::clock::now_ms;
 
 /// A data file of one bucket, as the choice of a run needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +214,7 @@ impl Compactor {
         }
         // The files leave the table with this commit, not when the run was picked: the
         // retention that keeps them for readers of older versions counts from here.
-        let now_ms = epoch_ms();
+        let now_ms = now_ms();
         let mut rewrite = rewrite;
         for action in &mut rewrite.actions {
             if let Action::Remove(remove) = action {

@@ -1,5 +1,5 @@
 //! The object store of local (`file://`) lakes: `object_store`'s `LocalFileSystem`, with every
-//! file operation run on silt's I/O threads ([`silt_engine::io_threads::files`]) instead of
+//! file operation run on silt's I/O threads ([`silt_rt::io_threads::files`]) instead of
 //! tokio's blocking pool.
 //!
 //! `LocalFileSystem` hands each read, write, listing chunk and delete to the runtime's blocking
@@ -30,7 +30,7 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
 };
-use silt_engine::io_threads::{IoThreads, files};
+use silt_rt::io_threads::{IoThreads, files};
 use url::Url;
 
 /// Bytes a read of an object's content takes per job on the I/O threads.

@@ -308,10 +308,7 @@ async fn removed_since(
     })
 }
 
-fn epoch_ms(at: SystemTime) -> i64 {
-    at.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use silt_rt::clock::epoch_ms;
 
 /// A data file of a table this sink writes: a Parquet file in a bucket's directory, below the
 /// partition directories of a partitioned table (`__bucket=<n>/part-...parquet`,

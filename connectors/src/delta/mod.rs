@@ -63,10 +63,13 @@ mod committer;
 mod compaction;
 mod dv;
 mod error;
+mod files;
 mod key_index;
 mod local_store;
+mod log;
 mod maintenance;
 mod owner;
+mod reduce;
 mod schema;
 mod table;
 mod writer;
@@ -80,21 +83,22 @@ use futures::future::BoxFuture;
 use crate::changelog::BucketKey;
 use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
-pub use committable::{BucketRange, Committable};
-pub use committer::{CompactionReport, DeltaCommitter, LakeCommit, LakeCommitHook};
+pub use committable::{BucketRange, Committable, CompactionReport, LakeCommit};
+pub use committer::{DeltaCommitter, LakeCommitHook};
 pub use error::{Error, GapAfter, Result};
 pub use key_index::{
     CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
 };
 pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on_io_threads};
+pub use log::{app_id, bucket_of_app_id};
+pub(crate) use log::{load_existing, txn_versions};
 pub use maintenance::{MaintenanceReport, Retention};
 pub(crate) use owner::owner_of;
 pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
+pub(crate) use reduce::last_change_per_key;
 pub use schema::{check_lake_row_type, lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
-pub use table::{CommitPlan, LakeOffsets, LakeTable, app_id, bucket_of_app_id, read_lake_offsets};
-pub(crate) use table::{load_existing, txn_versions};
+pub use table::{CommitPlan, LakeOffsets, LakeTable, read_lake_offsets};
 pub use writer::DeltaWriter;
-pub(crate) use writer::last_change_per_key;
 
 /// Registers the object stores of lake URLs, once per process: deltalake's for `s3://` and
 /// `s3a://` (deltalake 1.1 also registers them from a constructor, which a linker may drop when

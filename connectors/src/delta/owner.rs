@@ -19,7 +19,7 @@ use tracing::info;
 use url::Url;
 
 use super::error::{Error, Result};
-use super::table::txn_versions;
+use super::log::{load_existing, txn_versions};
 
 /// The Delta configuration key naming the silt table id a lake belongs to.
 pub const OWNER_KEY: &str = "silt.table.id";
@@ -95,7 +95,7 @@ pub async fn lake_owner(
     table_id: &str,
     bucket_count: u32,
 ) -> Result<LakeOwner> {
-    let Some(table) = super::table::load_existing(table_uri, storage_options).await? else {
+    let Some(table) = load_existing(table_uri, storage_options).await? else {
         return Ok(LakeOwner::Absent);
     };
     let buckets = (0..bucket_count as i32).map(crate::changelog::BucketKey::table);

@@ -12,28 +12,27 @@
 //! the commit can tell offsets that hold no rows from offsets that were never written.
 
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, Int8Array, Int32Array, Int64Array, RecordBatch, UInt32Array};
-use arrow::compute::{filter_record_batch, take_record_batch};
-use arrow::row::{RowConverter, SortField};
+use arrow::array::{Int8Array, Int32Array, Int64Array, RecordBatch};
+use arrow::compute::filter_record_batch;
 use async_trait::async_trait;
 use bytes::Bytes;
 use deltalake::Path;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use silt_engine::{Operator, Output, RestoredState, TaskContext};
 use tracing::debug;
 
 use super::committable::{BucketRange, Committable, to_batch};
 use super::error::{Error, Result};
+use super::files::{add_bucket, add_rows, int_column, writer_properties};
+use super::reduce::last_change_per_key;
 use super::schema::conform_changes;
-use super::table::{LakeTable, add_bucket, add_rows, int_column};
+use super::table::LakeTable;
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{
     BUCKET_COLUMN, BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN, PARTITION_ID_COLUMN,
@@ -361,83 +360,9 @@ fn decode_follows(state: &Bytes) -> Result<BTreeMap<BucketKey, i64>> {
         .collect())
 }
 
-/// Keeps, per key, the row with the highest `__offset` (the last change). Row order of the
-/// result follows the input.
-/// The Parquet settings of every data file the sink writes.
-pub(crate) fn writer_properties(config: &DeltaSinkConfig) -> WriterProperties {
-    WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(config.row_group_rows_max))
-        .build()
-}
-
-pub(crate) fn last_change_per_key(
-    batch: &RecordBatch,
-    key_columns: &[String],
-) -> Result<RecordBatch> {
-    let mut keys = Vec::with_capacity(key_columns.len());
-    for name in key_columns {
-        let column = batch
-            .column_by_name(name)
-            .ok_or_else(|| Error::Batch(format!("key column {name:?} is missing")))?;
-        keys.push(column.clone());
-    }
-    let converter = RowConverter::new(
-        keys.iter()
-            .map(|k| SortField::new(k.data_type().clone()))
-            .collect(),
-    )?;
-    let rows = converter.convert_columns(&keys)?;
-    let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
-    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32)> =
-        HashMap::with_capacity(batch.num_rows());
-    for (i, row) in rows.iter().enumerate() {
-        let offset = offsets.value(i);
-        let entry = last.entry(row).or_insert((offset, i as u32));
-        if offset >= entry.0 {
-            *entry = (offset, i as u32);
-        }
-    }
-    let mut indices: Vec<u32> = last.into_values().map(|(_, i)| i).collect();
-    indices.sort_unstable();
-    debug_assert!(offsets.null_count() == 0);
-    Ok(take_record_batch(batch, &UInt32Array::from(indices))?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::StringArray;
-    use arrow::datatypes::{DataType, Field, Schema};
-
-    /// `(key, offset, value)` rows in, surviving `(key, offset, value)` rows out.
-    fn reduce(rows: &[(&str, i64, i64)]) -> Vec<(String, i64, i64)> {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, false),
-            Field::new(OFFSET_COLUMN, DataType::Int64, false),
-            Field::new("v", DataType::Int64, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-            ],
-        )
-        .unwrap();
-        let out = last_change_per_key(&batch, &["k".to_string()]).unwrap();
-        let k = out
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
-        let o = out.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
-        let v = out.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
-        (0..out.num_rows())
-            .map(|i| (k.value(i).to_string(), o.value(i), v.value(i)))
-            .collect()
-    }
 
     #[test]
     fn writer_state_round_trips_and_rejects_damage() {
@@ -459,29 +384,5 @@ mod tests {
             "an older silt's state"
         );
         assert!(decode_follows(&Bytes::from_static(&[1, 2, 3])).is_err());
-    }
-
-    #[test]
-    fn the_last_change_per_key_wins() {
-        assert_eq!(reduce(&[]), vec![]);
-        assert_eq!(
-            reduce(&[
-                ("a", 1, 10),
-                ("b", 2, 20),
-                ("a", 3, 11),
-                ("c", 4, 30),
-                ("b", 5, 21)
-            ]),
-            vec![
-                ("a".into(), 3, 11),
-                ("c".into(), 4, 30),
-                ("b".into(), 5, 21)
-            ]
-        );
-        // Offsets decide, not positions (staged files of several writers are concatenated).
-        assert_eq!(
-            reduce(&[("a", 9, 2), ("a", 4, 1)]),
-            vec![("a".into(), 9, 2)]
-        );
     }
 }

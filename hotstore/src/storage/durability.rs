@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use silt_engine::io_threads::IoThreads;
+use silt_rt::io_threads::IoThreads;
 
 /// fsyncs the data of `file` (at `path`).
 pub(crate) fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {

@@ -187,7 +187,7 @@ impl Pipeline {
         origins.push(Origin::Sink);
         let checkpoint = match &self.pipeline.checkpoint {
             Some(c) => {
-                let interval = crate::tiering::parse_duration(&c.interval).map_err(|e| {
+                let interval = silt_rt::duration::parse_duration(&c.interval).map_err(|e| {
                     ValidationErrors(vec![ValidationError {
                         path: "pipeline.checkpoint.interval".into(),
                         message: format!("{e:#}"),

@@ -91,7 +91,7 @@ fn parse_request(body: &[u8], deadline_default: Duration) -> Result<QueryRequest
         (Some(_), Some(_)) => return Err("give deadline_ms or deadline, not both".into()),
         (Some(ms), None) => Duration::from_millis(ms),
         (None, Some(text)) => {
-            crate::tiering::parse_duration(text).map_err(|e| format!("deadline: {e}"))?
+            silt_rt::duration::parse_duration(text).map_err(|e| format!("deadline: {e}"))?
         }
         (None, None) => deadline_default,
     };

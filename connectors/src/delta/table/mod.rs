@@ -1,8 +1,8 @@
 //! The lake table: opening (create if missing), its txn offsets, and the one-commit-per-
 //! checkpoint protocol: `plan` reads the lake's txn versions and keeps only what the lake does
 //! not have yet; `apply` makes the Delta commit (append or MERGE) with the txn actions in it.
-//! The commit of a primary-key table lives in `primary_key`, the reading of data files in
-//! `files`.
+//! The commit of a primary-key table lives in `primary_key`; the reading of data files in
+//! `delta::files`, the txn actions and app ids in `delta::log`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -20,56 +20,24 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError, Path, TableProperty};
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use silt_rt::clock::now_ms;
 use tracing::{info, warn};
-use url::Url;
 
-use self::files::{read_object, with_partition_columns};
-use super::committable::{BucketRange, Committable};
-use super::committer::{CompactionReport, LakeCommit};
+use super::committable::{BucketRange, Committable, CompactionReport, LakeCommit};
 use super::compaction::Compactor;
 use super::error::{Error, GapAfter, Result};
+use super::files::{add_bucket, add_rows, int_column, read_object, with_partition_columns};
 use super::key_index::KeyIndex;
+use super::log::{app_id, load_existing, table_url, txn_versions};
 use super::maintenance::{self, MaintenanceReport};
 use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema_of;
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, OFFSET_COLUMN};
 
-mod files;
 mod primary_key;
 
-pub(crate) use files::{add_bucket, add_rows, int_column};
-pub(in crate::delta) use files::{copy_rows, epoch_ms, first_offset};
-
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The txn app id of one bucket of one table: `silt-<table_id>-<bucket>`, or for a bucket of a
-/// partition `silt-<table_id>-p<partition id>-<bucket>`.
-pub fn app_id(table_id: &str, bucket: BucketKey) -> String {
-    match bucket.partition {
-        None => format!("silt-{table_id}-{}", bucket.bucket),
-        Some(partition) => format!("silt-{table_id}-p{partition}-{}", bucket.bucket),
-    }
-}
-
-/// The bucket whose txn app id of table `table_id` is `app` (see [`app_id`]); `None` for any
-/// other app id.
-pub fn bucket_of_app_id(table_id: &str, app: &str) -> Option<BucketKey> {
-    let rest = app
-        .strip_prefix("silt-")?
-        .strip_prefix(table_id)?
-        .strip_prefix('-')?;
-    match rest.strip_prefix('p') {
-        None => Some(BucketKey::table(rest.parse().ok()?)),
-        Some(partitioned) => {
-            let (partition, bucket) = partitioned.split_once('-')?;
-            Some(BucketKey::partition(
-                partition.parse().ok()?,
-                bucket.parse().ok()?,
-            ))
-        }
-    }
-}
 
 /// What the lake holds: its Delta version and, per bucket, the end offset tiered so far (the
 /// next offset to read).
@@ -103,48 +71,6 @@ pub async fn read_lake_offsets(
         delta_version,
         bucket_offsets,
     }))
-}
-
-/// The Delta table at `table_uri`, or `None` when there is none (a local path without a
-/// `_delta_log`, or a table without a version).
-pub(crate) async fn load_existing(
-    table_uri: &str,
-    storage_options: &HashMap<String, String>,
-) -> Result<Option<DeltaTable>> {
-    if !table_uri.contains("://") && !std::path::Path::new(table_uri).exists() {
-        return Ok(None);
-    }
-    let url = table_url(table_uri)?;
-    let table = DeltaTable::try_from_url_with_storage_options(url, storage_options.clone())
-        .await
-        .map_err(Error::delta(table_uri))?;
-    Ok(table.version().is_some().then_some(table))
-}
-
-/// A local path (created when missing) or an object store URL.
-fn table_url(table_uri: &str) -> Result<Url> {
-    deltalake::ensure_table_uri(table_uri).map_err(Error::delta(table_uri))
-}
-
-pub(crate) async fn txn_versions(
-    table: &DeltaTable,
-    uri: &str,
-    table_id: &str,
-    buckets: impl IntoIterator<Item = BucketKey>,
-) -> Result<BTreeMap<BucketKey, i64>> {
-    let state = table.snapshot().map_err(Error::delta(uri))?;
-    let log_store = table.log_store();
-    let mut versions = BTreeMap::new();
-    for bucket in buckets {
-        let version = state
-            .transaction_version(log_store.as_ref(), app_id(table_id, bucket))
-            .await
-            .map_err(Error::delta(uri))?;
-        if let Some(v) = version {
-            versions.insert(bucket, v);
-        }
-    }
-    Ok(versions)
 }
 
 /// What `apply` will commit: only the parts of committables the lake does not have yet.
@@ -665,7 +591,7 @@ impl LakeTable {
         if plan.is_noop() {
             return Ok(self.lake_commit(plan, read_version, true));
         }
-        let now_ms = epoch_ms();
+        let now_ms = now_ms();
         let txns: Vec<Transaction> = plan
             .txns
             .iter()

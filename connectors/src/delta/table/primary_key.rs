@@ -22,15 +22,16 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use roaring::RoaringTreemap;
 use tracing::info;
 
-use super::files::{
-    add_bucket, bucket_keys, copy_rows, epoch_ms, int_column, read_object, with_partition_columns,
-};
 use super::{CommitPlan, LakeTable};
 use crate::changelog::{BUCKET_COLUMN, BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 use crate::delta::dv::{self, DvFileWriter};
 use crate::delta::error::{Error, Result};
+use crate::delta::files::writer_properties;
+use crate::delta::files::{
+    add_bucket, bucket_keys, copy_rows, int_column, read_object, with_partition_columns,
+};
 use crate::delta::key_index::{self, KeyIndex};
-use crate::delta::writer::{last_change_per_key, writer_properties};
+use crate::delta::reduce::last_change_per_key;
 
 impl LakeTable {
     /// The commit of a plan's staged changes (offsets the lake already has filtered out,
@@ -285,7 +286,7 @@ impl LakeTable {
         writer: &mut deltalake::writer::RecordBatchWriter,
     ) -> Result<Retired> {
         let store = self.table.object_store();
-        let now_ms = epoch_ms();
+        let now_ms = silt_rt::clock::now_ms();
         let uri = self.uri().to_string();
         let stale = |path: &str, why: &str| {
             Error::Internal(format!(

@@ -1,8 +1,8 @@
 //! The data files of a lake table and the batches read from them: what an add's partition
-//! values and statistics say, and rows copied with their partition columns put back.
+//! values and statistics say, rows copied with their partition columns put back, and the
+//! Parquet settings every data file is written with.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::filter_record_batch;
@@ -16,18 +16,10 @@ use roaring::RoaringTreemap;
 use crate::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
 use crate::delta::error::{Error, Result};
 
-/// Milliseconds since the epoch (0 on a clock before it), as Delta's actions record time.
-pub(in crate::delta) fn epoch_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Data files do not hold the partition columns (`__bucket`, and a partitioned table's keys
 /// and `__partition_id`); puts them back from the file's partition values, typed as the lake
 /// schema has them, for a writer that rewrites the rows.
-pub(super) fn with_partition_columns(
+pub(in crate::delta) fn with_partition_columns(
     batch: RecordBatch,
     file: &Add,
     lake_schema: &SchemaRef,
@@ -98,7 +90,7 @@ pub(in crate::delta) async fn copy_rows(
 
 /// The bucket of every row of a changelog or lake batch: `__bucket`, with `__partition_id`
 /// when the batch has it.
-pub(super) fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
+pub(in crate::delta) fn bucket_keys(batch: &RecordBatch) -> Result<Vec<BucketKey>> {
     let buckets = int_column::<Int32Array>(batch, BUCKET_COLUMN)?;
     let partitions = match batch.column_by_name(PARTITION_ID_COLUMN) {
         Some(_) => Some(int_column::<Int64Array>(batch, PARTITION_ID_COLUMN)?),
@@ -191,4 +183,14 @@ pub(crate) fn add_rows(add: &Add) -> Result<u64> {
                 add.path
             ))
         })
+}
+
+/// The Parquet settings of every data file the sink writes.
+pub(crate) fn writer_properties(
+    config: &crate::delta::DeltaSinkConfig,
+) -> parquet::file::properties::WriterProperties {
+    parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(config.row_group_rows_max))
+        .build()
 }
