@@ -3,7 +3,6 @@
 //! sinks and edges.
 
 use super::*;
-use crate::job::service::JobServiceConfig;
 
 /// Checks a definition against the catalog and builds its engine graph. All problems found are
 /// returned together, each with its path.

@@ -35,10 +35,12 @@ use silt_engine::{JobGraph, Partitioning, Source, TaskContext, VertexId};
 /// The operator types a definition may name.
 mod catalog;
 mod compile;
+mod context;
 mod validate;
 
 pub use catalog::{Catalog, JsonPaths, PathNames, TableFacts};
 pub use compile::{compile, lake_uri};
+pub use context::JobServiceConfig;
 pub use validate::CompiledJob;
 use validate::*;
 
