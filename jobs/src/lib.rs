@@ -19,7 +19,6 @@ pub mod job;
 #[cfg(feature = "fault-injection")]
 pub mod lake_faults;
 pub mod memory;
-pub mod paths;
 pub mod query;
 pub mod rest;
 pub mod status;

@@ -149,7 +149,7 @@ impl TieringConfig {
     /// Where the lake table of `database.table` lives; an error for a name that cannot be a
     /// path component (see [`crate::paths`]).
     pub fn lake_uri(&self, database: &str, table: &str) -> Result<String> {
-        crate::paths::lake_uri(&self.lake_root, database, table)
+        silt_connectors::lake::layout::lake_uri(&self.lake_root, database, table)
     }
 }
 
@@ -518,14 +518,14 @@ impl TieringService {
     /// ones ahead of the lake) and, with `key_index`, its key index. Failures are logged: what
     /// is left only takes disk space.
     fn remove_job_state(&self, database: &str, table: &str, table_id: i64, key_index: bool) {
-        let mut dirs = vec![crate::paths::tiering_checkpoint_dir(
+        let mut dirs = vec![silt_connectors::lake::layout::tiering_checkpoint_dir(
             &self.config.checkpoint_root,
             database,
             table,
             table_id,
         )];
         if let (true, Some(root)) = (key_index, &self.config.key_index_root) {
-            dirs.push(crate::paths::tiering_checkpoint_dir(
+            dirs.push(silt_connectors::lake::layout::tiering_checkpoint_dir(
                 root, database, table, table_id,
             ));
         }
@@ -568,8 +568,8 @@ impl TieringService {
         };
         // The owner becomes part of a path: only a table id (a number) is used as is.
         let owner_id = owner.as_deref().and_then(|o| o.parse::<i64>().ok());
-        let to = crate::paths::dropped_lake_relative(database, table, owner_id)?;
-        let from = crate::paths::lake_relative(database, table)?;
+        let to = silt_connectors::lake::layout::dropped_lake_relative(database, table, owner_id)?;
+        let from = silt_connectors::lake::layout::lake_relative(database, table)?;
         let moved = move_lake(&self.config.lake_root, options, &from, &to)
             .await
             .with_context(|| format!("moving the lake of a dropped {database}.{table} aside"))?;
@@ -737,7 +737,7 @@ impl TieringService {
         sink.key_index_cache_bytes = self.config.key_index_cache_bytes;
         sink.vacuum_removes_bytes_max = self.config.vacuum_removes_bytes_max;
         sink.key_index_dir = match &self.config.key_index_root {
-            Some(root) => Some(crate::paths::tiering_checkpoint_dir(
+            Some(root) => Some(silt_connectors::lake::layout::tiering_checkpoint_dir(
                 root, database, table, table_id,
             )?),
             None => None,
@@ -811,7 +811,7 @@ impl TieringService {
         table_id: i64,
         freshness: Duration,
     ) -> Result<JobConfig> {
-        let checkpoints = crate::paths::tiering_checkpoint_dir(
+        let checkpoints = silt_connectors::lake::layout::tiering_checkpoint_dir(
             &self.config.checkpoint_root,
             database,
             table,

@@ -23,6 +23,7 @@
 //! past that the query fails with a user error (wait for tiering, or raise the bound).
 
 mod error;
+pub mod layout;
 mod progress;
 mod realtime;
 mod snapshots;
@@ -86,12 +87,11 @@ impl LakeCatalogConfig {
         }
     }
 
-    /// Where the lake table of `database.table` lives (the tiering service's layout).
-    pub fn lake_uri(&self, database: &str, table: &str) -> String {
-        format!(
-            "{}/{database}/{table}",
-            self.lake_root.trim_end_matches('/')
-        )
+    /// Where the lake table of `database.table` lives (the tiering service's layout); names
+    /// that cannot name a path are refused.
+    pub fn lake_uri(&self, database: &str, table: &str) -> Result<String> {
+        layout::lake_uri(&self.lake_root, database, table)
+            .map_err(|e| Error::user(format!("{e:#}")))
     }
 }
 
@@ -313,7 +313,7 @@ impl LakeCatalog {
                 "the real-time view {name} {OFFLINE_HINT} (start it with `silt up`); offline, query {name}$lake"
             )));
         }
-        let uri = self.config.lake_uri(&name.database, &name.table);
+        let uri = self.config.lake_uri(&name.database, &name.table)?;
         let unknown = || Error::UnknownTable {
             name: name.to_string(),
             known: {
@@ -410,7 +410,7 @@ impl LakeCatalog {
             },
             user_schema,
             lake_enabled,
-            lake_uri: self.config.lake_uri(&name.database, &name.table),
+            lake_uri: self.config.lake_uri(&name.database, &name.table)?,
         })
     }
 

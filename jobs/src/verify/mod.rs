@@ -272,10 +272,7 @@ pub async fn verify_table(
     let marks = target.marks(connection).await?;
     // A partitioned table's buckets are those of the partitions it has now.
     target.bucket_ids = marks.high.keys().copied().collect();
-    let lake_uri = format!(
-        "{}/{database}/{table}",
-        options.lake_root.trim_end_matches('/')
-    );
+    let lake_uri = silt_connectors::lake::layout::lake_uri(&options.lake_root, database, table)?;
     let Some(lake) = wait_for_lake(&target, &marks, &lake_uri, options, &mut report).await? else {
         return Ok(report);
     };

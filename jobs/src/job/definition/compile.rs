@@ -406,7 +406,7 @@ async fn resolve_delta_sink(
     config.key_index_dir = Some(
         ctx.data_dir
             .join("key-index")
-            .join(crate::paths::JOBS_DIR)
+            .join(silt_connectors::lake::layout::JOBS_DIR)
             .join(&def.name)
             .join(&op.name),
     );
@@ -507,14 +507,14 @@ fn delta_sink_location(
     }
     Ok(match &c.path {
         Some(path) => (
-            crate::paths::confine_sink_path(path, &ctx.lake_root)
+            silt_connectors::lake::layout::confine_sink_path(path, &ctx.lake_root)
                 .map_err(|e| at(&base.at("path"), e.to_string()))?,
             ctx.lake_storage_options.clone(),
         ),
         None => (
             ctx.data_dir
                 .join("lake")
-                .join(crate::paths::JOBS_DIR)
+                .join(silt_connectors::lake::layout::JOBS_DIR)
                 .join(&def.name)
                 .join(&op.name)
                 .to_string_lossy()
@@ -621,7 +621,7 @@ pub(super) fn same_encoding(
 
 /// Where the tiering service keeps the lake table of `database.table`.
 pub fn lake_uri(ctx: &JobServiceConfig, database: &str, table: &str) -> anyhow::Result<String> {
-    crate::paths::lake_uri(&ctx.lake_root, database, table)
+    silt_connectors::lake::layout::lake_uri(&ctx.lake_root, database, table)
 }
 
 pub(super) fn build(

@@ -154,7 +154,14 @@ pub fn tiering_checkpoint_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::assert_mentions;
+
+    #[track_caller]
+    fn assert_mentions(error: impl std::fmt::Display, parts: &[&str]) {
+        let message = error.to_string();
+        for part in parts {
+            assert!(message.contains(part), "{part:?} is not in: {message}");
+        }
+    }
     use proptest::prelude::*;
 
     /// Regression (issue 33, item 4): job sinks lived under `<lake>/_jobs`, and `_jobs` is a
