@@ -10,5 +10,7 @@
 pub mod changelog;
 pub mod delta;
 pub mod fluss;
+pub mod formats;
 pub mod lake;
+pub mod lake_format;
 pub mod transform;

@@ -22,8 +22,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_connectors::changelog::{BucketKey, ChangeType, stream_system_fields, table_buckets};
 use silt_connectors::delta::{
-    BucketRange, Committable, DeltaSinkConfig, Error, HookFuture, LakeCommit, LakeOwner, LakeTable,
-    OWNER_KEY, Retention, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
+    BucketRange, Committable, DeltaSinkConfig, Error, LakeCommit, LakeOwner, LakeTable, OWNER_KEY,
+    Retention, TableKind, add_delta_sink, lake_owner, move_lake, read_lake_offsets,
 };
 use silt_engine::{
     JobConfig, JobGraph, JobManager, JobState, LocalDirStorage, Partitioning, RestartStrategy,
@@ -529,17 +529,19 @@ async fn run_job(run: &Run, table_dir: &Path, checkpoint_dir: &Path) -> Outcome 
         hook_calls.clone(),
         run.fail_hook_calls.clone(),
     );
-    config.on_commit = Some(Arc::new(move |commit: LakeCommit| -> HookFuture {
-        let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
-        seen.lock().unwrap().push(commit);
-        let fail = fail_calls.contains(&call);
-        Box::pin(async move {
-            if fail {
-                return Err(Error::Hook(format!("injected failure of hook call {call}")));
-            }
-            Ok(())
-        })
-    }));
+    config.on_commit = Some(Arc::new(
+        move |commit: LakeCommit| -> futures::future::BoxFuture<'static, anyhow::Result<()>> {
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            seen.lock().unwrap().push(commit);
+            let fail = fail_calls.contains(&call);
+            Box::pin(async move {
+                if fail {
+                    anyhow::bail!("injected failure of hook call {call}");
+                }
+                Ok(())
+            })
+        },
+    ));
 
     let mut graph = JobGraph::new();
     let (changelog, seed, f) = (run.changelog.clone(), run.seed, failures.clone());

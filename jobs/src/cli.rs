@@ -310,6 +310,7 @@ async fn verify(config: &Config, args: VerifyArgs) -> Result<ExitCode> {
         config.lake_root(),
     );
     options.storage_options = config.lake_storage_options();
+    options.format = config.lake_format();
     options.credentials = config.fluss_credentials();
     options.deadline = args.deadline;
     options.show_max = args.show;

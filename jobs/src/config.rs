@@ -36,6 +36,8 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LakeSettings {
+    /// The lake format (one of [`silt_connectors::formats::FORMATS`]).
+    pub format: String,
     /// Empty: `<data_dir>/lake`.
     pub root: String,
     /// Scalars of any kind; the object store gets them as strings.
@@ -151,6 +153,23 @@ pub struct QuerySettings {
 
 impl Config {
     /// The lake root: `lake.root`, or `<data_dir>/lake` when it is empty.
+    /// The lake format `lake.format` names (checked when the configuration was loaded).
+    pub fn lake_format(&self) -> std::sync::Arc<dyn silt_connectors::lake_format::LakeFormat> {
+        silt_connectors::formats::format_named(&self.lake.format)
+            .unwrap_or_else(|_| silt_connectors::formats::default_format())
+    }
+
+    /// The lake's settings as tiering applies them.
+    pub fn lake_settings(&self) -> silt_connectors::lake_format::LakeSettings {
+        silt_connectors::lake_format::LakeSettings {
+            deletion_vectors: self.lake.deletion_vectors,
+            file_retention: std::time::Duration::from_millis(self.lake.file_retention_ms),
+            key_index_cache_bytes: self.lake.key_index_cache_bytes,
+            vacuum_removes_bytes_max: self.lake.vacuum_removes_bytes_max,
+            ..silt_connectors::lake_format::LakeSettings::default()
+        }
+    }
+
     pub fn lake_root(&self) -> String {
         if self.lake.root.is_empty() {
             self.data_dir.join("lake").to_string_lossy().to_string()
@@ -243,6 +262,8 @@ impl Config {
 
     /// Relations between keys that their types cannot say.
     fn check(&self) -> Result<()> {
+        silt_connectors::formats::format_named(&self.lake.format)
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e:#}"))?;
         if self.lake.file_retention_ms < self.query.deadline_max_ms {
             bail!(
                 "invalid configuration: lake.file_retention_ms ({}) is shorter than \

@@ -30,16 +30,16 @@ pub struct UpOptions {
     pub status_every: Duration,
     /// Tests only: abort once at this tiering committer point.
     #[cfg(feature = "fault-injection")]
-    pub crash_at: Option<silt_connectors::delta::FaultPoint>,
+    pub crash_at: Option<silt_connectors::lake_format::FaultPoint>,
 }
 
-/// What the hot store asks before it accepts a table to tier: whether the Delta lake can
+/// What the hot store asks before it accepts a table to tier: whether the lake format can
 /// store its columns (CreateTable of a table the lake cannot store is refused, naming the
 /// column, instead of its tiering failing later).
-pub fn lake_schema_check() -> LakeSchemaCheck {
-    LakeSchemaCheck::new(|row_type| {
-        silt_connectors::delta::check_lake_row_type(row_type).map_err(|e| e.to_string())
-    })
+pub fn lake_schema_check(
+    format: Arc<dyn silt_connectors::lake_format::LakeFormat>,
+) -> LakeSchemaCheck {
+    LakeSchemaCheck::new(move |row_type| format.check_row_type(row_type))
 }
 
 pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
@@ -81,7 +81,7 @@ pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
         // expose (index spacing, writers remembered, kv workers and journal).
         ..ServerConfig::default()
     };
-    server.lake_schema_check = Some(lake_schema_check());
+    server.lake_schema_check = Some(lake_schema_check(config.lake_format()));
     server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
     server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
     server.kv.cache_bytes = config.hotstore.kv_cache_bytes;
@@ -144,8 +144,8 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
         config.data_dir.join("checkpoints").join("tiering"),
     );
     tiering.storage_options = config.lake_storage_options();
-    tiering.deletion_vectors = config.lake.deletion_vectors;
-    tiering.file_retention = Duration::from_millis(config.lake.file_retention_ms);
+    tiering.format = config.lake_format();
+    tiering.lake = config.lake_settings();
     tiering.checkpoint_timeout = Duration::from_millis(config.engine.checkpoint_timeout_ms);
     tiering.checkpoints_retained_max = config.engine.checkpoints_retained_max;
     tiering.channel = silt_engine::ChannelConfig {
@@ -153,9 +153,7 @@ pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
         capacity_bytes: config.engine.channel_capacity_bytes,
     };
     tiering.credentials = config.fluss_credentials();
-    tiering.key_index_root = Some(config.data_dir.join("key-index").join("tiering"));
-    tiering.key_index_cache_bytes = config.lake.key_index_cache_bytes;
-    tiering.vacuum_removes_bytes_max = config.lake.vacuum_removes_bytes_max;
+    tiering.lake_state_root = Some(config.data_dir.join("key-index").join("tiering"));
     tiering
 }
 
@@ -519,7 +517,7 @@ mod tests {
         let config = Config::load(None, std::iter::empty(), &[]).unwrap();
         let from_file = tiering_config(&config, "127.0.0.1:9123");
         let defaults = TieringConfig {
-            key_index_root: from_file.key_index_root.clone(),
+            lake_state_root: from_file.lake_state_root.clone(),
             ..TieringConfig::new(
                 "127.0.0.1:9123",
                 from_file.lake_root.clone(),

@@ -29,7 +29,9 @@ pub async fn start_with(
     let mut config = ServerConfig {
         bind_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.to_path_buf(),
-        lake_schema_check: Some(silt_jobs::up::lake_schema_check()),
+        lake_schema_check: Some(silt_jobs::up::lake_schema_check(
+            silt_connectors::formats::default_format(),
+        )),
         ..ServerConfig::default()
     };
     configure(&mut config);

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow::array::{Array, BinaryArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -12,49 +11,9 @@ use deltalake::kernel::Add;
 use serde_json::{Value, json};
 
 use super::error::{Error, Result};
-use super::maintenance::MaintenanceReport;
 use crate::changelog::BucketKey;
 
 const COLUMN: &str = "committable";
-
-/// What a commit (or a replay that found the lake already ahead) left in the lake.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LakeCommit {
-    pub delta_version: u64,
-    /// The newest checkpoint among the committed committables.
-    pub checkpoint_id: u64,
-    /// Per bucket involved: the lake's txn version (end offset) after the commit.
-    pub bucket_offsets: BTreeMap<crate::changelog::BucketKey, i64>,
-    pub files_added: usize,
-    /// Changelog rows the commit brought (before the per-key reduction of PK tables).
-    pub rows: u64,
-    /// True when the lake already had everything and nothing was committed.
-    pub replayed: bool,
-    /// The lake maintenance that ran after this commit, when it was due (see
-    /// [`super::Retention::interval`]).
-    pub maintenance: Option<MaintenanceReport>,
-    /// What the commit compacted (small files of a log table's buckets, small or mostly
-    /// deleted files of a primary-key table), when it compacted anything.
-    pub compaction: Option<CompactionReport>,
-    /// How long planning and making the commit took (compaction included; maintenance not).
-    pub duration: Duration,
-}
-
-/// Files one commit rewrote into fewer (`dataChange: false` for a log table's runs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CompactionReport {
-    pub files: usize,
-    pub rows: u64,
-    pub bytes: u64,
-}
-
-impl CompactionReport {
-    pub(super) fn add(&mut self, files: usize, rows: u64, bytes: u64) {
-        self.files += files;
-        self.rows += rows;
-        self.bytes += bytes;
-    }
-}
 
 /// The offsets one writer saw for one bucket within one checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,13 +20,11 @@ use bytes::Bytes;
 use silt_engine::{RestoredState, Sink, TaskContext};
 use tracing::{info, warn};
 
-use super::committable::{Committable, LakeCommit, decode_pending, encode_pending, from_batch};
+use super::DeltaSinkConfig;
+use super::committable::{Committable, decode_pending, encode_pending, from_batch};
 use super::error::{Error, Result};
 use super::table::LakeTable;
-use super::{DeltaSinkConfig, HookFuture};
-
-/// Called after each successful commit, e.g. to update hotstore's lake-offset registry.
-pub type LakeCommitHook = Arc<dyn Fn(LakeCommit) -> HookFuture + Send + Sync>;
+use crate::lake_format::LakeCommit;
 
 pub struct DeltaCommitter {
     config: Arc<DeltaSinkConfig>,
@@ -131,7 +129,7 @@ impl DeltaCommitter {
         if let Some(hook) = &self.config.on_commit {
             (hook.as_ref())(commit.clone())
                 .await
-                .map_err(|e| Error::Hook(e.to_string()))?;
+                .map_err(|e| Error::Hook(format!("{e:#}")))?;
         }
         Ok(commit)
     }

@@ -30,6 +30,7 @@ use tracing::{info, warn};
 
 use super::dv;
 use super::error::{Error, Result};
+use crate::lake_format::MaintenanceReport;
 
 /// Where primary-key change files wait for their commit (hidden from Delta readers).
 pub(crate) const STAGING_DIR: &str = "_silt_staging";
@@ -85,23 +86,6 @@ impl Default for Retention {
     fn default() -> Self {
         Retention::new(Self::FILES_DEFAULT, Duration::from_secs(300))
     }
-}
-
-/// What one maintenance run did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MaintenanceReport {
-    pub files_deleted: u64,
-    pub bytes_reclaimed: u64,
-    pub staged_deleted: u64,
-    /// Data files the current version references.
-    pub active_files: u64,
-    /// Data and deletion-vector files on storage after the run.
-    pub files_on_disk: u64,
-    /// Old unreferenced deletion vectors kept only because the record of recent removes was
-    /// full (`lake.vacuum_removes_bytes_max`): a later run deletes them.
-    pub vectors_waiting: u64,
-    /// When it finished, in ms since the epoch.
-    pub at_ms: i64,
 }
 
 /// Sets the retention properties on a table whose properties differ (tables created before

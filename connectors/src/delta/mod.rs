@@ -64,6 +64,7 @@ mod compaction;
 mod dv;
 mod error;
 mod files;
+mod format;
 mod key_index;
 mod local_store;
 mod log;
@@ -78,26 +79,30 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use futures::future::BoxFuture;
 
 use crate::changelog::BucketKey;
 use silt_engine::{JobGraph, Operator, Partitioning, TaskContext, VertexId};
 
-pub use committable::{BucketRange, Committable, CompactionReport, LakeCommit};
-pub use committer::{DeltaCommitter, LakeCommitHook};
+pub use crate::lake_format::{
+    CompactionReport, FaultHook, FaultPoint, LakeCommit, LakeCommitHook, LakeOffsets, LakeOwner,
+    MaintenanceReport, OffsetGapHook, TableKind,
+};
+pub use committable::{BucketRange, Committable};
+pub use committer::DeltaCommitter;
 pub use error::{Error, GapAfter, Result};
+pub use format::DeltaFormat;
 pub use key_index::{
     CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
 };
 pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on_io_threads};
 pub use log::{app_id, bucket_of_app_id};
 pub(crate) use log::{load_existing, txn_versions};
-pub use maintenance::{MaintenanceReport, Retention};
+pub use maintenance::Retention;
 pub(crate) use owner::owner_of;
-pub use owner::{LakeOwner, OWNER_KEY, lake_owner, move_lake, recorded_owner};
+pub use owner::{OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub(crate) use reduce::last_change_per_key;
 pub use schema::{check_lake_row_type, lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
-pub use table::{CommitPlan, LakeOffsets, LakeTable, read_lake_offsets};
+pub use table::{CommitPlan, LakeTable, read_lake_offsets};
 pub use writer::DeltaWriter;
 
 /// Registers the object stores of lake URLs, once per process: deltalake's for `s3://` and
@@ -113,15 +118,6 @@ pub fn register_object_stores() {
             std::sync::Arc::new(LocalLakeStoreFactory),
         );
     });
-}
-
-/// What the lake table holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TableKind {
-    /// Append-only: every changelog row becomes a lake row.
-    Log,
-    /// Upsert by key: the lake holds the latest image per key, deletes removed.
-    PrimaryKey { key_columns: Vec<String> },
 }
 
 /// Configuration of one Delta sink. jobs/ maps definitions into it; no serde here.
@@ -193,21 +189,6 @@ pub struct DeltaSinkConfig {
     /// vector until the oldest entries age out.
     pub vacuum_removes_bytes_max: usize,
 }
-
-/// See [`DeltaSinkConfig::on_offset_gap`].
-pub type OffsetGapHook = Arc<dyn Fn() + Send + Sync>;
-
-/// Where a committer can die with consequences worth testing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultPoint {
-    /// The writers' files exist and the commit is planned, but nothing is committed yet.
-    BeforeCommit,
-    /// The Delta commit is durable, but `on_commit` (the registry update) has not run.
-    AfterCommit,
-}
-
-/// A test hook at a [`FaultPoint`].
-pub type FaultHook = Arc<dyn Fn(FaultPoint) + Send + Sync>;
 
 impl DeltaSinkConfig {
     pub const TARGET_FILE_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
@@ -398,6 +379,3 @@ pub fn add_delta_sink(
     graph.connect(writer, committer, Partitioning::Rebalance);
     Ok(committer)
 }
-
-/// The hook's future type, spelled once.
-pub type HookFuture = BoxFuture<'static, Result<()>>;

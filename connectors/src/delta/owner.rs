@@ -20,6 +20,7 @@ use url::Url;
 
 use super::error::{Error, Result};
 use super::log::{load_existing, txn_versions};
+use crate::lake_format::LakeOwner;
 
 /// The Delta configuration key naming the silt table id a lake belongs to.
 pub const OWNER_KEY: &str = "silt.table.id";
@@ -32,17 +33,6 @@ pub(crate) const DESCRIPTION_PREFIX: &str = "tiered by silt from table ";
 const MOVE_CONCURRENCY: usize = 8;
 /// A move logs its progress every this many objects.
 const MOVE_PROGRESS_EVERY: u64 = 1_000;
-
-/// Whose lake a location holds, asked for one table id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LakeOwner {
-    /// No Delta table there.
-    Absent,
-    /// The lake belongs to the table id asked about.
-    Owned,
-    /// Another table's lake: the id it names (`None`: it names none and holds no txn of ours).
-    Foreign { owner: Option<String> },
-}
 
 /// The owner a Delta table's metadata names: [`OWNER_KEY`], else the sink's description.
 pub fn recorded_owner(metadata: &Metadata) -> Option<String> {

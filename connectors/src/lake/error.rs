@@ -15,26 +15,17 @@ pub enum Error {
     #[error("fluss: {0}")]
     Fluss(String),
 
-    #[error("delta table {uri}: {message}")]
-    Delta { uri: String, message: String },
-
     #[error("datafusion: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
 
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
 
-    #[error("lake: {0}")]
-    Lake(Box<crate::delta::Error>),
+    #[error("lake table {uri}: {message}")]
+    Format { uri: String, message: String },
 
     #[error("internal error (a bug in silt): {0}")]
     Internal(String),
-}
-
-impl From<crate::delta::Error> for Error {
-    fn from(e: crate::delta::Error) -> Self {
-        Error::Lake(Box::new(e))
-    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -51,10 +42,10 @@ impl Error {
         matches!(self, Error::UnknownTable { .. } | Error::User { .. })
     }
 
-    pub(crate) fn delta(uri: &str) -> impl Fn(deltalake::DeltaTableError) -> Error + '_ {
-        move |e| Error::Delta {
+    pub(crate) fn format(uri: &str) -> impl Fn(anyhow::Error) -> Error + '_ {
+        move |e| Error::Format {
             uri: uri.to_string(),
-            message: e.to_string(),
+            message: format!("{e:#}"),
         }
     }
 

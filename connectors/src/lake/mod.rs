@@ -1,7 +1,7 @@
 //! The lake catalog for DataFusion: silt's tables as SQL tables, each read at one pinned
 //! point so a query sees one consistent snapshot.
 //!
-//! - `db.t$lake`: the Delta table at one pinned version, as stored: the user's columns, then
+//! - `db.t$lake`: the lake table at one pinned version, as stored: the user's columns, then
 //!   `__bucket`, `__offset`, `__timestamp`.
 //! - `db.t`: the real-time view, user columns only: the pinned lake version plus the hot tail
 //!   read through the Fluss client from the version's txn offsets up to the high watermarks
@@ -15,7 +15,9 @@
 //! or has other special characters needs double quotes (`db."t$lake"`). Unquoted names are
 //! lowercased by DataFusion, as usual.
 //!
-//! **Contract:** [`LakeCatalog::pin_lake`] pins the newest Delta version; its txn offsets are
+//! The lake is read through the configured [`LakeFormat`] (Delta Lake in the product).
+//!
+//! **Contract:** [`LakeCatalog::pin_lake`] pins the newest lake version; its txn offsets are
 //! where the tail starts, so rows are neither lost nor doubled between the tiers as long as the
 //! high watermarks are captured after pinning (the lake never runs ahead of the hot store).
 //!
@@ -33,14 +35,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use async_trait::async_trait;
-use datafusion::catalog::{Session, TableProvider};
-use datafusion::datasource::{MemTable, TableType};
+use datafusion::catalog::TableProvider;
+use datafusion::datasource::MemTable;
 use datafusion::execution::SessionState;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
-use deltalake::DeltaTable;
 use fluss::client::FlussConnection;
 use fluss::metadata::TablePath;
 use fluss::rpc::message::OffsetSpec;
@@ -49,7 +47,7 @@ pub use error::{Error, Result};
 pub use progress::{BucketWait, QueryProgress, Stage};
 
 use crate::changelog::BucketKey;
-use crate::delta::{LakeOwner, lake_arrow_schema_of, recorded_owner};
+use crate::lake_format::{LakeFormat, PinnedVersion};
 
 /// Suffix of a table's lake tier.
 pub const LAKE_SUFFIX: &str = "$lake";
@@ -59,6 +57,8 @@ pub const SNAPSHOTS_SUFFIX: &str = "$lake$snapshots";
 /// Where the catalog finds things, and its bounds.
 #[derive(Debug, Clone)]
 pub struct LakeCatalogConfig {
+    /// The format lake tables are stored in (`lake.format`).
+    pub format: Arc<dyn LakeFormat>,
     /// The Fluss endpoint (silt's hotstore or a Fluss cluster).
     pub bootstrap_servers: String,
     /// Lake tables live under `<lake_root>/<db>/<table>`, as the tiering service writes them.
@@ -78,6 +78,7 @@ impl LakeCatalogConfig {
 
     pub fn new(bootstrap_servers: impl Into<String>, lake_root: impl Into<String>) -> Self {
         LakeCatalogConfig {
+            format: crate::formats::default_format(),
             bootstrap_servers: bootstrap_servers.into(),
             lake_root: lake_root.into(),
             storage_options: HashMap::new(),
@@ -184,11 +185,11 @@ impl TableMeta {
     }
 }
 
-/// The lake tier of a table pinned at one Delta version (or absent: nothing tiered yet).
+/// The lake tier of a table pinned at one version (or absent: nothing tiered yet).
 #[derive(Debug, Clone)]
 pub struct PinnedLake {
-    pub table: Option<DeltaTable>,
-    /// The pinned Delta version.
+    pub table: Option<Arc<dyn PinnedVersion>>,
+    /// The pinned version.
     pub version: Option<u64>,
     /// Per bucket (of each partition the hot store has, for a partitioned table), the txn end
     /// offset of the pinned version (absent: nothing tiered).
@@ -212,7 +213,7 @@ impl PinnedLake {
 pub struct LakeCatalog {
     config: Arc<LakeCatalogConfig>,
     connection: Option<Arc<FlussConnection>>,
-    /// Handed to deltalake's scans for DataFusion's Parquet settings (row-level filter
+    /// Handed to the lake's scans for DataFusion's Parquet settings (row-level filter
     /// pushdown off by default, as for any listing table); without one deltalake forces
     /// pushdown, measured 1.7x slower on a scan + aggregate keeping half the rows. Built once.
     scan_settings: Arc<SessionState>,
@@ -284,7 +285,7 @@ impl LakeCatalog {
         }
     }
 
-    /// `db.t` of every Delta table under a local `lake_root` (not the lakes of dropped tables
+    /// `db.t` of every lake table under a local `lake_root` (not the lakes of dropped tables
     /// under `__dropped`: `__` starts no database's name).
     fn lake_tables(&self) -> Vec<String> {
         let root = std::path::Path::new(&self.config.lake_root);
@@ -292,7 +293,7 @@ impl LakeCatalog {
         let databases = std::fs::read_dir(root).into_iter().flatten().flatten();
         for db in databases.filter(|db| !db.file_name().to_string_lossy().starts_with("__")) {
             for table in std::fs::read_dir(db.path()).into_iter().flatten().flatten() {
-                if table.path().join("_delta_log").is_dir() {
+                if self.config.format.is_lake_dir(&table.path()) {
                     out.push(format!(
                         "{}.{}",
                         db.file_name().to_string_lossy(),
@@ -305,8 +306,8 @@ impl LakeCatalog {
         out
     }
 
-    /// Offline: what the Delta table itself says (the table id from the description the
-    /// tiering sink writes, the user columns from its schema; buckets unknown, so no offsets).
+    /// Offline: what the lake table itself says (the table id it records, the user columns
+    /// from its schema; buckets unknown, so no offsets).
     async fn lake_table_meta(&self, name: &TableName) -> Result<TableMeta> {
         if name.variant == TableVariant::RealTime {
             return Err(Error::user(format!(
@@ -314,44 +315,34 @@ impl LakeCatalog {
             )));
         }
         let uri = self.config.lake_uri(&name.database, &name.table)?;
-        let unknown = || Error::UnknownTable {
-            name: name.to_string(),
-            known: {
-                let known = self.lake_tables();
-                if known.is_empty() {
+        let described = self
+            .config
+            .format
+            .describe(&uri, &self.config.storage_options)
+            .await
+            .map_err(Error::format(&uri))?;
+        let Some(lake) = described else {
+            let known = self.lake_tables();
+            return Err(Error::UnknownTable {
+                name: name.to_string(),
+                known: if known.is_empty() {
                     format!("none under {}", self.config.lake_root)
                 } else {
                     known.join(", ")
-                }
-            },
+                },
+            });
         };
-        if !std::path::Path::new(&uri).join("_delta_log").is_dir() {
-            return Err(unknown());
-        }
-        let url = deltalake::ensure_table_uri(&uri).map_err(Error::delta(&uri))?;
-        let table = DeltaTable::try_from_url(url)
-            .await
-            .map_err(Error::delta(&uri))?;
-        let snapshot = table.snapshot().map_err(Error::delta(&uri))?;
-        let table_id = recorded_owner(snapshot.metadata())
-            .and_then(|id| id.parse::<i64>().ok())
+        let table_id = lake
+            .table_id
             .ok_or_else(|| Error::user(format!("{uri} is not a lake table tiered by silt")))?;
-        let provider = table.table_provider().await?;
-        let partition_keys: Vec<String> = snapshot
-            .metadata()
-            .partition_columns()
-            .iter()
-            .filter(|c| !c.starts_with("__"))
-            .cloned()
-            .collect();
         let system = [
             crate::changelog::PARTITION_ID_COLUMN,
             crate::changelog::BUCKET_COLUMN,
             crate::changelog::OFFSET_COLUMN,
             crate::changelog::TIMESTAMP_COLUMN,
         ];
-        let fields: Vec<_> = provider
-            .schema()
+        let fields: Vec<_> = lake
+            .schema
             .fields()
             .iter()
             .filter(|f| !system.contains(&f.name().as_str()))
@@ -362,7 +353,7 @@ impl LakeCatalog {
             table: name.table.clone(),
             table_id,
             buckets: 0,
-            partition_keys,
+            partition_keys: lake.partition_keys,
             primary_key: Vec::new(),
             user_schema: Arc::new(arrow::datatypes::Schema::new(fields)),
             lake_enabled: true,
@@ -456,42 +447,31 @@ impl LakeCatalog {
             .collect())
     }
 
-    /// Pins the newest version of the table's lake tier and reads its txn offsets.
+    /// Pins the newest version of the table's lake tier and reads its offsets.
     pub async fn pin_lake(&self, meta: &TableMeta) -> Result<PinnedLake> {
         let uri = meta.lake_uri.as_str();
-        let absent = PinnedLake {
-            table: None,
-            version: None,
-            offsets: BTreeMap::new(),
-        };
-        if !uri.contains("://") && !std::path::Path::new(uri).join("_delta_log").exists() {
-            return Ok(absent);
-        }
-        let url = deltalake::ensure_table_uri(uri).map_err(Error::delta(uri))?;
-        let table =
-            DeltaTable::try_from_url_with_storage_options(url, self.config.storage_options.clone())
-                .await
-                .map_err(Error::delta(uri))?;
-        let Some(version) = table.version() else {
-            return Ok(absent);
-        };
-        // A lake left by a dropped table of the same name is not this table's.
-        let id = meta.table_id.to_string();
         let buckets = self.pinned_buckets(meta).await?;
-        if crate::delta::owner_of(&table, uri, &id, buckets.iter().copied()).await?
-            != LakeOwner::Owned
-        {
-            return Ok(absent);
-        }
-        let offsets = crate::delta::txn_versions(&table, uri, &id, buckets).await?;
-        Ok(PinnedLake {
-            table: Some(table),
-            version: Some(version),
-            offsets,
+        let pinned = self
+            .config
+            .format
+            .pin(uri, &self.config.storage_options, meta.table_id, &buckets)
+            .await
+            .map_err(Error::format(uri))?;
+        Ok(match pinned {
+            Some((table, offsets)) => PinnedLake {
+                version: Some(table.version()),
+                table: Some(table),
+                offsets,
+            },
+            None => PinnedLake {
+                table: None,
+                version: None,
+                offsets: BTreeMap::new(),
+            },
         })
     }
 
-    /// `db.t$lake`: the pinned version as stored. Its scans are deltalake's, untouched (see
+    /// `db.t$lake`: the pinned version as stored. Its scans are the format's, untouched (see
     /// [`QueryProgress::watch_file_scans`] for how their files are counted).
     pub async fn lake_provider(
         &self,
@@ -506,17 +486,17 @@ impl LakeCatalog {
                     meta.name()
                 )));
             }
-            let schema = lake_arrow_schema_of(&meta.user_schema, meta.is_partitioned())?;
+            let schema = self
+                .config
+                .format
+                .lake_schema(&meta.user_schema, meta.is_partitioned())
+                .map_err(Error::format(&meta.lake_uri))?;
             return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
         };
-        let inner = table
-            .table_provider()
-            .with_session(self.scan_settings.clone())
-            .await?;
-        Ok(Arc::new(LakeScan {
-            inner,
-            table: table.clone(),
-        }))
+        table
+            .table_provider(self.scan_settings.clone())
+            .await
+            .map_err(Error::format(&meta.lake_uri))
     }
 
     /// `db.t`: the pinned lake version plus the hot tail up to `high_watermarks`.
@@ -537,48 +517,6 @@ impl LakeCatalog {
         pinned: &PinnedLake,
     ) -> Result<Arc<dyn TableProvider>> {
         snapshots::provider(self, meta, pinned).await
-    }
-}
-
-/// The Delta provider of a pinned version, handed the session of each query it plans.
-///
-/// **Contract:** `scan` returns deltalake's plan as it is. Its deletion-vector scan refuses a
-/// Parquet child that anything rebuilt (`DV child changed Parquet source`), so whatever silt
-/// wants to know of a scan it reads from the plan without changing it.
-#[derive(Debug)]
-struct LakeScan {
-    inner: Arc<dyn TableProvider>,
-    table: DeltaTable,
-}
-
-#[async_trait]
-impl TableProvider for LakeScan {
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema()
-    }
-
-    fn table_type(&self) -> TableType {
-        self.inner.table_type()
-    }
-
-    fn supports_filters_pushdown(
-        &self,
-        filters: &[&Expr],
-    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
-        self.inner.supports_filters_pushdown(filters)
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        self.table
-            .update_datafusion_session(state)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        self.inner.scan(state, projection, filters, limit).await
     }
 }
 

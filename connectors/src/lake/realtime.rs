@@ -20,8 +20,9 @@ use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 
 use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
-use crate::delta::{lake_data_type, last_change_per_key};
+use crate::delta::last_change_per_key;
 use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
+use crate::lake_format::LakeFormat;
 
 pub(super) async fn provider(
     catalog: &LakeCatalog,
@@ -32,6 +33,7 @@ pub(super) async fn provider(
 ) -> Result<Arc<dyn TableProvider>> {
     let tail = read_tail(catalog, meta, pinned, high_watermarks, progress).await?;
     let user_schema = meta.user_schema.clone();
+    let format = catalog.config().format.as_ref();
     let tail_plan = |batch: RecordBatch| -> Result<LogicalPlanBuilder> {
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
         Ok(LogicalPlanBuilder::scan(
@@ -46,14 +48,14 @@ pub(super) async fn provider(
             let lake_schema = provider.schema();
             Some(
                 LogicalPlanBuilder::scan("lake", provider_as_source(provider), None)?
-                    .project(lake_columns(&user_schema, &lake_schema))?,
+                    .project(lake_columns(format, &user_schema, &lake_schema))?,
             )
         }
         None => None,
     };
 
     let plan: LogicalPlan = if meta.primary_key.is_empty() {
-        let tail = tail_plan(tail)?.project(user_columns(&user_schema))?;
+        let tail = tail_plan(tail)?.project(user_columns(format, &user_schema))?;
         match lake {
             Some(lake) => lake.union(tail.build()?)?.build()?,
             None => tail.build()?,
@@ -62,10 +64,12 @@ pub(super) async fn provider(
         let reduced = if tail.num_rows() == 0 {
             tail
         } else {
-            last_change_per_key(&tail, &meta.primary_key)?
+            last_change_per_key(&tail, &meta.primary_key).map_err(|e| {
+                Error::Internal(format!("reducing the hot tail of {}: {e}", meta.name()))
+            })?
         };
         let upserts = filter_record_batch(&reduced, &is_upsert(&reduced)?)?;
-        let upserts = tail_plan(upserts)?.project(user_columns(&user_schema))?;
+        let upserts = tail_plan(upserts)?.project(user_columns(format, &user_schema))?;
         match lake {
             Some(lake) => {
                 let keys: Vec<Expr> = meta.primary_key.iter().map(ident).collect();
@@ -95,17 +99,18 @@ pub(super) async fn provider(
 }
 
 /// The user's columns, cast to the types the lake stores them in, so both tiers agree: the
-/// tail's casts are the lossless ones tiering makes (`lake_data_type`), and the lake's only
+/// tail's casts are the lossless ones tiering makes ([`LakeFormat::lake_data_type`]), and the lake's only
 /// undo how DataFusion reads it (views of strings and binaries). Going the other way, from the
 /// lake to the types the Fluss client reads, has no cast for a BINARY(n) (FixedSizeBinary).
 /// A type the lake cannot store (a table that is not tiered) stays as the client reads it.
-fn user_columns(schema: &SchemaRef) -> Vec<Expr> {
+fn user_columns(format: &dyn LakeFormat, schema: &SchemaRef) -> Vec<Expr> {
     schema
         .fields()
         .iter()
         .map(|f| {
-            let lake_type =
-                lake_data_type(f.name(), f.data_type()).unwrap_or_else(|_| f.data_type().clone());
+            let lake_type = format
+                .lake_data_type(f.name(), f.data_type())
+                .unwrap_or_else(|_| f.data_type().clone());
             cast(ident(f.name()), lake_type).alias(f.name())
         })
         .collect()
@@ -114,15 +119,16 @@ fn user_columns(schema: &SchemaRef) -> Vec<Expr> {
 /// [`user_columns`] of the lake, whose schema may lack columns the table gained since its
 /// last tiering (Fluss's ADD COLUMN, always nullable): those read as null, as they do for the
 /// lake's older rows once it has them.
-fn lake_columns(user: &SchemaRef, lake: &SchemaRef) -> Vec<Expr> {
-    user_columns(user)
+fn lake_columns(format: &dyn LakeFormat, user: &SchemaRef, lake: &SchemaRef) -> Vec<Expr> {
+    user_columns(format, user)
         .into_iter()
         .zip(user.fields())
         .map(|(column, field)| {
             if lake.index_of(field.name()).is_ok() {
                 return column;
             }
-            let lake_type = lake_data_type(field.name(), field.data_type())
+            let lake_type = format
+                .lake_data_type(field.name(), field.data_type())
                 .unwrap_or_else(|_| field.data_type().clone());
             cast(lit(ScalarValue::Null), lake_type).alias(field.name())
         })

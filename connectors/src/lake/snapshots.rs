@@ -3,8 +3,9 @@
 //! (as a JSON object `{"bucket": offset}`, a partitioned table's `{"p<partition id>/<bucket>":
 //! offset}`, so every output format can carry it).
 //!
-//! The offsets come from the `txn` actions of the commit files, accumulated from the oldest
-//! version read; versions whose commit file was cleaned up by log retention are not listed.
+//! The lake format reads the versions and their offsets ([`PinnedVersion::history`]); versions
+//! whose record the lake no longer holds (a Delta commit file cleaned up by log retention) are
+//! not listed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use datafusion::datasource::MemTable;
 
 use super::{Error, LakeCatalog, PinnedLake, Result, TableMeta};
 use crate::changelog::BucketKey;
-use crate::delta::bucket_of_app_id;
+use crate::lake_format::LakeVersion;
 
 pub fn snapshots_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -30,14 +31,6 @@ pub fn snapshots_schema() -> Arc<Schema> {
         Field::new("checkpoint_id", DataType::Int64, true),
         Field::new("bucket_offsets", DataType::Utf8, false),
     ]))
-}
-
-struct Row {
-    version: i64,
-    committed_at: Option<i64>,
-    operation: Option<String>,
-    checkpoint_id: Option<i64>,
-    offsets: BTreeMap<BucketKey, i64>,
 }
 
 pub(super) async fn provider(
@@ -55,74 +48,21 @@ pub(super) async fn provider(
         }
         return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
     };
-    let table_id = meta.table_id.to_string();
-    let log_store = table.log_store();
     let first = latest.saturating_sub(catalog.config().snapshots_max.saturating_sub(1) as u64);
-    let mut offsets: BTreeMap<BucketKey, i64> = BTreeMap::new();
-    let mut rows = Vec::new();
-    for version in first..=latest {
-        let Some(bytes) = log_store
-            .read_commit_entry(version)
-            .await
-            .map_err(Error::delta(&meta.lake_uri))?
-        else {
-            continue;
-        };
-        let mut row = read_commit(version, &bytes, &table_id, meta, &mut offsets)?;
-        row.offsets = offsets.clone();
-        rows.push(row);
-    }
+    let rows = table
+        .history(meta.table_id, first)
+        .await
+        .map_err(Error::format(&meta.lake_uri))?;
     let batch = snapshots_batch(schema.clone(), &rows)?;
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
-/// One commit's row, its offsets left empty; its txn actions move `offsets` on.
-fn read_commit(
-    version: u64,
-    bytes: &[u8],
-    table_id: &str,
-    meta: &TableMeta,
-    offsets: &mut BTreeMap<BucketKey, i64>,
-) -> Result<Row> {
-    let mut row = Row {
-        version: version as i64,
-        committed_at: None,
-        operation: None,
-        checkpoint_id: None,
-        offsets: BTreeMap::new(),
-    };
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let action: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
-            Error::Internal(format!(
-                "commit {version} of {} is not JSON lines: {e}",
-                meta.lake_uri
-            ))
-        })?;
-        if let Some(info) = action.get("commitInfo") {
-            row.committed_at = info.get("timestamp").and_then(|v| v.as_i64());
-            row.operation = info
-                .get("operation")
-                .and_then(|v| v.as_str())
-                .map(str::to_string);
-            row.checkpoint_id = info.get("silt.checkpointId").and_then(|v| v.as_i64());
-        }
-        if let Some(txn) = action.get("txn") {
-            let app = txn.get("appId").and_then(|v| v.as_str()).unwrap_or("");
-            let bucket = bucket_of_app_id(table_id, app);
-            if let (Some(bucket), Some(v)) = (bucket, txn.get("version").and_then(|v| v.as_i64())) {
-                offsets.insert(bucket, v);
-            }
-        }
-    }
-    Ok(row)
-}
-
-fn snapshots_batch(schema: SchemaRef, rows: &[Row]) -> Result<RecordBatch> {
+fn snapshots_batch(schema: SchemaRef, rows: &[LakeVersion]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.version))),
         Arc::new(
             TimestampMillisecondArray::from(
-                rows.iter().map(|r| r.committed_at).collect::<Vec<_>>(),
+                rows.iter().map(|r| r.committed_at_ms).collect::<Vec<_>>(),
             )
             .with_timezone("UTC"),
         ),

@@ -99,6 +99,7 @@ impl QueryConfig {
     /// directory, bounds from the `query` config section.
     pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
         let mut catalog = LakeCatalogConfig::new(bootstrap, config.lake_root());
+        catalog.format = config.lake_format();
         catalog.storage_options = config.lake_storage_options();
         catalog.tail_bytes_max = config.query.tail_bytes_max;
         catalog.credentials = config.fluss_credentials();
@@ -549,7 +550,7 @@ impl QueryService {
             .build_arc()?;
         let session = SessionConfig::new().with_information_schema(false);
         let ctx = SessionContext::new_with_config_rt(session, runtime);
-        silt_connectors::delta::read_local_files_on_io_threads(&ctx);
+        self.config.catalog.format.prepare_session(&ctx);
         Ok(ctx)
     }
 

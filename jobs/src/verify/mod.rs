@@ -35,8 +35,8 @@ use fluss::client::{FlussAdmin, FlussConnection};
 use fluss::metadata::TablePath;
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::changelog::BucketKey;
-use silt_connectors::delta::{lake_arrow_schema_of, read_lake_offsets};
 use silt_connectors::fluss::{list_bucket_offsets, table_arrow_schema};
+use silt_connectors::lake_format::{LakeFormat, LakeOffsets};
 
 use crate::tiering::DATALAKE_ENABLED;
 
@@ -67,6 +67,8 @@ pub struct VerifyOptions {
     pub credentials: Option<silt_connectors::fluss::FlussCredentials>,
     /// Lake tables live at `<lake_root>/<db>/<table>`.
     pub lake_root: String,
+    /// The format of the lake tables (`lake.format`).
+    pub format: std::sync::Arc<dyn LakeFormat>,
     pub storage_options: HashMap<String, String>,
     /// How long each table may wait for the lake to catch up.
     pub deadline: Duration,
@@ -86,6 +88,7 @@ impl VerifyOptions {
             bootstrap: bootstrap.into(),
             credentials: None,
             lake_root: lake_root.into(),
+            format: silt_connectors::formats::default_format(),
             storage_options: HashMap::new(),
             deadline: Duration::from_secs(60),
             show_max: 10,
@@ -282,7 +285,9 @@ pub async fn verify_table(
 
     // 3. The hot side, through the changelog.
     let user_schema = table_arrow_schema(connection, database, table).await?;
-    let lake_schema = lake_arrow_schema_of(&user_schema, target.partitioned)?;
+    let lake_schema = options
+        .format
+        .lake_schema(&user_schema, target.partitioned)?;
     let user_fields = user_schema.fields().len();
     let (start, hot) = read_held_changelog(
         &target,
@@ -304,8 +309,15 @@ pub async fn verify_table(
     // 4. The lake side, at the pinned version.
     let lake_side = match &lake {
         Some(l) => {
-            let mut batches =
-                read_lake(&lake_uri, &options.storage_options, l.delta_version).await?;
+            let mut batches = options
+                .format
+                .read_version(
+                    &lake_uri,
+                    &options.storage_options,
+                    l.delta_version,
+                    FILE_COLUMN,
+                )
+                .await?;
             if target.primary_key {
                 let (keys, shown) =
                     keys_with_several_rows(&batches, &target.key_columns, options.show_max)?;
@@ -360,7 +372,7 @@ struct Target {
     path: TablePath,
     primary_key: bool,
     key_columns: Vec<String>,
-    table_id: String,
+    table_id: i64,
     partitioned: bool,
     /// Every bucket (of every partition) as the marks were captured.
     bucket_ids: Vec<BucketKey>,
@@ -412,7 +424,7 @@ impl Target {
             path,
             primary_key: info.has_primary_key(),
             key_columns: info.get_primary_keys().clone(),
-            table_id: info.get_table_id().to_string(),
+            table_id: info.get_table_id(),
             partitioned: info.is_partitioned(),
             bucket_ids: Vec::new(),
         })
@@ -450,17 +462,19 @@ async fn wait_for_lake(
     lake_uri: &str,
     options: &VerifyOptions,
     report: &mut TableReport,
-) -> Result<Option<Option<silt_connectors::delta::LakeOffsets>>> {
+) -> Result<Option<Option<LakeOffsets>>> {
     let deadline = Instant::now() + options.deadline;
     loop {
-        let read = read_lake_offsets(
-            lake_uri,
-            &options.storage_options,
-            &target.table_id,
-            &target.bucket_ids,
-        )
-        .await
-        .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name));
+        let read = options
+            .format
+            .committed_offsets(
+                lake_uri,
+                &options.storage_options,
+                target.table_id,
+                &target.bucket_ids,
+            )
+            .await
+            .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name));
         let lake = match read {
             Ok(lake) => lake,
             // Tiering may be creating the table's lake, or moving a dropped table's lake aside,
@@ -522,7 +536,7 @@ async fn pin_end_offsets(
     target: &Target,
     connection: &FlussConnection,
     marks: &Marks,
-    lake: &Option<silt_connectors::delta::LakeOffsets>,
+    lake: &Option<LakeOffsets>,
     report: &mut TableReport,
 ) -> Result<Option<BTreeMap<BucketKey, i64>>> {
     let lake_offsets = lake

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use super::FILE_COLUMN;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use arrow::array::{
     ArrayRef, ArrowPrimitiveType, AsArray, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
 };
@@ -67,33 +67,16 @@ pub async fn read_changelog(
     }
 }
 
-/// The lake's rows at `version`, with the file each row came from.
+/// The rows of the product's lake format at `version`, with the file each row came from (for
+/// tools that check a lake outside a configured service).
 pub async fn read_lake(
     uri: &str,
     storage_options: &HashMap<String, String>,
     version: u64,
 ) -> Result<Vec<RecordBatch>> {
-    let url = deltalake::ensure_table_uri(uri).with_context(|| format!("lake table {uri}"))?;
-    let table = deltalake::DeltaTableBuilder::from_url(url)?
-        .with_storage_options(storage_options.clone())
-        .with_version(version)
-        .load()
+    silt_connectors::formats::default_format()
+        .read_version(uri, storage_options, version, FILE_COLUMN)
         .await
-        .with_context(|| format!("opening lake table {uri} at version {version}"))?;
-    let ctx = datafusion::prelude::SessionContext::new();
-    silt_connectors::delta::read_local_files_on_io_threads(&ctx);
-    table.update_datafusion_session(&ctx.state())?;
-    let provider = table
-        .table_provider()
-        .with_file_column(FILE_COLUMN)
-        .await
-        .with_context(|| format!("reading lake table {uri}"))?;
-    let batches = ctx
-        .read_table(provider)?
-        .collect()
-        .await
-        .with_context(|| format!("reading lake table {uri} at version {version}"))?;
-    Ok(batches)
 }
 
 /// The lake rows to compare under hot retention. A log table's rows below a bucket's earliest

@@ -23,29 +23,22 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use silt_rt::clock::now_ms;
 use tracing::{info, warn};
 
-use super::committable::{BucketRange, Committable, CompactionReport, LakeCommit};
+use super::committable::{BucketRange, Committable};
 use super::compaction::Compactor;
 use super::error::{Error, GapAfter, Result};
 use super::files::{add_bucket, add_rows, int_column, read_object, with_partition_columns};
 use super::key_index::KeyIndex;
 use super::log::{app_id, load_existing, table_url, txn_versions};
-use super::maintenance::{self, MaintenanceReport};
-use super::owner::{DESCRIPTION_PREFIX, LakeOwner, OWNER_KEY, owner_of, recorded_owner};
+use super::maintenance;
+use super::owner::{DESCRIPTION_PREFIX, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema_of;
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, OFFSET_COLUMN};
+use crate::lake_format::{CompactionReport, LakeCommit, LakeOffsets, LakeOwner, MaintenanceReport};
 
 mod primary_key;
 
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// What the lake holds: its Delta version and, per bucket, the end offset tiered so far (the
-/// next offset to read).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LakeOffsets {
-    pub delta_version: u64,
-    pub bucket_offsets: BTreeMap<BucketKey, i64>,
-}
 
 /// Reads the lake's txn offsets of `buckets` (those it holds nothing of are absent), for a
 /// source's first start and for repairing hotstore's registry. `None` when no Delta table exists at `table_uri` yet, or when

@@ -1,0 +1,184 @@
+//! What the service reports per table: hot and lake offsets, lag, commits and maintenance,
+//! from each job's progress as its commits report it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use fluss::rpc::message::OffsetSpec;
+use silt_connectors::changelog::BucketKey;
+use silt_connectors::fluss::list_bucket_offsets;
+use silt_connectors::lake_format::LakeCommit;
+use silt_rt::clock::now_ms;
+
+use super::*;
+
+/// What the service knows about one lake-enabled table.
+#[derive(Debug, Clone)]
+pub struct TableTieringStatus {
+    pub database: String,
+    pub table: String,
+    pub table_id: i64,
+    pub lake_uri: String,
+    pub job_state: String,
+    pub freshness: Duration,
+    /// Per bucket (of each partition, for a partitioned table): (hot high watermark, lake end
+    /// offset).
+    pub buckets: BTreeMap<BucketKey, (i64, i64)>,
+    pub lag_offsets: i64,
+    /// How stale the lake is: 0 when it covers every high watermark, else the seconds since
+    /// its last commit (or since the job started, before the first commit).
+    pub lag_seconds: f64,
+    pub delta_version: Option<u64>,
+    pub checkpoints: usize,
+    pub restarts: u32,
+    pub maintenance: MaintenanceTotals,
+    pub commits: CommitTotals,
+}
+
+/// The table's lake commits since its job started: how many, how long the recent ones took,
+/// and what they compacted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitTotals {
+    pub commits: u64,
+    /// Over the last [`RECENT_COMMITS`] commits: the median and 99th percentile of the time to
+    /// plan and make a commit (compaction included), ms.
+    pub recent_p50_ms: u64,
+    pub recent_p99_ms: u64,
+    /// When a commit last compacted files (ms since the epoch; 0: not yet), how many commits
+    /// did, and the files, rows and bytes they rewrote.
+    pub last_compaction_ms: i64,
+    pub compactions: u64,
+    pub files_compacted: u64,
+    pub rows_compacted: u64,
+    pub bytes_compacted: u64,
+}
+
+/// How many recent commit durations a table's status keeps for its percentiles.
+pub const RECENT_COMMITS: usize = 256;
+
+/// What lake maintenance did for a table since its job started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MaintenanceTotals {
+    /// When it last ran (ms since the epoch; 0: not yet).
+    pub last_ms: i64,
+    pub runs: u64,
+    /// Data, deletion-vector and staged files deleted.
+    pub files_deleted: u64,
+    pub bytes_reclaimed: u64,
+    /// As of the last run: data files the lake's current version references, and data and
+    /// deletion-vector files on storage.
+    pub active_files: u64,
+    pub files_on_disk: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    pub(super) lake_offsets: BTreeMap<BucketKey, i64>,
+    pub(super) delta_version: Option<u64>,
+    /// When the lake last changed (a commit), or when the job started.
+    pub(super) last_commit_ms: i64,
+    pub(super) maintenance: MaintenanceTotals,
+    pub(super) commits: CommitTotals,
+    /// The last [`RECENT_COMMITS`] commit durations, ms.
+    pub(super) recent_commit_ms: std::collections::VecDeque<u64>,
+}
+
+impl Progress {
+    /// The totals with the recent commits' percentiles, computed when status is read rather
+    /// than at every commit.
+    pub(super) fn commits_with_percentiles(&self) -> CommitTotals {
+        let mut sorted: Vec<u64> = self.recent_commit_ms.iter().copied().collect();
+        sorted.sort_unstable();
+        let at = |q: f64| match sorted.len() {
+            0 => 0,
+            n => sorted[((n - 1) as f64 * q).round() as usize],
+        };
+        CommitTotals {
+            recent_p50_ms: at(0.5),
+            recent_p99_ms: at(0.99),
+            ..self.commits.clone()
+        }
+    }
+
+    pub(super) fn on_commit(&mut self, commit: &LakeCommit) {
+        self.lake_offsets
+            .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
+        self.delta_version = Some(commit.delta_version);
+        self.last_commit_ms = now_ms();
+        if let Some(report) = &commit.maintenance {
+            let totals = &mut self.maintenance;
+            totals.last_ms = report.at_ms;
+            totals.runs += 1;
+            totals.files_deleted += report.files_deleted + report.staged_deleted;
+            totals.bytes_reclaimed += report.bytes_reclaimed;
+            totals.active_files = report.active_files;
+            totals.files_on_disk = report.files_on_disk;
+        }
+        if commit.replayed {
+            return;
+        }
+        let totals = &mut self.commits;
+        totals.commits += 1;
+        if self.recent_commit_ms.len() == RECENT_COMMITS {
+            self.recent_commit_ms.pop_front();
+        }
+        self.recent_commit_ms
+            .push_back(commit.duration.as_millis() as u64);
+        if let Some(c) = &commit.compaction {
+            totals.last_compaction_ms = self.last_commit_ms;
+            totals.compactions += 1;
+            totals.files_compacted += c.files as u64;
+            totals.rows_compacted += c.rows;
+            totals.bytes_compacted += c.bytes;
+        }
+    }
+}
+
+impl TieringService {
+    /// Hot high watermarks, lake offsets and lag per tiered table.
+    pub async fn status(&self) -> Result<Vec<TableTieringStatus>> {
+        let result = self.collect_status().await;
+        self.on_error(result).await
+    }
+
+    pub(super) async fn collect_status(&self) -> Result<Vec<TableTieringStatus>> {
+        let connection = self.connection().await?;
+        let jobs = self.jobs.lock().await;
+        let mut out = Vec::with_capacity(jobs.len());
+        for ((database, table), job) in jobs.iter() {
+            let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
+            let hot = list_bucket_offsets(&connection, &path, OffsetSpec::Latest)
+                .await
+                .with_context(|| format!("list offsets of {database}.{table}"))?;
+            let p = job.progress.lock().unwrap();
+            let buckets: BTreeMap<BucketKey, (i64, i64)> = hot
+                .iter()
+                .map(|(b, hot)| (*b, (*hot, p.lake_offsets.get(b).copied().unwrap_or(0))))
+                .collect();
+            let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
+            let metrics = job.job.metrics();
+            out.push(TableTieringStatus {
+                database: database.clone(),
+                table: table.clone(),
+                table_id: job.table_id,
+                lake_uri: job.lake_uri.clone(),
+                job_state: job.job.state().to_string(),
+                freshness: job.freshness,
+                buckets,
+                lag_offsets,
+                lag_seconds: if lag_offsets == 0 {
+                    0.0
+                } else {
+                    (now_ms() - p.last_commit_ms) as f64 / 1000.0
+                },
+                delta_version: p.delta_version,
+                checkpoints: metrics.checkpoints_completed as usize,
+                restarts: metrics.restarts,
+                maintenance: p.maintenance.clone(),
+                commits: p.commits_with_percentiles(),
+            });
+        }
+        Ok(out)
+    }
+}
