@@ -20,23 +20,7 @@
 
 use crate::catalog::{AutoPartitionStrategy, PartitionChange, PartitionEntry, TableEntry};
 use crate::protocol::code;
-use crate::retention::{TieredOffsets, lake_enabled};
-use crate::service::Service;
-
-/// What one auto-partitioning run did to one auto-partitioned table.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AutoPartitionRun {
-    pub table: String,
-    pub table_id: i64,
-    /// Partitions this run created, by name.
-    pub created: Vec<String>,
-    /// Expired partitions this run dropped, by name.
-    pub dropped: Vec<String>,
-    /// Expired partitions kept because the lake does not cover them yet: `(id, name)`.
-    pub held_by_tiering: Vec<(i64, String)>,
-    /// What this run could not do, each naming the partition and the reason.
-    pub errors: Vec<String>,
-}
+use crate::service::{AutoPartitionRun, Service, TieredOffsets};
 
 impl Service {
     /// One run over every auto-partitioned table at `now_ms`.
@@ -111,9 +95,11 @@ impl Service {
             .catalog
             .partitions_of(entry.id)
             .into_iter()
-            .filter(|p| strategy.time_value(p) < kept_from.as_str());
+            .filter(|p| strategy.time_value(&p.name) < kept_from.as_str());
         for partition in expired {
-            if lake_enabled(entry) && !self.covered_by_lake(entry, &partition, tiered) {
+            if crate::catalog::is_lake_enabled(entry.descriptor.properties())
+                && !self.covered_by_lake(entry, &partition, tiered)
+            {
                 if self.held_partitions_warned().insert(partition.id) {
                     tracing::warn!(table = %run.table, partition = %partition.name,
                         partition_id = partition.id,

@@ -156,7 +156,7 @@ impl Default for ServerConfig {
             authentication_timeout_ms: 10_000,
             frame_read_timeout_ms: 60_000,
             produce_decode_check: false,
-            log_ttl: Some(crate::retention::LOG_TTL_DEFAULT),
+            log_ttl: Some(crate::catalog::LOG_TTL_DEFAULT),
             retention_check_interval_ms: 300_000,
             retention_lake_lag_ms: 600_000,
             auto_partition_check_interval_ms: 600_000,

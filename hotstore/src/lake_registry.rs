@@ -58,15 +58,15 @@ pub(crate) struct LakeRegistry {
 }
 
 impl LakeRegistry {
-    pub fn open(dir: &Path) -> crate::Result<LakeRegistry> {
+    pub fn open(dir: &Path) -> crate::error::Result<LakeRegistry> {
         let path = dir.join(REGISTRY_FILE);
         let snapshots = match std::fs::read(&path) {
-            Ok(bytes) => parse(&bytes).map_err(|reason| crate::Error::CatalogCorrupt {
+            Ok(bytes) => parse(&bytes).map_err(|reason| crate::error::Error::CatalogCorrupt {
                 path: path.clone(),
                 reason,
             })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(source) => return Err(crate::Error::Io { path, source }),
+            Err(source) => return Err(crate::error::Error::Io { path, source }),
         };
         Ok(LakeRegistry {
             path,
@@ -89,7 +89,7 @@ impl LakeRegistry {
         table_id: i64,
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let mut snapshots = self.lock();
         let snapshot = snapshot_to_update(&mut snapshots, table_id, snapshot_id);
         snapshot.bucket_offsets = merge(
@@ -113,8 +113,8 @@ impl LakeRegistry {
         table_id: i64,
         snapshot_id: i64,
         offsets: &[(i64, i32, i64)],
-        liveness: impl Fn(i64) -> crate::Result<PartitionLiveness>,
-    ) -> crate::Result<()> {
+        liveness: impl Fn(i64) -> crate::error::Result<PartitionLiveness>,
+    ) -> crate::error::Result<()> {
         let mut snapshots = self.lock();
         let mut live = Vec::with_capacity(offsets.len());
         for &(partition_id, bucket, offset) in offsets {
@@ -171,7 +171,7 @@ impl LakeRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn persist(&self, snapshots: &BTreeMap<i64, LakeSnapshot>) -> crate::Result<()> {
+    fn persist(&self, snapshots: &BTreeMap<i64, LakeSnapshot>) -> crate::error::Result<()> {
         let tables: Vec<Value> = snapshots
             .iter()
             .map(|(table_id, s)| {
@@ -185,7 +185,7 @@ impl LakeRegistry {
             .collect();
         let bytes = serde_json::to_vec(&json!({"version": 1, "tables": tables}))
             .expect("json values serialize");
-        write_atomically(&self.path, &bytes).map_err(|source| crate::Error::Io {
+        write_atomically(&self.path, &bytes).map_err(|source| crate::error::Error::Io {
             path: self.path.clone(),
             source,
         })
@@ -314,7 +314,7 @@ mod tests {
         assert_eq!(registry.get(3), Some(expected.clone()));
         let refused = registry.set_partitioned(3, 3, &[(4, 0, 20), (6, 0, 1)], |p| {
             if p == 6 {
-                Err(crate::Error::Config {
+                Err(crate::error::Error::Config {
                     message: "not the table's".into(),
                 })
             } else {

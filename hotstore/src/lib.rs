@@ -9,16 +9,30 @@
 //! connections must authenticate with SASL/PLAIN (as Fluss clients do) before anything but
 //! ApiVersions.
 //!
-//! Layers, each importing only those below it:
-//! - `server` (accept loop, framing, per-connection auth) and `handlers/` (dispatch by API
-//!   key; `ddl`, `log`, `kv` decode requests and encode answers) over
-//! - `service` (the state handlers read: config, `catalog`, tablets, `lake_registry`) and its
-//!   scheduled tasks (`retention` of segments, `kv_snapshots` of primary-key buckets,
-//!   `auto_partitions` of partitions), over
-//! - `tablets/` (a table's buckets; the primary-key write path and its write-ahead rule in
-//!   `changelog`, kv recovery from the log in `recovery`), over
-//! - [`storage`] (log and kv tablets: segments, durability, writer idempotence), and
-//! - [`codec`] (the one Fluss log batch codec) and `protocol` (frames and messages) beneath all.
+//! Layers, top down, each importing only those below it (tests aside; ARCHITECTURE.md has the
+//! same list):
+//! 1. `server` (accept loop, frame and connection limits, SASL through `auth`), over
+//! 2. `handlers/` (decode a request, call the layers below, encode the answer; `respond`
+//!    dispatches by API key to `ddl`, `log`, `kv`, `prefix_lookup`, `limit_scan`, `scan_kv`,
+//!    `kv_snapshots`, `table_stats`), over
+//! 3. the background tasks, `Service` methods the server schedules and some handlers call:
+//!    `retention` (hot retention of log segments), `kv_snapshots` (when kv snapshots are
+//!    taken, how many are kept, leases), `auto_partitions` (partitions created and dropped on
+//!    schedule), over
+//! 4. `service` (the state handlers and tasks read: `config`, catalog, tablets, the lake-offset
+//!    registry, writer ids, the ScanKv sessions of `kv_scanners`, and what the tasks keep
+//!    between runs: `service/task_state`, `service/kv_snapshot_leases`), over
+//! 5. `tablets/` (a table's buckets; the primary-key write path and its write-ahead rule in
+//!    `changelog`, kv recovery from the log in `recovery`), `catalog/` (databases, tables and
+//!    partitions in `catalog.json`; the table properties, `table.log.ttl` among them, in
+//!    `properties`; merge engines; the auto-partition strategy) and `lake_registry` (the
+//!    lake-offset registry), over
+//! 6. [`storage`] (log and kv tablets: segments, durability, writer idempotence, kv snapshot
+//!    files), over
+//! 7. the leaves, which import nothing else of the crate: [`codec`] (the one Fluss log batch
+//!    codec), `protocol` (frames, messages, API keys and error codes: the error codes are the
+//!    domain's error vocabulary, in which the catalog and the tablets answer too) and `error`
+//!    (the public [`Error`]).
 //!
 //! Boundary: hotstore is a storage server. It depends on neither `silt-engine` nor the
 //! connectors; it uses the `fluss-rs` crate only for its row, record and table-JSON codecs,
@@ -29,6 +43,7 @@ mod auto_partitions;
 mod catalog;
 pub mod codec;
 mod config;
+mod error;
 #[cfg(test)]
 mod fuzz_tests;
 mod handlers;
@@ -58,42 +73,10 @@ mod tablets;
 mod test_server;
 
 pub use auth::{SaslConfig, SaslUser};
-pub use auto_partitions::AutoPartitionRun;
+pub use catalog::{LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
+pub use error::{Error, Result};
 pub use kv_snapshots::BucketKvSnapshot;
 pub use lake_registry::LakeSnapshot;
-pub use retention::{BucketRetention, LOG_TTL, LOG_TTL_DEFAULT, parse_ttl};
 pub use server::{LakeSchemaCheck, Server, ServerConfig, ServerHandle};
+pub use service::{AutoPartitionRun, BucketRetention};
 pub use storage::kv_tablet::KvMemory;
-
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-/// Errors of the hotstore's public API (starting, configuring, recording lake snapshots).
-/// Protocol-level failures are answered to clients as Fluss error codes instead.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(
-        "cannot listen on {addr}: {source} (is another server using the port? choose another hotstore address)"
-    )]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot access {path}: {source} (check the data directory exists and is writable)")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "catalog file {path} is corrupt: {reason} (restore it or start with an empty data directory)"
-    )]
-    CatalogCorrupt { path: PathBuf, reason: String },
-    #[error("invalid hotstore config: {message}")]
-    Config { message: String },
-    #[error("{message}")]
-    UnknownTable { message: String },
-    #[error("storage error: {message}")]
-    Storage { message: String },
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -31,84 +31,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::catalog::TableEntry;
-use crate::protocol::{ApiError, code};
-use crate::service::Service;
+use crate::catalog::{TableEntry, table_ttl};
+use crate::service::{BucketRetention, LakeBounds, Service, TieredOffsets};
 use crate::tablets::Bucket;
 
-/// Fluss's table property for the log's time to live.
-pub const LOG_TTL: &str = "table.log.ttl";
-/// Fluss's default `table.log.ttl`.
-pub const LOG_TTL_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// Parses a Fluss duration as Fluss's configuration does: a number with an optional unit (`ms`,
-/// `s`, `min`, `h`, `d` and their long forms), a bare number being milliseconds. A negative
-/// number means no TTL (`None`).
-pub fn parse_ttl(text: &str) -> Result<Option<Duration>, String> {
-    let t = text.trim().to_ascii_lowercase();
-    if t.starts_with('-') {
-        return Ok(None);
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 7 d, 2 h, 30 min, -1 for none)"))?;
-    let unit_ms: u64 = match unit.trim() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        other => {
-            return Err(format!(
-                "{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)"
-            ));
-        }
-    };
-    value
-        .checked_mul(unit_ms)
-        .map(|ms| Some(Duration::from_millis(ms)))
-        .ok_or_else(|| format!("{text:?} is too long"))
-}
-
-/// The TTL of a table: its `table.log.ttl`, else the server's default.
-pub(crate) fn table_ttl(
-    entry: &TableEntry,
-    default: Option<Duration>,
-) -> Result<Option<Duration>, ApiError> {
-    match entry.descriptor.properties().get(LOG_TTL) {
-        None => Ok(default),
-        Some(text) => parse_ttl(text).map_err(|reason| {
-            ApiError::new(
-                code::INVALID_CONFIG,
-                format!("{LOG_TTL} of {}: {reason}", entry.qualified_name()),
-            )
-        }),
-    }
-}
-
-pub(crate) fn lake_enabled(entry: &TableEntry) -> bool {
+fn lake_enabled(entry: &TableEntry) -> bool {
     crate::catalog::is_lake_enabled(entry.descriptor.properties())
-}
-
-/// What retention left of one bucket.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketRetention {
-    pub table: String,
-    pub table_id: i64,
-    /// The partition of a partitioned table's bucket: its id and name.
-    pub partition: Option<(i64, String)>,
-    pub bucket: i32,
-    pub log_start_offset: i64,
-    pub high_watermark: i64,
-    pub hot_bytes: u64,
-    pub segments: usize,
-    /// The TTL would delete more, but the lake has not covered it yet.
-    pub held_by_tiering: bool,
-    /// Segments and bytes this run deleted.
-    pub segments_deleted: usize,
-    pub bytes_deleted: u64,
 }
 
 impl Service {
@@ -258,70 +186,5 @@ fn truncate_before(entry: &TableEntry, bucket: &Bucket, end: i64) -> BucketReten
         held_by_tiering: false,
         segments_deleted: deleted,
         bytes_deleted: bytes_before.saturating_sub(hot_bytes),
-    }
-}
-
-/// A bucket as the lake-offset registry names it: (table id, partition id, bucket).
-pub(crate) type TieredBucket = (i64, Option<i64>, i32);
-/// The offset up to which the lake holds each bucket (exclusive); an absent bucket holds none.
-pub(crate) type TieredOffsets = HashMap<TieredBucket, i64>;
-
-/// The lake's tiered offsets as retention runs saw them, kept as long as a lag may ask for
-/// them.
-#[derive(Debug, Default)]
-pub(crate) struct LakeBounds {
-    seen: std::collections::VecDeque<(i64, TieredOffsets)>,
-}
-
-impl LakeBounds {
-    /// The newest offsets seen at or before `at_ms`; older ones are dropped.
-    pub(crate) fn as_of(&mut self, at_ms: i64) -> Option<&TieredOffsets> {
-        let usable = self.seen.iter().rposition(|(seen, _)| *seen <= at_ms)?;
-        self.seen.drain(..usable);
-        self.seen.front().map(|(_, bounds)| bounds)
-    }
-
-    pub(crate) fn record(&mut self, at_ms: i64, bounds: TieredOffsets) {
-        self.seen.push_back((at_ms, bounds));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lake_bounds_answer_what_was_seen_a_lag_ago_and_forget_older() {
-        let mut bounds = LakeBounds::default();
-        let at = |offset: i64| HashMap::from([((7, Some(2), 0), offset)]);
-        assert_eq!(bounds.as_of(1_000), None);
-        for (t, offset) in [(0, 10), (100, 20), (200, 30), (300, 40)] {
-            bounds.record(t, at(offset));
-        }
-        assert_eq!(bounds.as_of(150), Some(&at(20)), "the newest seen by then");
-        assert_eq!(bounds.as_of(50), None, "older entries are gone once passed");
-        assert_eq!(bounds.as_of(10_000), Some(&at(40)));
-        assert_eq!(bounds.seen.len(), 1);
-    }
-
-    #[test]
-    fn ttls_parse_as_fluss_reads_them() {
-        for (text, ms) in [
-            ("7 d", 7 * 86_400_000),
-            ("2min", 120_000),
-            ("90 s", 90_000),
-            ("1h", 3_600_000),
-            ("1500", 1500),
-            ("250 ms", 250),
-        ] {
-            assert_eq!(
-                parse_ttl(text),
-                Ok(Some(Duration::from_millis(ms))),
-                "{text}"
-            );
-        }
-        assert_eq!(parse_ttl("-1"), Ok(None));
-        assert!(parse_ttl("soon").unwrap_err().contains("not a duration"));
-        assert!(parse_ttl("3 weeks").unwrap_err().contains("unknown unit"));
     }
 }

@@ -32,14 +32,14 @@ pub struct Server;
 
 impl Server {
     /// Opens the data directory, binds the listener and starts serving in the background.
-    pub async fn start(config: ServerConfig) -> crate::Result<ServerHandle> {
+    pub async fn start(config: ServerConfig) -> crate::error::Result<ServerHandle> {
         if config.requests_in_flight_max == 0 || config.connections_max == 0 {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: "connections_max and requests_in_flight_max must be at least 1".into(),
             });
         }
         if config.kv_snapshots_retained == 0 || config.kv_snapshot_concurrency_max == 0 {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: format!(
                     "kv_snapshots_retained ({}) and kv_snapshot_concurrency_max ({}) must be at \
                      least 1",
@@ -49,7 +49,7 @@ impl Server {
         }
         if let Some(sasl) = &config.sasl {
             sasl.validate()
-                .map_err(|message| crate::Error::Config { message })?;
+                .map_err(|message| crate::error::Error::Config { message })?;
         }
         let mut config = config;
         config.request_bytes_in_flight_max = config
@@ -58,7 +58,7 @@ impl Server {
         if config.request_bytes_in_flight_max / 1024 > Semaphore::MAX_PERMITS
             || config.frame_bytes_max > i32::MAX as usize
         {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: format!(
                     "frame_bytes_max {} and request_bytes_in_flight_max {} must fit a frame's i32 length",
                     config.frame_bytes_max, config.request_bytes_in_flight_max
@@ -67,14 +67,16 @@ impl Server {
         }
         let listener = TcpListener::bind(config.bind_addr)
             .await
-            .map_err(|source| crate::Error::Bind {
+            .map_err(|source| crate::error::Error::Bind {
                 addr: config.bind_addr,
                 source,
             })?;
-        let local_addr = listener.local_addr().map_err(|source| crate::Error::Bind {
-            addr: config.bind_addr,
-            source,
-        })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| crate::error::Error::Bind {
+                addr: config.bind_addr,
+                source,
+            })?;
         let advertised_host = config.advertised_host.clone().unwrap_or_else(|| {
             if local_addr.ip().is_unspecified() {
                 "127.0.0.1".to_string()
@@ -152,7 +154,7 @@ impl ServerHandle {
 
     /// Stops accepting, lets in-flight requests finish (bounded by `shutdown_grace_ms`) and
     /// closes the tablets.
-    pub async fn shutdown(mut self) -> crate::Result<()> {
+    pub async fn shutdown(mut self) -> crate::error::Result<()> {
         let _ = self.shutdown_tx.send(true);
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
@@ -181,7 +183,7 @@ impl ServerHandle {
         table_id: i64,
         snapshot_id: i64,
         offsets: &[(Option<i64>, i32, i64)],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let buckets: Vec<(i32, i64)> = offsets
             .iter()
             .filter(|(partition, _, _)| partition.is_none())
@@ -204,12 +206,12 @@ impl ServerHandle {
     }
 
     /// The id of the table `database.table` now; an error naming the table when there is none.
-    pub fn table_id(&self, database: &str, table: &str) -> crate::Result<i64> {
+    pub fn table_id(&self, database: &str, table: &str) -> crate::error::Result<i64> {
         self.service
             .catalog
             .table(database, table)
             .map(|entry| entry.id)
-            .map_err(|error| crate::Error::UnknownTable {
+            .map_err(|error| crate::error::Error::UnknownTable {
                 message: error.message,
             })
     }
@@ -252,7 +254,7 @@ impl ServerHandle {
         &self,
         database: &str,
         table: &str,
-    ) -> crate::Result<Option<crate::LakeSnapshot>> {
+    ) -> crate::error::Result<Option<crate::LakeSnapshot>> {
         self.service.lake_snapshot(database, table)
     }
 }

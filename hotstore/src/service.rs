@@ -1,8 +1,16 @@
 //! The server's state, which every request handler reads: configuration, catalog, tablets,
-//! the lake-offset registry and writer ids. It imports no handler (see [`crate::handlers`]).
+//! the lake-offset registry and writer ids, and what the background tasks keep between runs
+//! (`task_state`, `kv_snapshot_leases`). It imports neither a handler nor a task: those
+//! sit above it and read it.
 //!
 //! One silt process plays both Fluss roles: it advertises itself as the coordinator and as the
 //! only tablet server (node 0), and it leads every bucket.
+
+pub(crate) mod kv_snapshot_leases;
+mod task_state;
+
+pub use task_state::{AutoPartitionRun, BucketRetention};
+pub(crate) use task_state::{LakeBounds, TieredOffsets};
 
 use crate::catalog::{Catalog, PartitionChange, TableEntry, TablePartition};
 use crate::config::ServerConfig;
@@ -10,6 +18,7 @@ use crate::lake_registry::{LakeRegistry, PartitionLiveness};
 use crate::protocol::messages::PbServerNode;
 use crate::protocol::{ApiError, code};
 use crate::tablets::{TableRuntime, Tablets};
+use kv_snapshot_leases::KvSnapshots;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -22,16 +31,16 @@ pub struct Service {
     pub(crate) tablets: Tablets,
     pub(crate) lake: LakeRegistry,
     /// Kv snapshot writing permits and leases (see `kv_snapshots`).
-    pub(crate) kv_snapshots: crate::kv_snapshots::KvSnapshots,
+    pub(crate) kv_snapshots: KvSnapshots,
     advertised_host: String,
     port: u16,
     next_writer_id: AtomicI64,
     /// What the last retention run left of each bucket (see `retention`).
-    pub(crate) retention: std::sync::Mutex<Vec<crate::BucketRetention>>,
+    pub(crate) retention: std::sync::Mutex<Vec<BucketRetention>>,
     /// The lake's tiered offsets as previous retention and auto-partitioning runs saw them.
-    pub(crate) retention_lake_bounds: std::sync::Mutex<crate::retention::LakeBounds>,
+    pub(crate) retention_lake_bounds: std::sync::Mutex<LakeBounds>,
     /// What the last auto-partitioning run did (see `auto_partitions`).
-    pub(crate) auto_partitioning: std::sync::Mutex<Vec<crate::AutoPartitionRun>>,
+    pub(crate) auto_partitioning: std::sync::Mutex<Vec<AutoPartitionRun>>,
     /// Expired partitions auto-partitioning already warned it keeps for tiering, by id.
     pub(crate) auto_partition_held_warned: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Held by CreatePartition and DropPartition across their catalog change and their tablets
@@ -47,8 +56,8 @@ impl Service {
         config: ServerConfig,
         advertised_host: String,
         port: u16,
-    ) -> crate::Result<Service> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| crate::Error::Io {
+    ) -> crate::error::Result<Service> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| crate::error::Error::Io {
             path: config.data_dir.clone(),
             source,
         })?;
@@ -70,7 +79,7 @@ impl Service {
             tablets.open_table(table, partitions).await?;
         }
         tablets.remove_orphan_snapshots();
-        let kv_snapshots = crate::kv_snapshots::KvSnapshots::open(
+        let kv_snapshots = KvSnapshots::open(
             tablets.snapshot_root(),
             config.kv_snapshot_concurrency_max,
             crate::catalog::now_ms(),
@@ -181,13 +190,13 @@ impl Service {
         table_id: i64,
         snapshot_id: i64,
         bucket_offsets: &[(i32, i64)],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let entry = self.live_table(table_id)?;
         if let Some(&(bucket, _)) = bucket_offsets
             .iter()
             .find(|(b, _)| *b < 0 || *b >= entry.bucket_count)
         {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: format!(
                     "bucket {bucket} is out of range for {} with {} buckets",
                     entry.qualified_name(),
@@ -206,11 +215,11 @@ impl Service {
         table_id: i64,
         snapshot_id: i64,
         offsets: &[(i64, i32, i64)],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let entry = self.live_table(table_id)?;
         let name = entry.qualified_name();
         if !entry.is_partitioned() {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: format!(
                     "{name} is not partitioned: its lake offsets name no partition id"
                 ),
@@ -220,7 +229,7 @@ impl Service {
             .iter()
             .find(|(_, b, _)| *b < 0 || *b >= entry.bucket_count)
         {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 message: format!(
                     "bucket {bucket} of partition id {partition} is out of range for {name} with \
                      {} buckets per partition",
@@ -231,14 +240,14 @@ impl Service {
         let liveness = |partition_id: i64| match self.catalog.partition_owner(partition_id) {
             Ok(Some(owner)) if owner == entry.id => Ok(PartitionLiveness::Live),
             Ok(None) => Ok(PartitionLiveness::Dropped),
-            Ok(Some(owner)) => Err(crate::Error::Config {
+            Ok(Some(owner)) => Err(crate::error::Error::Config {
                 message: format!(
                     "partition id {partition_id} belongs to table id {owner}, not to {name} (id \
                      {}): record each table's offsets under its own id",
                     entry.id
                 ),
             }),
-            Err(error) => Err(crate::Error::Config {
+            Err(error) => Err(crate::error::Error::Config {
                 message: format!("lake offsets of {name}: {}", error.message),
             }),
         };
@@ -250,27 +259,27 @@ impl Service {
         &self,
         database: &str,
         table: &str,
-    ) -> crate::Result<Option<crate::LakeSnapshot>> {
+    ) -> crate::error::Result<Option<crate::lake_registry::LakeSnapshot>> {
         let entry = self.lake_table(database, table)?;
         Ok(self.lake.get(entry.id))
     }
 
     /// The table whose lake offsets the tiering service records or reads.
-    fn lake_table(&self, database: &str, table: &str) -> crate::Result<Arc<TableEntry>> {
+    fn lake_table(&self, database: &str, table: &str) -> crate::error::Result<Arc<TableEntry>> {
         self.catalog
             .table(database, table)
-            .map_err(|error| crate::Error::UnknownTable {
+            .map_err(|error| crate::error::Error::UnknownTable {
                 message: error.message,
             })
     }
 
     /// The table with id `table_id`, if it is not dropped. A drop racing an update may leave
     /// the dropped id's entry in the registry; ids are never reused, so no table reads it.
-    fn live_table(&self, table_id: i64) -> crate::Result<Arc<TableEntry>> {
+    fn live_table(&self, table_id: i64) -> crate::error::Result<Arc<TableEntry>> {
         self.tablets
             .get(table_id)
             .map(|runtime| runtime.entry.clone())
-            .ok_or_else(|| crate::Error::UnknownTable {
+            .ok_or_else(|| crate::error::Error::UnknownTable {
                 message: format!(
                     "table id {table_id} does not exist (it was dropped, or never created): its lake offsets are not recorded"
                 ),

@@ -1,7 +1,7 @@
 //! Auto-partitioning as Fluss 0.9.1 defines it (`AutoPartitionStrategy`,
 //! `AutoPartitionManager`, `TableDescriptorValidation.checkPartition`): the table properties,
-//! what they must satisfy, and which partitions a table should have at an instant. The task
-//! that creates and drops them on schedule is `crate::auto_partitions`.
+//! what they must satisfy, and which partitions a table should have at an instant. They are
+//! created and dropped on schedule by the `auto_partitions` task, above the service.
 //!
 //! - The time key (the only partition key, or `table.auto-partition.key` among several) takes
 //!   values formatted by `table.auto-partition.time-unit`: HOUR `yyyyMMddHH`, DAY `yyyyMMdd`
@@ -14,13 +14,14 @@
 //!   (default 7; negative keeps every partition). Values compare as strings, as in Fluss, so
 //!   the current unit and the `num-retention` units before it are kept.
 
-use super::PartitionEntry;
-use super::partitions::PARTITION_NAME_SEPARATOR;
 use crate::protocol::{ApiError, code};
 use fluss::metadata::TableDescriptor;
 use jiff::tz::{Offset, TimeZone};
 use jiff::{Span, Timestamp, Zoned};
 use std::collections::HashMap;
+
+/// Fluss's separator of partition values in a partition name.
+pub const PARTITION_NAME_SEPARATOR: char = '$';
 
 pub(crate) const ENABLED: &str = "table.auto-partition.enabled";
 pub(crate) const KEY: &str = "table.auto-partition.key";
@@ -150,10 +151,9 @@ impl AutoPartitionStrategy {
             .map(Some)
     }
 
-    /// The partition's value of the time key.
-    pub fn time_value<'a>(&self, partition: &'a PartitionEntry) -> &'a str {
-        partition
-            .name
+    /// The value of the time key in a partition's name.
+    pub fn time_value<'a>(&self, partition_name: &'a str) -> &'a str {
+        partition_name
             .split(PARTITION_NAME_SEPARATOR)
             .nth(self.key_index)
             .unwrap_or_default()
@@ -358,15 +358,6 @@ mod tests {
         rfc3339.parse::<Timestamp>().unwrap().as_millisecond()
     }
 
-    fn partition(name: &str) -> PartitionEntry {
-        PartitionEntry {
-            id: 0,
-            table_id: 1,
-            name: name.into(),
-            created_ms: 0,
-        }
-    }
-
     /// Fluss's `AutoPartitionManagerTest` cases (num-precreate 4, num-retention 2): at the
     /// start the first four units exist; later the current unit and the two before it are
     /// kept, and the partitions before them expire.
@@ -425,7 +416,7 @@ mod tests {
         let several = strategy(&["region", "dt"], &[(KEY, "dt")]);
         assert_eq!(several.num_precreate, 0);
         assert!(several.to_precreate(at).unwrap().is_empty());
-        assert_eq!(several.time_value(&partition("eu$20240501")), "20240501");
+        assert_eq!(several.time_value("eu$20240501"), "20240501");
         let disabled = descriptor(&["dt"], &[(ENABLED, "false"), (TIME_UNIT, "HOUR")]);
         assert!(
             AutoPartitionStrategy::of("fluss.t", &disabled)

@@ -5,13 +5,11 @@
 //! that does not, follow Fluss's `PartitionUtils.validatePartitionSpec`.
 
 use super::TableEntry;
-use super::auto_partition::{AutoPartitionStrategy, NUM_PRECREATE};
+use super::auto_partition::{AutoPartitionStrategy, NUM_PRECREATE, PARTITION_NAME_SEPARATOR};
 use crate::protocol::{ApiError, code};
 use fluss::metadata::DataType;
 use std::collections::BTreeMap;
 
-/// Fluss's separator of partition values in a partition name.
-pub const PARTITION_NAME_SEPARATOR: char = '$';
 const PARTITION_VALUE_BYTES_MAX: usize = 200;
 const INTERNAL_PREFIX: &str = "__";
 

@@ -455,3 +455,6 @@ pub(crate) fn check_client_version(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,10 +20,10 @@
 //! answers any snapshot it cannot find.
 
 use crate::catalog::TableEntry;
-use crate::kv_snapshots::BucketKey;
 use crate::protocol::messages::*;
 use crate::protocol::{self, ApiError, code};
 use crate::service::Service;
+use crate::service::kv_snapshot_leases::BucketKey;
 use crate::tablets::Bucket;
 use bytes::Bytes;
 use std::collections::BTreeMap;

@@ -514,36 +514,6 @@ async fn dropping_a_table_deletes_its_snapshots() {
     server.shutdown().await.unwrap();
 }
 
-#[test]
-fn leases_round_trip_through_their_file() {
-    let mut leases = Leases::default();
-    let snapshots = BTreeMap::from([((7, None, 0), 3), ((7, Some(2), 1), 0)]);
-    leases.by_id.insert(
-        "flink-1".into(),
-        Lease {
-            expires_at_ms: 1_000,
-            snapshots,
-        },
-    );
-    let empty = Lease {
-        expires_at_ms: 5,
-        snapshots: BTreeMap::new(),
-    };
-    leases.by_id.insert("empty".into(), empty);
-    let bytes = leases.encode();
-    let decoded = Leases::decode(&bytes).unwrap();
-    assert_eq!(decoded, leases);
-    assert_eq!(Leases::decode(&bytes[..bytes.len() - 1]), None, "cut short");
-    assert_eq!(leases.leased((7, Some(2), 1), 999), BTreeSet::from([0]));
-    assert_eq!(
-        leases.leased((7, Some(2), 1), 1_000),
-        BTreeSet::new(),
-        "expired"
-    );
-    leases.expire(10);
-    assert_eq!(leases.by_id.keys().collect::<Vec<_>>(), ["flink-1"]);
-}
-
 /// A partitioned primary-key table's snapshots are per partition and bucket: asked for by
 /// partition name, described by partition id, and deleted with the partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

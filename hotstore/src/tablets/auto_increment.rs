@@ -37,13 +37,16 @@ pub(crate) struct AutoIncrement {
 impl AutoIncrement {
     /// The allocator of `entry`'s auto-increment column, kept under `table_dir`; `None` for a
     /// table without one.
-    pub fn open(entry: &TableEntry, table_dir: &Path) -> crate::Result<Option<AutoIncrement>> {
+    pub fn open(
+        entry: &TableEntry,
+        table_dir: &Path,
+    ) -> crate::error::Result<Option<AutoIncrement>> {
         let schema = entry.descriptor.schema();
         let Some(name) = schema.auto_increment_col_names().first() else {
             return Ok(None);
         };
         let fields = schema.row_type().fields();
-        let invalid = |reason: String| crate::Error::Config {
+        let invalid = |reason: String| crate::error::Error::Config {
             message: format!("table {}: {reason}", entry.qualified_name()),
         };
         let Some(column) = fields.iter().position(|f| f.name() == name) else {
@@ -73,15 +76,16 @@ impl AutoIncrement {
         };
         let file = table_dir.join(RESERVED_FILE);
         let reserved_through = match std::fs::read_to_string(&file) {
-            Ok(text) => text
-                .trim()
-                .parse::<i64>()
-                .map_err(|e| crate::Error::CatalogCorrupt {
-                    path: file.clone(),
-                    reason: format!("not a number: {e}"),
-                })?,
+            Ok(text) => {
+                text.trim()
+                    .parse::<i64>()
+                    .map_err(|e| crate::error::Error::CatalogCorrupt {
+                        path: file.clone(),
+                        reason: format!("not a number: {e}"),
+                    })?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(source) => return Err(crate::Error::Io { path: file, source }),
+            Err(source) => return Err(crate::error::Error::Io { path: file, source }),
         };
         Ok(Some(AutoIncrement {
             column,

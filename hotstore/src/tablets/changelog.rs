@@ -16,7 +16,9 @@
 //! The kv tablet stores each row as the Fluss lookup value: the schema id (`i16`, little
 //! endian) followed by the row in the table's kv format, so a lookup returns it as stored.
 
-use super::rows::{DELETE, INSERT, RowCodec, SCHEMA_ID_BYTES, UPDATE_AFTER, UPDATE_BEFORE};
+use super::rows::{
+    DELETE, INSERT, RowCodec, SCHEMA_ID_BYTES, UPDATE_AFTER, UPDATE_BEFORE, row_count_delta,
+};
 use super::{Bucket, TableRuntime};
 use crate::catalog::{DELETE_BEHAVIOR, DeleteBehavior, MergeEngine, MergeRules};
 use crate::codec::build::{HeaderFields, build_batch};
@@ -262,19 +264,6 @@ fn stage(
     Ok(staged)
 }
 
-/// How many keys a changelog adds to its kv tablet: an INSERT is a key that was absent, a
-/// DELETE one that goes; an update pair leaves the count alone.
-pub(crate) fn row_count_delta(change_types: &[u8]) -> i64 {
-    change_types
-        .iter()
-        .map(|&change| match change {
-            INSERT => 1,
-            DELETE => -1,
-            _ => 0,
-        })
-        .sum()
-}
-
 /// The rules a write goes by: the table's, or none under [`MergeMode::Overwrite`]. A table
 /// whose properties silt refuses can exist only if an older silt created it; it is not written
 /// rather than written as last-write-wins.
@@ -355,6 +344,3 @@ fn changelog_batch(
         &message,
     ))
 }
-
-#[cfg(test)]
-mod tests;

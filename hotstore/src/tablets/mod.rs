@@ -98,7 +98,7 @@ pub struct Tablets {
 }
 
 impl Tablets {
-    pub(crate) fn kv_memory(&self) -> crate::KvMemory {
+    pub(crate) fn kv_memory(&self) -> crate::storage::kv_tablet::KvMemory {
         self.kv_store.memory()
     }
 }
@@ -132,7 +132,7 @@ pub struct Bucket {
     pub partition_id: Option<i64>,
     pub log: LogTablet,
     pub kv: Option<KvTablet>,
-    /// The kv snapshots of a primary-key bucket (see `crate::kv_snapshots`).
+    /// The kv snapshots of a primary-key bucket (taken by the `kv_snapshots` task).
     pub snapshots: Option<storage::BucketSnapshots>,
     pub write_lock: tokio::sync::Mutex<()>,
     /// Set when a kv apply failed after its changelog was appended: the kv tablet is behind
@@ -276,12 +276,13 @@ impl Tablets {
         snapshot_root: &std::path::Path,
         log_config: LogConfig,
         kv_config: storage::KvConfig,
-    ) -> crate::Result<Tablets> {
-        let kv_store =
-            KvStore::open(&root.join("kv"), kv_config).map_err(|e| crate::Error::Storage {
+    ) -> crate::error::Result<Tablets> {
+        let kv_store = KvStore::open(&root.join("kv"), kv_config).map_err(|e| {
+            crate::error::Error::Storage {
                 message: e.to_string(),
-            })?;
-        let io = |source| crate::Error::Io {
+            }
+        })?;
+        let io = |source| crate::error::Error::Io {
             path: snapshot_root.to_path_buf(),
             source,
         };
@@ -371,7 +372,7 @@ impl Tablets {
         &self,
         entry: Arc<TableEntry>,
         partitions: Vec<PartitionEntry>,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let (arrow_schema, earlier_arrow_schemas) = arrow_schemas_of(&entry)?;
         let buckets = if entry.is_partitioned() {
             Vec::new()
@@ -400,10 +401,10 @@ impl Tablets {
     }
 
     /// Opens a new partition's tablets in its table's runtime.
-    pub fn open_partition(&self, partition: PartitionEntry) -> crate::Result<()> {
+    pub fn open_partition(&self, partition: PartitionEntry) -> crate::error::Result<()> {
         let runtime = self
             .get(partition.table_id)
-            .ok_or_else(|| crate::Error::Storage {
+            .ok_or_else(|| crate::error::Error::Storage {
                 message: format!(
                     "partition {} (id {}) of table id {}: the table has no tablets open",
                     partition.name, partition.id, partition.table_id
@@ -416,7 +417,7 @@ impl Tablets {
         &self,
         runtime: &TableRuntime,
         partition: PartitionEntry,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let buckets = self.open_buckets(&runtime.entry, Some(partition.id))?;
         recover_buckets(runtime, &buckets)?;
         runtime
@@ -437,12 +438,12 @@ impl Tablets {
         &self,
         entry: &TableEntry,
         partition_id: Option<i64>,
-    ) -> crate::Result<Vec<Arc<Bucket>>> {
+    ) -> crate::error::Result<Vec<Arc<Bucket>>> {
         let dir = match partition_id {
             Some(partition_id) => self.partition_dir(entry.id, partition_id),
             None => self.table_dir(entry.id),
         };
-        let storage = |e: storage::Error| crate::Error::Storage {
+        let storage = |e: storage::Error| crate::error::Error::Storage {
             message: e.to_string(),
         };
         let mut buckets = Vec::with_capacity(entry.bucket_count as usize);
@@ -496,7 +497,7 @@ impl Tablets {
     /// Gives an open table its altered entry (a new schema): the same buckets and partitions
     /// under the new schema's arrow schema. Requests that hold the old runtime finish under the
     /// old schema, whose rows stay readable by their schema id.
-    pub fn evolve(&self, entry: Arc<TableEntry>) -> crate::Result<()> {
+    pub fn evolve(&self, entry: Arc<TableEntry>) -> crate::error::Result<()> {
         let (arrow_schema, earlier_arrow_schemas) = arrow_schemas_of(&entry)?;
         let mut tables = self.tables.write().unwrap_or_else(|p| p.into_inner());
         let Some(old) = tables.get(&entry.id) else {
@@ -622,9 +623,9 @@ impl Tablets {
 }
 
 /// Replays each primary-key bucket's changelog into its kv tablet (see [`recovery`]).
-fn recover_buckets(runtime: &TableRuntime, buckets: &[Arc<Bucket>]) -> crate::Result<()> {
+fn recover_buckets(runtime: &TableRuntime, buckets: &[Arc<Bucket>]) -> crate::error::Result<()> {
     for bucket in buckets {
-        recovery::recover(runtime, bucket).map_err(|e| crate::Error::Storage {
+        recovery::recover(runtime, bucket).map_err(|e| crate::error::Error::Storage {
             message: format!(
                 "recovering kv of {} {}: {}",
                 runtime.entry.qualified_name(),
@@ -646,9 +647,11 @@ fn remove_dir(dir: &std::path::Path, what: &str) {
 
 /// The arrow schemas of a table's current schema and of its earlier ones (by id), as clients
 /// read log batches written under them.
-fn arrow_schemas_of(entry: &TableEntry) -> crate::Result<(SchemaRef, Vec<(i16, SchemaRef)>)> {
+fn arrow_schemas_of(
+    entry: &TableEntry,
+) -> crate::error::Result<(SchemaRef, Vec<(i16, SchemaRef)>)> {
     let arrow = |schema: &fluss::metadata::Schema, id: i32| {
-        fluss::record::to_arrow_schema(schema.row_type()).map_err(|e| crate::Error::Config {
+        fluss::record::to_arrow_schema(schema.row_type()).map_err(|e| crate::error::Error::Config {
             message: format!(
                 "schema {id} of table {} has no arrow schema in silt: {e}",
                 entry.qualified_name()
@@ -659,6 +662,6 @@ fn arrow_schemas_of(entry: &TableEntry) -> crate::Result<(SchemaRef, Vec<(i16, S
         .earlier_schemas
         .iter()
         .map(|earlier| Ok((earlier.id as i16, arrow(&earlier.schema, earlier.id)?)))
-        .collect::<crate::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok((arrow(entry.descriptor.schema(), entry.schema_id)?, earlier))
 }

@@ -2,7 +2,7 @@
 //! offset up to the high watermark (after a crash between the durable append and the apply, or
 //! after an apply that failed).
 
-use super::rows::{DELETE, INSERT, RowCodec, UPDATE_BEFORE};
+use super::rows::{DELETE, INSERT, RowCodec, UPDATE_BEFORE, row_count_delta};
 use super::{Bucket, TableRuntime};
 use crate::codec::Batch;
 use crate::protocol::{ApiError, code};
@@ -67,7 +67,7 @@ pub(crate) fn recover(table: &TableRuntime, bucket: &Bucket) -> Result<(), ApiEr
                 continue;
             }
             let (changes, change_types) = replay.changes(&view, applied)?;
-            let row_count_delta = super::changelog::row_count_delta(&change_types);
+            let row_count_delta = row_count_delta(&change_types);
             kv.apply(&changes, row_count_delta, next)
                 .map_err(|e| bucket.storage_error(&context, e))?;
             applied = next;

@@ -17,6 +17,19 @@ pub(crate) const UPDATE_AFTER: u8 = 3;
 pub(crate) const DELETE: u8 = 4;
 pub(crate) const SCHEMA_ID_BYTES: usize = 2;
 
+/// How many keys a changelog adds to its kv tablet: an INSERT is a key that was absent, a
+/// DELETE one that goes; an update pair leaves the count alone.
+pub(crate) fn row_count_delta(change_types: &[u8]) -> i64 {
+    change_types
+        .iter()
+        .map(|&change| match change {
+            INSERT => 1,
+            DELETE => -1,
+            _ => 0,
+        })
+        .sum()
+}
+
 fn kv_format(table: &TableRuntime) -> KvFormat {
     match table
         .entry

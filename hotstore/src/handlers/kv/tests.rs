@@ -3,9 +3,10 @@
 //! `agg_mode`. Each case is a table's properties, a sequence of PutKv requests (one write each)
 //! and the transcript they must leave: refused writes, the changelog, the final rows.
 
+use crate::config::ServerConfig;
 use crate::handlers::{ddl, kv};
 use crate::protocol::messages::*;
-use crate::server::{Server, ServerConfig, ServerHandle};
+use crate::service::Service;
 use crate::tablets::TableRuntime;
 use crate::tablets::rows::{RowCodec, SCHEMA_ID_BYTES};
 use bytes::Bytes;
@@ -108,10 +109,11 @@ impl Write {
     }
 }
 
-/// A server over a scratch directory; every case gets a table of its own.
+/// The server's state over a scratch directory (no listener and no background task: the
+/// cases call the handlers); every case gets a table of its own.
 struct Harness {
     _dir: tempfile::TempDir,
-    server: ServerHandle,
+    service: Service,
     tables: usize,
 }
 
@@ -125,16 +127,16 @@ struct Case {
 impl Harness {
     async fn start() -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let server = Server::start(ServerConfig {
-            bind_addr: "127.0.0.1:0".parse().unwrap(),
+        let config = ServerConfig {
             data_dir: dir.path().to_path_buf(),
             ..ServerConfig::default()
-        })
-        .await
-        .unwrap();
+        };
+        let service = Service::open(config, "127.0.0.1".into(), 9123)
+            .await
+            .unwrap();
         Harness {
             _dir: dir,
-            server,
+            service,
             tables: 0,
         }
     }
@@ -166,7 +168,7 @@ impl Harness {
                 .unwrap(),
             ignore_if_exists: false,
         };
-        let service = self.server.service();
+        let service = &self.service;
         ddl::create_table(service, Bytes::from(request.encode_to_vec()))
             .await
             .map_err(|error| format!("{}: {}", error.code, error.message))?;
@@ -209,13 +211,9 @@ impl Harness {
             }],
             agg_mode: write.agg_mode,
         };
-        let response = kv::put(
-            self.server.service(),
-            Bytes::from(request.encode_to_vec()),
-            1,
-        )
-        .await
-        .map_err(|error| format!("{}: {}", error.code, error.message))?;
+        let response = kv::put(&self.service, Bytes::from(request.encode_to_vec()), 1)
+            .await
+            .map_err(|error| format!("{}: {}", error.code, error.message))?;
         let bucket = &response.buckets_resp[0];
         match bucket.error_code {
             None | Some(0) => Ok(bucket.log_end_offset.unwrap()),
