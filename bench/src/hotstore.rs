@@ -857,7 +857,7 @@ async fn measure_silt(
     let dir = tempfile::Builder::new()
         .prefix("silt-bench-hotstore-")
         .tempdir()?;
-    let mut server_config = silt_jobs::up::hotstore_config(config)?;
+    let mut server_config = config.hotstore()?;
     server_config.bind_addr = "127.0.0.1:0".parse()?;
     server_config.data_dir = dir.path().join("hotstore");
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -180,7 +180,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
         dir.path().join("data").to_string_lossy().to_string(),
     ));
     let silt = silt_jobs::config::Config::load(None, env.into_iter(), &[])?;
-    let mut config: TieringConfig = silt_jobs::up::tiering_config(&silt, &bootstrap);
+    let mut config: TieringConfig = silt.tiering(&bootstrap);
     ensure!(config.lake_root == format!("s3://{BUCKET}/lake"));
     ensure!(config.storage_options == options);
     config.poll_interval = Duration::from_millis(200);
@@ -235,9 +235,7 @@ async fn tiering_writes_delta_tables_into_s3() -> Result<()> {
         latest.len()
     );
     // Queries read the same lake through the same configuration.
-    let queries = silt_jobs::query::QueryService::new(silt_jobs::query::QueryConfig::from_config(
-        &silt, &bootstrap,
-    ));
+    let queries = silt_jobs::query::QueryService::new(silt.query(&bootstrap));
     let result = queries
         .execute(silt_jobs::query::QueryRequest::new(
             "SELECT count(*) AS n FROM s3.users$lake",

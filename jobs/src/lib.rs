@@ -21,6 +21,7 @@ pub mod lake_faults;
 pub mod memory;
 pub mod query;
 pub mod rest;
+pub mod settings;
 pub mod status;
 pub mod tiering;
 pub mod up;

@@ -4,14 +4,13 @@
 //! seconds. Ctrl-C stops the workload, stops every tiering job with a final checkpoint, and
 //! shuts the hotstore down cleanly.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
-use silt_hotstore::{LakeSchemaCheck, Server, ServerConfig, ServerHandle};
+use silt_hotstore::{Server, ServerHandle};
 use tracing::{info, warn};
 
 use crate::config::Config;
@@ -33,136 +32,14 @@ pub struct UpOptions {
     pub crash_at: Option<silt_connectors::lake_format::FaultPoint>,
 }
 
-/// What the hot store asks before it accepts a table to tier: whether the lake format can
-/// store its columns (CreateTable of a table the lake cannot store is refused, naming the
-/// column, instead of its tiering failing later).
-pub fn lake_schema_check(
-    format: Arc<dyn silt_connectors::lake_format::LakeFormat>,
-) -> LakeSchemaCheck {
-    LakeSchemaCheck::new(move |row_type| format.check_row_type(row_type))
-}
-
-pub fn hotstore_config(config: &Config) -> Result<ServerConfig> {
-    let bind_addr: SocketAddr = config.hotstore.listen.parse().with_context(|| {
-        format!(
-            "hotstore.listen {:?} is not an address like 127.0.0.1:9123",
-            config.hotstore.listen
-        )
-    })?;
-    let mut server = ServerConfig {
-        bind_addr,
-        data_dir: config.data_dir.join("hotstore"),
-        default_bucket_count: config.hotstore.buckets_default as i32,
-        frame_bytes_max: config.hotstore.frame_bytes_max,
-        connections_max: config.hotstore.connections_max,
-        requests_in_flight_max: config.hotstore.requests_in_flight_max,
-        request_bytes_in_flight_max: config.hotstore.request_bytes_in_flight_max,
-        produce_decode_check: config.hotstore.produce_decode_check,
-        log_flush_interval_ms: config.hotstore.flush_interval_ms,
-        bucket_count_max: config.hotstore.bucket_count_max,
-        buckets_max: config.hotstore.buckets_max,
-        fetch_wait_max_ms: config.hotstore.fetch_wait_max_ms,
-        fetch_response_bytes_max: config.hotstore.fetch_response_bytes_max,
-        lookup_keys_max: config.hotstore.lookup_keys_max,
-        limit_scan_rows_max: config.hotstore.limit_scan_rows_max,
-        prefix_lookup_rows_max: config.hotstore.prefix_lookup_rows_max,
-        partitions_per_table_max: config.hotstore.partitions_per_table_max,
-        auto_partition_check_interval_ms: config.hotstore.auto_partition_check_interval_ms,
-        kv_snapshot_interval_ms: config.hotstore.kv_snapshot_interval_ms,
-        kv_snapshots_retained: config.hotstore.kv_snapshots_retained,
-        kv_snapshot_concurrency_max: config.hotstore.kv_snapshot_concurrency_max,
-        kv_snapshot_leased_max: config.hotstore.kv_snapshot_leased_max,
-        kv_snapshot_lease_duration_max_ms: config.hotstore.kv_snapshot_lease_duration_max_ms,
-        frame_read_timeout_ms: config.hotstore.frame_read_timeout_ms,
-        authentication_timeout_ms: config.hotstore.authentication_timeout_ms,
-        shutdown_grace_ms: config.hotstore.shutdown_grace_ms,
-        // Not settings: where clients are told to connect (the bound address unless a proxy
-        // is configured), and the bounds of the storage engines that conf/silt.yaml does not
-        // expose (index spacing, writers remembered, kv workers and journal).
-        ..ServerConfig::default()
-    };
-    server.lake_schema_check = Some(lake_schema_check(config.lake_format()));
-    server.log.segment_bytes_max = config.hotstore.segment_bytes_max;
-    server.kv.memtable_bytes_max = config.hotstore.kv_memtable_bytes_max;
-    server.kv.cache_bytes = config.hotstore.kv_cache_bytes;
-    server.log_ttl = u64::try_from(config.hotstore.log_ttl_ms)
-        .ok()
-        .map(Duration::from_millis);
-    server.retention_check_interval_ms = config.hotstore.retention_check_interval_ms;
-    server.retention_lake_lag_ms = config.query.deadline_max_ms;
-    server.log.fsync = fsync_policy(config)?;
-    server.sasl = sasl_config(config)?;
-    if !bind_addr.ip().is_loopback() {
-        if config.hotstore.sasl.enabled {
-            warn!(%bind_addr, "hotstore listens beyond loopback (SASL/PLAIN on; the Fluss port has no TLS, so passwords cross the network in clear)");
-        } else {
-            warn!(%bind_addr, "hotstore listens beyond loopback without authentication: anyone who can reach this address can read and write tables (set hotstore.sasl.enabled)");
-        }
-    }
-    Ok(server)
-}
-
-fn fsync_policy(config: &Config) -> Result<silt_hotstore::storage::FsyncPolicy> {
-    use silt_hotstore::storage::FsyncPolicy;
-    Ok(match config.hotstore.fsync.as_str() {
-        "always" => FsyncPolicy::Always,
-        "group" => FsyncPolicy::Group {
-            window_ms: config.hotstore.group_commit_window_ms,
-        },
-        "never" => FsyncPolicy::Never,
-        other => bail!("hotstore.fsync is {other:?}; use always, group or never"),
-    })
-}
-
-/// The hot store's SASL/PLAIN users, when `hotstore.sasl.enabled`.
-fn sasl_config(config: &Config) -> Result<Option<silt_hotstore::SaslConfig>> {
-    let sasl = &config.hotstore.sasl;
-    if !sasl.enabled {
-        return Ok(None);
-    }
-    if sasl.users.is_empty() {
-        bail!(
-            "hotstore.sasl.enabled is true but hotstore.sasl.users is empty; add [{{username, password}}]"
-        );
-    }
-    let users = sasl.users.iter().map(|u| silt_hotstore::SaslUser {
-        username: u.username.clone(),
-        password: u.password.clone(),
-    });
-    let sasl = silt_hotstore::SaslConfig {
-        users: users.collect(),
-    };
-    sasl.validate()
-        .map_err(|e| anyhow!("hotstore.sasl.users: {e}"))?;
-    Ok(Some(sasl))
-}
-
-pub fn tiering_config(config: &Config, bootstrap: &str) -> TieringConfig {
-    let mut tiering = TieringConfig::new(
-        bootstrap,
-        config.lake_root(),
-        config.data_dir.join("checkpoints").join("tiering"),
-    );
-    tiering.storage_options = config.lake_storage_options();
-    tiering.format = config.lake_format();
-    tiering.lake = config.lake_settings();
-    tiering.checkpoint_timeout = Duration::from_millis(config.engine.checkpoint_timeout_ms);
-    tiering.checkpoints_retained_max = config.engine.checkpoints_retained_max;
-    tiering.channel = silt_engine::ChannelConfig {
-        capacity_messages: config.engine.channel_capacity_messages,
-        capacity_bytes: config.engine.channel_capacity_bytes,
-    };
-    tiering.credentials = config.fluss_credentials();
-    tiering.lake_state_root = Some(config.data_dir.join("key-index").join("tiering"));
-    tiering
-}
+pub use crate::settings::lake_schema_check;
 
 pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     #[cfg(feature = "fault-injection")]
     crate::lake_faults::install_from_env();
-    let server = Arc::new(Server::start(hotstore_config(config)?).await?);
+    let server = Arc::new(Server::start(config.hotstore()?).await?);
     let bootstrap = server.local_addr().to_string();
     println!(
         "hotstore: Fluss wire protocol on {bootstrap} (data in {})",
@@ -170,7 +47,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     );
 
     let registry: RegistryUpdate = crate::tiering::hotstore_registry(server.clone());
-    let tiering_config = tiering_config(config, &bootstrap);
+    let tiering_config = config.tiering(&bootstrap);
     #[cfg(feature = "fault-injection")]
     let tiering_config = TieringConfig {
         crash_at: options
@@ -184,14 +61,11 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         let tiering = tiering.clone();
         tokio::spawn(async move { tiering.run(stop_rx).await })
     };
-    let jobs = crate::job::service::JobService::new(
-        crate::job::service::JobServiceConfig::from_config(config, &bootstrap),
-    );
+    let jobs = crate::job::service::JobService::new(config.jobs(&bootstrap));
     let resumed = jobs.resume_persisted().await?;
     println!("jobs: {resumed} submitted jobs resumed");
     // One query service for REST and Flight SQL.
-    let query =
-        crate::query::QueryService::new(crate::query::QueryConfig::from_config(config, &bootstrap));
+    let query = crate::query::QueryService::new(config.query(&bootstrap));
     let flight = crate::query::flight::serve(config, query.clone(), stop_tx.subscribe()).await?;
     if let Some((flight_addr, _)) = &flight {
         println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
@@ -500,8 +374,8 @@ mod tests {
     #[test]
     fn the_hot_stores_defaults_are_conf_silt_yaml() {
         let config = Config::load(None, std::iter::empty(), &[]).unwrap();
-        let mut from_file = hotstore_config(&config).unwrap();
-        let defaults = ServerConfig::default();
+        let mut from_file = config.hotstore().unwrap();
+        let defaults = silt_hotstore::ServerConfig::default();
         // Where it listens and stores are the deployment's, not limits; the lake's schema
         // check is wiring (the hot store alone has no lake).
         from_file.bind_addr = defaults.bind_addr;
@@ -515,7 +389,7 @@ mod tests {
     #[test]
     fn the_tiering_defaults_are_conf_silt_yaml() {
         let config = Config::load(None, std::iter::empty(), &[]).unwrap();
-        let from_file = tiering_config(&config, "127.0.0.1:9123");
+        let from_file = config.tiering("127.0.0.1:9123");
         let defaults = TieringConfig {
             lake_state_root: from_file.lake_state_root.clone(),
             ..TieringConfig::new(

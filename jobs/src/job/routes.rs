@@ -431,13 +431,8 @@ mod router_tests {
             crate::tiering::TieringConfig::new("127.0.0.1:1", "/nonexistent", "/nonexistent"),
             None,
         );
-        let jobs = super::super::service::JobService::new(
-            super::super::service::JobServiceConfig::from_config(&config, "127.0.0.1:1"),
-        );
-        let query = crate::query::QueryService::new(crate::query::QueryConfig::from_config(
-            &config,
-            "127.0.0.1:1",
-        ));
+        let jobs = super::super::service::JobService::new(config.jobs("127.0.0.1:1"));
+        let query = crate::query::QueryService::new(config.query("127.0.0.1:1"));
         let text = format!(
             "{:?}",
             crate::up::rest_api(&config, jobs, query, tiering, None)

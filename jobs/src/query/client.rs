@@ -145,8 +145,8 @@ async fn run_offline(
     base: &str,
     connect_error: &reqwest::Error,
 ) -> Result<()> {
-    use super::{QueryConfig, QueryError, QueryRequest, QueryService};
-    let service = QueryService::offline(QueryConfig::from_config(config, ""));
+    use super::{QueryError, QueryRequest, QueryService};
+    let service = QueryService::offline(config.query(""));
     let request = QueryRequest {
         sql: options.sql.clone(),
         deadline: options.deadline,

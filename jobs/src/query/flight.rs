@@ -84,19 +84,6 @@ pub struct FlightConfig {
     pub calls_per_connection_max: usize,
 }
 
-impl FlightConfig {
-    pub fn from_config(config: &Config) -> Self {
-        FlightConfig {
-            listen: config.query.flight_listen.clone(),
-            token: config.rest.token.clone(),
-            deadline_default: Duration::from_millis(config.query.deadline_default_ms.max(1)),
-            result_ttl: Duration::from_millis(config.query.flight_result_ttl_ms.max(1)),
-            results_bytes_max: config.query.flight_results_bytes_max,
-            calls_per_connection_max: 32,
-        }
-    }
-}
-
 /// Binds `query.flight_listen` and serves Flight SQL until `shutdown` fires. `None` when the
 /// endpoint is turned off (an empty address).
 pub async fn serve(
@@ -104,7 +91,7 @@ pub async fn serve(
     query: QueryService,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>> {
-    let flight = FlightConfig::from_config(config);
+    let flight = config.flight();
     if flight.listen.trim().is_empty() {
         return Ok(None);
     }

@@ -94,24 +94,6 @@ impl QueryConfig {
             runtime: None,
         }
     }
-
-    /// The service as `silt up` runs it: the hotstore at `bootstrap`, the lake under the data
-    /// directory, bounds from the `query` config section.
-    pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
-        let mut catalog = LakeCatalogConfig::new(bootstrap, config.lake_root());
-        catalog.format = config.lake_format();
-        catalog.storage_options = config.lake_storage_options();
-        catalog.tail_bytes_max = config.query.tail_bytes_max;
-        catalog.credentials = config.fluss_credentials();
-        let mut query = QueryConfig::new(catalog);
-        query.wait_poll_interval = Duration::from_millis(config.query.wait_poll_interval_ms.max(1));
-        query.deadline_max = Duration::from_millis(config.query.deadline_max_ms);
-        query.result_bytes_max = config.query.result_bytes_max;
-        query.memory_bytes_max = config.query.memory_bytes_max;
-        query.concurrent_max = config.query.concurrent_max;
-        query.waiting_max = config.query.waiting_max;
-        query
-    }
 }
 
 /// One query.
@@ -885,7 +867,7 @@ mod tests {
     #[test]
     fn the_query_defaults_are_conf_silt_yaml() {
         let config = crate::config::Config::load(None, std::iter::empty(), &[]).unwrap();
-        let from_file = QueryConfig::from_config(&config, "127.0.0.1:9123");
+        let from_file = config.query("127.0.0.1:9123");
         let defaults = QueryConfig::new(from_file.catalog.clone());
         assert_eq!(format!("{from_file:#?}"), format!("{defaults:#?}"));
     }

@@ -27,29 +27,6 @@ pub struct JobServiceConfig {
 }
 
 impl JobServiceConfig {
-    pub fn from_config(config: &crate::config::Config, bootstrap: &str) -> Self {
-        JobServiceConfig {
-            bootstrap: bootstrap.to_string(),
-            credentials: config.fluss_credentials(),
-            data_dir: config.data_dir.clone(),
-            lake_root: config.lake_root(),
-            lake_storage_options: config.lake_storage_options(),
-            checkpoint_interval_default: Duration::from_millis(
-                config.engine.checkpoint_interval_ms.max(1),
-            ),
-            checkpoint_timeout: Duration::from_millis(config.engine.checkpoint_timeout_ms),
-            checkpoints_retained_max: config.engine.checkpoints_retained_max,
-            restart: RestartStrategy::FixedDelay {
-                delay: Duration::from_millis(config.engine.restart_delay_ms),
-                attempts_max: config.engine.restart_attempts_max,
-            },
-            channel: ChannelConfig {
-                capacity_messages: config.engine.channel_capacity_messages,
-                capacity_bytes: config.engine.channel_capacity_bytes,
-            },
-        }
-    }
-
     pub(crate) fn jobs_dir(&self) -> PathBuf {
         self.data_dir.join("jobs")
     }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 /// The defaults, as shipped in `conf/silt.yaml`.
-pub const DEFAULTS_YAML: &str = include_str!("../../conf/silt.yaml");
+pub const DEFAULTS_YAML: &str = include_str!("../../../conf/silt.yaml");
 
 /// Environment variables the CLI reads itself.
 const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG"];
