@@ -22,7 +22,7 @@ if [ -z "$silt" ]; then
 fi
 
 # One string of each hook: the failing lake store (lake_faults.rs), the abort at a tiering commit
-# (tiering.rs, `silt up --crash-at`), and the hot store's abort after a durable write.
+# (tiering/job.rs, `silt up --crash-at`), and the hot store's abort after a durable write.
 markers='SILTTEST_LAKE_FAULTS
 crash injected at
 SILT_FAULT_ABORT_AFTER_DURABLE_WRITE'
