@@ -29,13 +29,19 @@ pub async fn start_with(
     let mut config = ServerConfig {
         bind_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.to_path_buf(),
-        lake_schema_check: Some(silt_jobs::up::lake_schema_check(
-            silt_connectors::formats::default_format(),
-        )),
+        lake_schema_check: Some(lake_schema_check()),
         ..ServerConfig::default()
     };
     configure(&mut config);
     Server::start(config).await.context("start hotstore")
+}
+
+/// The check `silt up` installs (`silt_jobs::up::lake_schema_check`): Delta's mapping of a row
+/// type, the one tiering uses. Built here from silt-connectors, so that the hot store tests need
+/// no silt-jobs.
+fn lake_schema_check() -> silt_hotstore::LakeSchemaCheck {
+    let format = silt_connectors::formats::default_format();
+    silt_hotstore::LakeSchemaCheck::new(move |row_type| format.check_row_type(row_type))
 }
 
 /// A hot store over a scratch directory of its own and a fluss-rs connection to it: where most

@@ -179,6 +179,7 @@ pub fn python_deltalake(test: &str, body: &str, uri: &str) -> Option<String> {
 }
 
 /// `sql` through silt's query service (`timeout` its deadline), as sorted `a|b|c` rows.
+#[cfg(feature = "services")]
 pub async fn query_rows(
     queries: &silt_jobs::query::QueryService,
     sql: &str,

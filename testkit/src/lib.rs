@@ -13,24 +13,43 @@
 //!
 //! This crate is for tests only (`publish = false`). The unit tests inside `*/src` cannot use
 //! it: a crate's own unit tests would see two copies of its types.
+//!
+//! Layers, by cargo feature, so that a crate's tests build no more of the product than they
+//! test: without features, what needs nothing of silt above the engine ([`wait`], [`faults`],
+//! [`differential`], [`http`], [`process`] and the script harnesses); with `hotstore`, the
+//! in-process hot store and what works on it, over silt-hotstore and silt-connectors (`hotstore`,
+//! `tables`, `rows`, `scan`, `changelog`, `kv_snapshots`, `java_client`, `lake`); with
+//! `services`, what needs silt-jobs (`tiering`, `lake::query_rows`). It must not depend on
+//! silt-jobs without `services` (the tidy test checks the manifest).
 
-pub mod changelog;
 pub mod differential;
 pub mod faults;
 pub mod flink_sql;
-pub mod hotstore;
 pub mod http;
-pub mod java_client;
-pub mod kv_snapshots;
-pub mod lake;
 pub mod official_suites;
 pub mod process;
 pub mod real_fluss;
-pub mod rows;
-pub mod scan;
-pub mod tables;
-pub mod tiering;
 pub mod wait;
+
+#[cfg(feature = "hotstore")]
+pub mod changelog;
+#[cfg(feature = "hotstore")]
+pub mod hotstore;
+#[cfg(feature = "hotstore")]
+pub mod java_client;
+#[cfg(feature = "hotstore")]
+pub mod kv_snapshots;
+#[cfg(feature = "hotstore")]
+pub mod lake;
+#[cfg(feature = "hotstore")]
+pub mod rows;
+#[cfg(feature = "hotstore")]
+pub mod scan;
+#[cfg(feature = "hotstore")]
+pub mod tables;
+
+#[cfg(feature = "services")]
+pub mod tiering;
 
 /// The root of the repository (the workspace).
 pub fn repo_dir() -> &'static std::path::Path {

@@ -61,13 +61,7 @@ pub(super) async fn provider(
             None => tail.build()?,
         }
     } else {
-        let reduced = if tail.num_rows() == 0 {
-            tail
-        } else {
-            last_change_per_key(&tail, &meta.primary_key).map_err(|e| {
-                Error::Internal(format!("reducing the hot tail of {}: {e}", meta.name()))
-            })?
-        };
+        let reduced = reduce_tail(tail, meta)?;
         let upserts = filter_record_batch(&reduced, &is_upsert(&reduced)?)?;
         let upserts = tail_plan(upserts)?.project(user_columns(format, &user_schema))?;
         match lake {
@@ -96,6 +90,15 @@ pub(super) async fn provider(
         }
     };
     Ok(Arc::new(ViewTable::new(plan, None)))
+}
+
+/// A primary-key table's hot tail reduced to the last change per key.
+fn reduce_tail(tail: RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
+    if tail.num_rows() == 0 {
+        return Ok(tail);
+    }
+    last_change_per_key(&tail, &meta.primary_key)
+        .map_err(|e| Error::Internal(format!("reducing the hot tail of {}: {e}", meta.name())))
 }
 
 /// The user's columns, cast to the types the lake stores them in, so both tiers agree: the

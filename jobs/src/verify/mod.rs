@@ -285,9 +285,7 @@ pub async fn verify_table(
 
     // 3. The hot side, through the changelog.
     let user_schema = table_arrow_schema(connection, database, table).await?;
-    let lake_schema = options
-        .format
-        .lake_schema(&user_schema, target.partitioned)?;
+    let lake_schema = (options.format).lake_schema(&user_schema, target.partitioned)?;
     let user_fields = user_schema.fields().len();
     let (start, hot) = read_held_changelog(
         &target,
@@ -309,15 +307,11 @@ pub async fn verify_table(
     // 4. The lake side, at the pinned version.
     let lake_side = match &lake {
         Some(l) => {
-            let mut batches = options
+            let (storage, version) = (&options.storage_options, l.delta_version);
+            let read = options
                 .format
-                .read_version(
-                    &lake_uri,
-                    &options.storage_options,
-                    l.delta_version,
-                    FILE_COLUMN,
-                )
-                .await?;
+                .read_version(&lake_uri, storage, version, FILE_COLUMN);
+            let mut batches = read.await?;
             if target.primary_key {
                 let (keys, shown) =
                     keys_with_several_rows(&batches, &target.key_columns, options.show_max)?;
@@ -456,6 +450,20 @@ impl Target {
 /// 2. Waits, inside the deadline, until the lake's txn offsets reach the high watermarks, and
 /// answers the lake read last (`None` inside: no lake yet). Answers `None` when the deadline
 /// passed first, with the report saying how far the lake got.
+/// The offsets the lake at `lake_uri` committed for the target's buckets.
+async fn read_lake_offsets(
+    target: &Target,
+    lake_uri: &str,
+    options: &VerifyOptions,
+) -> Result<Option<LakeOffsets>> {
+    let (uri, storage, buckets) = (lake_uri, &options.storage_options, &target.bucket_ids);
+    options
+        .format
+        .committed_offsets(uri, storage, target.table_id, buckets)
+        .await
+        .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name))
+}
+
 async fn wait_for_lake(
     target: &Target,
     marks: &Marks,
@@ -465,17 +473,7 @@ async fn wait_for_lake(
 ) -> Result<Option<Option<LakeOffsets>>> {
     let deadline = Instant::now() + options.deadline;
     loop {
-        let read = options
-            .format
-            .committed_offsets(
-                lake_uri,
-                &options.storage_options,
-                target.table_id,
-                &target.bucket_ids,
-            )
-            .await
-            .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name));
-        let lake = match read {
+        let lake = match read_lake_offsets(target, lake_uri, options).await {
             Ok(lake) => lake,
             // Tiering may be creating the table's lake, or moving a dropped table's lake aside,
             // right now (a `_delta_log` without its first commit yet): read again until the
