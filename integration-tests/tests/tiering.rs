@@ -236,6 +236,90 @@ async fn a_checkpoint_ahead_of_its_lake_resumes_from_the_lake_instead_of_committ
     Ok(())
 }
 
+/// Regression (trials, seed 76 of a 200-seed run): a second tiering job (its own checkpoints)
+/// moved the lake past the last checkpoint of silt's own job. Every job start records the
+/// lake's offsets in the hot store's registry, so hot retention may cut the changelog up to
+/// them; silt's job then restored its checkpoint, whose offsets the log no longer held, and every
+/// restart failed with "out of range": the table stopped tiering. A tiering job's source now
+/// resumes no lower than the lake's offsets (the lake already holds what lies below them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_lake_another_writer_moved_ahead_resumes_where_the_lake_ends() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Arc::new(
+        hotstore::start_with(dir.path(), |config| {
+            config.log.segment_bytes_max = 1024;
+            config.retention_check_interval_ms = 3_600_000;
+            config.retention_lake_lag_ms = 0;
+        })
+        .await?,
+    );
+    let connection = silt_connectors::fluss::connect(&server.local_addr().to_string()).await?;
+    let ahead = Table::log("t", "ahead")
+        .column("id", DataTypes::bigint())
+        .buckets(1)
+        .lake("300ms")
+        .property("table.log.ttl", "1 s");
+    let table_id = ahead.create(&connection).await?;
+    let path = ahead.path.clone();
+    // Fifty rows per flush: many small batches, so the log rolls many 1 KiB segments.
+    let append = |ids: std::ops::Range<i64>| {
+        let (connection, path) = (&connection, &path);
+        async move {
+            for from in ids.clone().step_by(50) {
+                let rows =
+                    (from..(from + 50).min(ids.end)).map(|id| GenericRow::from_data(vec![id]));
+                tables::append_rows(connection, path, rows).await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+
+    let own = tiering::service(dir.path(), &server);
+    append(0..200).await?;
+    wait_caught_up(&own, 1).await?;
+    own.shutdown(Duration::from_secs(30)).await;
+
+    // Another writer, with checkpoints of its own, tiers the table on to offset 1,000.
+    append(200..1_000).await?;
+    let mut config = tiering::config(dir.path(), &server);
+    config.checkpoint_root = dir.path().join("other-checkpoints");
+    let other = TieringService::new(config, None);
+    wait_caught_up(&other, 1).await?;
+    let version = other.status().await?[0].delta_version.unwrap_or(0) as i64;
+    other.shutdown(Duration::from_secs(30)).await;
+
+    // silt's registry learns the lake's offsets (as a job's start records them); past the TTL,
+    // retention cuts the changelog up to them (a new lake offset takes effect one run later).
+    server.set_lake_snapshot(table_id, version, &[(None, 0, 1_000)])?;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    server.apply_retention().await;
+    let cut = server
+        .apply_retention()
+        .await
+        .into_iter()
+        .find(|b| b.table == "t.ahead")
+        .expect("a retention report of t.ahead");
+    assert!(
+        cut.log_start_offset > 200 && cut.log_start_offset <= 1_000,
+        "retention cut past the own job's checkpoint, within the lake: {cut:?}"
+    );
+
+    append(1_000..1_100).await?;
+    let again = tiering::service(dir.path(), &server);
+    tiering::wait_caught_up(&again, Driver::Wait, 1, Duration::from_secs(30)).await?;
+    let status = again.status().await?;
+    let batches = lake_rows(dir.path(), "ahead", "SELECT id FROM lake ORDER BY id").await?;
+    let ids = i64s(&batches, 0);
+    assert!(
+        ids == (0..1_100).collect::<Vec<_>>(),
+        "every offset in the lake once: {} rows, restarts {}",
+        ids.len(),
+        status[0].restarts
+    );
+    again.shutdown(Duration::from_secs(30)).await;
+    Ok(())
+}
+
 /// Turning `table.datalake.enabled` on for an existing table with AlterTable (fluss-rs's
 /// `alter_table`) starts its tiering at the service's next poll, and the lake then holds the
 /// rows written before; turning it off stops the job at the next poll.

@@ -67,6 +67,31 @@ pub struct FlussSourceConfig {
     /// offsets: a source bound to an id refuses to open (and so to restore its offsets) on a
     /// table of another id.
     pub table_id: Option<i64>,
+    /// Offsets this read never resumes below, asked for at every open (a restore included): a
+    /// tiering job's lake offsets. Another writer may have moved the lake past the job's own
+    /// checkpoint, and hot retention may then have cut the changelog up to the lake's offsets;
+    /// what lies below them is in the lake already.
+    pub resume_floor: Option<ResumeFloor>,
+}
+
+/// Where each of the given buckets may resume at the lowest (those it does not name: anywhere);
+/// see [`FlussSourceConfig::resume_floor`].
+#[derive(Clone)]
+pub struct ResumeFloor(
+    pub  Arc<
+        dyn Fn(
+                Vec<BucketKey>,
+            )
+                -> futures::future::BoxFuture<'static, anyhow::Result<BTreeMap<BucketKey, i64>>>
+            + Send
+            + Sync,
+    >,
+);
+
+impl std::fmt::Debug for ResumeFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResumeFloor")
+    }
 }
 
 /// SASL/PLAIN credentials for a Fluss endpoint (silt's hotstore with `hotstore.sasl.enabled`,
@@ -103,6 +128,7 @@ impl FlussSourceConfig {
             credentials: None,
             partition_id_column: false,
             table_id: None,
+            resume_floor: None,
         }
     }
 
@@ -861,6 +887,32 @@ impl FlussSource {
             .collect())
     }
 
+    /// Raises each bucket's next offset to the resume floor where that is higher, saying so.
+    async fn raise_to_resume_floor(&mut self, name: &str) -> Result<()> {
+        let Some(floor) = &self.config.resume_floor else {
+            return Ok(());
+        };
+        let slots: Vec<Slot> = self.next_offsets.keys().copied().collect();
+        let floor = (floor.0)(slots)
+            .await
+            .map_err(|e| Error::operator(format!("{name}: reading where the lake ends: {e:#}")))?;
+        for (slot, next) in self.next_offsets.iter_mut() {
+            if let Some(&at) = floor.get(slot)
+                && at > *next
+            {
+                tracing::warn!(
+                    table = %name,
+                    bucket = %slot_name(slot),
+                    from = *next,
+                    to = at,
+                    "another writer tiered past this job's checkpoint: resuming where the lake ends"
+                );
+                *next = at;
+            }
+        }
+        Ok(())
+    }
+
     /// The exclusive end of each owned bucket, when the read is bounded.
     async fn end_offsets_of(
         &mut self,
@@ -1034,6 +1086,7 @@ impl Source for FlussSource {
         self.next_offsets = self
             .start_offsets(&table, &owned, restored.is_restored(), start)
             .await?;
+        self.raise_to_resume_floor(&name).await?;
         self.end_offsets = self.end_offsets_of(&table, &owned).await?;
         self.backlog_end = self.backlog_of(&table, &owned).await?;
         self.partitions = partitions.map(|known| Partitions {

@@ -10,7 +10,9 @@ use anyhow::{Context, Result};
 use fluss::rpc::message::OffsetSpec;
 use futures::FutureExt;
 use silt_connectors::changelog::BucketKey;
-use silt_connectors::fluss::{FlussSource, FlussSourceConfig, StartPosition, list_bucket_offsets};
+use silt_connectors::fluss::{
+    FlussSource, FlussSourceConfig, ResumeFloor, StartPosition, list_bucket_offsets,
+};
 use silt_connectors::lake_format::{LakeCommit, LakeCommitHook, LakeOwner, TableKind, TieringSink};
 use silt_engine::{JobConfig, JobGraph, Source, TaskContext};
 use silt_rt::clock::now_ms;
@@ -226,6 +228,7 @@ impl TieringService {
         source_config.start = StartPosition::Offsets(start_offsets);
         source_config.partition_id_column = !sink.partition_keys.is_empty();
         source_config.credentials = self.config.credentials.clone();
+        source_config.resume_floor = Some(self.lake_ends(&sink.uri, table_id));
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
         let parallelism = self.config.source_parallelism_max.clamp(1, buckets);
@@ -242,6 +245,24 @@ impl TieringService {
             .with_context(|| format!("building the tiering job of {database}.{table}"))?;
 
         Ok(graph)
+    }
+
+    /// Where the lake of `table_id` at `uri` ends per bucket, read at each open of the job's
+    /// source: a source restored from a checkpoint that another writer has since tiered past
+    /// resumes there (the lake holds what lies below; hot retention may have cut it).
+    fn lake_ends(&self, uri: &str, table_id: i64) -> ResumeFloor {
+        let (format, uri) = (self.config.format.clone(), uri.to_string());
+        let options = self.config.storage_options.clone();
+        ResumeFloor(Arc::new(move |buckets: Vec<BucketKey>| {
+            let (format, uri, options) = (format.clone(), uri.clone(), options.clone());
+            async move {
+                let lake = format
+                    .committed_offsets(&uri, &options, table_id, &buckets)
+                    .await?;
+                Ok(lake.map(|l| l.bucket_offsets).unwrap_or_default())
+            }
+            .boxed()
+        }))
     }
 
     /// The tiering job's engine configuration: a checkpoint every `freshness` under the table's
