@@ -40,7 +40,10 @@
 //! In a seeded share of the trials, a day-partitioned log table and a partitioned primary-key
 //! table are written too, partition by partition, with partitions created, dropped and created
 //! again under a dropped name before or after each phase's fault; [`partitions`] says how,
-//! and what is checked per partition (the lake, read directly, beside `silt verify`).
+//! and what is checked per partition (the lake, read directly, beside `silt verify`). In
+//! another share, a log table and a primary-key table are dropped and created again under
+//! their name while clients write and tiering runs; [`recreated`] says how, and what is checked
+//! per incarnation (per table id), the lake of each included. [`extra`] runs both kinds.
 //!
 //! After the phases: faults cleared, silt running, every write resolved; then every table is
 //! verified ([`crate::verify`]: wait for the lake, compare as multisets) and the hot store is
@@ -55,9 +58,11 @@
 
 mod check;
 mod clients;
+mod extra;
 mod lake_check;
 mod partitions;
 mod process;
+mod recreated;
 mod stored;
 mod workload;
 
@@ -78,8 +83,10 @@ use silt_connectors::changelog::{
 use silt_connectors::delta::read_lake_offsets;
 
 use self::check::{Change, LogFindings, PkFindings, Place};
-use self::partitions::{PartitionCounts, PartitionPlan, Partitions};
+use self::extra::{ExtraPlan, ExtraTables};
+use self::partitions::PartitionCounts;
 use self::process::{Armed, CommitPoint, Exit, Silt, SiltSetup, SmallDisk};
+use self::recreated::RecreateCounts;
 use self::stored::StoredLog;
 use self::workload::{
     ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, WorkloadPlan, first_line,
@@ -187,6 +194,8 @@ struct Outcome {
     rows_below_log_start: u64,
     /// What the seeds with partitioned tables did with them, and checked.
     partitioned: PartitionCounts,
+    /// What the seeds with tables dropped and created again did with them, and checked.
+    recreated: RecreateCounts,
     notes: Vec<String>,
 }
 
@@ -216,6 +225,7 @@ impl Outcome {
         self.buckets_cut += other.buckets_cut;
         self.rows_below_log_start += other.rows_below_log_start;
         self.partitioned.add(&other.partitioned);
+        self.recreated.add(&other.recreated);
     }
 }
 
@@ -380,10 +390,8 @@ fn print_summary(
                 totals.retention_seeds, totals.buckets_cut, totals.rows_below_log_start
             ),
         ])
-        .row([
-            "partitioned tables".to_string(),
-            totals.partitioned.describe(),
-        ])
+        .row(["partitioned tables".into(), totals.partitioned.describe()])
+        .row(["re-created tables".into(), totals.recreated.describe()])
         .row([
             "faults injected".to_string(),
             faults_line(&totals.faults, false),
@@ -647,6 +655,17 @@ impl Trial<'_> {
         self.reap().await
     }
 
+    /// Under `fsync: never` a write is acknowledged at once and readable (and tiered) from the
+    /// next flush on: gives every acknowledged write two flushes to become visible, before what
+    /// is stored is read (at the end of a trial, or before a table or partition is dropped).
+    async fn await_acked_visible(&mut self) -> Result<()> {
+        if self.durability.fsync != "never" {
+            return Ok(());
+        }
+        let flushes = Duration::from_millis(2 * self.durability.flush_interval_ms);
+        self.watch(flushes + Duration::from_millis(200)).await
+    }
+
     /// Counts acknowledged rows (or primary keys) lost, unless a power loss under
     /// `fsync: never` was allowed to take them.
     fn count_lost(&mut self, table: &str, lost: u64) {
@@ -766,9 +785,9 @@ struct Plan {
     clients: Vec<ClientPlan>,
     pk_keys: i64,
     phases: i32,
-    /// The partitioned tables of a seeded share of the trials, and what happens to their
-    /// partitions in each phase.
-    partitions: Option<PartitionPlan>,
+    /// The partitioned tables and the tables dropped and created again of seeded shares of
+    /// the trials, and what happens to them in each phase.
+    extra: ExtraPlan,
 }
 
 async fn trial(
@@ -778,10 +797,39 @@ async fn trial(
     options: &TrialsOptions,
 ) -> Result<Outcome> {
     let epoch = Instant::now();
-    let (mut trial, mut plan) = set_up(seed, dir, disk)?;
+    let (mut trial, plan) = set_up(seed, dir, disk)?;
     trial.outcome.retention_seeds = u64::from(trial.retention.is_some());
     let bootstrap = trial.setup.bootstrap();
     create_tables(&bootstrap, &plan.tables, &mut trial.rng).await?;
+    let workload = start_workload(&mut trial, &plan, epoch).await?;
+    let mut extra = ExtraTables::start(&mut trial, plan.extra, epoch).await?;
+    let extra_specs = extra.specs();
+    let mut probes = ProbeIds::default();
+    for phase in 0..plan.phases as usize {
+        let pause = Duration::from_millis(trial.rng.random_range(200..1200));
+        trial.watch(pause).await?;
+        let fault = pick_fault(&mut trial.rng, trial.disk.is_some());
+        extra.step(&mut trial, phase, true).await?;
+        inject(&mut trial, fault, &plan.tables, &extra_specs, &mut probes).await?;
+        extra.step(&mut trial, phase, false).await?;
+    }
+    let writing = extra.take_open();
+    let (records, extra_records) = settle(&mut trial, workload, writing, &plan.tables).await?;
+    extra.finished(&mut trial, extra_records);
+    if options.plant {
+        plant(&bootstrap, &plan.tables, &mut probes).await?;
+        extra.plant(&mut trial).await?;
+    }
+    trial.outcome.rows_acked = records.acked() + probes.acked() + extra.acked();
+    check_tables(&mut trial, &plan.tables, &records, &probes, options).await?;
+    extra.check(&mut trial, options).await?;
+    let outcome = std::mem::take(&mut trial.outcome);
+    drop(trial);
+    Ok(outcome)
+}
+
+/// Starts the trial's workload on its tables, and notes how it writes.
+async fn start_workload(trial: &mut Trial<'_>, plan: &Plan, epoch: Instant) -> Result<Workload> {
     let workload_plan = WorkloadPlan {
         tables: &plan.tables,
         clients: &plan.clients,
@@ -789,6 +837,7 @@ async fn trial(
         first_id: 0,
         thread_name: "trial-workload".into(),
     };
+    let bootstrap = trial.setup.bootstrap();
     let workload = Workload::start(&bootstrap, &workload_plan, epoch, &mut trial.rng).await?;
     let described: Vec<String> = plan.clients.iter().map(ClientPlan::describe).collect();
     let retention = trial
@@ -802,53 +851,7 @@ async fn trial(
         described.join("; "),
         plan.pk_keys
     ));
-    let mut partitions = match plan.partitions.take() {
-        Some(p) => Some(Partitions::start(&mut trial, p, epoch).await?),
-        None => None,
-    };
-    let partitioned: Vec<TableSpec> = partitions
-        .as_ref()
-        .map(|p| p.specs().to_vec())
-        .unwrap_or_default();
-    let mut probes = ProbeIds::default();
-    for phase in 0..plan.phases as usize {
-        let pause = Duration::from_millis(trial.rng.random_range(200..1200));
-        trial.watch(pause).await?;
-        let fault = pick_fault(&mut trial.rng, trial.disk.is_some());
-        if let Some(p) = partitions.as_mut() {
-            p.step(&mut trial, phase, true).await?;
-        }
-        inject(&mut trial, fault, &plan.tables, &partitioned, &mut probes).await?;
-        if let Some(p) = partitions.as_mut() {
-            p.step(&mut trial, phase, false).await?;
-        }
-    }
-    let writing = partitions.as_mut().map(Partitions::take_open);
-    let (records, partition_records) = settle(
-        &mut trial,
-        workload,
-        writing.unwrap_or_default(),
-        &plan.tables,
-    )
-    .await?;
-    if let Some(p) = partitions.as_mut() {
-        p.finished(&mut trial, partition_records);
-    }
-    if options.plant {
-        plant(&bootstrap, &plan.tables, &mut probes).await?;
-        if let Some(p) = &partitions {
-            p.plant(&mut trial).await?;
-        }
-    }
-    let partition_acked = partitions.as_ref().map_or(0, Partitions::acked);
-    trial.outcome.rows_acked = records.acked() + probes.acked() + partition_acked;
-    check_tables(&mut trial, &plan.tables, &records, &probes, options).await?;
-    if let Some(p) = &partitions {
-        p.check(&mut trial, options).await?;
-    }
-    let outcome = std::mem::take(&mut trial.outcome);
-    drop(trial);
-    Ok(outcome)
+    Ok(workload)
 }
 
 /// Draws the seed's plan and starts the first `silt up` (which may be armed: creating the
@@ -883,7 +886,7 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
         crash_at: None,
     };
     let silt = tokio::task::block_in_place(|| setup.start(0, armed, attempts))?;
-    let partitions = PartitionPlan::draw(seed, phases);
+    let extra = ExtraPlan::draw(seed, phases);
     let trial = Trial {
         restart_rng: SmallRng::seed_from_u64(rng.random()),
         extra_rng: SmallRng::seed_from_u64(seed ^ 0xE7_7A_C0_11),
@@ -907,18 +910,18 @@ fn set_up<'a>(seed: u64, dir: &Path, disk: Option<&'a SmallDisk>) -> Result<(Tri
         clients,
         pk_keys,
         phases,
-        partitions,
+        extra,
     };
     Ok((trial, plan))
 }
 
-/// Ends the faults and lets every write resolve against a running silt, the partitions'
-/// workloads' (`partitions`) too; notes writes never answered (a failure), refused, or retried
-/// after a table lookup. Answers what the trial's workload and each of `partitions` wrote.
+/// Ends the faults and lets every write resolve against a running silt, the extra tables'
+/// workloads' (`extra`) too; notes writes never answered (a failure), refused, or retried
+/// after a table lookup. Answers what the trial's workload and each of `extra` wrote.
 async fn settle(
     trial: &mut Trial<'_>,
     workload: Workload,
-    partitions: Vec<(Workload, String)>,
+    extra: Vec<(Workload, String)>,
     tables: &[TableSpec],
 ) -> Result<(Records, Vec<Records>)> {
     trial.settling = true;
@@ -931,7 +934,7 @@ async fn settle(
     trial.reap().await?;
     let finish = futures::future::join(
         workload.finish(RESOLVE_DEADLINE),
-        futures::future::join_all(partitions.into_iter().map(|(w, thread)| {
+        futures::future::join_all(extra.into_iter().map(|(w, thread)| {
             w.finish_unless(RESOLVE_DEADLINE, move || clients::client_died(&thread))
         })),
     );
@@ -948,12 +951,7 @@ async fn settle(
             "{refused} writes refused by the client or server (most often: {first})"
         ));
     }
-    if trial.durability.fsync == "never" {
-        // Acknowledged at once, readable (and tiered) from the next flush on: give every
-        // acknowledged write two flushes to become visible before reading what is stored.
-        let flushes = Duration::from_millis(2 * trial.durability.flush_interval_ms);
-        trial.watch(flushes + Duration::from_millis(200)).await?;
-    }
+    trial.await_acked_visible().await?;
     if records.table_lookups > 0 {
         trial.note(format!(
             "clients looked a table up again {} times after fluss-rs forgot it on a restart",
@@ -1070,13 +1068,14 @@ async fn plant(bootstrap: &str, tables: &[TableSpec], probes: &mut ProbeIds) -> 
     Ok(())
 }
 
-/// Strikes with `fault` while the workload runs. `partitioned`: the trial's partitioned tables,
-/// which a second job may pick and whose lake must stay a prefix while its store is down.
+/// Strikes with `fault` while the workload runs. `extra`: the trial's partitioned and
+/// re-created tables, which a second job may pick and whose lake must stay a prefix while its
+/// store is down.
 async fn inject(
     trial: &mut Trial<'_>,
     fault: Fault,
     tables: &[TableSpec],
-    partitioned: &[TableSpec],
+    extra: &[TableSpec],
     probes: &mut ProbeIds,
 ) -> Result<()> {
     // An armed silt may have aborted during the pause's last moments.
@@ -1094,7 +1093,7 @@ async fn inject(
         Fault::AbortAfterDurableWrite => {}
         Fault::SecondJob => {
             trial.count(fault);
-            second_job_fault(trial, tables, partitioned).await;
+            second_job_fault(trial, tables, extra).await;
         }
         Fault::StoreTransient => {
             trial.count(fault);
@@ -1109,7 +1108,7 @@ async fn inject(
             std::fs::write(&control, "down")?;
             let pause = Duration::from_millis(trial.rng.random_range(500..2000));
             trial.watch(pause).await?;
-            check_prefix_while_store_down(trial, tables.iter().chain(partitioned)).await;
+            check_prefix_while_store_down(trial, tables.iter().chain(extra)).await;
             std::fs::write(&control, "ok")?;
         }
         Fault::DiskFull | Fault::DiskNearlyFull => {
@@ -1120,14 +1119,14 @@ async fn inject(
     Ok(())
 }
 
-/// Starts a second tiering job on a random table (a partitioned one half the time, when there
-/// are some) and notes what it did.
-async fn second_job_fault(trial: &mut Trial<'_>, tables: &[TableSpec], partitioned: &[TableSpec]) {
+/// Starts a second tiering job on a random table (an extra one half the time, when there are
+/// some) and notes what it did.
+async fn second_job_fault(trial: &mut Trial<'_>, tables: &[TableSpec], extra: &[TableSpec]) {
     let bootstrap = trial.setup.bootstrap();
     let data = trial.setup.data.clone();
     let mut table = &tables[trial.rng.random_range(0..tables.len())];
-    if !partitioned.is_empty() && trial.extra_rng.random_bool(0.5) {
-        table = &partitioned[trial.extra_rng.random_range(0..partitioned.len())];
+    if !extra.is_empty() && trial.extra_rng.random_bool(0.5) {
+        table = &extra[trial.extra_rng.random_range(0..extra.len())];
     }
     let note = match second_job(&bootstrap, &data, &trial.setup.dir, table, &mut trial.rng).await {
         Ok(note) => note,
@@ -1346,28 +1345,32 @@ fn trial_columns(primary_key: bool) -> SchemaBuilder {
     }
 }
 
+/// An unpartitioned lake-enabled trial table, tiered every `freshness_ms`.
+fn table_descriptor(spec: &TableSpec, freshness_ms: u64) -> Result<TableDescriptor> {
+    let schema = if spec.primary_key {
+        trial_columns(true).primary_key(vec!["id"])?.build()?
+    } else {
+        trial_columns(false).build()?
+    };
+    let keys = if spec.primary_key {
+        vec!["id".to_string()]
+    } else {
+        vec![]
+    };
+    Ok(TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(spec.buckets), keys)
+        .property(DATALAKE_ENABLED, "true")
+        .property(DATALAKE_FRESHNESS, format!("{freshness_ms}ms"))
+        .build()?)
+}
+
 async fn create_tables(bootstrap: &str, tables: &[TableSpec], rng: &mut SmallRng) -> Result<()> {
     let connection = silt_connectors::fluss::connect(bootstrap).await?;
     let admin = connection.get_admin()?;
     admin.create_database(DB, None, true).await?;
     for t in tables {
-        let schema = if t.primary_key {
-            trial_columns(true).primary_key(vec!["id"])?.build()?
-        } else {
-            trial_columns(false).build()?
-        };
-        let keys = if t.primary_key {
-            vec!["id".to_string()]
-        } else {
-            vec![]
-        };
-        let freshness = format!("{}ms", rng.random_range(200..700));
-        let descriptor = TableDescriptor::builder()
-            .schema(schema)
-            .distributed_by(Some(t.buckets), keys)
-            .property(DATALAKE_ENABLED, "true")
-            .property(DATALAKE_FRESHNESS, freshness)
-            .build()?;
+        let descriptor = table_descriptor(t, rng.random_range(200..700))?;
         admin
             .create_table(&TablePath::new(DB, &t.name), &descriptor, false)
             .await

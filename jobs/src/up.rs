@@ -14,9 +14,7 @@ use silt_hotstore::{Server, ServerHandle};
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::tiering::{
-    DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringConfig, TieringService,
-};
+use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringService};
 
 #[derive(Debug, Clone)]
 pub struct UpOptions {
@@ -49,7 +47,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     let registry: RegistryUpdate = crate::tiering::hotstore_registry(server.clone());
     let tiering_config = config.tiering(&bootstrap);
     #[cfg(feature = "fault-injection")]
-    let tiering_config = TieringConfig {
+    let tiering_config = crate::tiering::TieringConfig {
         crash_at: options
             .crash_at
             .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}")))),

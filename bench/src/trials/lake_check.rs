@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::path::Path;
 
 use anyhow::Result;
 use arrow::array::{Array, RecordBatch};
@@ -361,4 +362,66 @@ pub(super) fn lake_rows(batches: &[RecordBatch], primary_key: bool) -> Result<Ve
         }
     }
     Ok(rows)
+}
+
+/// A data file committed a second time by [`plant_copy`].
+pub(super) struct Planted {
+    /// The file, in the lake it was copied from, and its copy, in the lake it was added to.
+    pub file: String,
+    pub copy: String,
+    pub rows: u64,
+}
+
+/// Tests of the checker (`--plant`): copies the first data file of the lake at `from` whose
+/// partition id (none in an unpartitioned table) `pick` chooses into the lake at `to` (which
+/// may be `from`), under a name of its own, and adds it there in a Delta commit of its own.
+/// None when `pick` chooses no file.
+pub(super) async fn plant_copy(
+    from: &Path,
+    to: &Path,
+    pick: impl Fn(Option<&str>) -> bool,
+) -> Result<Option<Planted>> {
+    use deltalake::kernel::Action;
+    use deltalake::kernel::transaction::{CommitBuilder, TableReference};
+    use deltalake::protocol::{DeltaOperation, SaveMode};
+    let open = async |dir: &Path| {
+        let url = deltalake::ensure_table_uri(dir.to_string_lossy())?;
+        anyhow::Ok(deltalake::open_table(url).await?)
+    };
+    let source = open(from).await?;
+    let file = source.snapshot()?.log_data().iter().find(|f| {
+        let partition = f.partition_values_map().get(PARTITION_ID_COLUMN).cloned();
+        pick(partition.flatten().as_deref())
+    });
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    #[allow(deprecated)] // the file's own add action, to commit again under a new name
+    let mut add = file.add_action();
+    let copy = format!("{}-planted.parquet", add.path.trim_end_matches(".parquet"));
+    if let Some(dir) = to.join(&copy).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::copy(from.join(&add.path), to.join(&copy))?;
+    let planted = Planted {
+        file: std::mem::replace(&mut add.path, copy.clone()),
+        copy,
+        rows: file.num_records().unwrap_or(0) as u64,
+    };
+    add.data_change = true;
+    let target = open(to).await?;
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: None,
+        predicate: None,
+    };
+    CommitBuilder::default()
+        .with_actions(vec![Action::Add(add)])
+        .build(
+            Some(target.snapshot()? as &dyn TableReference),
+            target.log_store(),
+            operation,
+        )
+        .await?;
+    Ok(Some(planted))
 }

@@ -39,17 +39,21 @@ use fluss::metadata::{DataTypes, PartitionSpec, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use silt_connectors::changelog::{BucketKey, PARTITION_ID_COLUMN};
+use silt_connectors::changelog::BucketKey;
 use silt_connectors::delta::{LakeOffsets, read_lake_offsets};
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
 use silt_jobs::verify::read_lake;
 
-use super::clients::{DEAD_CLIENT, PARTITION_THREADS, client_died, watch_client_panics};
-use super::lake_check::{LakeRow, Problems, check_log_rows, check_pk_rows, check_txn, lake_rows};
+use super::clients::{
+    PARTITION_THREADS, Writers, await_quiet, note_unanswered, watch_client_panics,
+};
+use super::lake_check::{
+    LakeRow, Problems, check_log_rows, check_pk_rows, check_txn, lake_rows, plant_copy,
+};
 use super::workload::{ClientPlan, Records, Workload, WorkloadPlan};
 use super::{
-    DB, HotView, PARTITION_COLUMN, RESOLVE_DEADLINE, TableSpec, Trial, TrialsOptions, Written,
-    judge_view, lake_root, trial_columns,
+    DB, HotView, PARTITION_COLUMN, TableSpec, Trial, TrialsOptions, Written, judge_view, lake_root,
+    trial_columns,
 };
 
 /// The partitioned log table and primary-key table.
@@ -61,11 +65,9 @@ const SHARE: f64 = 0.5;
 /// The ids and `ver`s of incarnation k of a partition are `FIRST_ID + k * ID_SPAN ..`: apart
 /// from the main workload's (from 0), the probes' (from 2^40) and every other incarnation's.
 const FIRST_ID: i64 = 1 << 44;
+/// (Each client of an incarnation writes a range of its own inside it: [`Writers`].)
 const ID_SPAN: i64 = 1 << 32;
-/// Each client of an incarnation (a new one replaces one that died) writes ids from a range
-/// of its own inside the incarnation's: at most [`CLIENTS_MAX`] of them.
-const CLIENT_SPAN: i64 = 1 << 26;
-const CLIENTS_MAX: u32 = (ID_SPAN / CLIENT_SPAN) as u32;
+const _: () = assert!(super::clients::CLIENT_SPAN * super::clients::CLIENTS_MAX as i64 <= ID_SPAN);
 /// How long a drop planned for a tiered partition waits for the lake to cover it.
 const TIERED_WAIT: Duration = Duration::from_secs(20);
 
@@ -249,13 +251,8 @@ struct Incarnation {
     ids: [i64; 2],
     /// Its workloads' ids and `ver`s start here.
     first_id: i64,
-    /// Writing, while open.
-    workload: Option<Workload>,
-    /// Clients started so far, and the thread name of the current one's runtime.
-    clients: u32,
-    thread: String,
-    /// What its workloads wrote, once they stopped.
-    records: Records,
+    /// Its clients, one at a time, and what they wrote.
+    writers: Writers,
     dropped: Option<Dropped>,
 }
 
@@ -338,25 +335,18 @@ impl Partitions {
     /// Replaces every open partition's client that died (see the module's doc).
     async fn revive(&mut self, trial: &mut Trial<'_>) -> Result<()> {
         for i in self.open().collect::<Vec<_>>() {
-            let inc = &self.incarnations[i];
-            if !client_died(&inc.thread) || inc.clients >= CLIENTS_MAX {
+            if !self.incarnations[i].writers.replaceable() {
                 continue;
             }
-            let day = inc.day.clone();
-            let workload = self.incarnations[i].workload.take().expect("open");
-            // Its writes will never be answered: nothing to wait for.
-            let mut records = trial
-                .drive(workload.finish_unless(RESOLVE_DEADLINE, || true))
-                .await?;
-            let given_up = records.give_up(DEAD_CLIENT);
-            self.incarnations[i].records.extend(records);
+            let day = self.incarnations[i].day.clone();
+            let given_up = self.incarnations[i].writers.retire(trial).await?;
             trial.outcome.partitioned.client_panics += 1;
             trial.note(format!(
                 "partition {day}: fluss-rs's sender panicked; {given_up} writes in flight count \
                  as refused, a new client writes on"
             ));
             let workload = self.start_client(trial, i).await?;
-            self.incarnations[i].workload = Some(workload);
+            self.incarnations[i].writers.started(workload);
         }
         Ok(())
     }
@@ -365,10 +355,8 @@ impl Partitions {
     async fn start_client(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<Workload> {
         let inc = &mut self.incarnations[i];
         let day = inc.day.clone();
-        let thread_name = format!("{PARTITION_THREADS}{i}-{}", inc.clients);
-        let first_id = inc.first_id + i64::from(inc.clients) * CLIENT_SPAN;
-        inc.clients += 1;
-        inc.thread = thread_name.clone();
+        let prefix = format!("{PARTITION_THREADS}{i}-");
+        let (thread_name, first_id) = inc.writers.next_client(&prefix, inc.first_id);
         let tables: Vec<TableSpec> = self
             .specs
             .iter()
@@ -423,7 +411,7 @@ impl Partitions {
                     let target = self
                         .incarnations
                         .iter()
-                        .position(|i| i.live() && (i.workload.is_none() || open > 1));
+                        .position(|i| i.live() && (!i.writers.open() || open > 1));
                     if let Some(i) = target {
                         self.drop(trial, i, tiered).await?;
                     }
@@ -442,7 +430,7 @@ impl Partitions {
     }
 
     fn open(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.incarnations.len()).filter(|i| self.incarnations[*i].workload.is_some())
+        (0..self.incarnations.len()).filter(|i| self.incarnations[*i].writers.open())
     }
 
     async fn create(&mut self, trial: &mut Trial<'_>) -> Result<()> {
@@ -474,14 +462,11 @@ impl Partitions {
             day: day.clone(),
             ids,
             first_id: FIRST_ID + k as i64 * ID_SPAN,
-            workload: None,
-            clients: 0,
-            thread: String::new(),
-            records: Records::default(),
+            writers: Writers::default(),
             dropped: None,
         });
         let workload = self.start_client(trial, k).await?;
-        self.incarnations[k].workload = Some(workload);
+        self.incarnations[k].writers.started(workload);
         let counts = &mut trial.outcome.partitioned;
         counts.created += 1;
         counts.recreated += u64::from(again);
@@ -494,40 +479,46 @@ impl Partitions {
         Ok(())
     }
 
-    /// Stops writing incarnation `i` and waits for its writes to resolve.
-    async fn close(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<()> {
-        let Some(workload) = self.incarnations[i].workload.take() else {
-            return Ok(());
-        };
-        let thread = self.incarnations[i].thread.clone();
-        let finish = workload.finish_unless(RESOLVE_DEADLINE, move || client_died(&thread));
-        let records = trial.drive(finish).await?;
-        self.collect(trial, i, records);
-        Ok(())
+    /// Stops writing incarnation `i` and waits for its writes to resolve; answers whether its
+    /// client died with writes in flight.
+    async fn close(&mut self, trial: &mut Trial<'_>, i: usize) -> Result<bool> {
+        let given_up = self.incarnations[i].writers.close(trial).await?;
+        self.count_panic(trial, i, given_up);
+        Ok(given_up.is_some())
     }
 
-    /// Adds what a stopped workload of incarnation `i` wrote; unresolved writes of a client
-    /// that died count as refused.
-    fn collect(&mut self, trial: &mut Trial<'_>, i: usize, mut records: Records) {
-        let inc = &mut self.incarnations[i];
-        if client_died(&inc.thread) {
-            let given_up = records.give_up(DEAD_CLIENT);
-            trial.outcome.partitioned.client_panics += 1;
-            trial.note(format!(
-                "partition {}: fluss-rs's sender panicked; {given_up} writes in flight count as \
-                 refused",
-                inc.day
-            ));
-        }
-        inc.records.extend(records);
+    /// Counts and notes the panic of incarnation `i`'s last client, when it died with
+    /// `given_up` writes unresolved (which count as refused).
+    fn count_panic(&self, trial: &mut Trial<'_>, i: usize, given_up: Option<u64>) {
+        let Some(given_up) = given_up else {
+            return;
+        };
+        trial.outcome.partitioned.client_panics += 1;
+        trial.note(format!(
+            "partition {}: fluss-rs's sender panicked; {given_up} writes in flight count as \
+             refused",
+            self.incarnations[i].day
+        ));
     }
 
     /// Stops writing incarnation `i`, reads what the hot store holds of it (once the lake
     /// covers it when `tiered`), and drops it.
     async fn drop(&mut self, trial: &mut Trial<'_>, i: usize, tiered: bool) -> Result<()> {
-        self.close(trial, i).await?;
+        let died = self.close(trial, i).await?;
+        trial.await_acked_visible().await?;
         let inc = &self.incarnations[i];
         let (day, ids) = (inc.day.clone(), inc.ids);
+        if died {
+            let bootstrap = trial.setup.bootstrap();
+            let high = async || {
+                let log = high_watermarks(&bootstrap, &self.specs[0], &day).await?;
+                Ok(vec![
+                    log,
+                    high_watermarks(&bootstrap, &self.specs[1], &day).await?,
+                ])
+            };
+            await_quiet(trial, high).await?;
+        }
         let covered = tiered && self.wait_tiered(trial, i).await?;
         let bootstrap = trial.setup.bootstrap();
         let data = trial.setup.data.clone();
@@ -654,47 +645,27 @@ impl Partitions {
         let taken = self.taken.clone();
         taken
             .into_iter()
-            .filter_map(|i| {
-                let inc = &mut self.incarnations[i];
-                Some((inc.workload.take()?, inc.thread.clone()))
-            })
+            .filter_map(|i| self.incarnations[i].writers.take())
             .collect()
     }
 
     /// What the workloads [`Partitions::take_open`] took wrote, in the same order.
     pub fn finished(&mut self, trial: &mut Trial<'_>, records: Vec<Records>) {
         for (i, records) in std::mem::take(&mut self.taken).into_iter().zip(records) {
-            self.collect(trial, i, records);
+            let given_up = self.incarnations[i].writers.collect(records);
+            self.count_panic(trial, i, given_up);
         }
-        let mut unresolved = 0;
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        for r in self.incarnations.iter().map(|i| &i.records) {
-            unresolved += r.unresolved();
-            for (e, n) in &r.errors {
-                *errors.entry(e.clone()).or_default() += n;
-            }
-        }
-        if unresolved > 0 {
-            trial.outcome.fail("writes never answered");
-            trial.note(format!(
-                "{unresolved} writes to partitions neither acknowledged nor refused {} s after \
-                 they stopped",
-                RESOLVE_DEADLINE.as_secs()
-            ));
-        }
-        if let Some((first, _)) = errors.iter().max_by_key(|(_, n)| **n) {
-            let refused: u64 = errors.values().sum();
-            trial.note(format!(
-                "{refused} writes to partitions refused by the client or server (most often: \
-                 {first})"
-            ));
-        }
+        let records = self.incarnations.iter().map(|i| &i.writers.records);
+        note_unanswered(trial, "partitions", records);
         trial.outcome.partitioned.acked = self.acked();
     }
 
     /// Rows and ops acknowledged to every partition.
     pub fn acked(&self) -> u64 {
-        self.incarnations.iter().map(|i| i.records.acked()).sum()
+        self.incarnations
+            .iter()
+            .map(|i| i.writers.records.acked())
+            .sum()
     }
 
     /// Tests of the checker (`--plant`): commits a data file of a dropped partition of the log
@@ -702,9 +673,6 @@ impl Partitions {
     /// which `silt verify` cannot see (it leaves dropped partitions out) and the lake check
     /// must report as rows twice. Answers the rows planted.
     pub async fn plant(&self, trial: &mut Trial<'_>) -> Result<u64> {
-        use deltalake::kernel::Action;
-        use deltalake::kernel::transaction::{CommitBuilder, TableReference};
-        use deltalake::protocol::{DeltaOperation, SaveMode};
         let dropped: Vec<String> = self
             .incarnations
             .iter()
@@ -712,47 +680,18 @@ impl Partitions {
             .map(|i| i.ids[0].to_string())
             .collect();
         let dir = trial.setup.data.join("lake").join(DB).join(LOG_TABLE);
-        let url = deltalake::ensure_table_uri(dir.to_string_lossy())?;
-        let table = deltalake::open_table(url).await?;
-        let snapshot = table.snapshot()?;
-        let file = snapshot.log_data().iter().find(|f| {
-            f.partition_values_map()
-                .get(PARTITION_ID_COLUMN)
-                .cloned()
-                .flatten()
-                .is_some_and(|p| dropped.contains(&p))
-        });
-        let Some(file) = file else {
+        let pick = |p: Option<&str>| p.is_some_and(|p| dropped.iter().any(|d| d == p));
+        let Some(planted) = plant_copy(&dir, &dir, pick).await? else {
             trial.note(format!(
                 "planted nothing in {LOG_TABLE}'s lake: no dropped partition has a file"
             ));
             return Ok(0);
         };
-        #[allow(deprecated)] // the file's own add action, to commit again under a new name
-        let mut add = file.add_action();
-        let copy = format!("{}-planted.parquet", add.path.trim_end_matches(".parquet"));
-        std::fs::copy(dir.join(&add.path), dir.join(&copy))?;
-        let rows = file.num_records().unwrap_or(0) as u64;
         trial.note(format!(
-            "planted: {} of {LOG_TABLE} committed again as {copy} ({rows} rows)",
-            add.path
+            "planted: {} of {LOG_TABLE} committed again as {} ({} rows)",
+            planted.file, planted.copy, planted.rows
         ));
-        add.path = copy;
-        add.data_change = true;
-        let operation = DeltaOperation::Write {
-            mode: SaveMode::Append,
-            partition_by: None,
-            predicate: None,
-        };
-        CommitBuilder::default()
-            .with_actions(vec![Action::Add(add)])
-            .build(
-                Some(snapshot as &dyn TableReference),
-                table.log_store(),
-                operation,
-            )
-            .await?;
-        Ok(rows)
+        Ok(planted.rows)
     }
 
     /// The checks of the module's contract, once the faults are over and every write resolved.
@@ -929,7 +868,7 @@ fn partition_offsets(lake: Option<&LakeOffsets>, partition: i64) -> BTreeMap<i32
 /// What incarnation `inc` wrote to each table.
 fn written(inc: &Incarnation) -> [Written; 2] {
     let mut out = [Written::default(), Written::default()];
-    let records = &inc.records;
+    let records = &inc.writers.records;
     for w in records.log.iter().filter(|w| w.table == 0) {
         out[0].log.insert(w.id, w.stamp.acked_us.is_some());
         out[0].origins.insert(w.id, (w.origin, w.stamp.acked_us));
