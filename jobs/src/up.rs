@@ -365,6 +365,7 @@ async fn demo_workload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tiering::TieringConfig;
 
     /// The hot store's `ServerConfig::default()` (what tests and benches start from) is
     /// conf/silt.yaml's configuration: one set of limits, the product's. Was: 64 MiB frames,
