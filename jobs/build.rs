@@ -1,7 +1,9 @@
 //! Names the build for `silt --version`: the commit (`git rev-parse --short HEAD`, or
 //! "unknown" where there is no git, e.g. a build from a source tarball), cargo's profile and the
-//! package's enabled features. They reach the code as `SILT_BUILD_COMMIT`,
-//! `SILT_BUILD_PROFILE` and `SILT_BUILD_FEATURES` (see `src/build_info.rs`).
+//! package's enabled features. They reach the code as `BUILD_INFO_COMMIT`,
+//! `BUILD_INFO_PROFILE` and `BUILD_INFO_FEATURES` (see `src/build_info.rs`): not `SILT_*`,
+//! because cargo also sets them in the environment of `cargo run` and `cargo test`, where silt
+//! would read a `SILT_*` variable as a configuration key.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,9 +14,9 @@ fn main() {
     for watched in head_files() {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
-    println!("cargo:rustc-env=SILT_BUILD_COMMIT={commit}");
+    println!("cargo:rustc-env=BUILD_INFO_COMMIT={commit}");
     let profile = std::env::var("PROFILE").unwrap_or_else(|_| "unknown".into());
-    println!("cargo:rustc-env=SILT_BUILD_PROFILE={profile}");
+    println!("cargo:rustc-env=BUILD_INFO_PROFILE={profile}");
     let mut features: Vec<String> = std::env::vars()
         .filter_map(|(name, _)| {
             name.strip_prefix("CARGO_FEATURE_")
@@ -27,7 +29,7 @@ fn main() {
     } else {
         features.join(",")
     };
-    println!("cargo:rustc-env=SILT_BUILD_FEATURES={features}");
+    println!("cargo:rustc-env=BUILD_INFO_FEATURES={features}");
 }
 
 /// What git answers to `args`, trimmed; `None` without git or outside a repository.

@@ -4,22 +4,22 @@
 //! "none" in the product).
 
 /// The short commit hash the binary was built from, or "unknown".
-pub const COMMIT: &str = env!("SILT_BUILD_COMMIT");
+pub const COMMIT: &str = env!("BUILD_INFO_COMMIT");
 
 /// Cargo's profile: `debug` (dev and test builds) or `release`.
-pub const PROFILE: &str = env!("SILT_BUILD_PROFILE");
+pub const PROFILE: &str = env!("BUILD_INFO_PROFILE");
 
 /// The enabled features of silt-jobs, comma-separated, or "none".
-pub const FEATURES: &str = env!("SILT_BUILD_FEATURES");
+pub const FEATURES: &str = env!("BUILD_INFO_FEATURES");
 
 /// `silt --version`: `0.1.0 (commit b40e719, release build, features: none)`.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
-    env!("SILT_BUILD_COMMIT"),
+    env!("BUILD_INFO_COMMIT"),
     ", ",
-    env!("SILT_BUILD_PROFILE"),
+    env!("BUILD_INFO_PROFILE"),
     " build, features: ",
-    env!("SILT_BUILD_FEATURES"),
+    env!("BUILD_INFO_FEATURES"),
     ")"
 );

@@ -7,7 +7,7 @@
 //! definition of the flags.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -57,9 +57,15 @@ impl Printed {
     }
 }
 
+/// A running `silt up` and its data directory.
+struct Up {
+    process: SiltProcess,
+    data: PathBuf,
+}
+
 /// Runs `silt args` from the repository's root as a user's shell would (their log settings
 /// unset, colour allowed), stdout and stderr redirected, against `up` when given.
-fn silt(args: &[&str], up: Option<&SiltProcess>) -> Printed {
+fn silt(args: &[&str], up: Option<&Up>) -> Printed {
     let mut command = Command::new(silt_bin!());
     command
         .args(args)
@@ -67,10 +73,14 @@ fn silt(args: &[&str], up: Option<&SiltProcess>) -> Printed {
         .env_remove("SILT_LOG")
         .env_remove("SILT_LOG_STDERR")
         .env_remove("NO_COLOR");
-    if let Some(up) = up {
+    if let Some(Up { process, data }) = up {
         command
-            .env("SILT_HOTSTORE__LISTEN", &up.bootstrap)
-            .env("SILT_REST__LISTEN", up.rest.trim_start_matches("http://"));
+            .env("SILT_HOTSTORE__LISTEN", &process.bootstrap)
+            .env(
+                "SILT_REST__LISTEN",
+                process.rest.trim_start_matches("http://"),
+            )
+            .env("SILT_DATA_DIR", data);
     }
     let out = command.output().expect("silt runs");
     Printed {
@@ -139,9 +149,9 @@ fn assert_readme_fields(command: &str, documents: &[Value], optional: &[&str]) {
 }
 
 /// Waits until the lake of `table` holds rows, as it does by the time a user asks.
-async fn wait_lake(up: &SiltProcess, table: &str) -> Result<()> {
+async fn wait_lake(up: &Up, table: &str) -> Result<()> {
     wait::until(&format!("the lake of {table}"), WAIT, EVERY, || async {
-        let rows = up.lake_rows(table)?;
+        let rows = up.process.lake_rows(table)?;
         Ok(if rows > 0 {
             Look::Done(())
         } else {
@@ -152,7 +162,7 @@ async fn wait_lake(up: &SiltProcess, table: &str) -> Result<()> {
 }
 
 /// Waits until job `id` runs and completed a checkpoint.
-async fn wait_running(up: &SiltProcess, id: &str) -> Result<()> {
+async fn wait_running(up: &Up, id: &str) -> Result<()> {
     wait::until(&format!("job {id} running"), WAIT, EVERY, || async {
         let job = silt(&["job", "status", id, "--format", "json"], Some(up)).json();
         let running = job["state"] == "running" && job["checkpoints_completed"].as_u64() >= Some(1);
@@ -166,7 +176,7 @@ async fn wait_running(up: &SiltProcess, id: &str) -> Result<()> {
 }
 
 /// The job commands: a submit prints the id alone; `--format json` answers the README's fields.
-async fn job_commands(up: &SiltProcess) -> Result<()> {
+async fn job_commands(up: &Up) -> Result<()> {
     let valid = silt(&["job", "validate", PIPELINE, "--format", "json"], Some(up));
     let doc = valid.expect(0).json();
     assert!(
@@ -247,7 +257,7 @@ async fn job_commands(up: &SiltProcess) -> Result<()> {
 }
 
 /// `silt verify`: the verdict alone on stdout, the diff on stderr; JSON with the README's fields.
-fn verify_commands(up: &SiltProcess) {
+fn verify_commands(up: &Up) {
     let one = silt(&["verify", "demo.orders", "--deadline", "60s"], Some(up));
     assert_eq!(
         one.expect(0).stdout,
@@ -276,8 +286,12 @@ fn verify_commands(up: &SiltProcess) {
 async fn scripts_read_results_on_stdout_and_the_log_goes_to_a_file() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
-    let mut up =
-        SiltProcess::start_as_shipped(silt_bin!(), &data, &["--demo", "--status-every-s", "1"])?;
+    let process =
+        SiltProcess::start_as_shipped(silt_bin!(), &data, &["--demo", "--status-every-s", "2"])?;
+    let mut up = Up {
+        process,
+        data: data.clone(),
+    };
     for table in ["demo.orders", "demo.customers"] {
         wait_lake(&up, table).await?;
     }
@@ -285,15 +299,20 @@ async fn scripts_read_results_on_stdout_and_the_log_goes_to_a_file() -> Result<(
     verify_commands(&up);
 
     // Ctrl-C; then what `silt up` itself printed, redirected as it was.
-    let exit = up.interrupt(Duration::from_secs(120))?;
-    assert!(exit.success(), "silt up exited {exit}: {}", up.log.last(50));
+    let process = &mut up.process;
+    let exit = process.interrupt(Duration::from_secs(120))?;
+    assert!(
+        exit.success(),
+        "silt up exited {exit}: {}",
+        process.log.last(50)
+    );
     let stopped = |text: &str| text.contains("demo workload wrote");
     wait::until(
         "the last line of silt up",
         Duration::from_secs(5),
         EVERY,
         || async {
-            let out = up.stdout.last(1000);
+            let out = process.stdout.last(1000);
             Ok(if stopped(&out) {
                 Look::Done(())
             } else {
@@ -302,7 +321,7 @@ async fn scripts_read_results_on_stdout_and_the_log_goes_to_a_file() -> Result<(
         },
     )
     .await?;
-    let (stdout, stderr) = (up.stdout.last(1000), up.log.last(1000));
+    let (stdout, stderr) = (process.stdout.last(1000), process.log.last(1000));
     let shown = format!("--- stdout\n{stdout}\n--- stderr\n{stderr}");
     let status_lines = stdout
         .lines()
