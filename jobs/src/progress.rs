@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 
 /// How often a drawn bar redraws itself (its spinner and elapsed time) while nothing changes.
 const TICK: Duration = Duration::from_millis(120);
@@ -41,6 +41,9 @@ impl Progress {
             return Progress(bar);
         }
         bar.set_draw_target(ProgressDrawTarget::stderr());
+        // Dropped on an early return (an error): cleared, so the error is not printed after a
+        // stale bar.
+        let bar = bar.with_finish(ProgressFinish::AndClear);
         let style = ProgressStyle::with_template(template)
             .expect("the progress templates are valid (a bug otherwise)");
         bar.set_style(style);
