@@ -22,7 +22,7 @@ use crate::trials::TrialsOptions;
 #[command(
     name = "silt bench",
     bin_name = "silt bench",
-    version,
+    version = silt_jobs::build_info::VERSION,
     about = "Measure silt: print figures and ratios taken in one run.",
     // `silt bench` passes silt's global flags first; the same flag given after the bench's
     // name wins.

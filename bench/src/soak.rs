@@ -424,15 +424,17 @@ fn verify_all(silt: &SiltChild, data_dir: &Path, env: &[(String, String)]) -> Re
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .output()
         .context("running silt verify --all")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary: Vec<&str> = stdout
-        .lines()
-        .filter(|l| !l.starts_with('[') && !l.trim().is_empty())
-        .collect();
+    // The verdicts on stdout; the summary table (and the diff of a table that does not
+    // match) on stderr.
+    let (verdicts, summary) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     println!(
-        "\nsilt verify --all at the end (exit {}):\n{}",
+        "\nsilt verify --all at the end (exit {}):\n{}{}",
         out.status.code().unwrap_or(-1),
-        summary.join("\n")
+        verdicts,
+        summary.trim_end()
     );
     Ok(())
 }

@@ -247,7 +247,10 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
     let mut failed_seeds = Vec::new();
     let mut skipped: BTreeMap<&'static str, String> = BTreeMap::new();
     let started = Instant::now();
+    // A bar over the seeds on a terminal; each seed's line is printed above it.
+    let progress = silt_jobs::progress::Progress::steps(options.seeds);
     for seed in options.first_seed..options.first_seed + options.seeds {
+        progress.set_message(format!("seed {seed}"));
         let t = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix(&format!("silt-trial-{seed}-"))
@@ -266,19 +269,21 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
             Err(e) => (Outcome::default(), Some(format!("{e:#}"))),
         };
         let bad = error.is_some() || outcome.failed();
-        print_seed(seed, t.elapsed(), &outcome, error.as_deref());
+        progress.suspend(|| print_seed(seed, t.elapsed(), &outcome, error.as_deref()));
         if bad {
             failed_seeds.push(seed);
         }
         let lost_rows = outcome.rows_lost + outcome.rows_duplicated > 0;
         if lost_rows || (bad && options.keep_failed) {
-            keep(dir, disk.take());
+            progress.suspend(|| keep(dir, disk.take()));
         }
+        progress.inc();
         totals.add(&outcome);
         if error.is_some() {
             totals.fail("trial error");
         }
     }
+    progress.finish();
     print_summary(
         &options,
         &totals,

@@ -4,25 +4,45 @@
 //! query did not run, retry).
 //!
 //! Each command's flags are defined once, on a struct deriving `clap::Args`; [`run`] parses
-//! them, loads the configuration and dispatches. `silt bench` is a shim: the benches live in
-//! the `silt-bench` crate (bench/), which depends on this one, so `silt` runs the `silt-bench`
-//! binary built beside it with the same global flags.
+//! them, loads the configuration, sets up the log ([`crate::logging`]) and dispatches. What a
+//! command prints follows [`crate::output`]: its result on stdout (`--format json` where it
+//! prints a table), the rest on stderr. `silt completions` and `silt man` are generated from
+//! the same definition. `silt bench` is a shim: the benches live in the `silt-bench` crate
+//! (bench/), which depends on this one, so `silt` runs the `silt-bench` binary built beside it
+//! with the same global flags.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::config::Config;
+use crate::logging::{LogFile, LogSetup};
+use crate::output::Format;
+
+/// What `silt --help` and the man page say after the commands and flags.
+const AFTER_HELP: &str = "\
+Exit codes: 0 ok, 1 failure, 2 usage error, 3 deadline passed (sql, verify), 4 server busy (sql).
+
+Output: each command prints its result on stdout (a job id, a verdict, rows, a table; --format \
+json for scripts where it prints a table) and notes, summaries and progress on stderr. Colour \
+and progress bars only on a terminal; NO_COLOR turns colour off.
+
+Log: `silt up` writes info and above to <data_dir>/log/silt.log (rotated: log.file_bytes_max, \
+log.files_max); the terminal gets warnings and errors unless --log-stderr or --log asks for more.
+
+Environment: SILT_CONFIG, SILT_LOG, SILT_LOG_STDERR, and SILT_<SECTION>__<KEY> for any key of \
+conf/silt.yaml (e.g. SILT_HOTSTORE__LISTEN=127.0.0.1:9124).";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "silt",
-    version,
-    about = "silt: a streamhouse in one binary (Fluss-compatible hot store, Delta Lake tiering, bounded SQL)"
+    version = crate::build_info::VERSION,
+    about = "A streamhouse in one binary: a Fluss-compatible hot store, Delta Lake tiering, bounded SQL",
+    after_long_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -40,20 +60,16 @@ pub struct GlobalArgs {
     /// Where silt keeps everything (overrides data_dir).
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
-    /// Log filter, e.g. info or silt=debug (default: silt's own crates at info for `up`,
-    /// `demo` and `bench`; warnings only for `sql`, `job` and `verify`).
-    #[arg(long, global = true, env = "SILT_LOG")]
+    /// Log filter, e.g. info or warn,silt_jobs=debug (default: info and above of silt's own
+    /// crates). Naming one also writes the log to stderr.
+    #[arg(long, global = true, env = "SILT_LOG", value_parser = crate::logging::parse_filter)]
     pub log: Option<String>,
+    /// Write the log to stderr too. Without it stderr shows warnings and errors only; `silt up`
+    /// keeps its whole log in <data_dir>/log/silt.log.
+    #[arg(long, global = true, env = "SILT_LOG_STDERR",
+          value_parser = clap::builder::FalseyValueParser::new())]
+    pub log_stderr: bool,
 }
-
-/// The default log filter of the services (`silt up`, `silt demo`, the benches): what silt's
-/// own crates do, at info.
-pub const LOG_FILTER_SERVICE: &str = "warn,buoyant_kernel=off,deltalake_core=error,silt_jobs=info,silt_hotstore=info,silt_engine=info,silt_connectors=info";
-
-/// The default log filter of the one-shot commands (`silt sql`, `silt job`, `silt verify`):
-/// warnings only, so their results and progress lines are not interleaved with the info lines
-/// of the Fluss sources they open.
-pub const LOG_FILTER_COMMAND: &str = "warn,buoyant_kernel=off,deltalake_core=error";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -65,6 +81,9 @@ enum Command {
         /// REST API base URL (default: http://<rest.listen>).
         #[arg(long)]
         rest: Option<String>,
+        /// text (for people) or json (for scripts: the job objects of the REST API).
+        #[arg(long, global = true, value_enum, default_value_t)]
+        format: Format,
         #[command(subcommand)]
         what: crate::job::cli::JobCommand,
     },
@@ -84,15 +103,30 @@ enum Command {
     Verify(VerifyArgs),
     /// Run the example dataflow on the engine (a generator, keyed state, checkpoints).
     Demo(DemoArgs),
+    /// Print the completion script of a shell (e.g. `silt completions bash >
+    /// ~/.local/share/bash-completion/completions/silt`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print silt's man page (roff: `silt man | man -l -`), or with --dir write one page per
+    /// command there (silt.1, silt-up.1, silt-job-submit.1, ...).
+    Man {
+        /// Write every page into this directory instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 impl Command {
-    /// A command that does one thing and ends, printing its result.
-    fn is_one_shot(&self) -> bool {
-        matches!(
-            self,
-            Command::Sql(_) | Command::Job { .. } | Command::Verify(_)
-        )
+    /// The log file a command keeps under the data directory (`<name>.log`): the services'.
+    fn log_file(&self) -> Option<&'static str> {
+        match self {
+            Command::Up(_) => Some("silt"),
+            Command::Demo(_) => Some("demo"),
+            _ => None,
+        }
     }
 }
 
@@ -110,6 +144,9 @@ struct UpArgs {
     /// Seconds between status lines.
     #[arg(long, default_value_t = 5)]
     status_every_s: u64,
+    /// text (a line per table) or json (one object per line: started, status, stopped).
+    #[arg(long, value_enum, default_value_t)]
+    status_format: Format,
     /// Tests only: abort once at a tiering committer point.
     #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true)]
@@ -131,6 +168,7 @@ impl From<UpArgs> for crate::up::UpOptions {
             demo_rate_per_s: args.demo_rate,
             run_for: args.run_for_s.map(Duration::from_secs),
             status_every: Duration::from_secs(args.status_every_s.max(1)),
+            status_format: args.status_format,
             #[cfg(feature = "fault-injection")]
             crash_at: args.crash_at.map(|p| match p {
                 CrashPoint::BeforeCommit => silt_connectors::delta::FaultPoint::BeforeCommit,
@@ -187,6 +225,9 @@ struct VerifyArgs {
     /// Rows shown per kind of difference.
     #[arg(long, default_value_t = 10)]
     show: usize,
+    /// text (the verdict on stdout, the diff on stderr) or json (everything on stdout).
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -232,18 +273,42 @@ pub fn run_from(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> 
         Ok(cli) => cli,
         Err(e) => return Ok(usage(&e)),
     };
-    let mut global = cli.global;
+    let global = cli.global;
     let command = match cli.command {
         Command::Bench { args } => return bench_shim(&global, &args),
+        Command::Completions { shell } => return completions(shell),
+        Command::Man { dir } => return man(dir.as_deref()),
         command => command,
     };
-    if command.is_one_shot() {
-        global
-            .log
-            .get_or_insert_with(|| LOG_FILTER_COMMAND.to_string());
-    }
-    let (config, runtime) = start(&global)?;
+    let (config, runtime) = start_logging(&global, command.log_file())?;
     runtime.block_on(dispatch(command, &config))
+}
+
+/// `silt completions <shell>`: the completion script, from the one definition of the flags.
+fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
+    clap_complete::generate(shell, &mut Cli::command(), "silt", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `silt man`: the man page of `silt` on stdout, or every command's page into `dir`.
+fn man(dir: Option<&Path>) -> Result<ExitCode> {
+    let command = Cli::command();
+    match dir {
+        None => clap_mangen::Man::new(command)
+            .render(&mut std::io::stdout().lock())
+            .context("writing the man page")?,
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("writing the man pages into {}", dir.display()))?;
+            eprintln!(
+                "wrote the man pages of silt and its commands into {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints clap's message for `--help`, `--version` or a usage error and returns its exit code
@@ -266,24 +331,27 @@ pub fn failure(e: &anyhow::Error) -> ExitCode {
     }
 }
 
-/// What every command needs before it runs: logging, the lake's object stores, the layered
-/// configuration and a runtime.
+/// What every command needs before it runs: the lake's object stores, the layered
+/// configuration, logging (to stderr: warnings, or the log when `--log`/`--log-stderr` ask)
+/// and a runtime. The benches start here.
 pub fn start(global: &GlobalArgs) -> Result<(Config, tokio::runtime::Runtime)> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(
-                global.log.as_deref().unwrap_or(LOG_FILTER_SERVICE),
-            )
-            .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    start_logging(global, None)
+}
+
+/// [`start`], and with `log_file` the log also goes to `<data_dir>/log/<log_file>.log`.
+fn start_logging(
+    global: &GlobalArgs,
+    log_file: Option<&'static str>,
+) -> Result<(Config, tokio::runtime::Runtime)> {
     silt_connectors::delta::register_object_stores();
-    let mut overrides = Vec::new();
-    if let Some(dir) = &global.data_dir {
-        overrides.push(("data_dir".to_string(), dir.display().to_string()));
-    }
-    let config = Config::load(global.config.as_deref(), std::env::vars(), &overrides)?;
+    // The configuration first: the log file lives in its data directory.
+    let config = load_config(global)?;
+    let file = log_file.map(|name| LogFile::of(&config, name));
+    crate::logging::init(&LogSetup::new(
+        global.log.as_deref(),
+        global.log_stderr,
+        file,
+    ))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(config.engine.blocking_threads_max.max(1))
@@ -291,14 +359,27 @@ pub fn start(global: &GlobalArgs) -> Result<(Config, tokio::runtime::Runtime)> {
     Ok((config, runtime))
 }
 
+/// conf/silt.yaml < `--config` < `SILT_*` < `--data-dir`.
+fn load_config(global: &GlobalArgs) -> Result<Config> {
+    let mut overrides = Vec::new();
+    if let Some(dir) = &global.data_dir {
+        overrides.push(("data_dir".to_string(), dir.display().to_string()));
+    }
+    Config::load(global.config.as_deref(), std::env::vars(), &overrides)
+}
+
 async fn dispatch(command: Command, config: &Config) -> Result<ExitCode> {
     match command {
         Command::Up(args) => crate::up::run(config, args.into()).await?,
-        Command::Job { rest, what } => crate::job::cli::run(config, rest.as_deref(), what).await?,
+        Command::Job { rest, format, what } => {
+            crate::job::cli::run(config, rest.as_deref(), format, what).await?
+        }
         Command::Sql(args) => crate::query::client::run(config, args.into()).await?,
         Command::Verify(args) => return verify(config, args).await,
         Command::Demo(args) => crate::demo::run(&config.data_dir, args.into()).await?,
-        Command::Bench { .. } => unreachable!("silt bench runs before the runtime starts"),
+        Command::Bench { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("silt bench, completions and man run before the runtime starts")
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -314,7 +395,7 @@ async fn verify(config: &Config, args: VerifyArgs) -> Result<ExitCode> {
     options.credentials = config.fluss_credentials();
     options.deadline = args.deadline;
     options.show_max = args.show;
-    let code = crate::verify::run(&options, args.table.as_deref(), args.all).await?;
+    let code = crate::verify::run(&options, args.table.as_deref(), args.all, args.format).await?;
     Ok(ExitCode::from(code))
 }
 
@@ -333,6 +414,9 @@ fn bench_shim(global: &GlobalArgs, args: &[OsString]) -> Result<ExitCode> {
     let mut command = std::process::Command::new(&bench);
     if let Some(log) = &global.log {
         command.arg("--log").arg(log);
+    }
+    if global.log_stderr {
+        command.arg("--log-stderr");
     }
     if let Some(config) = &global.config {
         command.arg("--config").arg(config);
@@ -371,6 +455,14 @@ mod tests {
             (&["verify", "--all", "--deadline", "2 fortnights"], 2),
             (&["verify"], 2),
             (&["up", "--status-every-s", "often"], 2),
+            (&["up", "--status-format", "xml"], 2),
+            (&["--log", "silt_jobs=loud", "up"], 2),
+            (&["job", "list", "--format", "json"], 0),
+            (&["job", "--format", "yaml", "list"], 2),
+            (&["verify", "--all", "--format", "json"], 0),
+            (&["completions", "bash"], 0),
+            (&["completions", "cmd.exe"], 2),
+            (&["man", "--dir", "pages"], 0),
             (&["no-such-command"], 2),
             (&["bench", "tiering", "--rows", "10"], 0),
             (&["bench", "--help"], 0),
@@ -392,19 +484,29 @@ mod tests {
     }
 
     /// Regression (issue 14): `silt verify --all` printed the Fluss source's info lines into
-    /// its progress line; the one-shot commands now log only warnings unless told otherwise.
+    /// its progress line. Now no command writes more than warnings to stderr unless asked, and
+    /// the services keep their log in a file (issue 37: `silt up`'s status lines scrolled away
+    /// between info lines).
     #[test]
-    fn one_shot_commands_log_only_warnings_by_default() {
-        for (args, one_shot) in [
-            (&["sql", "SELECT 1"][..], true),
-            (&["job", "list"], true),
-            (&["verify", "--all"], true),
-            (&["up", "--demo"], false),
-            (&["demo"], false),
+    fn stderr_shows_warnings_unless_asked_and_services_keep_a_log_file() {
+        use crate::logging::{FILTER_LOG, FILTER_TERMINAL};
+        for (args, file, stderr) in [
+            (&["sql", "SELECT 1"][..], None, FILTER_TERMINAL),
+            (&["job", "list"], None, FILTER_TERMINAL),
+            (&["verify", "--all"], None, FILTER_TERMINAL),
+            (&["up", "--demo"], Some("silt"), FILTER_TERMINAL),
+            (&["demo"], Some("demo"), FILTER_TERMINAL),
+            (&["--log-stderr", "up"], Some("silt"), FILTER_LOG),
+            (&["up", "--log", "debug"], Some("silt"), "debug"),
         ] {
             let cli =
                 Cli::try_parse_from(std::iter::once("silt").chain(args.iter().copied())).unwrap();
-            assert_eq!(cli.command.is_one_shot(), one_shot, "silt {args:?}");
+            let setup = LogSetup::new(cli.global.log.as_deref(), cli.global.log_stderr, None);
+            assert_eq!(
+                (cli.command.log_file(), setup.stderr.as_str()),
+                (file, stderr),
+                "silt {args:?}"
+            );
         }
     }
 

@@ -12,13 +12,17 @@
 // The OpenAPI document (`job::routes`) is one `json!` literal, deeper than the default 128.
 #![recursion_limit = "256"]
 
+pub mod build_info;
 pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod job;
 #[cfg(feature = "fault-injection")]
 pub mod lake_faults;
+pub mod logging;
 pub mod memory;
+pub mod output;
+pub mod progress;
 pub mod query;
 pub mod rest;
 pub mod settings;

@@ -38,18 +38,16 @@ async fn wait_for_status(
     .await
 }
 
-fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+/// Runs `silt args`: its exit code, its stdout, and its stdout and stderr together.
+fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_silt"))
         .args(args)
         .envs(env.iter().copied())
         .output()
         .expect("running silt");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let text = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    (output.status.code().unwrap_or(-1), stdout, text)
 }
 
 /// `silt up` over `data_dir` with the demo tables, orders `0..orders` written, a connection
@@ -232,23 +230,23 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
 
     // The CLI talks to the same API.
     let rest = silt.rest.as_str();
-    let (code, out) = silt_cli(&["job", "--rest", rest, "list"], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "list"], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(&pipeline_id) && out.contains(&fanout_id),
         "{out}"
     );
-    let (code, out) = silt_cli(&["job", "--rest", rest, "status", &pipeline_id], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "status", &pipeline_id], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("sink-writer") && out.contains("(final)"),
         "{out}"
     );
-    let (code, out) = silt_cli(&["job", "--rest", rest, "status", "nope"], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "status", "nope"], &[]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("unknown job nope"), "{out}");
     let file = conf_path("pipelines/customers-to-silt.yaml");
-    let (code, out) = silt_cli(&["job", "--rest", rest, "validate", &file], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "validate", &file], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("fluss-sink demo.customers_clean") && out.contains("valid"),
@@ -256,7 +254,7 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
     );
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, yaml.replace("demo.orders", "demo.orderz"))?;
-    let (code, out) = silt_cli(
+    let (code, _, out) = silt_cli(
         &["job", "--rest", rest, "validate", &bad.to_string_lossy()],
         &[],
     );
@@ -265,18 +263,20 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
         out.contains("source.table: unknown table demo.orderz"),
         "{out}"
     );
-    let (code, out) = silt_cli(&["job", "--rest", rest, "submit", &file], &[]);
+    let (code, stdout, out) = silt_cli(&["job", "--rest", rest, "submit", &file], &[]);
     assert_eq!(code, 0, "{out}");
-    let submitted = out
-        .lines()
-        .find_map(|l| l.strip_prefix("submitted job "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no id in {out}"))
-        .to_string();
-    let (code, out) = silt_cli(&["job", "--rest", rest, "stop", &submitted], &[]);
+    // A script's `id=$(silt job submit ...)`: the id alone on stdout.
+    let submitted = stdout.trim_end_matches('\n').to_string();
+    assert!(
+        !submitted.is_empty()
+            && !submitted.contains(char::is_whitespace)
+            && out.contains(&format!("submitted job {submitted} ")),
+        "{out}"
+    );
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "stop", &submitted], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("with final checkpoint"), "{out}");
-    let (code, out) = silt_cli(&["job", "--rest", rest, "cancel", &submitted], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", rest, "cancel", &submitted], &[]);
     assert_eq!(code, 0, "{out}");
     Ok(())
 }
@@ -292,9 +292,9 @@ async fn the_bearer_token_guards_the_job_api() -> Result<()> {
     }
     let authorized = Client::new(&silt.rest, Some("s3cret".into()))?;
     assert_eq!(authorized.get("/v1/jobs").await?.status, 200);
-    let (code, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[token]);
+    let (code, _, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[token]);
     assert_eq!(code, 0, "{out}");
-    let (code, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[]);
+    let (code, _, out) = silt_cli(&["job", "--rest", &silt.rest, "list"], &[]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("bearer token"), "{out}");
     Ok(())

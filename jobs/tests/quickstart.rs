@@ -2,9 +2,10 @@
 //! on 127.0.0.1:0, data in a scratch directory), then every command of the quickstart's code
 //! block, read from README.md itself so that this test fails when the README drifts. Each runs
 //! through `sh -c` from the repository's root with `silt` on the `PATH` and the child's
-//! addresses in the `SILT_*` environment (the README's text stays as written; only `<id>`
-//! becomes the id the submit printed). Each must exit 0, print what it promises, and print no
-//! log lines among its results or its progress line.
+//! addresses in the `SILT_*` environment, the README's text as written. A line that sets a
+//! shell variable (`id=$(silt job submit ...)`) sets it for the lines after it, as one shell
+//! session would. Each must exit 0, print what it promises, and print neither log lines among
+//! its results nor colour codes into the redirected output.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -13,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 use silt_testkit::process::SiltProcess;
+use silt_testkit::terminal::{escape_codes, log_lines};
 use silt_testkit::wait::{self, Look};
 use silt_testkit::{http, repo_dir, silt_bin};
 
@@ -41,48 +43,8 @@ fn quickstart_commands(readme: &str) -> Vec<String> {
         .collect()
 }
 
-/// The lines of `text` that `tracing`'s formatter wrote: a timestamp word followed by a level,
-/// wherever it starts (a log line written after a progress line's `\r` shares its line).
-fn log_lines(text: &str) -> Vec<String> {
-    let plain = strip_ansi(text);
-    plain
-        .split(['\n', '\r'])
-        .filter(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            words.windows(2).any(|w| {
-                let stamp = w[0].as_bytes();
-                stamp.len() >= 20
-                    && stamp[4] == b'-'
-                    && stamp[10] == b'T'
-                    && stamp.ends_with(b"Z")
-                    && ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"].contains(&w[1])
-            })
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// `text` without ANSI escape sequences (`ESC [ ... letter`).
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Checks what one command printed against what the README promises of it; answers the job id
-/// when the command was a submit.
-fn check(command: &str, stdout: &str, stderr: &str) -> Result<Option<String>> {
+/// Checks what one command printed against what the README promises of it.
+fn check(command: &str, stdout: &str, stderr: &str) -> Result<()> {
     let words: Vec<&str> = command.split_whitespace().collect();
     match words[1..] {
         ["sql", ..] => {
@@ -98,26 +60,21 @@ fn check(command: &str, stdout: &str, stderr: &str) -> Result<Option<String>> {
             stdout.contains("fluss-source demo.orders") && stdout.trim_end().ends_with("valid"),
             "no compiled graph"
         ),
-        ["job", "submit", ..] => {
-            let id = stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("submitted job "))
-                .and_then(|l| l.split_whitespace().next())
-                .context("no job id")?;
-            return Ok(Some(id.to_string()));
-        }
         ["job", "list", ..] => ensure!(stdout.contains("running"), "no running job"),
         ["job", "status", ..] => ensure!(
             stdout.contains("state running") && stdout.contains("sink-writer"),
             "not running, or no operators"
         ),
         ["job", "stop", ..] => ensure!(
-            stdout.contains("(finished) with final checkpoint") && !stdout.contains("checkpoint -"),
+            stderr.contains("(finished) with final checkpoint") && !stderr.contains("checkpoint -"),
             "not stopped with a final checkpoint"
         ),
         ["verify", "--all", ..] => ensure!(
-            stdout.contains(" match, 0 do not") && stderr.contains("done in"),
-            "not every table matches, or no summary"
+            stdout.lines().count() >= 2
+                && stdout.lines().all(|l| l.ends_with(": MATCH"))
+                && stderr.contains(" match, 0 do not")
+                && stderr.contains("done in"),
+            "not one MATCH per table on stdout, or no summary on stderr"
         ),
         ["verify", table, ..] => ensure!(
             stdout.contains(&format!("verify {table}: MATCH")),
@@ -125,12 +82,26 @@ fn check(command: &str, stdout: &str, stderr: &str) -> Result<Option<String>> {
         ),
         _ => bail!("a command this test does not know; say here what it must print"),
     }
-    Ok(None)
+    Ok(())
 }
 
-/// Runs `command` as a shell would, with `silt` from `bin_dir` and `silt up`'s addresses and
-/// data directory in the environment.
-fn run(command: &str, bin_dir: &Path, silt: &SiltProcess, data_dir: &Path) -> Result<Output> {
+/// `name=$(command)`: the variable a quickstart line sets, and the command.
+fn assignment(line: &str) -> Option<(&str, &str)> {
+    let (name, rest) = line.split_once("=$(")?;
+    let name_ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let command = rest.split_once(')')?.0;
+    name_ok.then_some((name, command))
+}
+
+/// Runs `command` as a shell would, with `silt` from `bin_dir`, `silt up`'s addresses and
+/// data directory and the shell variables set so far (`vars`) in the environment.
+fn run(
+    command: &str,
+    bin_dir: &Path,
+    silt: &SiltProcess,
+    data_dir: &Path,
+    vars: &[(String, String)],
+) -> Result<Output> {
     let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))?;
@@ -141,6 +112,7 @@ fn run(command: &str, bin_dir: &Path, silt: &SiltProcess, data_dir: &Path) -> Re
         .env("SILT_HOTSTORE__LISTEN", &silt.bootstrap)
         .env("SILT_REST__LISTEN", silt.rest.trim_start_matches("http://"))
         .env("SILT_DATA_DIR", data_dir)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         // As a user's shell has it: the commands' own log defaults.
         .env_remove("SILT_LOG")
         .env_remove("SILT_CONFIG")
@@ -187,18 +159,31 @@ async fn every_quickstart_command_works_as_written_against_the_demo() -> Result<
         .await?;
     }
 
-    let mut id: Option<String> = None;
-    for written in &commands {
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for command in &commands {
+        if let Some((name, inner)) = assignment(command) {
+            // As the shell sets it: the command's stdout, less its trailing newlines.
+            let output = run(inner, &bin_dir, &silt, &data_dir, &vars)?;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let shown = format!("{command}\n--- stdout\n{stdout}--- stderr\n{stderr}");
+            assert_eq!(output.status.code(), Some(0), "{shown}");
+            let value = stdout.trim_end_matches('\n').to_string();
+            ensure!(
+                !value.is_empty() && !value.contains(char::is_whitespace),
+                "{name} is not one word: {shown}"
+            );
+            if inner.starts_with("silt job submit") {
+                wait_running(&silt, &value).await.context(shown)?;
+            }
+            vars.push((name.to_string(), value));
+            continue;
+        }
         ensure!(
-            written.starts_with("silt "),
-            "not a silt command: {written}"
+            command.starts_with("silt "),
+            "not a silt command: {command}"
         );
-        let command = match &id {
-            Some(id) => written.replace("<id>", id),
-            None if written.contains("<id>") => bail!("{written}: <id> before a submit"),
-            None => written.clone(),
-        };
-        let output = run(&command, &bin_dir, &silt, &data_dir)?;
+        let output = run(command, &bin_dir, &silt, &data_dir, &vars)?;
         let (stdout, stderr) = (
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr),
@@ -207,12 +192,16 @@ async fn every_quickstart_command_works_as_written_against_the_demo() -> Result<
         assert_eq!(output.status.code(), Some(0), "{shown}");
         let logged = [log_lines(&stdout), log_lines(&stderr)].concat();
         assert!(logged.is_empty(), "log lines {logged:?} in {shown}");
-        if let Some(submitted) = check(&command, &stdout, &stderr).with_context(|| shown.clone())? {
-            wait_running(&silt, &submitted).await?;
-            id = Some(submitted);
-        }
+        assert!(
+            escape_codes(&stdout) + escape_codes(&stderr) == 0,
+            "colour codes in redirected output: {shown}"
+        );
+        check(command, &stdout, &stderr).with_context(|| shown.clone())?;
     }
-    assert!(id.is_some(), "the quickstart submits no job");
+    assert!(
+        vars.iter().any(|(name, _)| name == "id"),
+        "the quickstart submits no job into $id"
+    );
     Ok(())
 }
 

@@ -78,9 +78,12 @@ async fn write_rounds(connection: &FlussConnection, rounds: i64) -> Result<()> {
     Ok(())
 }
 
+/// A `silt verify` run: its exit code, its stdout (the verdicts) and its stderr (the diff, the
+/// summary of `--all`).
 struct Run {
     code: i32,
     stdout: String,
+    diff: String,
 }
 
 fn silt_verify(data_dir: &Path, bootstrap: &str, args: &[&str]) -> Result<Run> {
@@ -94,12 +97,11 @@ fn silt_verify(data_dir: &Path, bootstrap: &str, args: &[&str]) -> Result<Run> {
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        diff: String::from_utf8_lossy(&out.stderr).to_string(),
     };
     eprintln!(
-        "silt verify {args:?} -> exit {}\n{}{}",
-        run.code,
-        run.stdout,
-        String::from_utf8_lossy(&out.stderr)
+        "silt verify {args:?} -> exit {}\n--- stdout\n{}--- stderr\n{}",
+        run.code, run.stdout, run.diff
     );
     Ok(run)
 }
@@ -213,7 +215,7 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
 
     let all = silt_verify(data, &silt.bootstrap, &["--all", "--deadline", "60s"])?;
     assert_eq!(all.code, 0, "healthy tables verify");
-    assert!(all.stdout.contains("2 tables: 2 match"), "{}", all.stdout);
+    assert!(all.diff.contains("2 tables: 2 match"), "{}", all.diff);
     let one = silt_verify(data, &silt.bootstrap, &["v.users"])?;
     assert_eq!(one.code, 0);
     assert!(
@@ -237,17 +239,34 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
     assert_eq!(run.code, 1, "a removed add fails verify");
     assert!(
-        run.stdout
+        run.diff
             .contains(&format!("missing from the lake ({rows}, ")),
         "names the {rows} missing rows: {}",
-        run.stdout
+        run.diff
     );
     assert!(
-        run.stdout.contains(&format!("bucket {bucket}: ")),
+        run.diff.contains(&format!("bucket {bucket}: ")),
         "names the bucket whose offsets are missing: {}",
-        run.stdout
+        run.diff
     );
     assert!(run.stdout.contains("verify v.events: MISMATCH"));
+    // The same for a script: one JSON document on stdout, the README's fields.
+    let args = ["v.events", "--deadline", "5s", "--format", "json"];
+    let json = silt_verify(data, &silt.bootstrap, &args)?;
+    let doc: Value = serde_json::from_str(&json.stdout).context("verify --format json")?;
+    let table = &doc["tables"][0];
+    assert_eq!(
+        (json.code, &doc["verdict"], &table["table"], &table["kind"]),
+        (
+            1,
+            &Value::from("mismatch"),
+            &Value::from("v.events"),
+            &Value::from("log")
+        ),
+        "{doc}"
+    );
+    assert_eq!(table["missing"].as_u64(), Some(rows), "{doc}");
+    assert!(table["buckets"][0]["high_watermark"].is_i64(), "{doc}");
 
     // Damage 2: the same data file added twice (a copy under a second name).
     let add = add_of(&original[index])?;
@@ -263,14 +282,14 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     assert_eq!(run.code, 1, "a duplicated file fails verify");
     let copy_name = copy.rsplit('/').next().unwrap();
     assert!(
-        run.stdout.contains(&format!("extra in the lake ({rows}, ")),
+        run.diff.contains(&format!("extra in the lake ({rows}, ")),
         "{}",
-        run.stdout
+        run.diff
     );
     assert!(
-        run.stdout.contains(&format!("{copy_name} ({rows})")) && run.stdout.contains("(also in "),
+        run.diff.contains(&format!("{copy_name} ({rows})")) && run.diff.contains("(also in "),
         "names the duplicated file: {}",
-        run.stdout
+        run.diff
     );
 
     // Damage 3: one row changed inside a Parquet file.
@@ -279,15 +298,15 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     })?;
     let run = silt_verify(data, &silt.bootstrap, &["v.events", "--deadline", "5s"])?;
     assert_eq!(run.code, 1, "a changed row fails verify");
-    assert!(run.stdout.contains("differing (1, "), "{}", run.stdout);
+    assert!(run.diff.contains("differing (1, "), "{}", run.diff);
     assert!(
-        run.stdout.contains(&tampered)
-            && run.stdout.contains("lake {id=")
-            && run.stdout.contains("v=tampered"),
+        run.diff.contains(&tampered)
+            && run.diff.contains("lake {id=")
+            && run.diff.contains("v=tampered"),
         "names the file and shows both images: {}",
-        run.stdout
+        run.diff
     );
-    assert!(run.stdout.contains("missing 0, extra 0, differing 1"));
+    assert!(run.diff.contains("missing 0, extra 0, differing 1"));
 
     // Repaired: the original log verifies again.
     write_commit(&commit, &original)?;
@@ -302,8 +321,8 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     })?;
     let run = silt_verify(data, &silt.bootstrap, &["v.users", "--deadline", "5s"])?;
     assert_eq!(run.code, 1);
-    assert!(run.stdout.contains("differing keys (1, "), "{}", run.stdout);
-    assert!(run.stdout.contains("~ key {id="), "{}", run.stdout);
+    assert!(run.diff.contains("differing keys (1, "), "{}", run.diff);
+    assert!(run.diff.contains("~ key {id="), "{}", run.diff);
 
     let rows = num_records(&add_of(&original[index])?)?;
     let mut lines = original.clone();
@@ -312,19 +331,19 @@ async fn verify_passes_healthy_tables_and_names_damage() -> Result<()> {
     let run = silt_verify(data, &silt.bootstrap, &["v.users", "--deadline", "5s"])?;
     assert_eq!(run.code, 1);
     assert!(
-        run.stdout
+        run.diff
             .contains(&format!("keys missing from the lake ({rows}, ")),
         "{}",
-        run.stdout
+        run.diff
     );
 
     // --all reports the damaged table in its summary and fails.
     let run = silt_verify(data, &silt.bootstrap, &["--all", "--deadline", "5s"])?;
     assert_eq!(run.code, 1);
     assert!(
-        run.stdout.contains("2 tables: 1 match, 1 do not"),
+        run.diff.contains("2 tables: 1 match, 1 do not"),
         "{}",
-        run.stdout
+        run.diff
     );
     write_commit(&commit, &original)?;
     drop(silt);
@@ -356,9 +375,9 @@ async fn verify_exits_3_when_the_lake_does_not_catch_up_in_time() -> Result<()> 
     assert!(run.stdout.contains("DEADLINE PASSED"), "{}", run.stdout);
     // A bucket behind is named with its lake offset and its high watermark.
     assert!(
-        run.stdout.contains(": lake ") && run.stdout.contains(" < hw "),
+        run.diff.contains(": lake ") && run.diff.contains(" < hw "),
         "{}",
-        run.stdout
+        run.diff
     );
 
     let run = silt_verify(dir.path(), &silt.bootstrap, &["v.eventz"])?;
@@ -576,8 +595,8 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
     .await?;
     assert_eq!(count(&silt.bootstrap, data, "v.events").await?, 650);
     let all = silt_verify(data, &silt.bootstrap, &["--all", "--deadline", "60s"])?;
-    assert_eq!(all.code, 0, "verify after retention: {}", all.stdout);
-    assert!(all.stdout.contains("2 tables: 2 match"), "{}", all.stdout);
+    assert_eq!(all.code, 0, "verify after retention: {}", all.diff);
+    assert!(all.diff.contains("2 tables: 2 match"), "{}", all.diff);
     assert_eq!(count(&silt.bootstrap, data, "v.events$lake").await?, 650);
     assert_eq!(
         count(&silt.bootstrap, data, "v.users").await?,

@@ -16,9 +16,10 @@
 //!
 //! Layers, by cargo feature, so that a crate's tests build no more of the product than they
 //! test: without features, what needs nothing of silt above the engine ([`wait`], [`faults`],
-//! [`differential`], [`http`], [`process`] and the script harnesses); with `hotstore`, the
-//! in-process hot store and what works on it, over silt-hotstore and silt-connectors (`hotstore`,
-//! `tables`, `rows`, `scan`, `changelog`, `kv_snapshots`, `java_client`, `lake`); with
+//! [`differential`], [`http`], [`process`], [`terminal`] and the script harnesses); with
+//! `hotstore`, the in-process hot store and what works on it, over silt-hotstore and
+//! silt-connectors (`hotstore`, `tables`, `rows`, `scan`, `changelog`, `kv_snapshots`,
+//! `java_client`, `lake`); with
 //! `services`, what needs silt-jobs (`tiering`, `lake::query_rows`). It must not depend on
 //! silt-jobs without `services` (the tidy test checks the manifest).
 
@@ -29,6 +30,7 @@ pub mod http;
 pub mod official_suites;
 pub mod process;
 pub mod real_fluss;
+pub mod terminal;
 pub mod wait;
 
 #[cfg(feature = "hotstore")]

@@ -130,6 +130,8 @@ pub struct SiltProcess {
     pub flight: Option<String>,
     /// Its log (stderr, warnings and errors by default), for a failing test to show.
     pub log: LogTail,
+    /// What it printed on stdout: the addresses, then the status lines.
+    pub stdout: LogTail,
 }
 
 impl SiltProcess {
@@ -158,18 +160,33 @@ impl SiltProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<SiltProcess> {
+        let up = ["--log", "warn", "up", "--status-every-s", "3600"];
+        SiltProcess::spawn(silt, data_dir, &up, extra, env)
+    }
+
+    /// `silt up` as a user starts it, with its shipped log settings (no `--log`, none of
+    /// `SILT_LOG` and `SILT_LOG_STDERR` from the test's environment) and its status every
+    /// `--status-every-s` unless `extra` says otherwise; only its ports are ephemeral.
+    pub fn start_as_shipped(silt: &str, data_dir: &Path, extra: &[&str]) -> Result<SiltProcess> {
+        SiltProcess::spawn(silt, data_dir, &["up"], extra, &[])
+    }
+
+    /// Runs `silt --data-dir <data_dir> <up...> <extra...>` on ephemeral ports and waits until
+    /// it printed its addresses.
+    fn spawn(
+        silt: &str,
+        data_dir: &Path,
+        up: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<SiltProcess> {
         let mut command = Command::new(silt);
         command
-            .args([
-                "--data-dir",
-                &data_dir.to_string_lossy(),
-                "--log",
-                "warn",
-                "up",
-                "--status-every-s",
-                "3600",
-            ])
+            .args(["--data-dir", &data_dir.to_string_lossy()])
+            .args(up)
             .args(extra)
+            .env_remove("SILT_LOG")
+            .env_remove("SILT_LOG_STDERR")
             .env("SILT_HOTSTORE__LISTEN", "127.0.0.1:0")
             .env("SILT_REST__LISTEN", "127.0.0.1:0")
             .env("SILT_QUERY__FLIGHT_LISTEN", "127.0.0.1:0")
@@ -177,8 +194,11 @@ impl SiltProcess {
         // `silt up` prints the Flight line before the REST line, so it is set when `rx` answers.
         let flight = Arc::new(Mutex::new(None));
         let flight_seen = flight.clone();
+        let stdout = LogTail::default();
+        let kept = stdout.clone();
         let (mut bootstrap, mut rest) = (None, None);
         let (child, rx, log) = spawn_watching_stdout(&mut command, "silt up", move |line, tx| {
+            kept.push(line.to_string());
             if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
                 bootstrap = tail.split_whitespace().next().map(str::to_string);
             }
@@ -204,7 +224,26 @@ impl SiltProcess {
             rest,
             flight,
             log,
+            stdout,
         })
+    }
+
+    /// Ctrl-C (SIGINT), as a person stops it, then waits up to `timeout` for it to exit.
+    pub fn interrupt(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-INT", &pid]).status()?;
+        ensure!(status.success(), "kill -INT {pid} failed: {status}");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(exit) = self.child.try_wait()? {
+                return Ok(exit);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "silt up did not exit within {timeout:?} of Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Rows of `table` (`db.name`) in the lake, as the REST API's `GET /v1/tables` reports

@@ -18,7 +18,7 @@ const ABORT_MARKER: &str = "fault injection: aborting after durable write";
 /// (`jobs/src/tiering.rs`).
 const COMMIT_CRASH_MARKER: &str = "crash injected at";
 
-/// What `silt up` prints when it stops on a storage failure (`up.rs`).
+/// What `silt up` prints when it stops on a storage failure (`up/mod.rs`).
 const STORAGE_FAILED_MARKER: &str = "the hot store's storage failed";
 
 /// How many times a start is tried before the trial gives up: the fixed port may still be held
@@ -68,7 +68,7 @@ impl CommitPoint {
         }
     }
 
-    /// The file `silt up` creates when it crashes there (once per file: `jobs/src/up.rs`).
+    /// The file `silt up` creates when it crashes there (once per file: `jobs/src/up/mod.rs`).
     fn marker(self, data: &Path) -> PathBuf {
         data.join(match self {
             CommitPoint::BeforeCommit => ".crashed-BeforeCommit",

@@ -11,7 +11,7 @@ use serde_yaml_ng::Value;
 pub const DEFAULTS_YAML: &str = include_str!("../../../conf/silt.yaml");
 
 /// Environment variables the CLI reads itself.
-const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG"];
+const CLI_ENV: &[&str] = &["SILT_CONFIG", "SILT_LOG", "SILT_LOG_STDERR"];
 
 /// Environment variables of the test build's fault hooks (the hot store reads them itself);
 /// the product build does not know them, so they are unknown keys there.
@@ -20,6 +20,9 @@ const FAULT_HOOK_ENV: &[&str] =
     &[silt_hotstore::storage::durability::ABORT_AFTER_DURABLE_WRITE_ENV];
 #[cfg(not(feature = "fault-injection"))]
 const FAULT_HOOK_ENV: &[&str] = &[];
+
+/// The smallest `log.file_bytes_max`: a file holds at least a few records.
+const LOG_FILE_BYTES_MIN: u64 = 4096;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,6 +33,15 @@ pub struct Config {
     pub rest: RestConfig,
     pub query: QuerySettings,
     pub lake: LakeSettings,
+    pub log: LogSettings,
+}
+
+/// The log file of the services (`log:` in conf/silt.yaml; see [`crate::logging`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    pub file_bytes_max: u64,
+    pub files_max: usize,
 }
 
 /// Where the lake is and how to reach it (`lake:` in conf/silt.yaml).
@@ -229,8 +241,8 @@ impl Config {
             merge(&mut merged, overlay);
         }
         for (name, value) in env {
-            // SILT_CONFIG and SILT_LOG belong to the command line, the fault hooks' to the hot
-            // store, not to this file's keys.
+            // SILT_CONFIG, SILT_LOG and SILT_LOG_STDERR belong to the command line, the fault
+            // hooks' to the hot store, not to this file's keys.
             if CLI_ENV.contains(&name.as_str()) || FAULT_HOOK_ENV.contains(&name.as_str()) {
                 continue;
             }
@@ -271,6 +283,15 @@ impl Config {
                  already deleted; raise lake.file_retention_ms or lower query.deadline_max_ms",
                 self.lake.file_retention_ms,
                 self.query.deadline_max_ms
+            );
+        }
+        if self.log.file_bytes_max < LOG_FILE_BYTES_MIN || !(1..=100).contains(&self.log.files_max)
+        {
+            bail!(
+                "invalid configuration: log.file_bytes_max ({}) must be at least {LOG_FILE_BYTES_MIN} \
+                 and log.files_max ({}) from 1 to 100; the log keeps at most their product in bytes",
+                self.log.file_bytes_max,
+                self.log.files_max
             );
         }
         if self.query.concurrent_max == 0 {

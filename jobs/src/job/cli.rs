@@ -1,16 +1,25 @@
 //! `silt job submit|list|status|cancel|stop|validate`: the job commands, talking to the REST
 //! API of a running `silt up` (address from `rest.listen` or `--rest`, bearer token from
 //! `rest.token`).
+//!
+//! What each prints on stdout, for a script: `submit` the job id and a newline; `list` a table
+//! of jobs; `status` the job's state, checkpoints and operators; `validate` the compiled graph
+//! and `valid`; `stop` and `cancel` nothing (their sentence goes to stderr, with every other
+//! note). With `--format json` each prints one JSON document instead: the job object of the REST
+//! API (`list`: an array of them), or for `validate` `{"valid": bool, "graph": [...]}` or
+//! `{"valid": false, "errors": [{"path", "message"}]}`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
+use serde_json::json;
 
 use super::client::{Client, Response};
 use super::service::JobStatus;
 use super::{Format, parse_submission};
 use crate::config::Config;
+use crate::output::{self, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
@@ -107,70 +116,103 @@ fn parse_status(response: &Response) -> Result<JobStatus> {
         .with_context(|| format!("unexpected response: {}", response.body))
 }
 
-pub async fn run(config: &Config, rest: Option<&str>, command: JobCommand) -> Result<()> {
+/// The job object of a response with status `ok`; any other status is the error it carries.
+fn job_of(response: &Response, ok: u16) -> Result<JobStatus> {
+    if response.status != ok {
+        return Err(failure(response));
+    }
+    parse_status(response)
+}
+
+pub async fn run(
+    config: &Config,
+    rest: Option<&str>,
+    format: output::Format,
+    command: JobCommand,
+) -> Result<()> {
     let token = Some(config.rest.token.clone());
     let client = Client::new(&rest_base(config, rest), token)?;
+    let json = format == output::Format::Json;
     match command {
-        JobCommand::Validate { file } => validate(&client, &file).await?,
-        JobCommand::Submit { file } => {
-            let text = read(&file)?;
-            let response = client
-                .post("/v1/jobs", content_type(&file, &text), text.as_bytes())
-                .await?;
-            if response.status != 201 {
-                return Err(failure(&response));
-            }
-            let status = parse_status(&response)?;
-            for line in &status.graph {
-                println!("{line}");
-            }
-            println!("submitted job {} ({})", status.id, status.state);
-        }
-        JobCommand::List => list(&client).await?,
+        JobCommand::Validate { file } => validate(&client, &file, format).await,
+        JobCommand::Submit { file } => submit(&client, &file, format).await,
+        JobCommand::List => list(&client, format).await,
         JobCommand::Status { id } => {
-            let response = client.get(&format!("/v1/jobs/{id}")).await?;
-            if response.status != 200 {
-                return Err(failure(&response));
+            let status = job_of(&client.get(&format!("/v1/jobs/{id}")).await?, 200)?;
+            if json {
+                return print_json(&status);
             }
-            print_status(&parse_status(&response)?);
+            print_status(&status);
+            Ok(())
         }
         JobCommand::Cancel { id } => {
-            let response = client.delete(&format!("/v1/jobs/{id}")).await?;
-            if response.status != 200 {
-                return Err(failure(&response));
+            let status = job_of(&client.delete(&format!("/v1/jobs/{id}")).await?, 200)?;
+            if json {
+                return print_json(&status);
             }
-            println!("cancelled job {id} ({})", parse_status(&response)?.state);
+            eprintln!("cancelled job {id} ({})", status.state);
+            Ok(())
         }
         JobCommand::Stop { id } => {
-            let response = client
-                .post(&format!("/v1/jobs/{id}/stop"), "application/json", b"")
-                .await?;
-            if response.status != 200 {
-                return Err(failure(&response));
+            let path = format!("/v1/jobs/{id}/stop");
+            let response = client.post(&path, "application/json", b"").await?;
+            let status = job_of(&response, 200)?;
+            if json {
+                return print_json(&status);
             }
-            let status = parse_status(&response)?;
             let last = status.checkpoints.last().map(|c| c.id);
-            println!(
+            eprintln!(
                 "stopped job {id} ({}) with final checkpoint {}",
                 status.state,
                 last.map_or("-".to_string(), |c| c.to_string())
             );
+            Ok(())
         }
     }
+}
+
+/// `silt job submit`: the id alone on stdout (`id=$(silt job submit f.yaml)`), the compiled
+/// graph and a sentence on stderr; or the job object with `--format json`.
+async fn submit(client: &Client, file: &Path, format: output::Format) -> Result<()> {
+    let text = read(file)?;
+    let response = client
+        .post("/v1/jobs", content_type(file, &text), text.as_bytes())
+        .await?;
+    let status = job_of(&response, 201)?;
+    if format == output::Format::Json {
+        return print_json(&status);
+    }
+    for line in &status.graph {
+        eprintln!("{line}");
+    }
+    eprintln!(
+        "submitted job {} ({}, {}); follow it with `silt job status {}`",
+        status.id, status.name, status.state, status.id
+    );
+    println!("{}", status.id);
     Ok(())
 }
 
 /// `silt job validate`: syntax and shape first, offline, so a typo is reported without a
 /// server; then the server checks the tables and prints the graph.
-async fn validate(client: &Client, file: &Path) -> Result<()> {
+async fn validate(client: &Client, file: &Path, format: output::Format) -> Result<()> {
+    let json = format == output::Format::Json;
     let text = read(file)?;
     let ct = content_type(file, &text);
-    let format = if ct.contains("json") {
+    let submission = if ct.contains("json") {
         Format::Json
     } else {
         Format::Yaml
     };
-    if let Err(errors) = parse_submission(&text, format) {
+    if let Err(errors) = parse_submission(&text, submission) {
+        if json {
+            let errors: Vec<_> = errors
+                .0
+                .iter()
+                .map(|e| json!({"path": e.path, "message": e.message}))
+                .collect();
+            print_json(&json!({"valid": false, "errors": errors}))?;
+        }
         let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
         bail!(
             "invalid job ({}):\n{}",
@@ -183,9 +225,19 @@ async fn validate(client: &Client, file: &Path) -> Result<()> {
         .await
         .context("the file parses; checking its tables needs the REST API")?;
     if response.status != 200 {
+        if json {
+            let errors = (response.json().ok())
+                .and_then(|v| v.get("errors").cloned())
+                .filter(serde_json::Value::is_array)
+                .unwrap_or_else(|| json!([{"path": "", "message": response.error_message()}]));
+            print_json(&json!({"valid": false, "errors": errors}))?;
+        }
         return Err(failure(&response));
     }
     let v = response.json()?;
+    if json {
+        return print_json(&json!({"valid": true, "graph": v["graph"]}));
+    }
     for line in v["graph"].as_array().into_iter().flatten() {
         println!("{}", line.as_str().unwrap_or_default());
     }
@@ -193,13 +245,17 @@ async fn validate(client: &Client, file: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `silt job list`: one line per job.
-async fn list(client: &Client) -> Result<()> {
+/// `silt job list`: one line per job, or the job objects with `--format json`.
+async fn list(client: &Client, format: output::Format) -> Result<()> {
     let response = client.get("/v1/jobs").await?;
     if response.status != 200 {
         return Err(failure(&response));
     }
-    let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)?;
+    let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)
+        .with_context(|| format!("unexpected response: {}", response.body))?;
+    if format == output::Format::Json {
+        return print_json(&jobs);
+    }
     println!(
         "{:<36} {:<10} {:<10} {:>11} {:>8}",
         "ID", "STATE", "DESIRED", "CHECKPOINTS", "RESTARTS"

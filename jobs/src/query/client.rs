@@ -83,8 +83,13 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
     if !config.rest.token.is_empty() {
         request = request.bearer_auth(&config.rest.token);
     }
+    // A spinner on a terminal while the server waits for tiering and runs the query.
+    let progress = waiting(&options);
     let response = match request.send().await {
-        Err(e) if e.is_connect() => return run_offline(config, &options, &base, &e).await,
+        Err(e) if e.is_connect() => {
+            progress.finish();
+            return run_offline(config, &options, &base, &e).await;
+        }
         other => other,
     };
     let response = response.map_err(|e| {
@@ -98,10 +103,9 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
         }
     })?;
     let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .with_context(|| format!("reading the answer of {url}"))?;
+    let bytes = response.bytes().await;
+    progress.finish();
+    let bytes = bytes.with_context(|| format!("reading the answer of {url}"))?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -122,6 +126,20 @@ pub async fn run(config: &Config, options: SqlOptions) -> Result<()> {
         .collect::<Result<Vec<RecordBatch>, _>>()
         .context("reading the server's Arrow IPC stream")?;
     print_result(&schema, &batches, options.format)
+}
+
+/// What the spinner says while the query runs.
+fn waiting(options: &SqlOptions) -> crate::progress::Progress {
+    let progress = crate::progress::Progress::spinner();
+    progress.set_message(if options.wait_for_tiering {
+        format!(
+            "waiting for tiering, then the query (deadline {:?})",
+            options.deadline
+        )
+    } else {
+        format!("running the query (deadline {:?})", options.deadline)
+    });
+    progress
 }
 
 fn print_result(

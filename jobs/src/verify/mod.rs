@@ -26,7 +26,6 @@
 //! up. Both sides are held in memory, so this is a tool for tables of up to a few million rows.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -38,12 +37,15 @@ use silt_connectors::changelog::BucketKey;
 use silt_connectors::fluss::{list_bucket_offsets, table_arrow_schema};
 use silt_connectors::lake_format::{LakeFormat, LakeOffsets};
 
+use crate::progress::Progress;
 use crate::tiering::DATALAKE_ENABLED;
 
 mod diff;
+mod output;
 mod read;
 
 use diff::{Origin, Side};
+pub use output::{run, summary};
 use read::{held_lake_rows, keys_with_several_rows, split_dropped_partitions};
 pub use read::{read_changelog, read_lake};
 
@@ -80,6 +82,9 @@ pub struct VerifyOptions {
     /// at the lake's current version whatever it covers: the lake must always be a
     /// consistent prefix of the changelog, even while tiering is behind or failing.
     pub wait_for_lake: bool,
+    /// Where verify says what it is doing (waiting for tiering, reading, comparing); hidden
+    /// unless a front end hands in one that is drawn.
+    pub progress: Progress,
 }
 
 impl VerifyOptions {
@@ -94,6 +99,7 @@ impl VerifyOptions {
             show_max: 10,
             read_stall_max: Duration::from_secs(30),
             wait_for_lake: true,
+            progress: Progress::hidden(),
         }
     }
 }
@@ -157,8 +163,27 @@ impl TableReport {
         }
     }
 
-    /// The full diff, as `silt verify db.t` prints it.
+    /// The full diff, as `silt verify db.t` prints it: [`TableReport::render_diff`], then
+    /// [`TableReport::verdict_line`].
     pub fn render(&self) -> String {
+        format!("{}{}\n", self.render_diff(), self.verdict_line())
+    }
+
+    /// `verify db.t: MATCH` (or `MISMATCH`, or `DEADLINE PASSED ...`): what a script reads.
+    pub fn verdict_line(&self) -> String {
+        format!(
+            "verify {}: {}",
+            self.table,
+            match self.verdict {
+                Verdict::Match => "MATCH",
+                Verdict::Mismatch => "MISMATCH",
+                Verdict::DeadlinePassed => "DEADLINE PASSED (the lake did not catch up)",
+            }
+        )
+    }
+
+    /// What was compared, the counts, and the first rows that differ, a line each.
+    pub fn render_diff(&self) -> String {
         let mut out = String::new();
         let kind = if self.primary_key {
             "primary-key table"
@@ -205,15 +230,6 @@ impl TableReport {
             out.push_str(line);
             out.push('\n');
         }
-        out.push_str(&format!(
-            "verify {}: {}\n",
-            self.table,
-            match self.verdict {
-                Verdict::Match => "MATCH",
-                Verdict::Mismatch => "MISMATCH",
-                Verdict::DeadlinePassed => "DEADLINE PASSED (the lake did not catch up)",
-            }
-        ));
         out
     }
 }
@@ -262,7 +278,7 @@ pub fn parse_table_name(name: &str) -> Result<(String, String)> {
 }
 
 /// Checks one table: the five steps of the module's contract. Errors are failures to check
-/// (unknown table, unreachable store), not mismatches.
+/// (unknown table, unreachable store), not mismatches. Says where it is on `options.progress`.
 pub async fn verify_table(
     connection: &FlussConnection,
     database: &str,
@@ -284,6 +300,12 @@ pub async fn verify_table(
     };
 
     // 3. The hot side, through the changelog.
+    let say = |step: &str| {
+        options
+            .progress
+            .set_message(format!("{}: {step}", target.name))
+    };
+    say("reading the changelog");
     let user_schema = table_arrow_schema(connection, database, table).await?;
     let lake_schema = (options.format).lake_schema(&user_schema, target.partitioned)?;
     let user_fields = user_schema.fields().len();
@@ -305,42 +327,54 @@ pub async fn verify_table(
     )?;
 
     // 4. The lake side, at the pinned version.
+    say("reading the lake");
     let lake_side = match &lake {
         Some(l) => {
-            let (storage, version) = (&options.storage_options, l.delta_version);
-            let read = options
-                .format
-                .read_version(&lake_uri, storage, version, FILE_COLUMN);
-            let mut batches = read.await?;
-            if target.primary_key {
-                let (keys, shown) =
-                    keys_with_several_rows(&batches, &target.key_columns, options.show_max)?;
-                report.duplicate_keys = keys;
-                if keys > 0 {
-                    report.details.push(format!(
-                        "{keys} keys have more than one row in the lake (a primary-key table holds one row per key):"
-                    ));
-                    report.details.extend(shown);
-                }
-            }
-            if target.partitioned {
-                batches = without_dropped_partitions(batches, &start, &mut report)?;
-            }
-            let batches = held_lake_rows(batches, &start, target.primary_key)?;
-            Side::from_batches(
-                &batches,
-                &lake_schema,
-                user_fields,
-                &target.key_columns,
-                Origin::Lake,
-            )?
+            let batches = read_lake_rows(&target, &lake_uri, l, &start, options, &mut report);
+            let batches = batches.await?;
+            let (fields, keys) = (user_fields, &target.key_columns);
+            Side::from_batches(&batches, &lake_schema, fields, keys, Origin::Lake)?
         }
         None => Side::empty(&lake_schema, user_fields, &target.key_columns)?,
     };
 
     // 5. Compare.
+    say("comparing");
     report.compare(&hot, &lake_side, &start, options.show_max)?;
     Ok(report)
+}
+
+/// 4. The lake's rows at the pinned version that the comparison takes: of the partitions the
+/// hot store still has, at the offsets it still holds. Keys held more than once (a primary-key
+/// table) go into the report.
+async fn read_lake_rows(
+    target: &Target,
+    lake_uri: &str,
+    lake: &LakeOffsets,
+    start: &BTreeMap<BucketKey, i64>,
+    options: &VerifyOptions,
+    report: &mut TableReport,
+) -> Result<Vec<RecordBatch>> {
+    let (storage, version) = (&options.storage_options, lake.delta_version);
+    let read = options
+        .format
+        .read_version(lake_uri, storage, version, FILE_COLUMN);
+    let mut batches = read.await?;
+    if target.primary_key {
+        let (keys, shown) =
+            keys_with_several_rows(&batches, &target.key_columns, options.show_max)?;
+        report.duplicate_keys = keys;
+        if keys > 0 {
+            report.details.push(format!(
+                "{keys} keys have more than one row in the lake (a primary-key table holds one row per key):"
+            ));
+            report.details.extend(shown);
+        }
+    }
+    if target.partitioned {
+        batches = without_dropped_partitions(batches, start, report)?;
+    }
+    held_lake_rows(batches, start, target.primary_key)
 }
 
 /// The lake rows of partitions the hot store still has; how many rows of dropped ones were
@@ -447,9 +481,6 @@ impl Target {
     }
 }
 
-/// 2. Waits, inside the deadline, until the lake's txn offsets reach the high watermarks, and
-/// answers the lake read last (`None` inside: no lake yet). Answers `None` when the deadline
-/// passed first, with the report saying how far the lake got.
 /// The offsets the lake at `lake_uri` committed for the target's buckets.
 async fn read_lake_offsets(
     target: &Target,
@@ -464,6 +495,28 @@ async fn read_lake_offsets(
         .with_context(|| format!("reading the lake offsets of {} at {lake_uri}", target.name))
 }
 
+/// The progress of the wait: how many of the captured offsets the lake covers.
+fn say_waiting(
+    target: &Target,
+    marks: &Marks,
+    lake: &BTreeMap<BucketKey, i64>,
+    options: &VerifyOptions,
+) {
+    let (mut covered, mut needed) = (0i64, 0i64);
+    for b in &target.bucket_ids {
+        let hw = marks.high.get(b).copied().unwrap_or(0);
+        covered += lake.get(b).copied().unwrap_or(0).min(hw);
+        needed += hw;
+    }
+    options.progress.set_message(format!(
+        "{}: waiting for tiering: the lake holds {covered} of {needed} offsets",
+        target.name
+    ));
+}
+
+/// 2. Waits, inside the deadline, until the lake's txn offsets reach the high watermarks, and
+/// answers the lake read last (`None` inside: no lake yet). Answers `None` when the deadline
+/// passed first, with the report saying how far the lake got.
 async fn wait_for_lake(
     target: &Target,
     marks: &Marks,
@@ -503,6 +556,7 @@ async fn wait_for_lake(
         if behind.is_empty() || !options.wait_for_lake {
             return Ok(Some(lake));
         }
+        say_waiting(target, marks, &offsets, options);
         if Instant::now() >= deadline {
             report.verdict = Verdict::DeadlinePassed;
             report.details.push(format!(
@@ -619,115 +673,6 @@ async fn read_held_changelog(
             Err(e) => return Err(e),
         }
     }
-}
-
-/// `silt verify`: one table or every lake-enabled one. Prints the diff(s) and returns the exit
-/// code (0 match, 1 mismatch, 3 deadline passed; with several tables the worst wins, a mismatch
-/// over a deadline).
-pub async fn run(options: &VerifyOptions, table: Option<&str>, all: bool) -> Result<u8> {
-    let connection = silt_connectors::fluss::connect_with(
-        &options.bootstrap,
-        options.credentials.as_ref(),
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "is `silt up` running? (hotstore address {}; set --bootstrap or hotstore.listen)",
-            options.bootstrap
-        )
-    })?;
-    let tables = match (table, all) {
-        (Some(name), false) => vec![parse_table_name(name)?],
-        (None, true) => lake_enabled_tables(&connection).await?,
-        _ => bail!("name one table (silt verify db.t) or pass --all"),
-    };
-    if tables.is_empty() {
-        println!("verify: no lake-enabled tables");
-        return Ok(EXIT_MATCH);
-    }
-    let started = Instant::now();
-    let mut reports = Vec::with_capacity(tables.len());
-    for (i, (database, name)) in tables.iter().enumerate() {
-        if all {
-            eprint!(
-                "\r[{}/{}] verifying {database}.{name} ...{:20}",
-                i + 1,
-                tables.len(),
-                ""
-            );
-            let _ = std::io::stderr().flush();
-        }
-        let report = match verify_table(&connection, database, name, options).await {
-            Ok(r) => r,
-            Err(e) if all => {
-                let mut r = TableReport::new(&format!("{database}.{name}"), false);
-                r.details.push(format!("verify failed: {e:#}"));
-                r
-            }
-            Err(e) => return Err(e),
-        };
-        if !all || report.verdict != Verdict::Match {
-            if all {
-                eprintln!();
-            }
-            print!("{}", report.render());
-        }
-        reports.push(report);
-    }
-    if all {
-        eprintln!(
-            "\r[{}/{}] done in {:.1} s{:40}",
-            tables.len(),
-            tables.len(),
-            started.elapsed().as_secs_f64(),
-            ""
-        );
-        println!("{}", summary(&reports));
-    }
-    let code = if reports.iter().any(|r| r.verdict == Verdict::Mismatch) {
-        EXIT_MISMATCH
-    } else if reports.iter().any(|r| r.verdict == Verdict::DeadlinePassed) {
-        EXIT_DEADLINE
-    } else {
-        EXIT_MATCH
-    };
-    Ok(code)
-}
-
-/// The summary table of `silt verify --all`.
-pub fn summary(reports: &[TableReport]) -> String {
-    let mut out = format!(
-        "{:<28} {:<5} {:>8} {:>10} {:>10} {:>8} {:>8} {:>9}  {}\n",
-        "table", "kind", "version", "hot", "lake", "missing", "extra", "differing", "result"
-    );
-    for r in reports {
-        out.push_str(&format!(
-            "{:<28} {:<5} {:>8} {:>10} {:>10} {:>8} {:>8} {:>9}  {}\n",
-            r.table,
-            if r.primary_key { "pk" } else { "log" },
-            r.delta_version.map_or("-".into(), |v| v.to_string()),
-            r.hot_rows,
-            r.lake_rows,
-            r.missing,
-            r.extra,
-            r.differing,
-            match r.verdict {
-                Verdict::Match => "match",
-                Verdict::Mismatch => "MISMATCH",
-                Verdict::DeadlinePassed => "deadline passed",
-            }
-        ));
-    }
-    let failed = reports
-        .iter()
-        .filter(|r| r.verdict != Verdict::Match)
-        .count();
-    out.push_str(&format!(
-        "{} tables: {} match, {failed} do not",
-        reports.len(),
-        reports.len() - failed
-    ));
-    out
 }
 
 #[cfg(test)]

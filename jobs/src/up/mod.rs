@@ -2,7 +2,9 @@
 //! a workload that exercises them: a log table and a primary-key table, both lake-enabled, fed
 //! through the official Fluss client at a steady rate, with a status line per table every few
 //! seconds. Ctrl-C stops the workload, stops every tiering job with a final checkpoint, and
-//! shuts the hotstore down cleanly.
+//! shuts the hotstore down cleanly. What it prints on stdout, as text or JSON, is [`lines`]'s.
+
+pub mod lines;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use silt_hotstore::{Server, ServerHandle};
 use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::output::Format;
 use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringService};
 
 #[derive(Debug, Clone)]
@@ -25,6 +28,8 @@ pub struct UpOptions {
     /// Stop after this long (for scripted runs); `None` runs until Ctrl-C.
     pub run_for: Option<Duration>,
     pub status_every: Duration,
+    /// How the status lines are printed: text, or one JSON object per line.
+    pub status_format: Format,
     /// Tests only: abort once at this tiering committer point.
     #[cfg(feature = "fault-injection")]
     pub crash_at: Option<silt_connectors::lake_format::FaultPoint>,
@@ -37,23 +42,15 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     #[cfg(feature = "fault-injection")]
     crate::lake_faults::install_from_env();
+    let lines = lines::Lines::new(options.status_format);
+    info!(version = crate::build_info::VERSION, "silt up starting");
     let server = Arc::new(Server::start(config.hotstore()?).await?);
     let bootstrap = server.local_addr().to_string();
-    println!(
+    lines.say(format_args!(
         "hotstore: Fluss wire protocol on {bootstrap} (data in {})",
         config.data_dir.display()
-    );
-
-    let registry: RegistryUpdate = crate::tiering::hotstore_registry(server.clone());
-    let tiering_config = config.tiering(&bootstrap);
-    #[cfg(feature = "fault-injection")]
-    let tiering_config = crate::tiering::TieringConfig {
-        crash_at: options
-            .crash_at
-            .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}")))),
-        ..tiering_config
-    };
-    let tiering = TieringService::new(tiering_config, Some(registry));
+    ));
+    let tiering = start_tiering(config, &options, server.clone(), &bootstrap);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let discovery = {
         let tiering = tiering.clone();
@@ -61,12 +58,13 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     };
     let jobs = crate::job::service::JobService::new(config.jobs(&bootstrap));
     let resumed = jobs.resume_persisted().await?;
-    println!("jobs: {resumed} submitted jobs resumed");
+    lines.say(format_args!("jobs: {resumed} submitted jobs resumed"));
     // One query service for REST and Flight SQL.
     let query = crate::query::QueryService::new(config.query(&bootstrap));
     let flight = crate::query::flight::serve(config, query.clone(), stop_tx.subscribe()).await?;
-    if let Some((flight_addr, _)) = &flight {
-        println!("flight: Arrow Flight SQL on grpc://{flight_addr}");
+    let flight_url = flight.as_ref().map(|(addr, _)| format!("grpc://{addr}"));
+    if let Some(url) = &flight_url {
+        lines.say(format_args!("flight: Arrow Flight SQL on {url}"));
     }
     let api = rest_api(
         config,
@@ -77,18 +75,19 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     );
     let (rest_addr, rest) =
         crate::rest::serve(&config.rest.listen, api, stop_tx.subscribe()).await?;
-    println!("rest: REST API on http://{rest_addr}");
-    println!("tiering: lake tables under {}", config.lake_root());
+    let started = started(config, &bootstrap, rest_addr, flight_url, resumed);
+    say_started(&lines, &started);
 
     let workload = start_demo(config, &options, &bootstrap, stop_tx.subscribe()).await?;
 
-    serve_until_stopped(&options, &server, &tiering).await?;
+    serve_until_stopped(&options, &lines, &server, &tiering).await?;
 
-    println!("shutting down: stopping the workload and the tiering jobs (final checkpoints)");
+    lines.stopping();
     let _ = stop_tx.send(true);
-    if let Some(w) = workload {
-        report_workload(w.await);
-    }
+    let demo_rows = match workload {
+        Some(w) => report_workload(w.await),
+        None => None,
+    };
     let _ = discovery.await;
     let _ = rest.await;
     if let Some((_, flight)) = flight {
@@ -97,16 +96,76 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     }
     jobs.shutdown(Duration::from_secs(60)).await;
     tiering.shutdown(Duration::from_secs(60)).await;
-    shutdown_server(server).await
+    shutdown_server(server).await?;
+    lines.stopped(demo_rows);
+    Ok(())
 }
 
-/// Says how the demo workload ended.
-fn report_workload(ended: std::result::Result<Result<u64>, tokio::task::JoinError>) {
+/// The tiering service over the embedded hot store (with `--crash-at`'s hook in test builds).
+fn start_tiering(
+    config: &Config,
+    options: &UpOptions,
+    server: Arc<ServerHandle>,
+    bootstrap: &str,
+) -> TieringService {
+    let registry: RegistryUpdate = crate::tiering::hotstore_registry(server);
+    let tiering_config = config.tiering(bootstrap);
+    #[cfg(feature = "fault-injection")]
+    let tiering_config = crate::tiering::TieringConfig {
+        crash_at: options
+            .crash_at
+            .map(|p| (p, config.data_dir.join(format!(".crashed-{p:?}")))),
+        ..tiering_config
+    };
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = options;
+    TieringService::new(tiering_config, Some(registry))
+}
+
+fn started(
+    config: &Config,
+    bootstrap: &str,
+    rest: std::net::SocketAddr,
+    flight: Option<String>,
+    jobs_resumed: usize,
+) -> lines::Started {
+    lines::Started {
+        hotstore: bootstrap.to_string(),
+        rest: format!("http://{rest}"),
+        flight,
+        data_dir: config.data_dir.display().to_string(),
+        lake_root: config.lake_root(),
+        log_file: crate::logging::LogFile::of(config, "silt")
+            .path()
+            .display()
+            .to_string(),
+        jobs_resumed,
+    }
+}
+
+/// The last lines of the start: the REST API, the lake and the log (text), or the `started`
+/// event (JSON).
+fn say_started(lines: &lines::Lines, started: &lines::Started) {
+    lines.say(format_args!("rest: REST API on {}", started.rest));
+    lines.say(format_args!(
+        "tiering: lake tables under {}",
+        started.lake_root
+    ));
+    lines.say(format_args!(
+        "log: {} (warnings also here; --log-stderr for everything)",
+        started.log_file
+    ));
+    lines.started(started);
+}
+
+/// The rows the demo workload wrote; a failure is logged as a warning.
+fn report_workload(ended: std::result::Result<Result<u64>, tokio::task::JoinError>) -> Option<u64> {
     match ended {
-        Ok(Ok(rows)) => println!("demo workload wrote {rows} rows"),
+        Ok(Ok(rows)) => return Some(rows),
         Ok(Err(e)) => warn!(error = %format!("{e:#}"), "demo workload failed"),
         Err(e) => warn!(error = %e, "demo workload panicked"),
     }
+    None
 }
 
 /// With `--demo`: creates the demo's tables and starts its workload, which writes until `stop`.
@@ -132,6 +191,7 @@ async fn start_demo(
 /// when the hot store's storage fails.
 async fn serve_until_stopped(
     options: &UpOptions,
+    lines: &lines::Lines,
     server: &ServerHandle,
     tiering: &TieringService,
 ) -> Result<()> {
@@ -149,7 +209,7 @@ async fn serve_until_stopped(
     loop {
         tokio::select! {
             _ = &mut until => return Ok(()),
-            _ = status.tick() => print_status(tiering).await,
+            _ = status.tick() => lines.status(tiering.status().await, silt_rt::clock::now_ms()),
             reason = server.storage_failed() => {
                 // Nothing more can be written durably; recovery at the next start rebuilds
                 // the state from what is durable. Stop at once, without final checkpoints.
@@ -191,30 +251,6 @@ async fn shutdown_server(server: Arc<ServerHandle>) -> Result<()> {
         Ok(server) => server.shutdown().await.map_err(anyhow::Error::from),
         // Another holder (a hook still alive) keeps it; dropping stops accepting.
         Err(_) => Ok(()),
-    }
-}
-
-async fn print_status(tiering: &TieringService) {
-    match tiering.status().await {
-        Ok(tables) if tables.is_empty() => println!("status: no lake-enabled tables yet"),
-        Ok(tables) => {
-            for t in tables {
-                let hot: i64 = t.buckets.values().map(|(h, _)| h).sum();
-                let lake: i64 = t.buckets.values().map(|(_, l)| l).sum();
-                println!(
-                    "{:<20} job {:<10} hot {:>8} | lake {:>8} | lag {:>6} offsets {:>5.1}s | delta v{} | {} checkpoints",
-                    format!("{}.{}", t.database, t.table),
-                    t.job_state,
-                    hot,
-                    lake,
-                    t.lag_offsets,
-                    t.lag_seconds,
-                    t.delta_version.map_or("-".to_string(), |v| v.to_string()),
-                    t.checkpoints
-                );
-            }
-        }
-        Err(e) => println!("status unavailable: {e:#}"),
     }
 }
 
