@@ -9,7 +9,8 @@
 //!
 //! A job's first start reads the lake's committed offsets and starts the source there, so a
 //! redeployed job never re-tiers what the lake has; later starts restore from the job's own
-//! checkpoints under `<data_dir>/checkpoints/tiering/`.
+//! checkpoints under `<data_dir>/checkpoints/tiering/`, each bucket no lower than where the lake
+//! ends (another writer may have tiered past the checkpoint, and retention cut the log up to it).
 //!
 //! A lake belongs to one table id. When a table is dropped and created again under its name,
 //! the new table's job finds the old table's lake at `<lake_root>/<db>/<table>` and moves it to
