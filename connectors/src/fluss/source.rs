@@ -67,7 +67,7 @@ pub struct FlussSourceConfig {
     /// offsets: a source bound to an id refuses to open (and so to restore its offsets) on a
     /// table of another id.
     pub table_id: Option<i64>,
-    /// Offsets this read never resumes below, asked for at every open (a restore included): a
+    /// Offsets a restored read never resumes below, asked for at every restore: a
     /// tiering job's lake offsets. Another writer may have moved the lake past the job's own
     /// checkpoint, and hot retention may then have cut the changelog up to the lake's offsets;
     /// what lies below them is in the lake already.
@@ -1086,7 +1086,10 @@ impl Source for FlussSource {
         self.next_offsets = self
             .start_offsets(&table, &owned, restored.is_restored(), start)
             .await?;
-        self.raise_to_resume_floor(&name).await?;
+        if restored.is_restored() {
+            // A first start's offsets are the caller's (a tiering job's: the lake's, just read).
+            self.raise_to_resume_floor(&name).await?;
+        }
         self.end_offsets = self.end_offsets_of(&table, &owned).await?;
         self.backlog_end = self.backlog_of(&table, &owned).await?;
         self.partitions = partitions.map(|known| Partitions {

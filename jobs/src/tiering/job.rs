@@ -247,7 +247,7 @@ impl TieringService {
         Ok(graph)
     }
 
-    /// Where the lake of `table_id` at `uri` ends per bucket, read at each open of the job's
+    /// Where the lake of `table_id` at `uri` ends per bucket, read at each restore of the job's
     /// source: a source restored from a checkpoint that another writer has since tiered past
     /// resumes there (the lake holds what lies below; hot retention may have cut it).
     fn lake_ends(&self, uri: &str, table_id: i64) -> ResumeFloor {
