@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use silt_jobs::cli::GlobalArgs;
+use silt_jobs::output::Format;
 
 use crate::hotstore::HotstoreArgs;
 use crate::query::QueryBenchOptions;
@@ -31,6 +32,11 @@ use crate::trials::TrialsOptions;
 pub struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
+    /// text (tables for people, as the README's benchmark section shows them) or json (stdout
+    /// holds only the tables, one JSON object per line: `bench`, `table`, `columns`, `rows`,
+    /// `notes`; every other line goes to stderr).
+    #[arg(long, global = true, value_enum, default_value_t)]
+    format: Format,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,6 +62,19 @@ enum Command {
     Query(QueryBenchOptions),
 }
 
+impl Command {
+    /// The bench's name, as typed (the `bench` field of its JSON tables).
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Tiering(_) => "tiering",
+            Command::Hotstore(_) => "hotstore",
+            Command::Trials(_) => "trials",
+            Command::Soak(_) => "soak",
+            Command::Query(_) => "query",
+        }
+    }
+}
+
 /// Runs `silt-bench` with the process's arguments.
 pub fn run() -> Result<ExitCode> {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -66,6 +85,7 @@ pub fn run() -> Result<ExitCode> {
         Ok(cli) => cli,
         Err(e) => return Ok(silt_jobs::cli::usage(&e)),
     };
+    crate::report::set_output(cli.format, cli.command.name());
     let (config, runtime) = silt_jobs::cli::start(&cli.global)?;
     runtime.block_on(async move {
         match cli.command {
@@ -109,5 +129,19 @@ mod tests {
             panic!("not trials: {:?}", cli.command);
         };
         assert_eq!((options.seeds, options.first_seed), (2, 1));
+    }
+
+    #[test]
+    fn format_is_taken_before_or_after_the_bench() {
+        for args in [
+            &["silt bench", "--format", "json", "query"][..],
+            &["silt bench", "query", "--format", "json"][..],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(cli.format, Format::Json, "{args:?}");
+            assert_eq!(cli.command.name(), "query");
+        }
+        let cli = Cli::try_parse_from(["silt bench", "query"]).unwrap();
+        assert_eq!(cli.format, Format::Text);
     }
 }

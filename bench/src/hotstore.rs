@@ -28,7 +28,7 @@ use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::GenericRow;
 
 use crate::procfs;
-use crate::report::{Table, percentile};
+use crate::report::{Table, percentile, say};
 
 const DATABASE: &str = "silt_bench";
 
@@ -919,15 +919,16 @@ fn print_report(
     print_header(config, workload);
     let other = match fluss {
         FlussColumn::Measured { label, report } => {
-            println!("fluss: {label}");
+            say!("fluss: {label}");
             Some(report)
         }
         FlussColumn::Skipped(reason) => {
-            println!("fluss: SKIPPED: {reason}");
+            say!("fluss: SKIPPED: {reason}");
             None
         }
     };
-    let mut table = Table::new(["figure", "silt", "fluss", "silt/fluss", "target"]);
+    let mut table =
+        Table::new(["figure", "silt", "fluss", "silt/fluss", "target"]).named("figures");
     for f in figures(silt, other) {
         let (fluss_text, ratio_text) = match f.fluss {
             Some(v) => (format!("{v:.3}"), format!("{:.2}", f.silt / v)),
@@ -943,7 +944,7 @@ fn print_report(
     }
     table.print_markdown();
     print_cpu_split(silt, other);
-    println!(
+    say!(
         "lookup misses: silt {} (still missing 2 s later: {}){}",
         silt.lookup.misses,
         silt.lookup.misses_after_2s,
@@ -958,8 +959,8 @@ fn print_report(
 
 /// The report's title: the workload and silt's fsync policy.
 fn print_header(config: &silt_jobs::config::Config, workload: &Workload) {
-    println!();
-    println!(
+    say!();
+    say!(
         "silt bench hotstore (profile: {}; {} rows of 64 B in batches of {}, {} buckets, acks=all; \
          fetch {} passes, client long-poll {} ms; {} upserts, {} sequential lookups, client \
          lookup batches of at most {} within {} ms)",
@@ -974,7 +975,7 @@ fn print_header(config: &silt_jobs::config::Config, workload: &Workload) {
         workload.lookup_batch_size_max,
         workload.lookup_batch_timeout_ms
     );
-    println!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
+    say!("silt: hotstore in-process, fsync {}", config.hotstore.fsync);
 }
 
 /// The compared figures: per compression produce and fetch, then upserts and lookups.
@@ -1024,8 +1025,8 @@ fn figures(silt: &BenchReport, other: Option<&BenchReport>) -> Vec<Figure> {
 /// cost nothing, while the phases are CPU-bound: Fluss's client and server seconds over silt's
 /// client seconds (the client is the same program against both).
 fn print_cpu_split(silt: &BenchReport, other: Option<&BenchReport>) {
-    println!();
-    println!(
+    say!();
+    say!(
         "CPU seconds per phase (client: this process less silt's server threads; server: silt's threads, or Fluss's processes)"
     );
     let mut table = Table::new([
@@ -1036,7 +1037,8 @@ fn print_cpu_split(silt: &BenchReport, other: Option<&BenchReport>) {
         "fluss client s",
         "fluss server s",
         "ceiling if silt's server cost 0",
-    ]);
+    ])
+    .named("cpu_split");
     let seconds = |v: f64| {
         if v.is_nan() {
             "-".to_string()

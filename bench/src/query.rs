@@ -45,7 +45,7 @@ use fluss::client::UpsertWriter;
 use silt_jobs::query::{QueryConfig, QueryError, QueryRequest, QueryService};
 use silt_jobs::tiering::{RegistryUpdate, TieringConfig, TieringService};
 
-use crate::report::{Table, percentile_f64};
+use crate::report::{Table, percentile_f64, say};
 
 /// The flags of `silt bench query`.
 #[derive(Debug, Clone, clap::Args)]
@@ -145,10 +145,10 @@ pub async fn query(options: QueryBenchOptions) -> Result<()> {
     let service = QueryService::new(config);
     let scans = compare_scans(&service, &scan.lake_uri, options.runs).await?;
     let queries = options.deadline_queries;
-    println!("deadline precision: {queries} scans with deadlines of 20..400 ms ...");
+    say!("deadline precision: {queries} scans with deadlines of 20..400 ms ...");
     let scan_sql = scan_sql(&format!("{DB}.scan$lake"));
     let cooperative = deadline_runs(&service, &scan_sql, queries).await?;
-    println!("deadline precision: {queries} cross joins with deadlines of 20..400 ms ...");
+    say!("deadline precision: {queries} cross joins with deadlines of 20..400 ms ...");
     let cpu_bound = deadline_runs(&service, CROSS_QUERY, queries).await?;
     let lake = TieringSetup {
         server: &server,
@@ -195,14 +195,14 @@ async fn write_log_table(
         .map_err(anyhow::Error::from)?
         .get_table_id();
     let user_schema = silt_connectors::fluss::table_arrow_schema(&connection, DB, name).await?;
-    println!(
+    say!(
         "writing the lake tier of {DB}.{name}: {lake_rows} rows through the tiering sink's writer ..."
     );
     let lake_uri = format!("{lake_root}/{DB}/{name}");
     let started = Instant::now();
     let (files, parquet_bytes, arrow_bytes) =
         write_lake(&lake_uri, table_id, user_schema, lake_rows).await?;
-    println!(
+    say!(
         "  {files} files, {:.2} GB of Parquet ({:.2} GB as Arrow) in {:.1} s",
         parquet_bytes as f64 / 1e9,
         arrow_bytes as f64 / 1e9,
@@ -217,7 +217,7 @@ async fn write_log_table(
 /// (a) The same aggregate: silt's `$lake` against raw DataFusion on a listing table (and
 /// deltalake's provider), `runs` times each; fails when silt and raw DataFusion disagree.
 async fn compare_scans(service: &QueryService, lake_uri: &str, runs: usize) -> Result<ScanFigures> {
-    println!("scan + aggregate, silt vs raw DataFusion, {runs} runs each ...");
+    say!("scan + aggregate, silt vs raw DataFusion, {runs} runs each ...");
     let (mut silt_s, mut raw_s, mut delta_s) = (Vec::new(), Vec::new(), Vec::new());
     let mut answers = (String::new(), String::new());
     for run in 0..runs.max(1) {
@@ -350,14 +350,14 @@ fn print_report(
     deadlines: [&DeadlineFigures; 2],
     view: &ViewFigures,
 ) {
-    println!();
-    println!(
+    say!();
+    say!(
         "silt bench query (profile: {}, {} lake rows x 12 columns in {BUCKETS} buckets, {:.2} GB Parquet)",
         crate::report::profile(),
         options.lake_rows,
         scan.parquet_bytes as f64 / 1e9
     );
-    let mut table = Table::new(["figure", "value"]);
+    let mut table = Table::new(["figure", "value"]).named("figures");
     #[rustfmt::skip]
     let mut rows: Vec<(String, String)> = vec![
         (format!("(a) silt: aggregate over {DB}.scan$lake, median (s)"), format!("{:.3}", scans.silt_s)),
@@ -549,7 +549,7 @@ async fn realtime_view(
     let connection = silt_connectors::fluss::connect(setup.bootstrap).await?;
     let admin = connection.get_admin().map_err(anyhow::Error::from)?;
     let mut users = UsersTable::create(&connection, &admin, options.pk_keys).await?;
-    println!(
+    say!(
         "writing {} keys to {DB}.users and tiering them ...",
         options.pk_keys
     );
@@ -563,7 +563,7 @@ async fn realtime_view(
     let started = Instant::now();
     tiering.tier_table(DB, "users").await?;
     wait_users_tiered(&tiering, &admin).await?;
-    println!(
+    say!(
         "  tiered in {:.1} s. writing and tiering {} changes ...",
         started.elapsed().as_secs_f64(),
         options.lake_changes
@@ -580,7 +580,7 @@ async fn realtime_view(
         .context("tiering does not report bench.users")?;
     tiering.shutdown(Duration::from_secs(120)).await;
     let (lake_files, vectored_files) = count_lake_files(&lake_uri).await?;
-    println!(
+    say!(
         "  tiered in {:.1} s ({vectored_files} of {lake_files} lake files with a deletion vector); tiering stopped. writing {} changes to the hot tail ...",
         started.elapsed().as_secs_f64(),
         options.tail_changes

@@ -1,5 +1,40 @@
 //! How every bench reports: one [`percentile`] definition and one [`Table`] printer, so the
 //! p99 of one bench is computed as the p99 of another and every table reads the same.
+//!
+//! Output follows silt's rule (`silt_jobs::output`): under `silt bench --format json` stdout
+//! holds only the tables, each as one line of JSON ([`Table::to_json`]), and every line for
+//! people ([`say!`]) goes to stderr; under the default text format both go to stdout.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+use silt_jobs::output::Format;
+
+static OUTPUT: OnceLock<(Format, &'static str)> = OnceLock::new();
+
+/// Sets, once per process, how tables print and which bench they belong to (the `bench` field
+/// of their JSON). Later calls change nothing.
+pub fn set_output(format: Format, bench: &'static str) {
+    let _ = OUTPUT.set((format, bench));
+}
+
+/// Whether stdout is JSON lines (`--format json`): then lines for people go to stderr.
+pub fn json_output() -> bool {
+    matches!(OUTPUT.get(), Some((Format::Json, _)))
+}
+
+/// `println!` for a line a person reads beside the tables: stdout in text, stderr under
+/// `--format json` (stdout then holds only the tables' JSON).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if $crate::report::json_output() {
+            eprintln!($($arg)*);
+        } else {
+            println!($($arg)*);
+        }
+    };
+}
+pub(crate) use say;
 
 /// The `q` quantile (0.0..=1.0) of samples sorted ascending: the sample at rank
 /// `round((n - 1) * q)`, so p0 is the minimum, p100 the maximum and p50 the median of an odd
@@ -20,6 +55,8 @@ pub fn percentile_f64(sorted: &[f64], q: f64) -> f64 {
 /// labels) is left-aligned, the others right-aligned unless [`Table::values_left`] says so.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
+    /// What the table shows, for its JSON (`table`); text output prints its own heading.
+    name: String,
     header: Vec<String>,
     rows: Vec<Line>,
     values_left: bool,
@@ -39,6 +76,12 @@ impl Table {
             header: header.into_iter().map(Into::into).collect(),
             ..Table::default()
         }
+    }
+
+    /// Names the table in its JSON form (`"table": name`), e.g. `freshness`.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     /// Left-aligns the value columns too (for text values such as lists).
@@ -141,12 +184,69 @@ impl Table {
         out + &notes
     }
 
-    pub fn print(&self) {
-        print!("{}", self.render());
+    /// The table as one JSON object: `bench`, `table` (its name), `columns` (the header), `rows`
+    /// (an object per row, cells keyed by column, as printed but without the indent that groups
+    /// them: figures keep their units), and
+    /// `notes`. A table without a header (label, value) has `rows` as one object instead,
+    /// label to value.
+    pub fn to_json(&self, bench: &str) -> Value {
+        let notes: Vec<&str> = self
+            .rows
+            .iter()
+            .filter_map(|l| match l {
+                Line::Note(text) => Some(text.trim()),
+                Line::Cells(_) => None,
+            })
+            .collect();
+        let cells = self.rows.iter().filter_map(|l| match l {
+            Line::Cells(cells) => Some(cells),
+            Line::Note(_) => None,
+        });
+        let rows = if self.header.is_empty() {
+            let mut values = Map::new();
+            for row in cells {
+                let (label, rest) = row.split_first().map_or(("", &[][..]), |(l, r)| (l, r));
+                values.insert(label.trim().to_string(), Value::String(rest.join(" ")));
+            }
+            Value::Object(values)
+        } else {
+            Value::Array(
+                cells
+                    .map(|row| {
+                        let mut object = Map::new();
+                        for (i, column) in self.header.iter().enumerate() {
+                            let cell = row.get(i).map_or("", |c| c.trim());
+                            object.insert(column.clone(), Value::String(cell.to_string()));
+                        }
+                        Value::Object(object)
+                    })
+                    .collect(),
+            )
+        };
+        json!({
+            "bench": bench,
+            "table": self.name,
+            "columns": self.header,
+            "rows": rows,
+            "notes": notes,
+        })
     }
 
+    /// Prints the table as aligned text, or as its JSON line under `--format json`.
+    pub fn print(&self) {
+        self.print_as(Self::render);
+    }
+
+    /// Prints the table in Markdown, or as its JSON line under `--format json`.
     pub fn print_markdown(&self) {
-        print!("{}", self.render_markdown());
+        self.print_as(Self::render_markdown);
+    }
+
+    fn print_as(&self, text: fn(&Self) -> String) {
+        match OUTPUT.get() {
+            Some((Format::Json, bench)) => println!("{}", self.to_json(bench)),
+            _ => print!("{}", text(self)),
+        }
     }
 }
 
@@ -205,5 +305,31 @@ mod tests {
         let mut left = Table::new(Vec::<String>::new()).values_left();
         left.row(["rows lost", "0"]).row(["faults", "kill 2"]);
         assert_eq!(left.render(), "rows lost  0\nfaults     kill 2\n");
+    }
+
+    #[test]
+    fn tables_as_json_key_cells_by_column_and_keep_notes_apart() {
+        let mut table = Table::new(["figure", "value"]).named("tiering");
+        table.row(["rows/s", "12"]).row(["  short row"]);
+        table.note("  one note");
+        assert_eq!(
+            table.to_json("tiering"),
+            serde_json::json!({
+                "bench": "tiering",
+                "table": "tiering",
+                "columns": ["figure", "value"],
+                "rows": [
+                    {"figure": "rows/s", "value": "12"},
+                    {"figure": "short row", "value": ""},
+                ],
+                "notes": ["one note"],
+            })
+        );
+        let mut left = Table::new(Vec::<String>::new()).values_left();
+        left.row(["rows lost", "0"]).row(["faults", "kill", "2"]);
+        let json = left.to_json("trials");
+        assert_eq!(json["rows"]["rows lost"], "0");
+        assert_eq!(json["rows"]["faults"], "kill 2");
+        assert_eq!(json["columns"], serde_json::json!([]));
     }
 }

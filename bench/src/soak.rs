@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS};
 
 use crate::procfs::status_field;
-use crate::report::Table;
+use crate::report::{Table, say};
 
 const DB: &str = "soak";
 const LOG_TABLE: &str = "events";
@@ -348,7 +348,7 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
         .unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
     let silt = SiltChild::start(&data_dir, &options.env, options.wrapper.as_deref())?;
-    println!(
+    say!(
         "soak: silt up (pid {}) at {} / http://{}, data in {}; {} log rows/s, {} upserts/s over {} keys, {} buckets, freshness {:?}, {:?}",
         silt.child.id(),
         silt.bootstrap,
@@ -394,8 +394,8 @@ pub async fn soak(options: SoakOptions) -> Result<()> {
     for (name, writer) in [("log", log_writer), ("pk", pk_writer)] {
         match writer.await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => println!("soak: the {name} writer stopped: {e:#}"),
-            Err(e) => println!("soak: the {name} writer panicked: {e}"),
+            Ok(Err(e)) => say!("soak: the {name} writer stopped: {e:#}"),
+            Err(e) => say!("soak: the {name} writer panicked: {e}"),
         }
     }
     drop(rss_poller);
@@ -430,7 +430,7 @@ fn verify_all(silt: &SiltChild, data_dir: &Path, env: &[(String, String)]) -> Re
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    println!(
+    say!(
         "\nsilt verify --all at the end (exit {}):\n{}{}",
         out.status.code().unwrap_or(-1),
         verdicts,
@@ -746,14 +746,14 @@ async fn timed_query(http: &reqwest::Client, rest: &str, sql: &str) -> f64 {
         Ok(r) => {
             let status = r.status();
             let body = r.text().await.unwrap_or_default();
-            println!(
+            say!(
                 "soak: query failed ({status}): {}",
                 body.chars().take(200).collect::<String>()
             );
             f64::NAN
         }
         Err(e) => {
-            println!("soak: query failed: {e}");
+            say!("soak: query failed: {e}");
             f64::NAN
         }
     }
@@ -764,7 +764,7 @@ fn print_header() {
         .iter()
         .map(|(n, _)| format!("{n:>11}"))
         .collect();
-    println!("{:>7} {}", "min", names.join(" "));
+    say!("{:>7} {}", "min", names.join(" "));
 }
 
 fn print_sample(s: &Sample) {
@@ -772,7 +772,7 @@ fn print_sample(s: &Sample) {
         .iter()
         .map(|(_, v)| format!("{v:>11.1}"))
         .collect();
-    println!("{:>7.1} {}", s.at_s / 60.0, values.join(" "));
+    say!("{:>7.1} {}", s.at_s / 60.0, values.join(" "));
 }
 
 /// Least-squares slope of `ys` over `xs`.
@@ -794,22 +794,22 @@ fn print_slopes(samples: &[Sample], warmup: Duration) {
         .iter()
         .filter(|s| s.at_s >= warmup.as_secs_f64())
         .collect();
-    println!();
+    say!();
     if after.len() < 3 {
-        println!(
+        say!(
             "soak: {} samples after the {:?} warm-up; slopes need at least 3 (run longer)",
             after.len(),
             warmup
         );
         return;
     }
-    println!(
+    say!(
         "slopes per hour over {} samples after {:.0} min (least squares; % of the mean):",
         after.len(),
         warmup.as_secs_f64() / 60.0
     );
     let xs: Vec<f64> = after.iter().map(|s| s.at_s / 3600.0).collect();
-    let mut table = Table::new(["figure", "per hour", "% of mean", "mean"]);
+    let mut table = Table::new(["figure", "per hour", "% of mean", "mean"]).named("slopes");
     for (i, (name, _)) in figures(after[0]).iter().enumerate() {
         let ys: Vec<f64> = after.iter().map(|s| figures(s)[i].1).collect();
         if ys.iter().any(|y| y.is_nan()) {

@@ -30,7 +30,7 @@ use silt_connectors::changelog::{BucketKey, lake_system_fields};
 use silt_jobs::tiering::{TieringConfig, TieringService};
 
 use crate::data::{make_batch, wait_lake_covers};
-use crate::report::{Table, percentile_f64};
+use crate::report::{Table, percentile_f64, say};
 
 /// The flags of `silt bench tiering`.
 #[derive(Debug, Clone, clap::Args)]
@@ -324,7 +324,7 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         ..options
     };
     let bench = Bench::start().await?;
-    println!(
+    say!(
         "pre-filling {DB}.throughput with {} rows of 12 columns ...",
         options.rows
     );
@@ -543,7 +543,7 @@ async fn measure_rss(
         ("rss_large", options.rss_rows * RSS_FACTOR),
     ];
     for (table, rows) in sizes {
-        println!("pre-filling {DB}.{table} with {rows} rows ...");
+        say!("pre-filling {DB}.{table} with {rows} rows ...");
         prefill(
             &bench.connection,
             &bench.arrow_schema,
@@ -554,7 +554,7 @@ async fn measure_rss(
         .await?;
     }
     for (table, rows) in sizes {
-        println!("tiering {DB}.{table} ({rows} rows) measuring peak RSS ...");
+        say!("tiering {DB}.{table} ({rows} rows) measuring peak RSS ...");
         rss.push(tier_measuring_rss(tiering, &bench.admin, table, rows).await?);
     }
     Ok(rss)
@@ -564,13 +564,13 @@ fn print_report(options: &TieringBenchOptions, figures: &Figures) {
     let rows_s = |s: f64| format!("{:.0}", options.rows as f64 / s);
     let fresh = &figures.freshness;
     let latency = |q: f64| format!("{:.3}", percentile_f64(&fresh.latencies_s, q));
-    println!();
-    println!(
+    say!();
+    say!(
         "silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets)",
         crate::report::profile(),
         options.rows
     );
-    let mut table = Table::new(["figure", "value"]);
+    let mut table = Table::new(["figure", "value"]).named("figures");
     table
         .row([
             "produce through fluss-rs (rows/s, durable)".to_string(),

@@ -91,7 +91,7 @@ use self::stored::StoredLog;
 use self::workload::{
     ClientPlan, Origin, PkWrite, ProbeRefused, Records, Workload, WorkloadPlan, first_line,
 };
-use crate::report::Table;
+use crate::report::{Table, say};
 use silt_jobs::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, TieringConfig, TieringService};
 use silt_jobs::verify::{Verdict, VerifyOptions, read_changelog, read_lake, verify_table};
 
@@ -297,7 +297,7 @@ pub async fn run(options: TrialsOptions) -> Result<u8> {
 /// A seed's line (FAILED when its outcome failed or it ended in `error`) and its notes.
 fn print_seed(seed: u64, elapsed: Duration, outcome: &Outcome, error: Option<&str>) {
     let bad = error.is_some() || outcome.failed();
-    println!(
+    say!(
         "seed {seed}: {} in {:.1} s; faults: {}; acknowledged {}, lost {}, duplicated {}, verify failures {}{}",
         if bad { "FAILED" } else { "ok" },
         elapsed.as_secs_f64(),
@@ -313,10 +313,10 @@ fn print_seed(seed: u64, elapsed: Duration, outcome: &Outcome, error: Option<&st
         }
     );
     for note in &outcome.notes {
-        println!("  {note}");
+        say!("  {note}");
     }
     if let Some(e) = error {
-        println!("  error: {e}");
+        say!("  error: {e}");
     }
 }
 
@@ -332,7 +332,7 @@ fn keep(dir: tempfile::TempDir, disk: Option<SmallDisk>) {
     }
     drop(disk);
     let kept = dir.keep();
-    println!(
+    say!(
         "  kept {} (silt logs in silt-*.log, data in {})",
         kept.display(),
         if kept.join("data-kept").exists() {
@@ -364,7 +364,9 @@ fn print_summary(
     elapsed: Duration,
 ) {
     let failed: Vec<String> = failed_seeds.iter().map(u64::to_string).collect();
-    let mut table = Table::new(Vec::<String>::new()).values_left();
+    let mut table = Table::new(Vec::<String>::new())
+        .values_left()
+        .named("summary");
     table
         .row(["seeds run".to_string(), options.seeds.to_string()])
         .row([
@@ -420,7 +422,7 @@ fn print_summary(
             "time".to_string(),
             format!("{:.1} s", elapsed.as_secs_f64()),
         ]);
-    println!();
+    say!();
     table.print();
 }
 

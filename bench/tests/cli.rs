@@ -57,3 +57,56 @@ fn silt_bench_silt_runs_silts_command_line() {
     let (code, _, stderr) = silt_bench(&["silt", "up", "--no-such-flag"]);
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+/// `--format json`: a real (small) bench run prints only its tables on stdout, each one line of
+/// JSON with the fields the README lists; the lines for people go to stderr, with no escape codes
+/// in either.
+#[test]
+fn format_json_prints_only_the_tables_on_stdout() {
+    let (code, stdout, stderr) = silt_bench(&[
+        "--format",
+        "json",
+        "query",
+        "--lake-rows",
+        "20000",
+        "--runs",
+        "1",
+        "--deadline-queries",
+        "2",
+        "--cross-rows",
+        "2000",
+        "--pk-keys",
+        "2000",
+        "--lake-changes",
+        "200",
+        "--tail-changes",
+        "200",
+    ]);
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let tables: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+        .collect();
+    assert_eq!(tables.len(), 1, "one table: {stdout}");
+    let table = &tables[0];
+    assert_eq!(table["bench"], "query");
+    assert_eq!(table["table"], "figures");
+    assert_eq!(table["columns"], serde_json::json!(["figure", "value"]));
+    let rows = table["rows"].as_array().expect("rows");
+    assert!(
+        rows.iter()
+            .any(|r| r["figure"].as_str().is_some_and(|f| f.contains("deadline"))),
+        "a deadline figure: {rows:?}"
+    );
+    let view = rows
+        .iter()
+        .find(|r| r["figure"] == "view equals the changelog as written")
+        .expect("the view's check, its indent trimmed");
+    assert_eq!(view["value"], "yes");
+    assert!(table["notes"].is_array());
+    assert!(
+        stderr.contains("deadline precision:"),
+        "the lines for people are on stderr: {stderr}"
+    );
+    assert!(!stdout.contains('\u{1b}') && !stderr.contains('\u{1b}'));
+}
