@@ -364,6 +364,20 @@ pub(super) fn lake_rows(batches: &[RecordBatch], primary_key: bool) -> Result<Ve
     Ok(rows)
 }
 
+/// Whether the Delta table at `dir` has a commit: a `<version>.json` in its `_delta_log`.
+fn has_commit(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("_delta_log"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.strip_suffix(".json")
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 /// A data file committed a second time by [`plant_copy`].
 pub(super) struct Planted {
     /// The file, in the lake it was copied from, and its copy, in the lake it was added to.
@@ -375,7 +389,8 @@ pub(super) struct Planted {
 /// Tests of the checker (`--plant`): copies the first data file of the lake at `from` whose
 /// partition id (none in an unpartitioned table) `pick` chooses into the lake at `to` (which
 /// may be `from`), under a name of its own, and adds it there in a Delta commit of its own.
-/// None when `pick` chooses no file.
+/// None when `pick` chooses no file, and when either lake has no commit yet (a lake dropped
+/// before its first commit was moved aside with an empty `_delta_log`, which no reader opens).
 pub(super) async fn plant_copy(
     from: &Path,
     to: &Path,
@@ -384,6 +399,9 @@ pub(super) async fn plant_copy(
     use deltalake::kernel::Action;
     use deltalake::kernel::transaction::{CommitBuilder, TableReference};
     use deltalake::protocol::{DeltaOperation, SaveMode};
+    if !has_commit(from) || !has_commit(to) {
+        return Ok(None);
+    }
     let open = async |dir: &Path| {
         let url = deltalake::ensure_table_uri(dir.to_string_lossy())?;
         anyhow::Ok(deltalake::open_table(url).await?)
