@@ -11,7 +11,10 @@
 #   FLUSS_REAL_WORK_DIR         config, data, logs and pid files (default: <cache>/run)
 #   FLUSS_REAL_ZK_PORT          ZooKeeper client port      (default 12181)
 #   FLUSS_REAL_COORDINATOR_PORT coordinator = bootstrap    (default 9223)
-#   FLUSS_REAL_TABLET_PORT      tablet server              (default 9224)
+#   FLUSS_REAL_TABLET_PORT      tablet server              (default 9224; tablet server i of
+#                               several listens on this + 10 * i)
+#   FLUSS_REAL_TABLETS          tablet servers, ids 0.. (default 1); default.replication.factor
+#                               is the smaller of this and 3
 #   FLUSS_REAL_START_TIMEOUT_S  how long to wait for readiness (default 120)
 #   FLUSS_REAL_HEAP             -Xmx of each JVM (default 1g)
 #   FLUSS_REAL_MAVEN_REPO       -Dmaven.repo.local for the fetch (default: Maven's own)
@@ -23,9 +26,11 @@
 #                               (default 9225) and FLUSS_REAL_TABLET_SASL_PORT (default 9226), and
 #                               stdout's second-last line is the SASL bootstrap address
 #
-# `start.sh --restart-tablet` instead stops the running cluster's tablet server (SIGTERM, a
-# clean shutdown) and starts it again over the same data; `--crash-tablet` does the same with
-# SIGKILL. Both print the bootstrap address as usual once the tablet server registered again.
+# `start.sh --restart-tablet [I]` instead stops the running cluster's tablet server I (default 0;
+# SIGTERM, a clean shutdown) and starts it again over the same data; `--crash-tablet [I]` does
+# the same with SIGKILL. Both print the bootstrap address as usual once the tablet server
+# registered again. `--kill-tablet I` only kills it (SIGKILL); `--start-tablet I` starts it
+# again.
 set -euo pipefail
 mode="${1:-start}"
 
@@ -36,6 +41,7 @@ work_dir="${FLUSS_REAL_WORK_DIR:-$cache_dir/run}"
 zk_port="${FLUSS_REAL_ZK_PORT:-12181}"
 coordinator_port="${FLUSS_REAL_COORDINATOR_PORT:-9223}"
 tablet_port="${FLUSS_REAL_TABLET_PORT:-9224}"
+tablets="${FLUSS_REAL_TABLETS:-1}"
 start_timeout_s="${FLUSS_REAL_START_TIMEOUT_S:-120}"
 heap="${FLUSS_REAL_HEAP:-1g}"
 sasl_users="${FLUSS_REAL_SASL_USERS:-}"
@@ -45,6 +51,12 @@ lib_dir="$cache_dir/lib"
 readonly host=127.0.0.1
 
 log() { echo "fluss-real: $*" >&2; }
+
+# Tablet server i: its name (pid, log and conf files), plaintext port and SASL port. The first
+# keeps the names of a one-node cluster.
+tablet_name() { if (( $1 == 0 )); then echo tablet; else echo "tablet-$1"; fi; }
+tablet_port_of() { echo $(( tablet_port + 10 * $1 )); }
+tablet_sasl_port_of() { echo $(( tablet_sasl_port + 10 * $1 )); }
 skip() { echo "SKIPPED: fluss-real: $*" >&2; exit "$EXIT_SKIP"; }
 fail() { echo "fluss-real: error: $*" >&2; exit 1; }
 
@@ -76,17 +88,21 @@ classpath="$(printf '%s:' "$lib_dir"/*.jar)"
 classpath="${classpath%:}"
 
 # --- 2. already running? ----------------------------------------------------------------
+target="${2:-0}"
+[[ "$target" =~ ^[0-9]+$ ]] || fail "tablet server ${target} is not a number"
+target_name="$(tablet_name "$target")"
 case "$mode" in
-    start) ;;
-    --restart-tablet|--crash-tablet)
+    start|--start-tablet) ;;
+    --restart-tablet|--crash-tablet|--kill-tablet)
         signal=TERM
-        [[ "$mode" == "--crash-tablet" ]] && signal=KILL
-        pid_alive "$work_dir/tablet.pid" || fail "no tablet server of $work_dir is running to restart"
-        kill "-$signal" "$(cat "$work_dir/tablet.pid")"
-        while pid_alive "$work_dir/tablet.pid"; do sleep 0.1; done
-        log "stopped the tablet server (SIG$signal)"
+        [[ "$mode" != "--restart-tablet" ]] && signal=KILL
+        pid_alive "$work_dir/$target_name.pid" || fail "no tablet server $target of $work_dir is running"
+        kill "-$signal" "$(cat "$work_dir/$target_name.pid")"
+        while pid_alive "$work_dir/$target_name.pid"; do sleep 0.1; done
+        log "stopped tablet server $target (SIG$signal)"
+        if [[ "$mode" == "--kill-tablet" ]]; then exit 0; fi
         ;;
-    *) fail "unknown argument $mode (use no argument, --restart-tablet or --crash-tablet)" ;;
+    *) fail "unknown argument $mode (use no argument, --restart-tablet, --crash-tablet, --kill-tablet or --start-tablet)" ;;
 esac
 if [[ "$mode" == "start" ]] && pid_alive "$work_dir/zk.pid" && pid_alive "$work_dir/coordinator.pid" \
     && pid_alive "$work_dir/tablet.pid" && port_open "$coordinator_port"; then
@@ -94,12 +110,16 @@ if [[ "$mode" == "start" ]] && pid_alive "$work_dir/zk.pid" && pid_alive "$work_
     echo "$host:$coordinator_port"
     exit 0
 fi
-[[ "$mode" == "start" ]] && for pid_file in "$work_dir"/{zk,coordinator,tablet}.pid; do
+[[ "$mode" == "start" ]] && for pid_file in "$work_dir"/{zk,coordinator,tablet}.pid "$work_dir"/tablet-*.pid; do
     pid_alive "$pid_file" && fail "a part of a cluster from $work_dir is still running; run stop.sh first"
 done
-sasl_ports=()
-[[ -n "$sasl_users" ]] && sasl_ports=("$coordinator_sasl_port" "$tablet_sasl_port")
-[[ "$mode" == "start" ]] && for port in "$zk_port" "$coordinator_port" "$tablet_port" "${sasl_ports[@]}"; do
+ports=("$zk_port" "$coordinator_port")
+[[ -n "$sasl_users" ]] && ports+=("$coordinator_sasl_port")
+for (( i = 0; i < tablets; i++ )); do
+    ports+=("$(tablet_port_of "$i")")
+    [[ -n "$sasl_users" ]] && ports+=("$(tablet_sasl_port_of "$i")")
+done
+[[ "$mode" == "start" ]] && for port in "${ports[@]}"; do
     port_open "$port" && fail "port $host:$port is in use; set FLUSS_REAL_*_PORT or stop what holds it"
 done
 
@@ -107,7 +127,7 @@ done
 if [[ "$mode" == "start" ]]; then
 # A fresh cluster every start: data, logs and ZooKeeper state from an earlier run are wiped.
 rm -rf "$work_dir"
-mkdir -p "$work_dir"/{conf/coordinator,conf/tablet,zk-data,coordinator-data,tablet-data,remote-data,logs}
+mkdir -p "$work_dir"/{conf/coordinator,zk-data,coordinator-data,remote-data,logs}
 
 cat >"$work_dir/conf/zoo.cfg" <<EOF
 dataDir=$work_dir/zk-data
@@ -138,6 +158,7 @@ listeners_yaml() { # $1 = plaintext port, $2 = SASL port
 }
 
 write_server_yaml() { # $1 = role dir, $2 = listener port, $3 = data dir, $4 = extra lines, $5 = SASL port
+    mkdir -p "$work_dir/conf/$1" "$3"
     cat >"$work_dir/conf/$1/server.yaml" <<EOF
 zookeeper.address: $host:$zk_port
 zookeeper.path.root: /fluss
@@ -145,7 +166,7 @@ $(listeners_yaml "$2" "$5")
 data.dir: $3
 remote.data.dir: $work_dir/remote-data
 default.bucket.number: 1
-default.replication.factor: 1
+default.replication.factor: $(( tablets < 3 ? tablets : 3 ))
 $4
 ${FLUSS_REAL_EXTRA_CONF:-}
 EOF
@@ -166,7 +187,11 @@ logger.curator.name = org.apache.fluss.shaded.curator5
 logger.curator.level = WARN
 EOF
 write_server_yaml coordinator "$coordinator_port" "$work_dir/coordinator-data" "" "$coordinator_sasl_port"
-write_server_yaml tablet "$tablet_port" "$work_dir/tablet-data" "tablet-server.id: 0" "$tablet_sasl_port"
+for (( i = 0; i < tablets; i++ )); do
+    name="$(tablet_name "$i")"
+    write_server_yaml "$name" "$(tablet_port_of "$i")" "$work_dir/$name-data" \
+        "tablet-server.id: $i" "$(tablet_sasl_port_of "$i")"
+done
 fi
 
 # Arrow and Netty reach into java.nio; Fluss's own launcher passes the same opens.
@@ -208,16 +233,20 @@ wait_port() { # $1 = name, $2 = port, $3 = deadline (epoch s)
 started_ms=$(date +%s%3N)
 deadline=$(( $(date +%s) + start_timeout_s ))
 if [[ "$mode" != "start" ]]; then
-    registrations="$(grep -c "Registered tablet server" "$work_dir/logs/tablet.log" 2>/dev/null || true)"
-    mv "$work_dir/logs/tablet.log" "$work_dir/logs/tablet-before-restart.log" 2>/dev/null || true
-    log "starting TabletServer again on $host:$tablet_port"
-    launch tablet org.apache.fluss.server.tablet.TabletServer --configDir "$work_dir/conf/tablet"
-    wait_port tablet "$tablet_port" "$deadline"
-    until grep -q "Registered tablet server" "$work_dir/logs/tablet.log" 2>/dev/null; do
+    pid_alive "$work_dir/$target_name.pid" && fail "tablet server $target of $work_dir is running"
+    [[ -d "$work_dir/conf/$target_name" ]] || fail "this cluster has no tablet server $target"
+    log_file="$work_dir/logs/$target_name.log"
+    registrations="$(grep -c "Registered tablet server" "$log_file" 2>/dev/null || true)"
+    mv "$log_file" "$work_dir/logs/$target_name-before-restart-$(date +%s%3N).log" 2>/dev/null || true
+    port="$(tablet_port_of "$target")"
+    log "starting tablet server $target again on $host:$port"
+    launch "$target_name" org.apache.fluss.server.tablet.TabletServer --configDir "$work_dir/conf/$target_name"
+    wait_port "$target_name" "$port" "$deadline"
+    until grep -q "Registered tablet server" "$log_file" 2>/dev/null; do
         (( $(date +%s) < deadline )) || fail "the restarted tablet server did not register within ${start_timeout_s}s"
         sleep 0.2
     done
-    log "tablet server back in $(( $(date +%s%3N) - started_ms )) ms (was registered ${registrations:-0} time(s))"
+    log "tablet server $target back in $(( $(date +%s%3N) - started_ms )) ms (was registered ${registrations:-0} time(s))"
     echo "$host:$coordinator_port"
     exit 0
 fi
@@ -229,17 +258,28 @@ wait_port zk "$zk_port" "$deadline"
 log "starting CoordinatorServer on $host:$coordinator_port"
 launch coordinator org.apache.fluss.server.coordinator.CoordinatorServer \
     --configDir "$work_dir/conf/coordinator"
-log "starting TabletServer on $host:$tablet_port"
-launch tablet org.apache.fluss.server.tablet.TabletServer --configDir "$work_dir/conf/tablet"
+for (( i = 0; i < tablets; i++ )); do
+    log "starting TabletServer $i on $host:$(tablet_port_of "$i")"
+    launch "$(tablet_name "$i")" org.apache.fluss.server.tablet.TabletServer \
+        --configDir "$work_dir/conf/$(tablet_name "$i")"
+done
 wait_port coordinator "$coordinator_port" "$deadline"
-wait_port tablet "$tablet_port" "$deadline"
+for (( i = 0; i < tablets; i++ )); do
+    wait_port "$(tablet_name "$i")" "$(tablet_port_of "$i")" "$deadline"
+done
 
-# The coordinator accepts connections before it knows the tablet server; a table can only be
-# created once the tablet server has registered in ZooKeeper and the coordinator has loaded it.
-until grep -q "Registered tablet server" "$work_dir/logs/tablet.log" 2>/dev/null \
-    && grep -qE "CHILD_ADDED event for server|Load tablet servers success" \
-        "$work_dir/logs/coordinator.log" 2>/dev/null; do
-    (( $(date +%s) < deadline )) || fail "the tablet server did not register within ${start_timeout_s}s (logs in $work_dir/logs)"
+# The coordinator accepts connections before it knows the tablet servers; a table can only be
+# created once they have registered in ZooKeeper and the coordinator has loaded them.
+registered() {
+    local i
+    for (( i = 0; i < tablets; i++ )); do
+        grep -q "Registered tablet server" "$work_dir/logs/$(tablet_name "$i").log" 2>/dev/null || return 1
+    done
+    grep -qE "CHILD_ADDED event for server|Load tablet servers success" \
+        "$work_dir/logs/coordinator.log" 2>/dev/null
+}
+until registered; do
+    (( $(date +%s) < deadline )) || fail "the tablet servers did not register within ${start_timeout_s}s (logs in $work_dir/logs)"
     sleep 0.2
 done
 

@@ -21,8 +21,9 @@ ours() { # $1 = pid: alive and started from this work dir
 
 status=0
 # Tablet first, ZooKeeper last, so the servers can deregister cleanly.
-for name in tablet coordinator zk; do
-    pid_file="$work_dir/$name.pid"
+shopt -s nullglob
+for pid_file in "$work_dir"/tablet-*.pid "$work_dir"/{tablet,coordinator,zk}.pid; do
+    name="$(basename "$pid_file" .pid)"
     [[ -f "$pid_file" ]] || continue
     pid="$(cat "$pid_file")"
     if ours "$pid"; then
@@ -43,6 +44,6 @@ for name in tablet coordinator zk; do
 done
 
 if [[ "$status" == 0 && "${FLUSS_REAL_KEEP_DATA:-0}" != 1 ]]; then
-    rm -rf "$work_dir"/{zk-data,coordinator-data,tablet-data,remote-data}
+    rm -rf "$work_dir"/{zk-data,coordinator-data,remote-data} "$work_dir"/tablet*-data
 fi
 exit "$status"

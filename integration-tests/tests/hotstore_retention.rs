@@ -12,7 +12,8 @@ use fluss::client::{EARLIEST_OFFSET, FlussConnection};
 use fluss::metadata::{DataTypes, TablePath};
 use fluss::row::DataGetters as _;
 use fluss::rpc::message::OffsetSpec;
-use silt_connectors::fluss::{FlussSource, FlussSourceConfig};
+use silt_connectors::changelog::BucketKey;
+use silt_connectors::fluss::{FlussSource, FlussSourceConfig, LogGapHook, StartPosition};
 use silt_engine::{RestoredState, Source as _, TaskContext};
 use silt_hotstore::{BucketRetention, ServerConfig, ServerHandle};
 use silt_testkit::hotstore::{self, DEADLINE};
@@ -54,6 +55,17 @@ async fn reads_exactly_from(
     let ids = scan_ids(connection, path, EARLIEST_OFFSET, (to - from) as usize).await?;
     ensure!(ids == (from..to).collect::<Vec<_>>(), "{ids:?}");
     Ok(())
+}
+
+/// The one subtask of a source opened by hand.
+fn task(job: &str) -> TaskContext {
+    TaskContext {
+        job_name: job.into(),
+        vertex_name: "source".into(),
+        subtask_index: 0,
+        parallelism: 1,
+        attempt: 0,
+    }
 }
 
 fn bucket0(report: &[BucketRetention], table: &str) -> BucketRetention {
@@ -118,6 +130,35 @@ async fn a_log_past_its_ttl_loses_whole_old_segments_and_answers_as_fluss() -> R
         below.expect_err("a fetch below the log start must fail")
     );
     ensure!(message.contains("out of range"), "{message}");
+    // A source resuming below the log start refuses to open, naming the bucket and both
+    // offsets, and tells its owner (a tiering job stops restarting on it).
+    let told = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let mut config = FlussSourceConfig::new(server.local_addr().to_string(), "ret", "old");
+    config.start = StartPosition::Offsets([(BucketKey::table(0), 5)].into_iter().collect());
+    let seen = told.clone();
+    config.on_log_gap = Some(LogGapHook(std::sync::Arc::new(move |m: &str| {
+        *seen.lock().unwrap() = Some(m.to_string())
+    })));
+    let refused = FlussSource::new(config)
+        .open(&task("gap"), RestoredState::default())
+        .await
+        .expect_err("a read resuming below the log start must be refused")
+        .to_string();
+    let log_start = cut.log_start_offset;
+    ensure!(
+        refused.contains(&format!(
+            "bucket 0: resumes at offset 5, the changelog starts at {log_start}"
+        )) && refused.contains("table.log.ttl"),
+        "{refused}"
+    );
+    ensure!(
+        told.lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|m| refused.contains(m)),
+        "the hook was told: {:?}",
+        told.lock().unwrap()
+    );
     // And after a restart the log starts where retention left it.
     server.shutdown().await?;
     let server = start(dir.path()).await?;
@@ -173,15 +214,8 @@ async fn a_lake_enabled_table_keeps_what_the_lake_has_not_covered() -> Result<()
         "ret",
         "tiered",
     ));
-    let ctx = TaskContext {
-        job_name: "earliest".into(),
-        vertex_name: "source".into(),
-        subtask_index: 0,
-        parallelism: 1,
-        attempt: 0,
-    };
     let refused = source
-        .open(&ctx, RestoredState::default())
+        .open(&task("earliest"), RestoredState::default())
         .await
         .expect_err("start: earliest past the log start of a lake-enabled table must be refused")
         .to_string();

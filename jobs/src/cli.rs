@@ -120,6 +120,18 @@ enum Command {
 }
 
 impl Command {
+    /// The configuration keys the command's own flags set (`key.path`, value): applied over
+    /// conf/silt.yaml, the config file and the environment, as `--data-dir` is.
+    fn overrides(&self) -> Vec<(String, String)> {
+        match self {
+            Command::Up(UpArgs {
+                bootstrap: Some(bootstrap),
+                ..
+            }) => vec![("hot_tier.bootstrap".to_string(), bootstrap.clone())],
+            _ => Vec::new(),
+        }
+    }
+
     /// The log file a command keeps under the data directory (`<name>.log`): the services'.
     fn log_file(&self) -> Option<&'static str> {
         match self {
@@ -132,6 +144,11 @@ impl Command {
 
 #[derive(Debug, clap::Args)]
 struct UpArgs {
+    /// Use the Apache Fluss cluster at HOST:PORT[,HOST:PORT...] as the hot tier instead of
+    /// starting a hot store here (sets hot_tier.bootstrap): tier its tables marked
+    /// silt.datalake.enabled=true, and run jobs, queries and status against it.
+    #[arg(long, value_name = "HOST:PORT[,...]")]
+    bootstrap: Option<String>,
     /// Create demo tables and write to them at a steady rate.
     #[arg(long)]
     demo: bool,
@@ -219,7 +236,7 @@ struct VerifyArgs {
     /// How long to wait for the lake to reach the high watermarks (per table), e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration_flag)]
     deadline: Duration,
-    /// The hotstore's address (default: hotstore.listen from the config).
+    /// The hot tier's address (default: hot_tier.bootstrap, else hotstore.listen).
     #[arg(long)]
     bootstrap: Option<String>,
     /// Rows shown per kind of difference.
@@ -280,7 +297,7 @@ pub fn run_from(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> 
         Command::Man { dir } => return man(dir.as_deref()),
         command => command,
     };
-    let (config, runtime) = start_logging(&global, command.log_file())?;
+    let (config, runtime) = start_logging(&global, &command.overrides(), command.log_file())?;
     runtime.block_on(dispatch(command, &config))
 }
 
@@ -335,17 +352,19 @@ pub fn failure(e: &anyhow::Error) -> ExitCode {
 /// configuration, logging (to stderr: warnings, or the log when `--log`/`--log-stderr` ask)
 /// and a runtime. The benches start here.
 pub fn start(global: &GlobalArgs) -> Result<(Config, tokio::runtime::Runtime)> {
-    start_logging(global, None)
+    start_logging(global, &[], None)
 }
 
-/// [`start`], and with `log_file` the log also goes to `<data_dir>/log/<log_file>.log`.
+/// [`start`] with a command's own `overrides` of the configuration, and with `log_file` the log
+/// also goes to `<data_dir>/log/<log_file>.log`.
 fn start_logging(
     global: &GlobalArgs,
+    overrides: &[(String, String)],
     log_file: Option<&'static str>,
 ) -> Result<(Config, tokio::runtime::Runtime)> {
     silt_connectors::delta::register_object_stores();
     // The configuration first: the log file lives in its data directory.
-    let config = load_config(global)?;
+    let config = load_config(global, overrides)?;
     let file = log_file.map(|name| LogFile::of(&config, name));
     crate::logging::init(&LogSetup::new(
         global.log.as_deref(),
@@ -359,9 +378,9 @@ fn start_logging(
     Ok((config, runtime))
 }
 
-/// conf/silt.yaml < `--config` < `SILT_*` < `--data-dir`.
-fn load_config(global: &GlobalArgs) -> Result<Config> {
-    let mut overrides = Vec::new();
+/// conf/silt.yaml < `--config` < `SILT_*` < `--data-dir` and the command's own flags.
+fn load_config(global: &GlobalArgs, command: &[(String, String)]) -> Result<Config> {
+    let mut overrides = command.to_vec();
     if let Some(dir) = &global.data_dir {
         overrides.push(("data_dir".to_string(), dir.display().to_string()));
     }
@@ -387,7 +406,7 @@ async fn dispatch(command: Command, config: &Config) -> Result<ExitCode> {
 async fn verify(config: &Config, args: VerifyArgs) -> Result<ExitCode> {
     let mut options = crate::verify::VerifyOptions::new(
         args.bootstrap
-            .unwrap_or_else(|| config.hotstore.listen.clone()),
+            .unwrap_or_else(|| config.hot_tier_bootstrap()),
         config.lake_root(),
     );
     options.storage_options = config.lake_storage_options();

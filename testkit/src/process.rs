@@ -122,7 +122,7 @@ pub fn free_port() -> Result<u16> {
 /// A running `silt up`; killed (SIGKILL) when dropped.
 pub struct SiltProcess {
     pub child: ChildGuard,
-    /// The hotstore's Fluss address.
+    /// The hot tier's Fluss address: its own hot store's, or under `--bootstrap` the cluster's.
     pub bootstrap: String,
     /// The REST API's `http://host:port`.
     pub rest: String,
@@ -199,7 +199,11 @@ impl SiltProcess {
         let (mut bootstrap, mut rest) = (None, None);
         let (child, rx, log) = spawn_watching_stdout(&mut command, "silt up", move |line, tx| {
             kept.push(line.to_string());
-            if let Some(tail) = line.strip_prefix("hotstore: Fluss wire protocol on ") {
+            // Its own hot store's address, or (`--bootstrap`) the Fluss cluster's.
+            let hot_tier = line
+                .strip_prefix("hotstore: Fluss wire protocol on ")
+                .or_else(|| line.strip_prefix("hot tier: the Fluss cluster at "));
+            if let Some(tail) = hot_tier {
                 bootstrap = tail.split_whitespace().next().map(str::to_string);
             }
             if let Some(tail) = line.strip_prefix("flight: Arrow Flight SQL on ") {
@@ -214,9 +218,12 @@ impl SiltProcess {
             }
         })?;
         // On an error `child` is dropped, which kills it rather than leave it running.
-        let (bootstrap, rest) = rx
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| anyhow!("silt up did not report its addresses within 30 s"))?;
+        let (bootstrap, rest) = rx.recv_timeout(Duration::from_secs(30)).map_err(|_| {
+            anyhow!(
+                "silt up did not report its addresses within 30 s (or exited); its stderr:\n{}",
+                log.last(30)
+            )
+        })?;
         let flight = flight.lock().unwrap().clone();
         Ok(SiltProcess {
             child,

@@ -64,16 +64,27 @@ impl RealFluss {
     /// As [`RealFluss::start`], with `extra_conf` (`server.yaml` lines, e.g.
     /// `kv.snapshot.interval: 1s`) added to both servers' configuration.
     pub fn start_with_conf(name: &str, extra_conf: &str) -> Result<Started> {
-        RealFluss::start_with_options(name, extra_conf, &[])
+        RealFluss::start_with_options(name, extra_conf, &[], 1)
+    }
+
+    /// A cluster of `tablets` tablet servers (ids `0..tablets`), replication factor
+    /// `min(tablets, 3)`, as [`RealFluss::start_with_conf`] otherwise.
+    pub fn start_cluster(name: &str, tablets: usize, extra_conf: &str) -> Result<Started> {
+        RealFluss::start_with_options(name, extra_conf, &[], tablets)
     }
 
     /// As [`RealFluss::start`], with a second listener on each server that speaks SASL/PLAIN
     /// for `users`, as Fluss's own test cluster has.
     pub fn start_with_sasl(name: &str, users: &[(&str, &str)]) -> Result<Started> {
-        RealFluss::start_with_options(name, "", users)
+        RealFluss::start_with_options(name, "", users, 1)
     }
 
-    fn start_with_options(name: &str, extra_conf: &str, users: &[(&str, &str)]) -> Result<Started> {
+    fn start_with_options(
+        name: &str,
+        extra_conf: &str,
+        users: &[(&str, &str)],
+        tablets: usize,
+    ) -> Result<Started> {
         let work_dir = harness_dir().join(".cache").join(format!("run-{name}"));
         // A cluster left behind by a killed earlier run of the same test is stopped first;
         // stop.sh touches only processes started from this work dir.
@@ -95,6 +106,7 @@ impl RealFluss {
         }
         let output = start
             .env("FLUSS_REAL_EXTRA_CONF", extra_conf)
+            .env("FLUSS_REAL_TABLETS", tablets.to_string())
             .stderr(Stdio::inherit())
             .output()
             .context("run fluss-real/start.sh")?;
@@ -132,6 +144,40 @@ impl RealFluss {
 }
 
 impl RealFluss {
+    /// The data directory of tablet server 0 (its local log segments).
+    pub fn tablet_data_dir(&self) -> PathBuf {
+        self.work_dir.join("tablet-data")
+    }
+
+    /// The cluster's `remote.data.dir` (a local directory): where it moves old log segments.
+    pub fn remote_data_dir(&self) -> PathBuf {
+        self.work_dir.join("remote-data")
+    }
+
+    /// Kills tablet server `id` (SIGKILL, `start.sh --kill-tablet`); it stays down until
+    /// [`RealFluss::start_tablet`].
+    pub fn kill_tablet(&self, id: usize) -> Result<()> {
+        self.tablet_script("--kill-tablet", id)
+    }
+
+    /// Starts tablet server `id` again over its data; returns once it has registered.
+    pub fn start_tablet(&self, id: usize) -> Result<()> {
+        self.tablet_script("--start-tablet", id)
+    }
+
+    fn tablet_script(&self, mode: &str, id: usize) -> Result<()> {
+        let status = script("start.sh", &self.work_dir)
+            .args([mode, &id.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .with_context(|| format!("run fluss-real/start.sh {mode} {id}"))?;
+        if !status.success() {
+            bail!("fluss-real/start.sh {mode} {id} failed: {status}");
+        }
+        Ok(())
+    }
+
     /// Stops the tablet server cleanly and starts it again over the same data (`start.sh
     /// --restart-tablet`); returns once it has registered again.
     pub fn restart_tablet(&self) -> Result<()> {

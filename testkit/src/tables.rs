@@ -25,6 +25,7 @@ pub struct Table {
     buckets: i32,
     lake_freshness: Option<String>,
     properties: Vec<(String, String)>,
+    custom_properties: Vec<(String, String)>,
     /// Distributed by these columns; the primary key when empty.
     bucket_key: Vec<String>,
     /// Partitioned by these columns (none: unpartitioned).
@@ -41,6 +42,7 @@ impl Table {
             buckets: 3,
             lake_freshness: None,
             properties: Vec::new(),
+            custom_properties: Vec::new(),
             bucket_key: Vec::new(),
             partition_keys: Vec::new(),
         }
@@ -89,6 +91,21 @@ impl Table {
         self
     }
 
+    /// A custom property (Fluss keeps it as given, e.g. `silt.datalake.enabled`).
+    pub fn custom_property(mut self, key: &str, value: &str) -> Table {
+        self.custom_properties
+            .push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Tiered by silt from a Fluss cluster that has no lake format of its own: the custom
+    /// property `silt.datalake.enabled=true` (the cluster refuses `table.datalake.enabled`),
+    /// at most `freshness` behind.
+    pub fn lake_on_fluss(self, freshness: &str) -> Table {
+        self.custom_property("silt.datalake.enabled", "true")
+            .property("table.datalake.freshness", freshness)
+    }
+
     pub fn descriptor(&self) -> Result<TableDescriptor> {
         let mut schema = Schema::builder();
         for (name, data_type) in &self.columns {
@@ -110,6 +127,9 @@ impl Table {
         }
         for (key, value) in &self.properties {
             descriptor = descriptor.property(key, value);
+        }
+        for (key, value) in &self.custom_properties {
+            descriptor = descriptor.custom_property(key, value);
         }
         Ok(descriptor.build()?)
     }

@@ -24,8 +24,8 @@ mod union;
 
 pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
-    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, POLL_RECORDS_MAX, ResumeFloor,
-    StartPosition, connect, connect_with, list_bucket_offsets, table_arrow_schema,
+    EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, LogGapHook, POLL_RECORDS_MAX,
+    ResumeFloor, StartPosition, connect, connect_with, list_bucket_offsets, table_arrow_schema,
 };
 pub use union::LakeStart;
 

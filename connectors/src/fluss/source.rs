@@ -72,6 +72,20 @@ pub struct FlussSourceConfig {
     /// checkpoint, and hot retention may then have cut the changelog up to the lake's offsets;
     /// what lies below them is in the lake already.
     pub resume_floor: Option<ResumeFloor>,
+    /// Called (before the open fails) when a bucket's changelog now starts past the offset the
+    /// read resumes at: the rows between expired from the hot tier unread. A tiering job uses
+    /// it to stop restarting from a checkpoint no changelog holds any more.
+    pub on_log_gap: Option<LogGapHook>,
+}
+
+/// See [`FlussSourceConfig::on_log_gap`]; it gets the open's error message.
+#[derive(Clone)]
+pub struct LogGapHook(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for LogGapHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogGapHook")
+    }
 }
 
 /// Where each of the given buckets may resume at the lowest (those it does not name: anywhere);
@@ -129,6 +143,7 @@ impl FlussSourceConfig {
             partition_id_column: false,
             table_id: None,
             resume_floor: None,
+            on_log_gap: None,
         }
     }
 
@@ -217,6 +232,9 @@ pub struct FlussSource {
     lake_rows: Option<LakeRows>,
     /// A log table: every row is an append (`+A`), so no change type is read per row.
     append_only: bool,
+    /// Where each owned bucket's changelog started when the source opened (listed when the
+    /// start was read from the earliest offsets), for the gap check.
+    log_starts: BTreeMap<Slot, i64>,
 }
 
 impl FlussSource {
@@ -236,6 +254,7 @@ impl FlussSource {
             lake_rows: None,
             append_only: false,
             partitions: None,
+            log_starts: BTreeMap::new(),
         }
     }
 
@@ -857,6 +876,9 @@ impl FlussSource {
                     .await?,
             );
         }
+        if matches!(spec, OffsetSpec::Earliest) {
+            self.log_starts = listed.clone();
+        }
         let expired: Vec<String> = listed
             .iter()
             .filter(|(_, start)| **start > 0)
@@ -911,6 +933,48 @@ impl FlussSource {
             }
         }
         Ok(())
+    }
+
+    /// Where a restored read starts is raised to the resume floor (a first start's offsets are
+    /// the caller's: a tiering job's are the lake's, just read); then no bucket may start below
+    /// its changelog's start.
+    async fn settle_start(&mut self, name: &str, is_restored: bool) -> Result<()> {
+        if is_restored {
+            self.raise_to_resume_floor(name).await?;
+        }
+        self.refuse_log_gap(name)
+    }
+
+    /// Fails the open when a bucket would resume below where its changelog starts now: the
+    /// rows between expired from the hot tier (its `table.log.ttl`) before this read had them,
+    /// and reading on from the log's start would skip them without a word.
+    fn refuse_log_gap(&self, name: &str) -> Result<()> {
+        let gaps: Vec<String> = self
+            .next_offsets
+            .iter()
+            .filter_map(|(slot, next)| {
+                let start = *self.log_starts.get(slot)?;
+                (*next < start).then(|| {
+                    format!(
+                        "{}: resumes at offset {next}, the changelog starts at {start}",
+                        slot_name(slot)
+                    )
+                })
+            })
+            .collect();
+        if gaps.is_empty() {
+            return Ok(());
+        }
+        let message = format!(
+            "{name}: the rows this read resumes at expired from the hot tier before it read them \
+             ({}): the hot tier keeps a table's changelog for its table.log.ttl, and reading on \
+             would skip the rows between; raise table.log.ttl above the reader's lag",
+            gaps.join("; ")
+        );
+        if let Some(hook) = &self.config.on_log_gap {
+            (hook.0)(&message);
+        }
+        Err(Error::operator(message))
     }
 
     /// The exclusive end of each owned bucket, when the read is bounded.
@@ -1086,10 +1150,7 @@ impl Source for FlussSource {
         self.next_offsets = self
             .start_offsets(&table, &owned, restored.is_restored(), start)
             .await?;
-        if restored.is_restored() {
-            // A first start's offsets are the caller's (a tiering job's: the lake's, just read).
-            self.raise_to_resume_floor(&name).await?;
-        }
+        self.settle_start(&name, restored.is_restored()).await?;
         self.end_offsets = self.end_offsets_of(&table, &owned).await?;
         self.backlog_end = self.backlog_of(&table, &owned).await?;
         self.partitions = partitions.map(|known| Partitions {

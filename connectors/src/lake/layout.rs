@@ -58,6 +58,10 @@ pub fn lake_uri(lake_root: &str, database: &str, table: &str) -> Result<String> 
 /// name, so no database's directory is called so.
 pub const DROPPED_DIR: &str = "__dropped";
 
+/// Where tiering workers keep their leases on tables, under the lake root (see silt-jobs'
+/// tiering leases); `__`-named like [`DROPPED_DIR`].
+pub const LEASES_DIR: &str = "__leases";
+
 /// The lake of `database.table` relative to the lake root: `<db>/<table>`.
 pub fn lake_relative(database: &str, table: &str) -> Result<String> {
     check_name("database", database)?;
@@ -171,7 +175,7 @@ mod tests {
     /// legal name can: no table's lake is ever inside them, whatever its names.
     #[test]
     fn no_table_lake_lies_in_a_directory_silt_keeps_for_itself() {
-        for reserved in [JOBS_DIR, DROPPED_DIR] {
+        for reserved in [JOBS_DIR, DROPPED_DIR, LEASES_DIR] {
             assert!(check_name("database", reserved).is_err(), "{reserved}");
             for (database, table) in [("_jobs", "x"), ("_dropped", "y"), ("jobs", "_x")] {
                 check_name("database", database).unwrap();

@@ -21,6 +21,9 @@ const FAULT_HOOK_ENV: &[&str] =
 #[cfg(not(feature = "fault-injection"))]
 const FAULT_HOOK_ENV: &[&str] = &[];
 
+/// The shortest `tiering.lease_ms` other than 0: two renewals (discovery passes) per lease.
+const TIERING_LEASE_MS_MIN: u64 = 4000;
+
 /// The smallest `log.file_bytes_max`: a file holds at least a few records.
 const LOG_FILE_BYTES_MIN: u64 = 4096;
 
@@ -28,6 +31,8 @@ const LOG_FILE_BYTES_MIN: u64 = 4096;
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub data_dir: PathBuf,
+    pub hot_tier: HotTierConfig,
+    pub tiering: TieringSettings,
     pub hotstore: HotstoreConfig,
     pub engine: EngineConfig,
     pub rest: RestConfig,
@@ -58,6 +63,40 @@ pub struct LakeSettings {
     pub file_retention_ms: u64,
     pub key_index_cache_bytes: u64,
     pub vacuum_removes_bytes_max: usize,
+}
+
+/// Where the hot tier is (`hot_tier:` in conf/silt.yaml): this process's own hot store, or a
+/// Fluss cluster at `bootstrap`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotTierConfig {
+    /// Empty: the embedded hot store. Else `HOST:PORT[,HOST:PORT...]` of a Fluss cluster.
+    pub bootstrap: String,
+    pub sasl: HotTierSasl,
+}
+
+/// How this process shares tiering with others (`tiering:` in conf/silt.yaml).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieringSettings {
+    /// 0: this process tiers every table; else the lease duration of shared tiering.
+    pub lease_ms: u64,
+}
+
+/// The credentials for an external hot tier (`hot_tier.sasl`); an empty username: none.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotTierSasl {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for HotTierSasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HotTierSasl")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -210,9 +249,32 @@ impl Config {
             .collect()
     }
 
+    /// The Fluss cluster that is the hot tier (`hot_tier.bootstrap`), or `None` when this
+    /// process runs its own hot store.
+    pub fn external_hot_tier(&self) -> Option<&str> {
+        let bootstrap = self.hot_tier.bootstrap.trim();
+        (!bootstrap.is_empty()).then_some(bootstrap)
+    }
+
+    /// Where silt's clients (tiering, jobs, queries, `silt verify`) reach the hot tier: the
+    /// external cluster, else the embedded hot store's `hotstore.listen`.
+    pub fn hot_tier_bootstrap(&self) -> String {
+        self.external_hot_tier()
+            .unwrap_or(&self.hotstore.listen)
+            .to_string()
+    }
+
     /// The credentials silt's own Fluss clients (tiering, demo workload, CLI commands) use
-    /// against the hotstore: the first of `hotstore.sasl.users` when SASL is on.
+    /// against the hot tier: `hot_tier.sasl` for an external cluster, else the first of
+    /// `hotstore.sasl.users` when the embedded hot store has SASL on.
     pub fn fluss_credentials(&self) -> Option<silt_connectors::fluss::FlussCredentials> {
+        if self.external_hot_tier().is_some() {
+            let sasl = &self.hot_tier.sasl;
+            return (!sasl.username.is_empty()).then(|| silt_connectors::fluss::FlussCredentials {
+                username: sasl.username.clone(),
+                password: sasl.password.clone(),
+            });
+        }
         let sasl = &self.hotstore.sasl;
         if !sasl.enabled {
             return None;
@@ -274,6 +336,17 @@ impl Config {
 
     /// Relations between keys that their types cannot say.
     fn check(&self) -> Result<()> {
+        if let Some(bootstrap) = self.external_hot_tier() {
+            check_bootstrap(bootstrap)?;
+        }
+        if self.tiering.lease_ms != 0 && self.tiering.lease_ms < TIERING_LEASE_MS_MIN {
+            bail!(
+                "invalid configuration: tiering.lease_ms ({}) is below {TIERING_LEASE_MS_MIN}: a \
+                 lease is renewed every discovery pass (2 s), so a shorter one would expire under \
+                 a live worker; use 0 (no sharing) or at least {TIERING_LEASE_MS_MIN}",
+                self.tiering.lease_ms
+            );
+        }
         silt_connectors::formats::format_named(&self.lake.format)
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e:#}"))?;
         if self.lake.file_retention_ms < self.query.deadline_max_ms {
@@ -302,6 +375,22 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `hot_tier.bootstrap`: one or more `HOST:PORT`, comma-separated, each with a port number.
+fn check_bootstrap(bootstrap: &str) -> Result<()> {
+    for server in bootstrap.split(',').map(str::trim) {
+        let port = server
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
+        if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
+            bail!(
+                "invalid configuration: hot_tier.bootstrap {bootstrap:?} has {server:?}, which is \
+                 not HOST:PORT; give the Fluss cluster's addresses as HOST:PORT[,HOST:PORT...]"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn merge(base: &mut Value, overlay: Value) {
@@ -390,11 +479,16 @@ fn set(root: &mut Value, path: &str, raw: &str, origin: &str) -> Result<()> {
             ),
         };
     }
+    let parsed = serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
     let value: Value = if walked.starts_with("lake.storage_options.") {
-        // Kept verbatim: a secret or an endpoint is never reinterpreted as a number.
+        // Kept verbatim: a secret or an endpoint is never reinterpreted.
+        Value::String(raw.to_string())
+    } else if node.is_string() && !parsed.is_string() {
+        // Where a string belongs, a value that reads as a number or a boolean (a password
+        // `1234`, a token `true`) stays the text given; a quoted YAML string (`""`) is read.
         Value::String(raw.to_string())
     } else {
-        serde_yaml_ng::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+        parsed
     };
     *node = value;
     Ok(())
@@ -422,6 +516,44 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::load(file.as_deref(), env, &flags)
+    }
+
+    #[test]
+    fn the_hot_tier_is_embedded_unless_a_bootstrap_is_given() {
+        let c = load(None, &[], &[]).unwrap();
+        assert_eq!(c.external_hot_tier(), None);
+        assert_eq!(c.hot_tier_bootstrap(), "127.0.0.1:9123");
+        assert!(c.fluss_credentials().is_none());
+        let c = load(
+            None,
+            &[
+                ("SILT_HOT_TIER__BOOTSTRAP", "10.0.0.1:9123, fluss-2:9123"),
+                ("SILT_HOT_TIER__SASL__USERNAME", "tierer"),
+                ("SILT_HOT_TIER__SASL__PASSWORD", "1234"),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.external_hot_tier(), Some("10.0.0.1:9123, fluss-2:9123"));
+        assert_eq!(c.hot_tier_bootstrap(), "10.0.0.1:9123, fluss-2:9123");
+        let credentials = c.fluss_credentials().expect("the cluster's credentials");
+        assert_eq!(
+            (credentials.username.as_str(), credentials.password.as_str()),
+            ("tierer", "1234"),
+            "a password of digits stays a string"
+        );
+        assert!(
+            !format!("{c:?}").contains("1234"),
+            "the password is not printed"
+        );
+        // A quoted YAML string is read as one (`""` turns Flight SQL off), where a bare number
+        // stays text.
+        let c = load(None, &[("SILT_QUERY__FLIGHT_LISTEN", "\"\"")], &[]).unwrap();
+        assert_eq!(c.query.flight_listen, "");
+        for bad in ["fluss", "fluss:port", ":9123", "a:1,,b:2"] {
+            let e = load(None, &[], &[("hot_tier.bootstrap", bad)]).unwrap_err();
+            assert_mentions(&e, &["hot_tier.bootstrap", "HOST:PORT"]);
+        }
     }
 
     #[test]

@@ -171,7 +171,13 @@ type TablePick = fn(&TableTieringStatus) -> String;
 
 /// (name, type, help, value) of each per-table family: tiering lag, lake commits and what
 /// maintenance found.
-const TIERING_FAMILIES: [(&str, &str, &str, TablePick); 10] = [
+const TIERING_FAMILIES: [(&str, &str, &str, TablePick); 11] = [
+    (
+        "silt_tiering_problem",
+        "gauge",
+        "1 when something keeps the table's tiering from keeping up (a gap, a job that cannot start, a lag past half a Fluss cluster's table.log.ttl; GET /v1/tables says what), else 0.",
+        |t| u8::from(t.problem.is_some()).to_string(),
+    ),
     (
         "silt_tiering_lag_offsets",
         "gauge",

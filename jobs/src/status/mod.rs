@@ -53,6 +53,8 @@ struct TableStatusBody {
     maintenance: MaintenanceBody,
     /// Lake commits since the table's job started: recent durations and compaction.
     commits: CommitsBody,
+    /// What keeps tiering from keeping up (null: nothing); see `job_state` `stalled`.
+    problem: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -250,6 +252,7 @@ async fn tables(State(state): State<Arc<Status>>) -> Result<Json<Vec<TableStatus
                     rows_compacted: t.commits.rows_compacted,
                     bytes_compacted: t.commits.bytes_compacted,
                 },
+                problem: t.problem,
             })
             .collect(),
     ))

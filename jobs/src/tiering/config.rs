@@ -52,6 +52,10 @@ pub struct TieringConfig {
     /// `<lake_state_root>/<db>.<table>-<id>` and survives restarts; `None`: temporary, rebuilt
     /// from the lake at every job start.
     pub lake_state_root: Option<PathBuf>,
+    /// Whether the hot tier's retention waits for the lake (silt's own hot store, told each
+    /// commit) or not (a Fluss cluster, which expires its log by `table.log.ttl` alone): then a
+    /// table whose tiering lag passes half its TTL is reported before rows expire untiered.
+    pub retention_waits_for_lake: bool,
 }
 
 impl TieringConfig {
@@ -84,6 +88,7 @@ impl TieringConfig {
             #[cfg(feature = "fault-injection")]
             crash_at: None,
             credentials: None,
+            retention_waits_for_lake: true,
         }
     }
 

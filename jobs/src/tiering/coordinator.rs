@@ -1,22 +1,47 @@
 //! The coordinator seam: which of the lake-enabled tables this process tiers, and where a
 //! committed lake snapshot is recorded. Shaped after a scheduler that hands work to workers:
-//! today's one process ([`InProcess`]) claims every table and records snapshots in the
-//! in-process hot store's lake-offset registry; a coordinator over a Fluss cluster would take
-//! table assignments from the cluster's coordinator (heartbeats with leases) and commit lake
-//! snapshots to it.
+//! one process alone ([`InProcess`]) tiers every table and records snapshots in the in-process
+//! hot store's lake-offset registry; several workers over one hot tier ([`super::Leased`]) each
+//! tier the tables they hold a lease on, the leases kept in the lake's object store.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::Result;
+use async_trait::async_trait;
 use silt_connectors::changelog::BucketKey;
 
+/// A lake-enabled table a discovery pass saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub database: String,
+    pub table: String,
+    pub table_id: i64,
+}
+
 /// Decides what one tiering process does and records what it did.
+#[async_trait]
 pub trait Coordinator: Send + Sync {
-    /// Whether this process tiers table `table_id` (`database.table`) now. Asked at every
-    /// discovery pass for every lake-enabled table; a table no longer claimed keeps its running
-    /// job until its table goes away (a coordinator that moves tables takes them back by
-    /// lease, not by this answer).
-    fn tiers(&self, database: &str, table: &str, table_id: i64) -> bool;
+    /// The table ids of `tables` (every lake-enabled table of this discovery pass) that this
+    /// process tiers now. A table it tiered and no longer gets has its job stopped here (another
+    /// worker has it). An error keeps every job as it is until the next pass. By default, the
+    /// tables [`Coordinator::tiers`] says.
+    async fn assign(&self, tables: &[Candidate]) -> Result<BTreeSet<i64>> {
+        Ok(tables
+            .iter()
+            .filter(|t| self.tiers(&t.database, &t.table, t.table_id))
+            .map(|t| t.table_id)
+            .collect())
+    }
+
+    /// Whether this process tiers table `table_id` (`database.table`), for a coordinator that
+    /// decides table by table (see [`Coordinator::assign`]); by default every table.
+    fn tiers(&self, _database: &str, _table: &str, _table_id: i64) -> bool {
+        true
+    }
+
+    /// Gives this process's tables back at shutdown, so other workers take them at once.
+    async fn release_all(&self) {}
 
     /// Records a committed lake snapshot of table `table_id`: its version and, per bucket (of
     /// each partition), the end offset tiered. Named by table id, never by name: after a drop
@@ -37,10 +62,6 @@ pub struct InProcess {
 }
 
 impl Coordinator for InProcess {
-    fn tiers(&self, _database: &str, _table: &str, _table_id: i64) -> bool {
-        true
-    }
-
     fn record_lake_snapshot(
         &self,
         table_id: i64,

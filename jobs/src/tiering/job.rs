@@ -11,7 +11,7 @@ use fluss::rpc::message::OffsetSpec;
 use futures::FutureExt;
 use silt_connectors::changelog::BucketKey;
 use silt_connectors::fluss::{
-    FlussSource, FlussSourceConfig, ResumeFloor, StartPosition, list_bucket_offsets,
+    FlussSource, FlussSourceConfig, LogGapHook, ResumeFloor, StartPosition, list_bucket_offsets,
 };
 use silt_connectors::lake_format::{LakeCommit, LakeCommitHook, LakeOwner, TableKind, TieringSink};
 use silt_engine::{JobConfig, JobGraph, Source, TaskContext};
@@ -81,10 +81,9 @@ impl TieringService {
             silt_connectors::fluss::table_arrow_schema(connection, database, table).await?;
         self.claim_lake(database, table, &lake_uri, table_id, buckets)
             .await?;
-        let (start_offsets, progress) = self
-            .resume_point(connection, database, table, table_id, &lake_uri)
-            .await?;
+        let (start_offsets, progress) = self.resume_point(connection, info, &lake_uri).await?;
         let lake_behind = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let log_gap = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sink = TieringSink {
             uri: lake_uri.clone(),
             storage_options: self.config.storage_options.clone(),
@@ -102,7 +101,17 @@ impl TieringService {
             on_offset_gap: offset_gap_hook(&lake_behind),
             fault_injection: self.fault_injection(),
         };
-        let graph = self.tiering_graph(database, table, table_id, buckets, start_offsets, sink)?;
+        let graph = self.tiering_graph(
+            TableRef {
+                database,
+                table,
+                table_id,
+                buckets,
+            },
+            start_offsets,
+            sink,
+            &log_gap,
+        )?;
         let job_config = self.tiering_job_config(database, table, table_id, freshness)?;
         let job = self.manager.submit(graph, job_config)?;
         info!(table = %name, %lake_uri, ?freshness, "tiering: job started");
@@ -111,6 +120,8 @@ impl TieringService {
             table_id,
             schema_id: info.get_schema_id(),
             lake_behind,
+            log_gap,
+            log_ttl: log_ttl(info),
             lake_uri,
             freshness,
             job,
@@ -123,16 +134,22 @@ impl TieringService {
     /// changelog's start. A partitioned table's buckets are those of its partitions now; the
     /// source reads partitions created later from their start. Also repairs a registry that
     /// missed the last commit (a crash between commit and update).
+    ///
+    /// Refuses ([`Stalled`]) where the changelog no longer holds what the lake needs next: a
+    /// bucket whose log now starts past the lake's end (a gap: its rows expired from the hot
+    /// tier untiered), or a primary-key table with nothing in the lake whose changelog no longer
+    /// starts at 0 (its state cannot be rebuilt from the log alone). A log table with nothing in
+    /// the lake starts where its log starts, with a warning naming what expired before.
     pub(super) async fn resume_point(
         &self,
         connection: &fluss::client::FlussConnection,
-        database: &str,
-        table: &str,
-        table_id: i64,
+        info: &fluss::metadata::TableInfo,
         lake_uri: &str,
     ) -> Result<(BTreeMap<BucketKey, i64>, Arc<Mutex<Progress>>)> {
+        let path = info.get_table_path().clone();
+        let (database, table) = (path.database(), path.table());
+        let table_id = info.get_table_id();
         let name = format!("{database}.{table}");
-        let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
         let earliest = list_bucket_offsets(connection, &path, OffsetSpec::Earliest)
             .await
             .with_context(|| format!("listing the earliest offsets of {name}"))?;
@@ -147,6 +164,7 @@ impl TieringService {
             .as_ref()
             .map(|l| l.bucket_offsets.clone())
             .unwrap_or_default();
+        check_log_holds_lake_end(&name, info.has_primary_key(), &earliest, &lake_offsets)?;
         let start_offsets: BTreeMap<BucketKey, i64> = earliest
             .iter()
             .map(|(key, earliest)| (*key, lake_offsets.get(key).copied().unwrap_or(*earliest)))
@@ -213,15 +231,20 @@ impl TieringService {
 
     /// The tiering job's graph: the Fluss source from `start_offsets`, then the lake format's
     /// sink (its writers hashed by bucket, and their committer).
+    /// The source sets `log_gap` when the changelog no longer holds its position.
     pub(super) fn tiering_graph(
         &self,
-        database: &str,
-        table: &str,
-        table_id: i64,
-        buckets: u32,
+        table: TableRef<'_>,
         start_offsets: BTreeMap<BucketKey, i64>,
         sink: TieringSink,
+        log_gap: &Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<JobGraph> {
+        let TableRef {
+            database,
+            table,
+            table_id,
+            buckets,
+        } = table;
         let mut source_config =
             FlussSourceConfig::new(&self.config.bootstrap_servers, database, table);
         source_config.table_id = Some(table_id);
@@ -229,6 +252,10 @@ impl TieringService {
         source_config.partition_id_column = !sink.partition_keys.is_empty();
         source_config.credentials = self.config.credentials.clone();
         source_config.resume_floor = Some(self.lake_ends(&sink.uri, table_id));
+        let flag = log_gap.clone();
+        source_config.on_log_gap = Some(LogGapHook(Arc::new(move |_: &str| {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        })));
         let source_config = Arc::new(source_config);
         let mut graph = JobGraph::new();
         let parallelism = self.config.source_parallelism_max.clamp(1, buckets);
@@ -292,6 +319,94 @@ impl TieringService {
 }
 
 /// A log table appends; a primary-key table upserts by its key columns.
+/// One table as its tiering graph names it.
+pub(super) struct TableRef<'a> {
+    pub database: &'a str,
+    pub table: &'a str,
+    pub table_id: i64,
+    pub buckets: u32,
+}
+
+/// A table's `table.log.ttl` as Fluss reads it (its default when unset or unreadable; `None`
+/// for no TTL).
+fn log_ttl(info: &fluss::metadata::TableInfo) -> Option<Duration> {
+    match info.get_properties().get(silt_hotstore::LOG_TTL) {
+        Some(text) => {
+            silt_hotstore::parse_ttl(text).unwrap_or(Some(silt_hotstore::LOG_TTL_DEFAULT))
+        }
+        None => Some(silt_hotstore::LOG_TTL_DEFAULT),
+    }
+}
+
+/// Why a table's tiering cannot go on by itself: what the hot tier lost before the lake had
+/// it. Discovery reports it in the table's status (and tries again each pass, quietly) rather
+/// than starting a job that would skip rows.
+#[derive(Debug)]
+pub struct Stalled(pub String);
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+/// The check of [`TieringService::resume_point`]: per bucket, the changelog's start
+/// (`earliest`) against where the lake ends (`lake`).
+pub(super) fn check_log_holds_lake_end(
+    name: &str,
+    primary_key: bool,
+    earliest: &BTreeMap<BucketKey, i64>,
+    lake: &BTreeMap<BucketKey, i64>,
+) -> Result<()> {
+    let gaps: Vec<String> = earliest
+        .iter()
+        .filter_map(|(key, &start)| {
+            let end = *lake.get(key)?;
+            (end < start).then(|| {
+                format!("{key}: the lake ends at offset {end}, the changelog starts at {start}")
+            })
+        })
+        .collect();
+    if !gaps.is_empty() {
+        return Err(Stalled(format!(
+            "{name}: tiering stopped at a gap: {}. The offsets between expired from the hot tier \
+             (its table.log.ttl) before they were tiered, and silt commits nothing past a gap. \
+             Raise the table's table.log.ttl above the tiering lag so this does not happen again; \
+             to go on without the lost rows, move this table's lake aside (tiering then starts a \
+             new lake from the changelog's start)",
+            gaps.join("; ")
+        ))
+        .into());
+    }
+    let cut: Vec<String> = earliest
+        .iter()
+        .filter(|(key, start)| **start > 0 && !lake.contains_key(key))
+        .map(|(key, start)| format!("{key} starts at {start}"))
+        .collect();
+    if cut.is_empty() {
+        return Ok(());
+    }
+    if primary_key {
+        return Err(Stalled(format!(
+            "{name}: a primary-key table whose changelog no longer starts at offset 0 ({}) \
+             cannot be tiered from its changelog alone: the changes before it expired \
+             (table.log.ttl), and silt cannot read the cluster's kv snapshots. Tier the table \
+             from its creation (create it with silt.datalake.enabled=true, or a table.log.ttl \
+             that keeps its whole changelog until tiering starts)",
+            cut.join(", ")
+        ))
+        .into());
+    }
+    warn!(
+        table = %name,
+        buckets = %cut.join(", "),
+        "tiering: the changelog no longer starts at 0 and the lake holds nothing yet: the new lake starts where the changelog starts; the rows before expired (table.log.ttl) and are in neither"
+    );
+    Ok(())
+}
+
 pub(super) fn table_kind(info: &fluss::metadata::TableInfo) -> TableKind {
     if info.has_primary_key() {
         TableKind::PrimaryKey {
@@ -340,4 +455,66 @@ pub(super) fn offset_gap_hook(
 ) -> silt_connectors::lake_format::OffsetGapHook {
     let flag = flag.clone();
     Arc::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(pairs: &[(i32, i64)]) -> BTreeMap<BucketKey, i64> {
+        pairs
+            .iter()
+            .map(|(b, o)| (BucketKey::table(*b), *o))
+            .collect()
+    }
+
+    #[test]
+    fn a_lake_that_ends_where_the_log_starts_or_later_resumes() {
+        let earliest = offsets(&[(0, 100), (1, 0)]);
+        for pk in [false, true] {
+            check_log_holds_lake_end("db.t", pk, &earliest, &offsets(&[(0, 100), (1, 0)])).unwrap();
+            check_log_holds_lake_end("db.t", pk, &earliest, &offsets(&[(0, 150), (1, 7)])).unwrap();
+        }
+        // A log table with nothing in the lake starts where its changelog starts.
+        check_log_holds_lake_end("db.t", false, &earliest, &BTreeMap::new()).unwrap();
+    }
+
+    #[test]
+    fn a_gap_between_the_lake_and_the_log_is_refused_naming_bucket_and_offsets() {
+        let earliest = offsets(&[(0, 100), (1, 0)]);
+        for pk in [false, true] {
+            let e = check_log_holds_lake_end("db.t", pk, &earliest, &offsets(&[(0, 40), (1, 3)]))
+                .unwrap_err();
+            assert!(e.is::<Stalled>(), "{e:#}");
+            let text = format!("{e:#}");
+            for part in [
+                "db.t",
+                "gap",
+                "bucket 0",
+                "lake ends at offset 40",
+                "starts at 100",
+                "table.log.ttl",
+            ] {
+                assert!(text.contains(part), "{part:?} in {text}");
+            }
+            assert!(!text.contains("bucket 1"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_primary_key_table_whose_changelog_lost_its_head_cannot_start_a_lake() {
+        let earliest = offsets(&[(0, 0), (1, 25)]);
+        let e =
+            check_log_holds_lake_end("db.users", true, &earliest, &BTreeMap::new()).unwrap_err();
+        assert!(e.is::<Stalled>(), "{e:#}");
+        let text = format!("{e:#}");
+        for part in [
+            "db.users",
+            "primary-key",
+            "bucket 1 starts at 25",
+            "from its creation",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
 }

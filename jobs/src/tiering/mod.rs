@@ -25,6 +25,7 @@ mod config;
 mod coordinator;
 mod discovery;
 mod job;
+mod lease;
 mod status;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,8 @@ use tracing::{info, warn};
 
 pub use config::*;
 pub use coordinator::*;
+pub use job::Stalled;
+pub use lease::{LEASES_DIR, LeaseConfig, Leased, worker_name};
 pub use status::*;
 
 pub use silt_connectors::fluss::DATALAKE_ENABLED;
@@ -53,6 +56,13 @@ pub(super) struct TableJob {
     /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
     /// `TieringSink::on_offset_gap`): discovery then starts the job over from the lake.
     lake_behind: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the source found its position expired from the hot tier (a gap, see
+    /// `FlussSourceConfig::on_log_gap`): discovery then stops the job, and its next start
+    /// reports the gap instead of restarting on it.
+    log_gap: Arc<std::sync::atomic::AtomicBool>,
+    /// The table's `table.log.ttl` (Fluss's default when unset; `None`: no TTL): how long the
+    /// hot tier keeps what tiering has not read yet, when nothing holds its retention back.
+    log_ttl: Option<Duration>,
     lake_uri: String,
     freshness: Duration,
     job: JobHandle,
@@ -66,6 +76,11 @@ pub struct TieringService {
     manager: JobManager,
     coordinator: Arc<dyn Coordinator>,
     jobs: Arc<tokio::sync::Mutex<Jobs>>,
+    /// Tables whose tiering cannot start, with their ids and why (see `job::Stalled`): reported in their
+    /// status, logged once per reason, tried again at every discovery pass.
+    problems: Arc<Mutex<BTreeMap<(String, String), (i64, String)>>>,
+    /// When this process last read the lake of a table another worker tiers, by table id.
+    others_observed: Arc<Mutex<BTreeMap<i64, std::time::Instant>>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
@@ -88,6 +103,8 @@ impl TieringService {
             manager: JobManager::new(),
             coordinator,
             jobs: Arc::default(),
+            problems: Arc::default(),
+            others_observed: Arc::default(),
             connection: Arc::default(),
         }
     }
@@ -161,6 +178,11 @@ impl TieringService {
     /// Stops every tiering job with a final checkpoint (bounded by `timeout`; past it the job
     /// is cancelled and resumes from its last checkpoint at the next start).
     pub async fn shutdown(&self, timeout: Duration) {
+        self.stop_jobs(timeout).await;
+        self.coordinator.release_all().await;
+    }
+
+    async fn stop_jobs(&self, timeout: Duration) {
         let mut jobs = self.jobs.lock().await;
         for ((database, table), job) in std::mem::take(&mut *jobs) {
             if job.job.state() != JobState::Running {

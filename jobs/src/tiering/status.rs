@@ -34,7 +34,14 @@ pub struct TableTieringStatus {
     pub restarts: u32,
     pub maintenance: MaintenanceTotals,
     pub commits: CommitTotals,
+    /// What keeps tiering from keeping up, when something does: why its job cannot start (a
+    /// gap, a primary-key table whose changelog lost its head; `job_state` is then `stalled`),
+    /// or a lag past half of a Fluss cluster's `table.log.ttl`.
+    pub problem: Option<String>,
 }
+
+/// The `job_state` of a table whose job cannot start (see [`TableTieringStatus::problem`]).
+pub const STALLED: &str = "stalled";
 
 /// The table's lake commits since its job started: how many, how long the recent ones took,
 /// and what they compacted.
@@ -157,6 +164,11 @@ impl TieringService {
                 .map(|(b, hot)| (*b, (*hot, p.lake_offsets.get(b).copied().unwrap_or(0))))
                 .collect();
             let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
+            let lag_seconds = if lag_offsets == 0 {
+                0.0
+            } else {
+                (now_ms() - p.last_commit_ms) as f64 / 1000.0
+            };
             let metrics = job.job.metrics();
             out.push(TableTieringStatus {
                 database: database.clone(),
@@ -167,18 +179,60 @@ impl TieringService {
                 freshness: job.freshness,
                 buckets,
                 lag_offsets,
-                lag_seconds: if lag_offsets == 0 {
-                    0.0
-                } else {
-                    (now_ms() - p.last_commit_ms) as f64 / 1000.0
-                },
+                lag_seconds,
                 delta_version: p.delta_version,
                 checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
                 maintenance: p.maintenance.clone(),
                 commits: p.commits_with_percentiles(),
+                problem: self.ttl_warning(lag_seconds, job.log_ttl),
             });
         }
+        out.extend(self.stalled(&jobs));
+        out.sort_by(|a, b| (&a.database, &a.table).cmp(&(&b.database, &b.table)));
         Ok(out)
+    }
+
+    /// A lag past half the table's TTL, where the hot tier expires its log whatever the lake
+    /// holds (a Fluss cluster): past the TTL, rows expire untiered and tiering stops at a gap.
+    fn ttl_warning(&self, lag_seconds: f64, log_ttl: Option<Duration>) -> Option<String> {
+        let ttl = log_ttl.filter(|_| !self.config.retention_waits_for_lake)?;
+        (lag_seconds > ttl.as_secs_f64() / 2.0).then(|| {
+            format!(
+                "tiering lags {lag_seconds:.0} s, over half of the table's table.log.ttl ({} s): \
+                 rows older than the TTL expire from the Fluss cluster whether tiered or not; \
+                 find why tiering is slow, or raise table.log.ttl",
+                ttl.as_secs()
+            )
+        })
+    }
+
+    /// The tables whose job cannot start (and has not started since), as statuses that say
+    /// why.
+    fn stalled(&self, jobs: &Jobs) -> Vec<TableTieringStatus> {
+        let problems = self.problems.lock().unwrap();
+        problems
+            .iter()
+            .filter(|(key, _)| !jobs.contains_key(*key))
+            .map(
+                |((database, table), (table_id, problem))| TableTieringStatus {
+                    database: database.clone(),
+                    table: table.clone(),
+                    table_id: *table_id,
+                    lake_uri: self.config.lake_uri(database, table).unwrap_or_default(),
+                    job_state: STALLED.to_string(),
+                    freshness: self.config.freshness_default,
+                    buckets: BTreeMap::new(),
+                    lag_offsets: 0,
+                    lag_seconds: 0.0,
+                    delta_version: None,
+                    checkpoints: 0,
+                    restarts: 0,
+                    maintenance: MaintenanceTotals::default(),
+                    commits: CommitTotals::default(),
+                    problem: Some(problem.clone()),
+                },
+            )
+            .collect()
     }
 }

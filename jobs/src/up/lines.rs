@@ -3,12 +3,15 @@
 //! goes to a file (see [`crate::logging`]), so nothing scrolls these lines away. For a script
 //! (`--status-format json`): one JSON object per line, each with an `event`:
 //!
-//! - `started`: `hotstore` (host:port), `rest` and `flight` (URLs; `flight` null when off),
-//!   `data_dir`, `lake_root`, `log_file`, `jobs_resumed`;
+//! - `started`: `hot_tier` (`embedded`, or `external` under `--bootstrap`), `hotstore` (its
+//!   host:port, or the cluster's bootstrap list), `rest` and `flight` (URLs; `flight` null when
+//!   off), `data_dir`, `lake_root`, `log_file`, `jobs_resumed`;
 //! - `status`, every `--status-every-s`: `time_ms` and `tables`, per lake-enabled table `table`,
 //!   `job_state`, `hot_offsets` (sum of the buckets' high watermarks), `lake_offsets` (sum of
 //!   the lake's offsets), `lag_offsets`, `lag_seconds`, `delta_version` (null before the first
-//!   commit) and `checkpoints`; or `error` when the status could not be read;
+//!   commit), `checkpoints` and `problem` (null, or what keeps tiering from keeping up: a
+//!   gap, a table that cannot be tiered, a lag past half a Fluss cluster's TTL; `job_state`
+//!   is `stalled` when its job cannot start); or `error` when the status could not be read;
 //! - `stopping` at Ctrl-C (or `--run-for-s`), then `stopped` with `demo_rows_written` (null
 //!   without `--demo`).
 
@@ -27,6 +30,8 @@ pub struct Lines {
 /// The `started` event: where everything listens and lives.
 #[derive(Debug, Serialize)]
 pub struct Started {
+    /// `embedded` (this process's hot store) or `external` (a Fluss cluster).
+    pub hot_tier: &'static str,
     pub hotstore: String,
     pub rest: String,
     pub flight: Option<String>,
@@ -47,6 +52,7 @@ struct TableLine {
     lag_seconds: f64,
     delta_version: Option<u64>,
     checkpoints: usize,
+    problem: Option<String>,
 }
 
 impl TableLine {
@@ -60,12 +66,21 @@ impl TableLine {
             lag_seconds: t.lag_seconds,
             delta_version: t.delta_version,
             checkpoints: t.checkpoints,
+            problem: t.problem.clone(),
         }
     }
 
     /// `demo.orders          job running    hot     3000 | lake     2360 | lag    640 offsets
-    /// 13.3s | delta v2 | 2 checkpoints`
+    /// 13.3s | delta v2 | 2 checkpoints`, and a second line `  ! <problem>` when tiering has one.
     fn text(&self) -> String {
+        let problem = self
+            .problem
+            .as_ref()
+            .map_or(String::new(), |p| format!("\n  ! {p}"));
+        format!("{}{problem}", self.columns())
+    }
+
+    fn columns(&self) -> String {
         format!(
             "{:<20} job {:<10} hot {:>8} | lake {:>8} | lag {:>6} offsets {:>5.1}s | delta v{} | {} checkpoints",
             self.table,
@@ -168,12 +183,25 @@ mod tests {
             restarts: 0,
             maintenance: Default::default(),
             commits: Default::default(),
+            problem: None,
         };
         let line = TableLine::of(&status);
         assert_eq!((line.hot_offsets, line.lake_offsets), (150, 130));
         assert_eq!(
             line.text(),
             "demo.orders          job running    hot      150 | lake      130 | lag     20 offsets  13.3s | delta v3 | 4 checkpoints"
+        );
+        let stalled = TableTieringStatus {
+            job_state: crate::tiering::STALLED.into(),
+            problem: Some("demo.orders: tiering stopped at a gap".into()),
+            ..status
+        };
+        assert!(
+            TableLine::of(&stalled)
+                .text()
+                .ends_with("checkpoints\n  ! demo.orders: tiering stopped at a gap"),
+            "{}",
+            TableLine::of(&stalled).text()
         );
     }
 }

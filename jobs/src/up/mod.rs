@@ -17,7 +17,11 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::output::Format;
-use crate::tiering::{DATALAKE_ENABLED, DATALAKE_FRESHNESS, RegistryUpdate, TieringService};
+use crate::tiering::{
+    DATALAKE_ENABLED, DATALAKE_FRESHNESS, LeaseConfig, Leased, RegistryUpdate, TieringService,
+    worker_name,
+};
+use silt_connectors::fluss::DATALAKE_ENABLED_SHOWN;
 
 #[derive(Debug, Clone)]
 pub struct UpOptions {
@@ -37,6 +41,75 @@ pub struct UpOptions {
 
 pub use crate::settings::lake_schema_check;
 
+/// The hot tier `silt up` serves: its own hot store, or an external Fluss cluster
+/// (`hot_tier.bootstrap`) that it only reads, tiers and queries.
+enum HotTier {
+    Embedded(Arc<ServerHandle>),
+    External(String),
+}
+
+impl HotTier {
+    /// Starts the embedded hot store, or checks that the external cluster answers (so a wrong
+    /// address fails the start with its cause, rather than every later call retrying it).
+    async fn start(config: &Config, lines: &lines::Lines) -> Result<HotTier> {
+        let Some(bootstrap) = config.external_hot_tier() else {
+            let server = Arc::new(Server::start(config.hotstore()?).await?);
+            lines.say(format_args!(
+                "hotstore: Fluss wire protocol on {} (data in {})",
+                server.local_addr(),
+                config.data_dir.display()
+            ));
+            return Ok(HotTier::Embedded(server));
+        };
+        let reached = async {
+            let connection = silt_connectors::fluss::connect_with(
+                bootstrap,
+                config.fluss_credentials().as_ref(),
+            )
+            .await?;
+            let admin = connection.get_admin().map_err(|e| anyhow!("{e}"))?;
+            admin.list_databases().await.map_err(|e| anyhow!("{e}"))
+        };
+        match tokio::time::timeout(EXTERNAL_CONNECT_TIMEOUT, reached).await {
+            Ok(Ok(databases)) => {
+                info!(%bootstrap, databases = databases.len(), "hot tier: reached the Fluss cluster")
+            }
+            Ok(Err(e)) => bail!(
+                "cannot reach the Fluss cluster at {bootstrap}: {e:#} (check --bootstrap or \
+                 hot_tier.bootstrap, and hot_tier.sasl when the cluster asks for SASL)"
+            ),
+            Err(_) => bail!(
+                "the Fluss cluster at {bootstrap} did not answer within {}s (check --bootstrap \
+                 or hot_tier.bootstrap)",
+                EXTERNAL_CONNECT_TIMEOUT.as_secs()
+            ),
+        }
+        lines.say(format_args!(
+            "hot tier: the Fluss cluster at {bootstrap} (no hot store in this process; data in {})",
+            config.data_dir.display()
+        ));
+        Ok(HotTier::External(bootstrap.to_string()))
+    }
+
+    /// Where silt's own clients reach it.
+    fn bootstrap(&self) -> String {
+        match self {
+            HotTier::Embedded(server) => server.local_addr().to_string(),
+            HotTier::External(bootstrap) => bootstrap.clone(),
+        }
+    }
+
+    fn server(&self) -> Option<&Arc<ServerHandle>> {
+        match self {
+            HotTier::Embedded(server) => Some(server),
+            HotTier::External(_) => None,
+        }
+    }
+}
+
+/// How long `silt up --bootstrap` waits for the cluster's first answer.
+const EXTERNAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
@@ -44,13 +117,9 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     crate::lake_faults::install_from_env();
     let lines = lines::Lines::new(options.status_format);
     info!(version = crate::build_info::VERSION, "silt up starting");
-    let server = Arc::new(Server::start(config.hotstore()?).await?);
-    let bootstrap = server.local_addr().to_string();
-    lines.say(format_args!(
-        "hotstore: Fluss wire protocol on {bootstrap} (data in {})",
-        config.data_dir.display()
-    ));
-    let tiering = start_tiering(config, &options, server.clone(), &bootstrap);
+    let hot = HotTier::start(config, &lines).await?;
+    let bootstrap = hot.bootstrap();
+    let tiering = start_tiering(config, &options, hot.server().cloned(), &bootstrap)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let discovery = {
         let tiering = tiering.clone();
@@ -71,16 +140,16 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         jobs.clone(),
         query,
         tiering.clone(),
-        Some(server.clone()),
+        hot.server().cloned(),
     );
     let (rest_addr, rest) =
         crate::rest::serve(&config.rest.listen, api, stop_tx.subscribe()).await?;
-    let started = started(config, &bootstrap, rest_addr, flight_url, resumed);
+    let started = started(config, &hot, rest_addr, flight_url, resumed);
     say_started(&lines, &started);
 
-    let workload = start_demo(config, &options, &bootstrap, stop_tx.subscribe()).await?;
+    let workload = start_demo(config, &options, &hot, stop_tx.subscribe()).await?;
 
-    serve_until_stopped(&options, &lines, &server, &tiering).await?;
+    serve_until_stopped(&options, &lines, hot.server(), &tiering).await?;
 
     lines.stopping();
     let _ = stop_tx.send(true);
@@ -96,20 +165,25 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
     }
     jobs.shutdown(Duration::from_secs(60)).await;
     tiering.shutdown(Duration::from_secs(60)).await;
-    shutdown_server(server).await?;
+    if let HotTier::Embedded(server) = hot {
+        shutdown_server(server).await?;
+    }
     lines.stopped(demo_rows);
     Ok(())
 }
 
-/// The tiering service over the embedded hot store (with `--crash-at`'s hook in test builds).
+/// The tiering service over the hot tier: snapshots recorded in the embedded hot store's
+/// registry, or (an external cluster keeps its own retention) nowhere; with `--crash-at`'s hook
+/// in test builds.
 fn start_tiering(
     config: &Config,
     options: &UpOptions,
-    server: Arc<ServerHandle>,
+    server: Option<Arc<ServerHandle>>,
     bootstrap: &str,
-) -> TieringService {
-    let registry: RegistryUpdate = crate::tiering::hotstore_registry(server);
-    let tiering_config = config.tiering(bootstrap);
+) -> Result<TieringService> {
+    let mut tiering_config = config.tiering(bootstrap);
+    tiering_config.retention_waits_for_lake = server.is_some();
+    let registry: Option<RegistryUpdate> = server.map(crate::tiering::hotstore_registry);
     #[cfg(feature = "fault-injection")]
     let tiering_config = crate::tiering::TieringConfig {
         crash_at: options
@@ -119,18 +193,35 @@ fn start_tiering(
     };
     #[cfg(not(feature = "fault-injection"))]
     let _ = options;
-    TieringService::new(tiering_config, Some(registry))
+    if config.tiering.lease_ms == 0 {
+        return Ok(TieringService::new(tiering_config, registry));
+    }
+    let leases = LeaseConfig {
+        worker: worker_name(&config.data_dir)?,
+        duration: Duration::from_millis(config.tiering.lease_ms),
+    };
+    info!(worker = %leases.worker, lease = ?leases.duration, "tiering: sharing tables with other workers by leases in the lake");
+    let store = Leased::store_for(&config.lake_root(), &config.lake_storage_options())?;
+    let coordinator = Leased::new(store, leases, registry);
+    Ok(TieringService::with_coordinator(
+        tiering_config,
+        Arc::new(coordinator),
+    ))
 }
 
 fn started(
     config: &Config,
-    bootstrap: &str,
+    hot: &HotTier,
     rest: std::net::SocketAddr,
     flight: Option<String>,
     jobs_resumed: usize,
 ) -> lines::Started {
     lines::Started {
-        hotstore: bootstrap.to_string(),
+        hot_tier: match hot {
+            HotTier::Embedded(_) => "embedded",
+            HotTier::External(_) => "external",
+        },
+        hotstore: hot.bootstrap(),
         rest: format!("http://{rest}"),
         flight,
         data_dir: config.data_dir.display().to_string(),
@@ -172,7 +263,7 @@ fn report_workload(ended: std::result::Result<Result<u64>, tokio::task::JoinErro
 async fn start_demo(
     config: &Config,
     options: &UpOptions,
-    bootstrap: &str,
+    hot: &HotTier,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<tokio::task::JoinHandle<Result<u64>>>> {
     if !options.demo {
@@ -180,8 +271,12 @@ async fn start_demo(
     }
     let rate_per_s = options.demo_rate_per_s;
     let credentials = config.fluss_credentials();
-    create_demo_tables(bootstrap, credentials.as_ref()).await?;
-    let bootstrap = bootstrap.to_string();
+    let bootstrap = hot.bootstrap();
+    let lake_marker = match hot {
+        HotTier::Embedded(_) => LakeMarker::Property,
+        HotTier::External(_) => LakeMarker::CustomProperty,
+    };
+    create_demo_tables(&bootstrap, credentials.as_ref(), lake_marker).await?;
     Ok(Some(tokio::spawn(async move {
         demo_workload(&bootstrap, credentials.as_ref(), rate_per_s, stop).await
     })))
@@ -192,9 +287,17 @@ async fn start_demo(
 async fn serve_until_stopped(
     options: &UpOptions,
     lines: &lines::Lines,
-    server: &ServerHandle,
+    server: Option<&Arc<ServerHandle>>,
     tiering: &TieringService,
 ) -> Result<()> {
+    let storage_failed = async {
+        match server {
+            Some(server) => server.storage_failed().await,
+            // An external cluster's storage is its own: nothing here to stop for.
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(storage_failed);
     let until = async {
         match options.run_for {
             Some(d) => tokio::time::sleep(d).await,
@@ -210,7 +313,7 @@ async fn serve_until_stopped(
         tokio::select! {
             _ = &mut until => return Ok(()),
             _ = status.tick() => lines.status(tiering.status().await, silt_rt::clock::now_ms()),
-            reason = server.storage_failed() => {
+            reason = &mut storage_failed => {
                 // Nothing more can be written durably; recovery at the next start rebuilds
                 // the state from what is durable. Stop at once, without final checkpoints.
                 bail!(
@@ -256,9 +359,19 @@ async fn shutdown_server(server: Arc<ServerHandle>) -> Result<()> {
 
 pub const DEMO_DATABASE: &str = "demo";
 
+/// How the demo marks its tables for tiering: the Fluss property silt's hot store takes, or
+/// (a Fluss cluster refuses `table.datalake.enabled` without a lake format of its own) the
+/// custom property silt's tiering also reads.
+#[derive(Debug, Clone, Copy)]
+enum LakeMarker {
+    Property,
+    CustomProperty,
+}
+
 async fn create_demo_tables(
     bootstrap: &str,
     credentials: Option<&silt_connectors::fluss::FlussCredentials>,
+    lake_marker: LakeMarker,
 ) -> Result<()> {
     let connection = silt_connectors::fluss::connect_with(bootstrap, credentials).await?;
     let admin = connection
@@ -294,26 +407,7 @@ async fn create_demo_tables(
     ];
     for (table, columns, primary_key, buckets) in tables {
         let name = format!("{DEMO_DATABASE}.{table}");
-        let mut schema = Schema::builder();
-        for (column, data_type) in columns {
-            schema = schema.column(column, data_type);
-        }
-        if let Some(key) = primary_key {
-            schema = schema
-                .primary_key([key])
-                .with_context(|| format!("the {name} primary key"))?;
-        }
-        let schema = schema
-            .build()
-            .with_context(|| format!("the {name} schema"))?;
-        let bucket_keys = primary_key.into_iter().map(str::to_string).collect();
-        let descriptor = TableDescriptor::builder()
-            .schema(schema)
-            .distributed_by(Some(buckets), bucket_keys)
-            .property(DATALAKE_ENABLED, "true")
-            .property(DATALAKE_FRESHNESS, "5s")
-            .build()
-            .with_context(|| format!("the {name} descriptor"))?;
+        let descriptor = demo_descriptor(&name, columns, primary_key, buckets, lake_marker)?;
         admin
             .create_table(&TablePath::new(DEMO_DATABASE, table), &descriptor, true)
             .await
@@ -323,6 +417,41 @@ async fn create_demo_tables(
         "demo tables ready: demo.orders (log, 3 buckets), demo.customers (primary key, 2 buckets)"
     );
     Ok(())
+}
+
+/// A demo table's descriptor: its columns, primary key and buckets, marked for tiering with a
+/// 5 s freshness.
+fn demo_descriptor(
+    name: &str,
+    columns: Vec<(&str, fluss::metadata::DataType)>,
+    primary_key: Option<&str>,
+    buckets: i32,
+    lake_marker: LakeMarker,
+) -> Result<TableDescriptor> {
+    let mut schema = Schema::builder();
+    for (column, data_type) in columns {
+        schema = schema.column(column, data_type);
+    }
+    if let Some(key) = primary_key {
+        schema = schema
+            .primary_key([key])
+            .with_context(|| format!("the {name} primary key"))?;
+    }
+    let schema = schema
+        .build()
+        .with_context(|| format!("the {name} schema"))?;
+    let bucket_keys = primary_key.into_iter().map(str::to_string).collect();
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(buckets), bucket_keys)
+        .property(DATALAKE_FRESHNESS, "5s");
+    let descriptor = match lake_marker {
+        LakeMarker::Property => descriptor.property(DATALAKE_ENABLED, "true"),
+        LakeMarker::CustomProperty => descriptor.custom_property(DATALAKE_ENABLED_SHOWN, "true"),
+    };
+    descriptor
+        .build()
+        .with_context(|| format!("the {name} descriptor"))
 }
 
 /// Appends orders and upserts (and sometimes deletes) customers, ten flushes a second, until

@@ -26,17 +26,16 @@ pub async fn run(
     all: bool,
     format: Format,
 ) -> Result<u8> {
-    let connection = silt_connectors::fluss::connect_with(
-        &options.bootstrap,
-        options.credentials.as_ref(),
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "is `silt up` running? (hotstore address {}; set --bootstrap or hotstore.listen)",
-            options.bootstrap
-        )
-    })?;
+    let connection =
+        silt_connectors::fluss::connect_with(&options.bootstrap, options.credentials.as_ref())
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot reach the hot tier at {}: is `silt up` (or the Fluss cluster) running? \
+             (set --bootstrap, hot_tier.bootstrap or hotstore.listen)",
+                    options.bootstrap
+                )
+            })?;
     let tables = match (table, all) {
         (Some(name), false) => vec![parse_table_name(name)?],
         (None, true) => lake_enabled_tables(&connection).await?,
