@@ -167,19 +167,33 @@ fn sql_rows(data_dir: &Path, cluster: &str, rest: &str, sql: &str) -> Result<Vec
 /// The tests of this file share the real cluster's fixed ports: one at a time.
 static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Starts `test`'s cluster with `start` once no other test of this file holds one (the guard
+/// keeps it so until dropped, after the cluster), or says SKIPPED for `test` and answers None.
+async fn cluster_for(
+    test: &str,
+    start: impl FnOnce() -> Result<Started>,
+) -> Result<Option<(tokio::sync::MutexGuard<'static, ()>, RealFluss)>> {
+    let one_at_a_time = CLUSTER.lock().await;
+    match start()? {
+        Started::Running(cluster) => Ok(Some((one_at_a_time, cluster))),
+        Started::Skipped(reason) => {
+            eprintln!("SKIPPED: {test}: {reason}");
+            Ok(None)
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silt_up_bootstrap_tiers_and_queries_a_real_fluss_cluster() -> Result<()> {
-    let _one_at_a_time = CLUSTER.lock().await;
     // Small segments, moved to the remote dir within a second, one kept locally: the oldest
     // rows are only in remote segments by the time silt reads them.
-    let cluster = match RealFluss::start_with_conf("up-bootstrap", REMOTE_SEGMENTS)? {
-        Started::Running(cluster) => cluster,
-        Started::Skipped(reason) => {
-            eprintln!(
-                "SKIPPED: silt_up_bootstrap_tiers_and_queries_a_real_fluss_cluster: {reason}"
-            );
-            return Ok(());
-        }
+    let Some((_one_at_a_time, cluster)) = cluster_for(
+        "silt_up_bootstrap_tiers_and_queries_a_real_fluss_cluster",
+        || RealFluss::start_with_conf("up-bootstrap", REMOTE_SEGMENTS),
+    )
+    .await?
+    else {
+        return Ok(());
     };
     let connection = silt_testkit::hotstore::connect_to(&cluster.bootstrap).await?;
     create_tables(&connection).await?;
@@ -429,15 +443,13 @@ async fn wait_all_tiered(
 /// learns so and stops, and the lakes hold every row exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() -> Result<()> {
-    let _one_at_a_time = CLUSTER.lock().await;
-    let cluster = match RealFluss::start("up-workers")? {
-        Started::Running(cluster) => cluster,
-        Started::Skipped(reason) => {
-            eprintln!(
-                "SKIPPED: two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over: {reason}"
-            );
-            return Ok(());
-        }
+    let Some((_one_at_a_time, cluster)) = cluster_for(
+        "two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over",
+        || RealFluss::start("up-workers"),
+    )
+    .await?
+    else {
+        return Ok(());
     };
     let connection = silt_testkit::hotstore::connect_to(&cluster.bootstrap).await?;
     for name in SHARED {
@@ -590,46 +602,59 @@ const CLUSTER_CONF: &str = "zookeeper.client.session-timeout: 6s";
 /// (its writers are made again). Runs `at_chunk(i)` before chunk `i`. Answers the acknowledged
 /// event ids.
 async fn write_through_failover(
-    connection: &FlussConnection,
+    bootstrap: &str,
     ids: std::ops::Range<i64>,
     mut at_chunk: impl FnMut(i64) -> Result<()>,
 ) -> Result<(std::collections::BTreeSet<i64>, usize)> {
-    let events = connection.get_table(&TablePath::new("c", "events")).await?;
-    let users = connection.get_table(&TablePath::new("c", "users")).await?;
     let mut acked = std::collections::BTreeSet::new();
     let mut failed = 0;
     let mut chunk_start = ids.start;
+    // After a failed chunk the next one gets a new connection: fluss-rs 1.0's writers keep
+    // sending to a leader that is gone (its metadata is not refreshed on a refused connection).
+    let mut connection = None;
     while chunk_start < ids.end {
         at_chunk((chunk_start - ids.start) / CLUSTER_CHUNK)?;
         let chunk = chunk_start..(chunk_start + CLUSTER_CHUNK).min(ids.end);
-        let appender = events.new_append()?.create_writer()?;
-        let upserter = users.new_upsert()?.create_writer()?;
-        let written = async {
-            for i in chunk.clone() {
-                let v = format!("v{i}");
-                let mut row = GenericRow::new(2);
-                row.set_field(0, i);
-                row.set_field(1, v.as_str());
-                appender.append(&row)?;
-                let mut user = GenericRow::new(2);
-                user.set_field(0, i % CLUSTER_KEYS);
-                user.set_field(1, i);
-                upserter.upsert(&user)?;
-            }
-            appender.flush().await?;
-            upserter.flush().await?;
-            anyhow::Ok(())
+        chunk_start = chunk.end;
+        let conn = match connection.take() {
+            Some(conn) => conn,
+            None => silt_testkit::hotstore::connect_to(bootstrap).await?,
         };
+        let written = write_chunk(&conn, chunk.clone());
         match tokio::time::timeout(Duration::from_secs(60), written).await {
-            Ok(Ok(())) => acked.extend(chunk.clone()),
+            Ok(Ok(())) => {
+                acked.extend(chunk);
+                connection = Some(conn);
+            }
             other => {
                 eprintln!("chunk {chunk:?} not acknowledged: {other:?}");
                 failed += 1;
             }
         }
-        chunk_start = chunk.end;
     }
     Ok((acked, failed))
+}
+
+/// One chunk: appends to `c.events`, upserts of key `id % CLUSTER_KEYS` to `c.users`, flushed.
+async fn write_chunk(connection: &FlussConnection, chunk: std::ops::Range<i64>) -> Result<()> {
+    let events = connection.get_table(&TablePath::new("c", "events")).await?;
+    let users = connection.get_table(&TablePath::new("c", "users")).await?;
+    let appender = events.new_append()?.create_writer()?;
+    let upserter = users.new_upsert()?.create_writer()?;
+    for i in chunk {
+        let v = format!("v{i}");
+        let mut row = GenericRow::new(2);
+        row.set_field(0, i);
+        row.set_field(1, v.as_str());
+        appender.append(&row)?;
+        let mut user = GenericRow::new(2);
+        user.set_field(0, i % CLUSTER_KEYS);
+        user.set_field(1, i);
+        upserter.upsert(&user)?;
+    }
+    appender.flush().await?;
+    upserter.flush().await?;
+    Ok(())
 }
 
 /// Three tablet servers, replication factor 3: while a client writes 200,000 rows to a log
@@ -643,13 +668,9 @@ async fn three_tablet_servers_lose_a_leader_and_the_lake_keeps_every_row() -> Re
         eprintln!("SKIPPED: {name}: set {CLUSTER_OPT_IN}=1 to run it (five JVMs, a few minutes)");
         return Ok(());
     }
-    let _one_at_a_time = CLUSTER.lock().await;
-    let cluster = match RealFluss::start_cluster("up-cluster", 3, CLUSTER_CONF)? {
-        Started::Running(cluster) => cluster,
-        Started::Skipped(reason) => {
-            eprintln!("SKIPPED: {name}: {reason}");
-            return Ok(());
-        }
+    let start = || RealFluss::start_cluster("up-cluster", 3, CLUSTER_CONF);
+    let Some((_one_at_a_time, cluster)) = cluster_for(name, start).await? else {
+        return Ok(());
     };
     eprintln!("three tablet servers up in {:?}", cluster.start_duration);
     let connection = silt_testkit::hotstore::connect_to(&cluster.bootstrap).await?;
@@ -684,18 +705,19 @@ async fn three_tablet_servers_lose_a_leader_and_the_lake_keeps_every_row() -> Re
         .context("the leader of bucket 0")?;
     let chunks = CLUSTER_LOG_ROWS / CLUSTER_CHUNK;
     let started = std::time::Instant::now();
-    let (acked, failed) = write_through_failover(&connection, 0..CLUSTER_LOG_ROWS, |chunk| {
-        if chunk == chunks * 2 / 5 {
-            eprintln!("killing tablet server {leader}, the leader of c.events bucket 0");
-            cluster.kill_tablet(leader as usize)?;
-        }
-        if chunk == chunks / 2 {
-            eprintln!("starting tablet server {leader} again");
-            cluster.start_tablet(leader as usize)?;
-        }
-        Ok(())
-    })
-    .await?;
+    let (acked, failed) =
+        write_through_failover(&cluster.bootstrap, 0..CLUSTER_LOG_ROWS, |chunk| {
+            if chunk == chunks * 2 / 5 {
+                eprintln!("killing tablet server {leader}, the leader of c.events bucket 0");
+                cluster.kill_tablet(leader as usize)?;
+            }
+            if chunk == chunks / 2 {
+                eprintln!("starting tablet server {leader} again");
+                cluster.start_tablet(leader as usize)?;
+            }
+            Ok(())
+        })
+        .await?;
     eprintln!(
         "wrote {} acknowledged rows ({failed} chunks not acknowledged) in {:?}",
         acked.len(),

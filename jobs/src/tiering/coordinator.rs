@@ -68,11 +68,18 @@ impl Coordinator for InProcess {
         snapshot: i64,
         offsets: &[(BucketKey, i64)],
     ) -> Result<()> {
-        match &self.registry {
-            Some(registry) => registry(table_id, snapshot, offsets),
-            None => Ok(()),
-        }
+        record_in(self.registry.as_ref(), table_id, snapshot, offsets)
     }
+}
+
+/// Records a lake snapshot through `registry`, when there is one.
+pub(super) fn record_in(
+    registry: Option<&RegistryUpdate>,
+    table_id: i64,
+    snapshot: i64,
+    offsets: &[(BucketKey, i64)],
+) -> Result<()> {
+    registry.map_or(Ok(()), |registry| registry(table_id, snapshot, offsets))
 }
 
 /// Records a lake snapshot in the hot store's registry: `(table id, snapshot id, per-bucket

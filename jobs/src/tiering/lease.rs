@@ -381,10 +381,7 @@ impl Coordinator for Leased {
         snapshot: i64,
         offsets: &[(BucketKey, i64)],
     ) -> Result<()> {
-        match &self.registry {
-            Some(registry) => registry(table_id, snapshot, offsets),
-            None => Ok(()),
-        }
+        super::coordinator::record_in(self.registry.as_ref(), table_id, snapshot, offsets)
     }
 
     async fn release_all(&self) {

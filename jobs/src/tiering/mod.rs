@@ -78,13 +78,16 @@ pub struct TieringService {
     jobs: Arc<tokio::sync::Mutex<Jobs>>,
     /// Tables whose tiering cannot start, with their ids and why (see `job::Stalled`): reported in their
     /// status, logged once per reason, tried again at every discovery pass.
-    problems: Arc<Mutex<BTreeMap<(String, String), (i64, String)>>>,
+    problems: Arc<Mutex<Problems>>,
     /// When this process last read the lake of a table another worker tiers, by table id.
     others_observed: Arc<Mutex<BTreeMap<i64, std::time::Instant>>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
 }
+
+/// Why tables' jobs cannot start, by `(database, table)`: the table id and the reason.
+pub(super) type Problems = BTreeMap<(String, String), (i64, String)>;
 
 /// The tiering jobs by `(database, table)`.
 pub(super) type Jobs = BTreeMap<(String, String), TableJob>;
