@@ -41,6 +41,29 @@ fn local_events(database_dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Appends event `i` (`id = i, v = "v<i>"`).
+fn append_event(appender: &fluss::client::AppendWriter, i: i64) -> Result<()> {
+    let v = format!("v{i}");
+    let mut row = GenericRow::new(2);
+    row.set_field(0, i);
+    row.set_field(1, v.as_str());
+    appender.append(&row)?;
+    Ok(())
+}
+
+/// Upserts (or deletes) key `id` with `score`.
+fn write_score(
+    upserter: &fluss::client::UpsertWriter,
+    id: i64,
+    score: i64,
+    delete: bool,
+) -> Result<()> {
+    let mut row = GenericRow::new(2);
+    row.set_field(0, id);
+    row.set_field(1, score);
+    tables::upsert_or_delete(upserter, &row, delete)
+}
+
 /// Every file below `dir`, by name.
 fn files_under(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -90,16 +113,9 @@ async fn write(
     let appender = events.new_append()?.create_writer()?;
     let upserter = keyed.new_upsert()?.create_writer()?;
     for i in ids {
-        let v = format!("v{i}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, i);
-        row.set_field(1, v.as_str());
-        appender.append(&row)?;
+        append_event(&appender, i)?;
         let (id, delete) = (i % USERS, i % 7 == 0);
-        let mut user = GenericRow::new(2);
-        user.set_field(0, id);
-        user.set_field(1, i);
-        tables::upsert_or_delete(&upserter, &user, delete)?;
+        write_score(&upserter, id, i, delete)?;
         if delete {
             users.remove(&id);
         } else {
@@ -340,11 +356,7 @@ async fn write_shared(
         if name.starts_with("log") {
             let appender = table.new_append()?.create_writer()?;
             for i in from..from + rounds * 100 {
-                let v = format!("v{i}");
-                let mut row = GenericRow::new(2);
-                row.set_field(0, i);
-                row.set_field(1, v.as_str());
-                appender.append(&row)?;
+                append_event(&appender, i)?;
                 state.insert(i, i);
             }
             appender.flush().await?;
@@ -352,10 +364,7 @@ async fn write_shared(
             let upserter = table.new_upsert()?.create_writer()?;
             for i in from..from + rounds * 100 {
                 let (id, delete) = (i % 30, i % 11 == 0);
-                let mut row = GenericRow::new(2);
-                row.set_field(0, id);
-                row.set_field(1, i);
-                tables::upsert_or_delete(&upserter, &row, delete)?;
+                write_score(&upserter, id, i, delete)?;
                 if delete {
                     state.remove(&id);
                 } else {
@@ -642,15 +651,8 @@ async fn write_chunk(connection: &FlussConnection, chunk: std::ops::Range<i64>) 
     let appender = events.new_append()?.create_writer()?;
     let upserter = users.new_upsert()?.create_writer()?;
     for i in chunk {
-        let v = format!("v{i}");
-        let mut row = GenericRow::new(2);
-        row.set_field(0, i);
-        row.set_field(1, v.as_str());
-        appender.append(&row)?;
-        let mut user = GenericRow::new(2);
-        user.set_field(0, i % CLUSTER_KEYS);
-        user.set_field(1, i);
-        upserter.upsert(&user)?;
+        append_event(&appender, i)?;
+        write_score(&upserter, i % CLUSTER_KEYS, i, false)?;
     }
     appender.flush().await?;
     upserter.flush().await?;
