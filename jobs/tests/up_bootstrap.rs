@@ -135,10 +135,21 @@ async fn write(
 /// `silt <args>` with the test's data dir and the cluster as `hot_tier.bootstrap` (the
 /// configuration a user of `silt up --bootstrap` would give every command).
 fn silt(data_dir: &Path, cluster: &str, args: &[&str]) -> Result<(i32, String, String)> {
+    silt_with(data_dir, cluster, &[], args)
+}
+
+/// [`silt`] with more environment (e.g. a shared `SILT_LAKE__ROOT`).
+fn silt_with(
+    data_dir: &Path,
+    cluster: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Result<(i32, String, String)> {
     let out = Command::new(silt_bin!())
         .args(["--data-dir", &data_dir.to_string_lossy()])
         .args(args)
         .env("SILT_HOT_TIER__BOOTSTRAP", cluster)
+        .envs(env.iter().copied())
         .env_remove("SILT_LOG")
         .output()
         .with_context(|| format!("running silt {args:?}"))?;
@@ -546,8 +557,12 @@ async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() 
     wait_all_tiered(&[&a, &b], 0, timeout).await?;
 
     // Exactly once: verify, and each lake holds exactly what was written.
-    let (code, stdout, stderr) =
-        silt_with_lake(dir.path(), &cluster.bootstrap, &lake, &["verify", "--all"])?;
+    let (code, stdout, stderr) = silt_with(
+        dir.path(),
+        &cluster.bootstrap,
+        &[("SILT_LAKE__ROOT", lake.as_str())],
+        &["verify", "--all"],
+    )?;
     ensure!(
         code == 0,
         "silt verify --all: exit {code}\n{stdout}\n{stderr}"
@@ -573,28 +588,6 @@ async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() 
         );
     }
     Ok(())
-}
-
-/// [`silt`] with the shared lake root.
-fn silt_with_lake(
-    data_dir: &Path,
-    cluster: &str,
-    lake: &str,
-    args: &[&str],
-) -> Result<(i32, String, String)> {
-    let out = Command::new(silt_bin!())
-        .args(["--data-dir", &data_dir.to_string_lossy()])
-        .args(args)
-        .env("SILT_HOT_TIER__BOOTSTRAP", cluster)
-        .env("SILT_LAKE__ROOT", lake)
-        .env_remove("SILT_LOG")
-        .output()
-        .with_context(|| format!("running silt {args:?}"))?;
-    Ok((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
 }
 
 /// Opt-in (`SILTTEST_FLUSS_CLUSTER=1`; a `SILT_` name would be read as configuration): five JVMs and a few minutes.
