@@ -106,6 +106,7 @@ fn database(dir: &Path, cache_bytes: u64) -> Result<Arc<Database>> {
 
 fn open_database(dir: &Path, cache_bytes: u64) -> fjall::Result<Database> {
     std::fs::create_dir_all(dir)?;
+    silt_rt::kv_dir::clear_interrupted_creation(dir)?;
     Database::builder(dir)
         .cache_size(cache_bytes)
         .worker_threads(1)
@@ -438,6 +439,26 @@ mod damage_tests {
         let types = [DataType::Int64];
         drop(KeyIndex::open(Some(&index_dir), &types, CACHE_BYTES_DEFAULT).unwrap());
         std::fs::write(index_dir.join("version"), b"").unwrap();
+        let reopened = KeyIndex::open(Some(&index_dir), &types, CACHE_BYTES_DEFAULT);
+        assert!(reopened.is_ok(), "{:?}", reopened.err());
+    }
+
+    /// Regression (CI, `up_crash::a_kill_after_the_delta_commit_before_the_registry_update_is_repaired`):
+    /// a SIGKILL while fjall created the index's database left its lock file, its empty
+    /// `keyspaces` folder and its preallocated first journal, but no `version` marker. fjall
+    /// takes a directory without the marker for a new one and creates `0.jnl` with
+    /// `create_new`, which failed with `AlreadyExists` at every restart of the job.
+    #[test]
+    fn an_index_killed_while_fjall_created_it_is_created_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let index_dir = dir.path().join("index");
+        std::fs::create_dir_all(index_dir.join("keyspaces")).unwrap();
+        std::fs::write(index_dir.join("lock"), b"").unwrap();
+        std::fs::File::create(index_dir.join("0.jnl"))
+            .unwrap()
+            .set_len(1024 * 1024)
+            .unwrap();
+        let types = [DataType::Int64];
         let reopened = KeyIndex::open(Some(&index_dir), &types, CACHE_BYTES_DEFAULT);
         assert!(reopened.is_ok(), "{:?}", reopened.err());
     }

@@ -113,6 +113,7 @@ impl KvStore {
             path: dir.to_path_buf(),
             source,
         };
+        silt_rt::kv_dir::clear_interrupted_creation(dir).map_err(|e| kv_error(e.into()))?;
         let db = Database::builder(dir)
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads)
@@ -681,6 +682,24 @@ mod tests {
         let (entries, offset, row_count) = apply_and_reopen(dir.path(), rounds);
         assert_eq!(entries, pairs(&[("b", "2b"), ("d", "4b")]));
         assert_eq!((offset, row_count), (10, 2));
+    }
+
+    /// A SIGKILL while fjall created the store's database leaves its lock file, its empty
+    /// `keyspaces` folder and its preallocated first journal, but no `version` marker (it is
+    /// written last). No write was acknowledged through it; the store must open, empty.
+    #[test]
+    fn a_store_killed_while_fjall_created_it_opens_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("keyspaces")).unwrap();
+        std::fs::write(dir.path().join("lock"), b"").unwrap();
+        std::fs::File::create(dir.path().join("0.jnl"))
+            .unwrap()
+            .set_len(1024 * 1024)
+            .unwrap();
+        let (entries, offset, row_count) =
+            apply_and_reopen(dir.path(), &[(&[("a", Some("1"))], 1, 1)]);
+        assert_eq!(entries, pairs(&[("a", "1")]));
+        assert_eq!((offset, row_count), (1, 1));
     }
 
     #[test]
