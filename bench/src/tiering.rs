@@ -59,6 +59,11 @@ pub struct TieringBenchOptions {
     /// Lake writer subtasks of each tiering job (default: the service's).
     #[arg(long)]
     pub writer_parallelism: Option<u32>,
+    /// Tier the tables of this Fluss cluster (`HOST:PORT`) instead of an in-process hot store:
+    /// silt as the tiering service of a real Fluss, as `silt up --bootstrap` runs it. The bench
+    /// drops and creates its tables in the database `bench` there.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap: Option<String>,
 }
 
 /// `--freshness`: a duration as `table.datalake.freshness` takes it, at least 10 ms.
@@ -218,7 +223,8 @@ async fn tier_measuring_rss(
 /// The hot store and the bench tables one run measures.
 struct Bench {
     dir: tempfile::TempDir,
-    server: Arc<silt_hotstore::ServerHandle>,
+    /// The in-process hot store; None when the bench runs against a cluster's `--bootstrap`.
+    server: Option<Arc<silt_hotstore::ServerHandle>>,
     bootstrap: String,
     connection: FlussConnection,
     admin: Arc<FlussAdmin>,
@@ -226,11 +232,18 @@ struct Bench {
 }
 
 impl Bench {
-    /// An in-process hot store in a fresh directory with the four log tables of the phases.
-    async fn start() -> Result<Bench> {
+    /// The four log tables of the phases, created afresh in the cluster at `bootstrap`, or in
+    /// an in-process hot store in a fresh directory.
+    async fn start(bootstrap: Option<&str>) -> Result<Bench> {
         let dir = tempfile::Builder::new().prefix("silt-bench-").tempdir()?;
-        let server = crate::in_process_hotstore(dir.path()).await?;
-        let bootstrap = server.local_addr().to_string();
+        let (server, bootstrap) = match bootstrap {
+            Some(address) => (None, address.to_string()),
+            None => {
+                let server = crate::in_process_hotstore(dir.path()).await?;
+                let address = server.local_addr().to_string();
+                (Some(server), address)
+            }
+        };
         let connection = silt_connectors::fluss::connect(&bootstrap).await?;
         let admin = connection.get_admin().map_err(anyhow::Error::from)?;
         admin
@@ -242,6 +255,11 @@ impl Bench {
                 .schema(crate::data::schema_12())
                 .distributed_by(Some(BUCKETS), vec![])
                 .build()
+                .map_err(anyhow::Error::from)?;
+            // A cluster keeps the tables of an earlier run.
+            admin
+                .drop_table(&TablePath::new(DB, table), true)
+                .await
                 .map_err(anyhow::Error::from)?;
             admin
                 .create_table(&TablePath::new(DB, table), &descriptor, false)
@@ -291,7 +309,7 @@ impl Bench {
             ..
         } = self;
         drop((admin, connection));
-        if let Ok(server) = Arc::try_unwrap(server) {
+        if let Some(Ok(server)) = server.map(Arc::try_unwrap) {
             server.shutdown().await?;
         }
         drop(dir);
@@ -323,7 +341,7 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         batch_rows: options.batch_rows.max(1),
         ..options
     };
-    let bench = Bench::start().await?;
+    let bench = Bench::start(options.bootstrap.as_deref()).await?;
     say!(
         "pre-filling {DB}.throughput with {} rows of 12 columns ...",
         options.rows
@@ -565,8 +583,12 @@ fn print_report(options: &TieringBenchOptions, figures: &Figures) {
     let fresh = &figures.freshness;
     let latency = |q: f64| format!("{:.3}", percentile_f64(&fresh.latencies_s, q));
     say!();
+    let hot_tier = match &options.bootstrap {
+        Some(address) => format!("the Fluss cluster at {address}"),
+        None => "an in-process hot store".to_string(),
+    };
     say!(
-        "silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets)",
+        "silt bench tiering (profile: {}, {} rows x 12 columns, {BUCKETS} buckets, hot tier: {hot_tier})",
         crate::report::profile(),
         options.rows
     );

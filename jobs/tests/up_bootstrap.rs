@@ -458,9 +458,131 @@ async fn wait_all_tiered(
     .await
 }
 
-/// Two workers share six tables: each table has one tierer; a worker paused (SIGSTOP) past
-/// its lease loses its tables to the other within the lease and a poll; woken (SIGCONT), it
-/// learns so and stops, and the lakes hold every row exactly once.
+/// Creates the six shared tables in the hot tier behind `connection` (`lake` marks a table
+/// lake-enabled the way that tier takes it) and writes their first rounds.
+async fn create_shared(
+    connection: &FlussConnection,
+    lake: impl Fn(Table) -> Table,
+) -> Result<BTreeMap<&'static str, BTreeMap<i64, i64>>> {
+    for name in SHARED {
+        let table = if name.starts_with("log") {
+            tables::text_log("w", name)
+        } else {
+            Table::primary_key("w", name, &["id"])
+                .column("id", DataTypes::bigint())
+                .column("score", DataTypes::bigint())
+        };
+        lake(table.buckets(1)).create_if_missing(connection).await?;
+    }
+    let mut expected = BTreeMap::new();
+    write_shared(connection, 0, 2, &mut expected).await?;
+    Ok(expected)
+}
+
+/// Two workers tier the shared tables of the hot tier at `bootstrap`, split evenly. `paused`
+/// is paused (SIGSTOP) past its lease while writes go on: `other` must tier its tables within
+/// the lease and a poll or two. Woken (SIGCONT), `paused` must learn so, stop and log it; then
+/// verify says MATCH and every lake holds exactly what was written. `before_pause` runs once
+/// the workers have split the tables, with which worker (0: `paused`) tiers which table.
+async fn hand_over<F, Fut>(
+    data_dir: &Path,
+    bootstrap: &str,
+    lake: &str,
+    connection: &FlussConnection,
+    mut expected: BTreeMap<&'static str, BTreeMap<i64, i64>>,
+    [paused, other]: [&SiltProcess; 2],
+    before_pause: F,
+) -> Result<()>
+where
+    F: FnOnce(BTreeMap<String, usize>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let timeout = Duration::from_secs(120);
+    let by = wait_all_tiered(&[paused, other], SHARED.len() / 2, timeout).await?;
+    let of_paused = by.values().filter(|w| **w == 0).count();
+    ensure!(of_paused == SHARED.len() / 2, "an even split: {by:?}");
+    before_pause(by).await?;
+
+    // Pause; keep writing. The other worker takes the paused one's tables within the lease
+    // and a pass or two.
+    signal(paused, "-STOP")?;
+    let paused_at = std::time::Instant::now();
+    write_shared(connection, 200, 1, &mut expected).await?;
+    let by = wait_all_tiered(&[other], SHARED.len(), timeout).await?;
+    let handed_over = paused_at.elapsed();
+    ensure!(by.len() == SHARED.len(), "{by:?}");
+    ensure!(
+        handed_over < Duration::from_millis(LEASE_MS) + Duration::from_secs(20),
+        "hand-over took {handed_over:?}"
+    );
+    eprintln!(
+        "the other worker tiered the paused one's {of_paused} tables {handed_over:?} after the pause"
+    );
+
+    // Wake it: it finds its leases taken and stops its jobs; nothing is tiered twice.
+    signal(paused, "-CONT")?;
+    write_shared(connection, 300, 1, &mut expected).await?;
+    wait::until(
+        "the woken worker gave its tables up",
+        timeout,
+        Duration::from_millis(250),
+        || async {
+            let mine = tiered_by(paused)?;
+            Ok(if mine.is_empty() {
+                wait::Look::Done(())
+            } else {
+                wait::Look::NotYet(format!("{mine:?}"))
+            })
+        },
+    )
+    .await?;
+    ensure!(
+        paused
+            .log
+            .last(200)
+            .contains("another worker holds this table now"),
+        "the woken worker logs what it gave up: {}",
+        paused.log.last(40)
+    );
+    wait_all_tiered(&[paused, other], 0, timeout).await?;
+
+    // Exactly once: verify, and each lake holds exactly what was written.
+    let (code, stdout, stderr) = silt_with(
+        data_dir,
+        bootstrap,
+        &[("SILT_LAKE__ROOT", lake)],
+        &["verify", "--all"],
+    )?;
+    ensure!(
+        code == 0,
+        "silt verify --all: exit {code}\n{stdout}\n{stderr}"
+    );
+    for name in SHARED {
+        let columns = if name.starts_with("log") {
+            "id, id AS again"
+        } else {
+            "id, score"
+        };
+        let rows = sql_rows(
+            data_dir,
+            bootstrap,
+            &paused.rest,
+            &format!("SELECT {columns} FROM w.{name}$lake ORDER BY id"),
+        )?;
+        let want: Vec<Vec<i64>> = expected[name].iter().map(|(k, v)| vec![*k, *v]).collect();
+        ensure!(
+            rows == want,
+            "w.{name}$lake: {} rows, want {}",
+            rows.len(),
+            want.len()
+        );
+    }
+    Ok(())
+}
+
+/// Two `silt up --bootstrap` workers share six tables of a real Fluss cluster: each table has
+/// one tierer; a worker paused past its lease loses its tables to the other, and woken, gives
+/// them up; the lakes hold every row exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() -> Result<()> {
     let Some((_one_at_a_time, cluster)) = cluster_for(
@@ -472,23 +594,7 @@ async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() 
         return Ok(());
     };
     let connection = silt_testkit::hotstore::connect_to(&cluster.bootstrap).await?;
-    for name in SHARED {
-        let table = if name.starts_with("log") {
-            tables::text_log("w", name)
-        } else {
-            Table::primary_key("w", name, &["id"])
-                .column("id", DataTypes::bigint())
-                .column("score", DataTypes::bigint())
-        };
-        table
-            .buckets(1)
-            .lake_on_fluss("1s")
-            .create_if_missing(&connection)
-            .await?;
-    }
-    let mut expected = BTreeMap::new();
-    write_shared(&connection, 0, 2, &mut expected).await?;
-
+    let expected = create_shared(&connection, |t| t.lake_on_fluss("1s")).await?;
     let dir = tempfile::tempdir()?;
     let lake = dir.path().join("lake").to_string_lossy().into_owned();
     let lease = LEASE_MS.to_string();
@@ -505,89 +611,95 @@ async fn two_workers_share_a_clusters_tables_and_a_paused_one_hands_them_over() 
         )
     };
     let (a, b) = (start("a")?, start("b")?);
-    let timeout = Duration::from_secs(120);
-    let by = wait_all_tiered(&[&a, &b], SHARED.len() / 2, timeout).await?;
-    let of_a: Vec<&String> = by
-        .iter()
-        .filter(|(_, w)| **w == 0)
-        .map(|(t, _)| t)
-        .collect();
-    ensure!(of_a.len() == SHARED.len() / 2, "an even split: {by:?}");
-
-    // Pause a; keep writing. b takes a's tables within the lease and a pass or two.
-    signal(&a, "-STOP")?;
-    let paused = std::time::Instant::now();
-    write_shared(&connection, 200, 1, &mut expected).await?;
-    let by = wait_all_tiered(&[&b], SHARED.len(), timeout).await?;
-    let handed_over = paused.elapsed();
-    ensure!(by.len() == SHARED.len(), "{by:?}");
-    ensure!(
-        handed_over < Duration::from_millis(LEASE_MS) + Duration::from_secs(20),
-        "hand-over took {handed_over:?}"
-    );
-    eprintln!(
-        "b tiered a's {} tables {handed_over:?} after a paused",
-        of_a.len()
-    );
-
-    // Wake a: it finds its leases taken and stops its jobs; nothing is tiered twice.
-    signal(&a, "-CONT")?;
-    write_shared(&connection, 300, 1, &mut expected).await?;
-    wait::until(
-        "a gave its tables up",
-        timeout,
-        Duration::from_millis(250),
-        || async {
-            let mine = tiered_by(&a)?;
-            Ok(if mine.is_empty() {
-                wait::Look::Done(())
-            } else {
-                wait::Look::NotYet(format!("{mine:?}"))
-            })
-        },
-    )
-    .await?;
-    ensure!(
-        a.log
-            .last(200)
-            .contains("another worker holds this table now"),
-        "a logs what it gave up: {}",
-        a.log.last(40)
-    );
-    wait_all_tiered(&[&a, &b], 0, timeout).await?;
-
-    // Exactly once: verify, and each lake holds exactly what was written.
-    let (code, stdout, stderr) = silt_with(
+    hand_over(
         dir.path(),
         &cluster.bootstrap,
-        &[("SILT_LAKE__ROOT", lake.as_str())],
-        &["verify", "--all"],
+        &lake,
+        &connection,
+        expected,
+        [&a, &b],
+        |_| async { Ok(()) },
+    )
+    .await
+}
+
+/// The same with a silt hot store as the tier: `silt up` (hot store and a tiering worker) and
+/// `silt up --bootstrap` at it share the tables; the second is paused and woken. The hot store
+/// cuts its changelogs by a short TTL only up to what the lake holds, and learns that of the
+/// tables the other worker tiers by reading their lakes: before the pause, the log start of
+/// each such table has moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_silt_hot_store_shares_tiering_with_a_bootstrap_worker_that_pauses() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let lake = dir.path().join("lake").to_string_lossy().into_owned();
+    let lease = LEASE_MS.to_string();
+    let shared = [
+        ("SILT_LAKE__ROOT", lake.as_str()),
+        ("SILT_TIERING__LEASE_MS", lease.as_str()),
+    ];
+    // 1 KiB segments cut after 1 s; a query's deadline (which holds retention back) 10 s.
+    let hot_env = [
+        shared[0],
+        shared[1],
+        ("SILT_HOTSTORE__SEGMENT_BYTES_MAX", "1024"),
+        ("SILT_HOTSTORE__LOG_TTL_MS", "1000"),
+        ("SILT_HOTSTORE__RETENTION_CHECK_INTERVAL_MS", "1000"),
+        ("SILT_QUERY__DEADLINE_DEFAULT_MS", "10000"),
+        ("SILT_QUERY__DEADLINE_MAX_MS", "10000"),
+    ];
+    let hot = SiltProcess::start_with(silt_bin!(), &dir.path().join("hot"), &[], &hot_env)?;
+    let connection = silt_testkit::hotstore::connect_to(&hot.bootstrap).await?;
+    let mut expected = create_shared(&connection, |t| t.lake("1s")).await?;
+    // A second batch per table rolls its first segment (over 1 KiB), which the TTL may cut.
+    write_shared(&connection, 400, 1, &mut expected).await?;
+    let worker = SiltProcess::start_with(
+        silt_bin!(),
+        &dir.path().join("worker"),
+        &["--bootstrap", &hot.bootstrap],
+        &shared,
     )?;
-    ensure!(
-        code == 0,
-        "silt verify --all: exit {code}\n{stdout}\n{stderr}"
-    );
-    for name in SHARED {
-        let columns = if name.starts_with("log") {
-            "id, id AS again"
-        } else {
-            "id, score"
-        };
-        let rows = sql_rows(
-            dir.path(),
-            &cluster.bootstrap,
-            &b.rest,
-            &format!("SELECT {columns} FROM w.{name}$lake ORDER BY id"),
-        )?;
-        let want: Vec<Vec<i64>> = expected[name].iter().map(|(k, v)| vec![*k, *v]).collect();
-        ensure!(
-            rows == want,
-            "w.{name}$lake: {} rows, want {}",
-            rows.len(),
-            want.len()
-        );
-    }
-    Ok(())
+    let hot_ref = &hot;
+    hand_over(
+        dir.path(),
+        &hot.bootstrap,
+        &lake,
+        &connection,
+        expected,
+        [&worker, &hot],
+        |by| async move {
+            let of_worker: Vec<String> = by
+                .into_iter()
+                .filter(|(_, w)| *w == 0)
+                .map(|(table, _)| table)
+                .collect();
+            wait::until(
+                "the hot store cut the changelog of every table the other worker tiers",
+                Duration::from_secs(90),
+                Duration::from_millis(500),
+                || async {
+                    let (code, body) = http::get(&hot_ref.rest, "/v1/hot", None)?;
+                    ensure!(code == 200, "GET /v1/hot: {code} {body}");
+                    let buckets: serde_json::Value = serde_json::from_str(&body)?;
+                    let cut: Vec<&str> = buckets
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| b["log_start_offset"].as_i64() > Some(0))
+                        .filter_map(|b| b["table"].as_str())
+                        .collect();
+                    Ok(if of_worker.iter().all(|t| cut.contains(&t.as_str())) {
+                        wait::Look::Done(())
+                    } else {
+                        wait::Look::NotYet(format!(
+                            "the worker tiers {of_worker:?}; log starts: {body}"
+                        ))
+                    })
+                },
+            )
+            .await
+        },
+    )
+    .await
 }
 
 /// Opt-in (`SILTTEST_FLUSS_CLUSTER=1`; a `SILT_` name would be read as configuration): five JVMs and a few minutes.
