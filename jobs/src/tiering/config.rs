@@ -56,7 +56,15 @@ pub struct TieringConfig {
     /// commit) or not (a Fluss cluster, which expires its log by `table.log.ttl` alone): then a
     /// table whose tiering lag passes half its TTL is reported before rows expire untiered.
     pub retention_waits_for_lake: bool,
+    /// How long the tiering jobs' fetches wait on the hot tier for rows (`None`: the client's
+    /// default); [`EXTERNAL_FETCH_WAIT`] against a Fluss cluster.
+    pub source_fetch_wait: Option<Duration>,
 }
+
+/// The fetch wait of tiering against an Apache Fluss cluster: see
+/// `silt_connectors::fluss::FlussSourceConfig::fetch_wait`. An idle bucket then costs its
+/// tablet server up to 10 fetches a second per tiering job instead of 2.
+pub const EXTERNAL_FETCH_WAIT: Duration = Duration::from_millis(100);
 
 impl TieringConfig {
     pub fn new(
@@ -89,6 +97,7 @@ impl TieringConfig {
             crash_at: None,
             credentials: None,
             retention_waits_for_lake: true,
+            source_fetch_wait: None,
         }
     }
 

@@ -251,6 +251,7 @@ impl TieringService {
         source_config.start = StartPosition::Offsets(start_offsets);
         source_config.partition_id_column = !sink.partition_keys.is_empty();
         source_config.credentials = self.config.credentials.clone();
+        source_config.fetch_wait = self.config.source_fetch_wait;
         source_config.resume_floor = Some(self.lake_ends(&sink.uri, table_id));
         let flag = log_gap.clone();
         source_config.on_log_gap = Some(LogGapHook(Arc::new(move |_: &str| {

@@ -183,6 +183,9 @@ fn start_tiering(
 ) -> Result<TieringService> {
     let mut tiering_config = config.tiering(bootstrap);
     tiering_config.retention_waits_for_lake = server.is_some();
+    if server.is_none() {
+        tiering_config.source_fetch_wait = Some(crate::tiering::EXTERNAL_FETCH_WAIT);
+    }
     let registry: Option<RegistryUpdate> = server.map(crate::tiering::hotstore_registry);
     #[cfg(feature = "fault-injection")]
     let tiering_config = crate::tiering::TieringConfig {
