@@ -1,6 +1,7 @@
 //! silt's edge: the `silt` binary and everything that talks to the outside world: the CLI,
 //! configuration files and environment, job definitions and YAML pipelines, the REST and
-//! Flight SQL APIs, and the services `silt up` runs (tiering, query, jobs), plus `silt verify`.
+//! Flight SQL APIs and the web console, and the services `silt up` runs (tiering, query,
+//! jobs), plus `silt verify`.
 //! It converts outside formats by hand into engine, hotstore and connector types; those crates
 //! stay free of serde, HTTP and YAML.
 //!
@@ -15,6 +16,7 @@
 pub mod build_info;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod job;
 #[cfg(feature = "fault-injection")]

@@ -21,23 +21,46 @@ pub fn request(
     path: &str,
     authorization: Option<&str>,
 ) -> Result<(u16, String)> {
+    send(base, method, path, authorization, None)
+}
+
+/// `method path` with a JSON body.
+pub fn send_json(
+    base: &str,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<(u16, String)> {
+    send(base, method, path, None, Some(&body.to_string()))
+}
+
+fn send(
+    base: &str,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    json: Option<&str>,
+) -> Result<(u16, String)> {
     let host = base.trim_start_matches("http://");
     let mut stream = TcpStream::connect(host).with_context(|| format!("connect {host}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let auth = authorization
         .map(|value| format!("Authorization: {value}\r\n"))
         .unwrap_or_default();
-    let length = if method == "GET" {
-        ""
-    } else {
-        "Content-Length: 0\r\n"
+    let body = json.unwrap_or_default();
+    let length = match (method, json) {
+        ("GET", None) => String::new(),
+        (_, None) => "Content-Length: 0\r\n".to_string(),
+        (_, Some(body)) => format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ),
     };
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}{length}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}{length}Connection: close\r\n\r\n{body}"
     )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
+    let response = read_response(&mut stream)?;
     let status = response
         .split_whitespace()
         .nth(1)
@@ -48,4 +71,37 @@ pub fn request(
         .map(|(_, body)| body.to_string())
         .unwrap_or_default();
     Ok((status, body))
+}
+
+/// The response up to the end of its body: `Content-Length` bytes after the headers when it
+/// has one (chromedriver answers `Connection: close` but keeps the connection open), else
+/// everything until the server closes.
+fn read_response(stream: &mut TcpStream) -> Result<String> {
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some(end) = find(&response, b"\r\n\r\n") {
+            let headers = String::from_utf8_lossy(&response[..end]).to_ascii_lowercase();
+            let length = headers.lines().find_map(|line| {
+                line.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if let Some(length) = length
+                && response.len() >= end + 4 + length
+            {
+                response.truncate(end + 4 + length);
+                break;
+            }
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        response.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8(response).context("an HTTP response that is not UTF-8")
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }

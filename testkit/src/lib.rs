@@ -7,6 +7,7 @@
 //! arrived ([`scan`]) and reads back what the lake holds ([`lake`]). Tests against what no one
 //! here wrote start a real Apache Fluss cluster ([`real_fluss`]) or the
 //! official Java client ([`java_client`]); both skip, saying why, where Java or Maven is missing.
+//! The console's tests drive a headless Chromium ([`browser`]), skipped likewise without one.
 //!
 //! Bounds: every wait in this crate has a deadline and fails naming what it waited for; every
 //! child process it starts is killed when its guard is dropped.
@@ -16,13 +17,14 @@
 //!
 //! Layers, by cargo feature, so that a crate's tests build no more of the product than they
 //! test: without features, what needs nothing of silt above the engine ([`wait`], [`faults`],
-//! [`differential`], [`http`], [`process`], [`terminal`] and the script harnesses); with
+//! [`differential`], [`http`], [`browser`], [`process`], [`terminal`] and the script harnesses); with
 //! `hotstore`, the in-process hot store and what works on it, over silt-hotstore and
 //! silt-connectors (`hotstore`, `tables`, `rows`, `scan`, `changelog`, `kv_snapshots`,
 //! `java_client`, `lake`); with
 //! `services`, what needs silt-jobs (`tiering`, `lake::query_rows`). It must not depend on
 //! silt-jobs without `services` (the tidy test checks the manifest).
 
+pub mod browser;
 pub mod differential;
 pub mod faults;
 pub mod flink_sql;

@@ -350,6 +350,8 @@ pub(crate) fn rest_api(
             }),
         ],
     )
+    // The console's files hold no data: served without the token, they call the API with it.
+    .merge(crate::console::routes())
 }
 
 async fn shutdown_server(server: Arc<ServerHandle>) -> Result<()> {
