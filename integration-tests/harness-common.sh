@@ -1,5 +1,5 @@
 # Sourced by the build and run scripts of the Maven-built Java harnesses (java-client/,
-# flink-sql/) once they have set HARNESS_NAME (and, to fetch, HARNESS_ENV): how they report,
+# flink-sql/, fluss-real/paimon-anchor/) once they have set HARNESS_NAME (and, to fetch, HARNESS_ENV): how they report,
 # skip and fail, the JDK they need, the lock on their cache, the Maven fetch of their jars, the
 # compile of their sources and the JVM that runs them.
 
@@ -99,6 +99,30 @@ compile_classes() {
     echo "$fingerprint" >"$out/classes.fingerprint"
     log "compiled against $what"
 }
+
+# What Flink opens on Java 17 (its config.yaml's env.java.opts.all), for the JVMs that run it.
+FLINK_JAVA17_OPTIONS=(
+    --add-exports=java.base/sun.net.util=ALL-UNNAMED
+    --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED
+    --add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED
+    --add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+    --add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED
+    --add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED
+    --add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED
+    --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED
+    --add-opens=java.base/java.lang=ALL-UNNAMED
+    --add-opens=java.base/java.net=ALL-UNNAMED
+    --add-opens=java.base/java.io=ALL-UNNAMED
+    --add-opens=java.base/java.nio=ALL-UNNAMED
+    --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+    --add-opens=java.base/java.text=ALL-UNNAMED
+    --add-opens=java.base/java.time=ALL-UNNAMED
+    --add-opens=java.base/java.util=ALL-UNNAMED
+    --add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+    --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
+    --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED
+)
 
 # exec_jvm <out> <heap> <main class> [JVM option...] -- [argument...]: replaces this shell
 # with a JVM running <main class> from <out>/classes and <out>/lib. C1 only

@@ -20,26 +20,6 @@ require_args 2 $# "run.sh <host:port> <script.sql>..."
 
 "$here/build.sh"
 
-# Flink's own list of what it opens on Java 17 (its config.yaml's env.java.opts.all).
 exec_jvm "${FLINK_SQL_CACHE_DIR:-$here/.cache}" "${FLINK_SQL_HEAP:-1g}" dev.silt.flinksql.Main \
-    --add-exports=java.base/sun.net.util=ALL-UNNAMED \
-    --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED \
-    --add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED \
-    --add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED \
-    --add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED \
-    --add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED \
-    --add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED \
-    --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED \
-    --add-opens=java.base/java.lang=ALL-UNNAMED \
-    --add-opens=java.base/java.net=ALL-UNNAMED \
-    --add-opens=java.base/java.io=ALL-UNNAMED \
-    --add-opens=java.base/java.nio=ALL-UNNAMED \
-    --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
-    --add-opens=java.base/java.lang.reflect=ALL-UNNAMED \
-    --add-opens=java.base/java.text=ALL-UNNAMED \
-    --add-opens=java.base/java.time=ALL-UNNAMED \
-    --add-opens=java.base/java.util=ALL-UNNAMED \
-    --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
-    --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
-    --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED \
+    "${FLINK_JAVA17_OPTIONS[@]}" \
     -- "$@"

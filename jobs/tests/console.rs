@@ -36,6 +36,17 @@ fn url(silt: &SiltProcess, fragment: &str) -> String {
     )
 }
 
+/// Opens the console's page `fragment` and waits until it shows the element `ready`.
+fn open(browser: &Browser, silt: &SiltProcess, fragment: &str, ready: &str) -> Result<()> {
+    browser.go(&url(silt, fragment))?;
+    browser.wait_for(
+        &format!("{ready} on the page {fragment}"),
+        &format!("return document.querySelector({ready:?}) !== null"),
+        WAIT,
+    )?;
+    Ok(())
+}
+
 /// Sets a text field's value as typing would leave it (one `input` event).
 fn set_text(browser: &Browser, css: &str, text: &str) -> Result<()> {
     browser.eval(
@@ -105,12 +116,7 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
     screenshot(&browser, dir.path(), "console-overview.png")?;
 
     // A query past a 50 ms deadline shows the deadline error with its progress.
-    browser.go(&url(&silt, "#/query"))?;
-    browser.wait_for(
-        "the query page",
-        "return document.querySelector('#q-sql') !== null",
-        WAIT,
-    )?;
+    open(&browser, &silt, "#/query", "#q-sql")?;
     set_text(
         &browser,
         "#q-sql",
@@ -130,12 +136,7 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
     );
 
     // A pipeline submitted through the page runs, with its graph drawn.
-    browser.go(&url(&silt, "#/jobs"))?;
-    browser.wait_for(
-        "the editor",
-        "return document.querySelector('#ed-text') !== null",
-        WAIT,
-    )?;
+    open(&browser, &silt, "#/jobs", "#ed-text")?;
     set_text(&browser, "#ed-text", PIPELINE)?;
     browser.click("#ed-submit")?;
     browser.wait_for(
@@ -160,12 +161,7 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
     screenshot(&browser, dir.path(), "console-job.png")?;
 
     // A bad YAML: its error at line 4, where the filter is.
-    browser.go(&url(&silt, "#/jobs"))?;
-    browser.wait_for(
-        "the editor",
-        "return document.querySelector('#ed-text') !== null",
-        WAIT,
-    )?;
+    open(&browser, &silt, "#/jobs", "#ed-text")?;
     set_text(&browser, "#ed-text", BAD_PIPELINE)?;
     browser.click("#ed-validate")?;
     let line = browser.wait_for(

@@ -26,8 +26,10 @@
 #   PAIMON_ANCHOR_MAVEN_REPO  -Dmaven.repo.local for the fetch (default: Maven's own)
 set -euo pipefail
 
-readonly EXIT_SKIP=77
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HARNESS_NAME=paimon-anchor
+# shellcheck source=../../harness-common.sh
+source "$here/../../harness-common.sh"
 fluss_real="$(cd "$here/.." && pwd)"
 cache="$here/.cache"
 lib="$cache/lib"
@@ -35,9 +37,6 @@ classes="$cache/classes"
 work="$cache/run"
 plugins="$cache/plugins"
 
-log() { echo "paimon-anchor: $*" >&2; }
-skip() { echo "SKIPPED: paimon-anchor: $*" >&2; exit "$EXIT_SKIP"; }
-fail() { echo "paimon-anchor: error: $*" >&2; exit 1; }
 
 command -v java >/dev/null 2>&1 || skip "java not found on PATH (Java 17 runs Flink 1.20 and Fluss 0.9)"
 command -v javac >/dev/null 2>&1 || skip "javac not found on PATH (a JDK 17 is needed)"
@@ -164,18 +163,7 @@ EOF
     set +e
     timeout "${PAIMON_ANCHOR_TIMEOUT_S:-3600}" java "-Xmx${PAIMON_ANCHOR_HEAP:-1g}" -XX:+UseG1GC -Djava.net.preferIPv4Stack=true \
         "-Dlog4j.configurationFile=file:$cache/logs/$config/log4j2.properties" \
-        --add-opens=java.base/java.lang=ALL-UNNAMED \
-        --add-opens=java.base/java.net=ALL-UNNAMED \
-        --add-opens=java.base/java.io=ALL-UNNAMED \
-        --add-opens=java.base/java.nio=ALL-UNNAMED \
-        --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
-        --add-opens=java.base/java.lang.reflect=ALL-UNNAMED \
-        --add-opens=java.base/java.text=ALL-UNNAMED \
-        --add-opens=java.base/java.time=ALL-UNNAMED \
-        --add-opens=java.base/java.util=ALL-UNNAMED \
-        --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
-        --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
-        --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED \
+        "${FLINK_JAVA17_OPTIONS[@]}" \
         --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED \
         -Dio.netty.tryReflectionSetAccessible=true \
         -cp "$classes:$classpath" dev.silt.paimonanchor.Main \
