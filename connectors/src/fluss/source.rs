@@ -163,6 +163,12 @@ fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
     move |e| Error::with_context(silt_engine::Cause::User, context, e)
 }
 
+/// What the error of an open that would resume past a changelog gap says (see
+/// [`FlussSourceConfig::on_log_gap`]); a reader that starts at the log's start on purpose (verify)
+/// looks for it to read again from the new start.
+pub const LOG_GAP: &str =
+    "the rows this read resumes at expired from the hot tier before it read them";
+
 /// Rows one scanner poll may return. fluss-rs's default (500) cuts the client's Arrow batches
 /// into slices of at most 500 rows, so the engine moved and the Parquet writers took many
 /// small batches; a poll still holds at most one fetch response's rows.
@@ -987,9 +993,9 @@ impl FlussSource {
             return Ok(());
         }
         let message = format!(
-            "{name}: the rows this read resumes at expired from the hot tier before it read them \
-             ({}): the hot tier keeps a table's changelog for its table.log.ttl, and reading on \
-             would skip the rows between; raise table.log.ttl above the reader's lag",
+            "{name}: {LOG_GAP} ({}): the hot tier keeps a table's changelog for its \
+             table.log.ttl, and reading on would skip the rows between; raise table.log.ttl \
+             above the reader's lag",
             gaps.join("; ")
         );
         if let Some(hook) = &self.config.on_log_gap {
