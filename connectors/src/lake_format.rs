@@ -110,6 +110,15 @@ pub struct LakeCommit {
     pub compaction: Option<CompactionReport>,
     /// How long planning and making the commit took (compaction included; maintenance not).
     pub duration: Duration,
+    /// The lake's data files after the commit (`None`: the format did not say).
+    pub size: Option<LakeSize>,
+}
+
+/// The data files a lake version references, and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LakeSize {
+    pub files: u64,
+    pub bytes: u64,
 }
 
 /// Called after each commit of a tiering sink (and after a replay found the lake ahead); an

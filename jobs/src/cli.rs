@@ -404,14 +404,10 @@ async fn dispatch(command: Command, config: &Config) -> Result<ExitCode> {
 }
 
 async fn verify(config: &Config, args: VerifyArgs) -> Result<ExitCode> {
-    let mut options = crate::verify::VerifyOptions::new(
-        args.bootstrap
-            .unwrap_or_else(|| config.hot_tier_bootstrap()),
-        config.lake_root(),
-    );
-    options.storage_options = config.lake_storage_options();
-    options.format = config.lake_format();
-    options.credentials = config.fluss_credentials();
+    let mut options = crate::verify::VerifyOptions::from_config(config);
+    if let Some(bootstrap) = args.bootstrap {
+        options.bootstrap = bootstrap;
+    }
     options.deadline = args.deadline;
     options.show_max = args.show;
     let code = crate::verify::run(&options, args.table.as_deref(), args.all, args.format).await?;

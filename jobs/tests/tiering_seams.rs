@@ -370,6 +370,7 @@ impl StubSink {
             maintenance: None,
             compaction: None,
             duration: Duration::ZERO,
+            size: None,
         })
     }
 }

@@ -748,3 +748,157 @@ async fn the_promise_holds_after_hot_retention_dropped_tiered_segments() -> Resu
     }
     Ok(())
 }
+
+/// `GET` of silt's REST API as JSON.
+fn get_json(silt: &SiltProcess, path: &str) -> Result<(u16, Value)> {
+    let (status, body) = silt_testkit::http::get(&silt.rest, path, None)?;
+    let json = serde_json::from_str(&body).with_context(|| format!("{path}: {body}"))?;
+    Ok((status, json))
+}
+
+/// The table routes the console's table page reads: a table's description, its sampled
+/// history, and a verify run started and followed over REST, each with its refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_rest_api_describes_samples_and_verifies_a_table() -> Result<()> {
+    let (_dir, silt, connection) = start_silt().await?;
+    create_tables(&connection, "250ms").await?;
+    write_rounds(&connection, 2).await?;
+
+    let (status, users) = get_json(&silt, "/v1/tables/v.users")?;
+    assert_eq!(status, 200, "{users}");
+    let names: Vec<&str> = (users["schema"].as_array().unwrap().iter())
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "score", "name"], "{users}");
+    assert_eq!(users["schema"][0]["type"], "BIGINT", "{users}");
+    assert_eq!(
+        users["schema"][0]["nullable"], false,
+        "a key is not null: {users}"
+    );
+    assert_eq!(users["schema"][2]["type"], "STRING", "{users}");
+    assert_eq!(
+        (
+            &users["kind"],
+            &users["primary_key"],
+            &users["bucket_count"]
+        ),
+        (
+            &Value::from("primary_key"),
+            &serde_json::json!(["id"]),
+            &Value::from(2)
+        ),
+        "{users}"
+    );
+    assert_eq!(
+        users["properties"]["table.datalake.freshness"], "250ms",
+        "{users}"
+    );
+    assert_eq!(users["lake_enabled"], true, "{users}");
+    let (status, body) = get_json(&silt, "/v1/tables/v.nope")?;
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("v.nope"), "{body}");
+    let (status, body) = get_json(&silt, "/v1/tables/nodot")?;
+    assert_eq!(status, 400, "{body}");
+
+    // The overview's kind and lake size, and a sample of the history with a commit in it (the
+    // service samples every 10 s; the first sample came before the tables).
+    let history = silt_testkit::wait::until(
+        "a history sample of v.events after a commit",
+        Duration::from_secs(40),
+        Duration::from_millis(500),
+        || async {
+            let (_, history) = get_json(&silt, "/v1/tables/v.events/history")?;
+            let samples = history["samples"].as_array().cloned().unwrap_or_default();
+            Ok(match samples.iter().any(|s| s["commit_ms"].is_u64()) {
+                true => silt_testkit::wait::Look::Done(history),
+                false => silt_testkit::wait::Look::NotYet(history.to_string()),
+            })
+        },
+    )
+    .await?;
+    assert_eq!(history["interval_ms"], 10_000, "{history}");
+    let sample = &history["samples"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(sample["freshness_ms"].as_i64() >= Some(0), "{history}");
+    assert!(
+        sample["t_ms"].as_i64() > Some(0) && sample["lag_offsets"].is_i64(),
+        "{history}"
+    );
+    let (status, body) = get_json(&silt, "/v1/tables/v.nope/history")?;
+    assert_eq!(status, 404, "{body}");
+    let (_, tables) = get_json(&silt, "/v1/tables")?;
+    let of = |name: &str| {
+        tables
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["table"] == name)
+            .cloned()
+    };
+    let (events, users) = (of("v.events").unwrap(), of("v.users").unwrap());
+    assert_eq!(
+        (&events["kind"], &users["kind"]),
+        (&Value::from("log"), &Value::from("primary_key"))
+    );
+    assert!(
+        events["lake_bytes"].as_u64() > Some(0) && events["lake_files"].as_u64() > Some(0),
+        "{events}"
+    );
+
+    // Verify: started with POST, followed with GET until its verdict.
+    let (status, body) = get_json(&silt, "/v1/tables/v.users/verify")?;
+    assert_eq!(status, 404, "no run yet: {body}");
+    let path = "/v1/tables/v.users/verify";
+    let deadline = serde_json::json!({"deadline": "60s"});
+    let (status, started) = silt_testkit::http::send_json(&silt.rest, "POST", path, &deadline)?;
+    assert_eq!(status, 202, "{started}");
+    let started: Value = serde_json::from_str(&started)?;
+    assert_eq!(started["state"], "running", "{started}");
+    let run = silt_testkit::wait::until(
+        "the verify run's verdict",
+        Duration::from_secs(90),
+        Duration::from_millis(200),
+        || async {
+            let (_, run) = get_json(&silt, path)?;
+            Ok(match run["state"] == "running" {
+                true => silt_testkit::wait::Look::NotYet(run.to_string()),
+                false => silt_testkit::wait::Look::Done(run),
+            })
+        },
+    )
+    .await?;
+    assert_eq!(
+        (&run["state"], &run["run_id"]),
+        (&Value::from("done"), &started["run_id"]),
+        "{run}"
+    );
+    let result = &run["result"];
+    assert_eq!(
+        (&result["verdict"], &result["table"], &result["kind"]),
+        (
+            &Value::from("match"),
+            &Value::from("v.users"),
+            &Value::from("primary_key")
+        ),
+        "{run}"
+    );
+    assert!(result["hot_rows"].as_u64() > Some(0), "{run}");
+    assert_eq!(result["hot_rows"], result["lake_rows"], "{run}");
+    for (table, body, expected) in [
+        ("v.nope", serde_json::json!({}), 404),
+        (
+            "v.users",
+            serde_json::json!({"deadline": "2 fortnights"}),
+            400,
+        ),
+    ] {
+        let path = format!("/v1/tables/{table}/verify");
+        let (status, answer) = silt_testkit::http::send_json(&silt.rest, "POST", &path, &body)?;
+        assert_eq!(status, expected, "{table} {body}: {answer}");
+    }
+    Ok(())
+}

@@ -33,6 +33,10 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// Routes of the API that other modules serve, documented here too.
 pub const OTHER_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/tables"),
+    ("GET", "/v1/tables/{table}"),
+    ("GET", "/v1/tables/{table}/history"),
+    ("POST", "/v1/tables/{table}/verify"),
+    ("GET", "/v1/tables/{table}/verify"),
     ("GET", "/v1/hot"),
     ("GET", "/v1/memory"),
     ("GET", "/metrics"),
@@ -169,17 +173,44 @@ async fn openapi_handler() -> Json<serde_json::Value> {
 }
 
 fn error_responses(codes: &[&str]) -> serde_json::Value {
-    let mut map = serde_json::Map::new();
-    for code in codes {
-        map.insert(
-            code.to_string(),
-            json!({"description": match *code {
+    let described: Vec<(&str, &str)> = (codes.iter())
+        .map(|code| {
+            let description = match *code {
                 "400" => "Invalid definition: every problem with its path",
                 "401" => "Missing or wrong bearer token",
                 "404" => "Unknown job id",
                 "409" => "The job is not running",
                 _ => "Internal error",
-            }, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+            };
+            (*code, description)
+        })
+        .collect();
+    described_errors(&described)
+}
+
+/// Error responses of the table routes: a bad or unknown table name.
+fn table_errors(codes: &[&str]) -> serde_json::Value {
+    let described: Vec<(&str, &str)> = (codes.iter())
+        .map(|code| {
+            let description = match *code {
+                "400" => "The table is not written database.table, or a bad deadline",
+                "401" => "Missing or wrong bearer token",
+                "404" => "No such table (or, for history and verify, not lake-enabled; for GET verify, no run yet)",
+                _ => "Internal error",
+            };
+            (*code, description)
+        })
+        .collect();
+    described_errors(&described)
+}
+
+/// `{"<code>": {"description", "content": <Error>}}` per `(code, description)`.
+fn described_errors(codes: &[(&str, &str)]) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    for (code, description) in codes {
+        map.insert(
+            code.to_string(),
+            json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
         );
     }
     serde_json::Value::Object(map)
@@ -276,6 +307,39 @@ fn service_paths() -> serde_json::Value {
                 "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
             }
         },
+        "/v1/tables/{table}": {
+            "get": {
+                "summary": "A table as the hot tier describes it: kind, schema, primary key, partition and bucket keys, bucket count, properties (any table, lake-enabled or not)",
+                "operationId": "getTable",
+                "parameters": table_param(),
+                "responses": merge(ok("200", "The table", table_schema()), table_errors(&["400", "401", "404", "500"]))
+            }
+        },
+        "/v1/tables/{table}/history": {
+            "get": {
+                "summary": "A lake-enabled table's lag, freshness and commit time, sampled every 10 s over the last hour (in memory; a restart starts over)",
+                "operationId": "getTableHistory",
+                "parameters": [table_param()[0].clone(), {"name": "since_ms", "in": "query", "required": false, "schema": {"type": "integer"}, "description": "Only samples taken after this, ms since the epoch"}],
+                "responses": merge(ok("200", "Samples, oldest first", history_schema()), table_errors(&["400", "401", "404"]))
+            }
+        },
+        "/v1/tables/{table}/verify": {
+            "post": {
+                "summary": "Start `silt verify` of one lake-enabled table in the background; follow it with GET",
+                "operationId": "startVerify",
+                "parameters": table_param(),
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"deadline": {"type": "string", "description": "How long to wait for the lake to reach the high watermarks, e.g. 60s (default 60s)"}}}}}},
+                "responses": merge(
+                    merge(ok("202", "The run, started", verify_run_schema()), ok("409", "A run of this table is running: that run", verify_run_schema())),
+                    merge(table_errors(&["400", "401", "404", "500"]), json!({"503": {"description": "Too many runs at once; retry after Retry-After seconds", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})))
+            },
+            "get": {
+                "summary": "The table's latest verify run: its phase and progress while it runs, then the verdict",
+                "operationId": "getVerify",
+                "parameters": table_param(),
+                "responses": merge(ok("200", "The run", verify_run_schema()), table_errors(&["401", "404"]))
+            }
+        },
         "/v1/hot": {
             "get": {
                 "summary": "Every bucket of the hot store after retention: log start offset, high watermark, bytes and segments on disk, whether tiering holds retention back",
@@ -322,6 +386,50 @@ fn service_paths() -> serde_json::Value {
             }
         }
     })
+}
+
+/// The `{table}` path parameter: `database.table`.
+fn table_param() -> Vec<serde_json::Value> {
+    vec![
+        json!({"name": "table", "in": "path", "required": true, "schema": {"type": "string"}, "description": "database.table, e.g. demo.orders"}),
+    ]
+}
+
+fn table_schema() -> serde_json::Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    json!({"type": "object", "properties": {
+        "table": {"type": "string"}, "table_id": {"type": "integer"},
+        "kind": {"type": "string", "enum": ["log", "primary_key"]},
+        "schema": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "type": {"type": "string"}, "nullable": {"type": "boolean"}, "comment": {"type": "string"}}}},
+        "primary_key": strings, "partition_keys": strings, "bucket_keys": strings,
+        "bucket_count": {"type": "integer"}, "properties": map, "custom_properties": map,
+        "lake_enabled": {"type": "boolean"}, "comment": {"type": "string"}, "created_ms": {"type": "integer"}
+    }})
+}
+
+fn history_schema() -> serde_json::Value {
+    let nullable = |t: &str| json!({"type": [t, "null"]});
+    json!({"type": "object", "properties": {
+        "table": {"type": "string"}, "interval_ms": {"type": "integer"},
+        "samples": {"type": "array", "items": {"type": "object", "properties": {
+            "t_ms": {"type": "integer"}, "lag_offsets": {"type": "integer"}, "lag_ms": {"type": "integer"},
+            "freshness_ms": nullable("integer"), "commit_ms": nullable("integer")}}}
+    }})
+}
+
+fn verify_run_schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["run_id", "table", "state", "started_ms"], "properties": {
+        "run_id": {"type": "string"}, "table": {"type": "string"},
+        "state": {"type": "string", "enum": ["running", "done", "failed"]},
+        "started_ms": {"type": "integer"}, "finished_ms": {"type": ["integer", "null"]},
+        "progress": {"type": ["object", "null"], "properties": {
+            "phase": {"type": "string", "enum": crate::verify::rest::PHASES},
+            "message": {"type": "string"}, "fraction": {"type": "number"}}},
+        "result": {"type": ["object", "null"], "description": "One table of silt verify --format json"},
+        "error": {"type": ["string", "null"]}
+    }})
 }
 
 fn components() -> serde_json::Value {
@@ -435,7 +543,7 @@ mod router_tests {
         let query = crate::query::QueryService::new(config.query("127.0.0.1:1"));
         let text = format!(
             "{:?}",
-            crate::up::rest_api(&config, jobs, query, tiering, None)
+            crate::up::rest_api(&config, jobs, query, tiering, None, "127.0.0.1:1")
         );
         let start = text
             .find("path_router:")

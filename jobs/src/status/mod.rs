@@ -1,10 +1,11 @@
 //! The process's status over REST: `GET /v1/tables` (tiering status and lag per lake-enabled
-//! table), `GET /v1/hot` (every hot bucket after retention), `GET /v1/memory` (the allocator and
+//! table), `GET /v1/tables/{db}.{table}` and its `/history` (in [`table`]), `GET /v1/hot` (every hot bucket after retention), `GET /v1/memory` (the allocator and
 //! the storage engines' bounded structures) and `GET /metrics` (Prometheus, in [`metrics`]).
 //! They read the tiering service, the job service and the embedded hot store, and change
 //! nothing.
 
 pub mod metrics;
+mod table;
 
 use std::sync::Arc;
 
@@ -29,6 +30,8 @@ pub struct Status {
 pub fn routes(status: Status) -> Router {
     Router::new()
         .route("/v1/tables", get(tables))
+        .route("/v1/tables/{table}", get(table::describe))
+        .route("/v1/tables/{table}/history", get(table::history))
         .route("/v1/hot", get(hot))
         .route("/v1/memory", get(memory))
         .route("/metrics", get(metrics::metrics))
@@ -39,7 +42,14 @@ pub fn routes(status: Status) -> Router {
 struct TableStatusBody {
     table: String,
     table_id: i64,
+    /// `log` or `primary_key` (absent: not known yet, a table whose job never started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     lake_uri: String,
+    /// The data files the lake's current version references, and their bytes, as of the
+    /// latest commit this process made or saw (0 before one).
+    lake_files: u64,
+    lake_bytes: u64,
     job_state: String,
     freshness_ms: u128,
     /// Per bucket: hot high watermark and lake end offset.
@@ -208,7 +218,10 @@ async fn tables(State(state): State<Arc<Status>>) -> Result<Json<Vec<TableStatus
             .map(|t| TableStatusBody {
                 table: format!("{}.{}", t.database, t.table),
                 table_id: t.table_id,
+                kind: t.primary_key.map(kind_name),
                 lake_uri: t.lake_uri,
+                lake_files: t.lake_size.map_or(0, |s| s.files),
+                lake_bytes: t.lake_size.map_or(0, |s| s.bytes),
                 job_state: t.job_state,
                 freshness_ms: t.freshness.as_millis(),
                 buckets: t
@@ -256,4 +269,9 @@ async fn tables(State(state): State<Arc<Status>>) -> Result<Json<Vec<TableStatus
             })
             .collect(),
     ))
+}
+
+/// `primary_key` or `log`, as `silt verify --format json` names a table's kind.
+pub(crate) fn kind_name(primary_key: bool) -> &'static str {
+    if primary_key { "primary_key" } else { "log" }
 }

@@ -119,6 +119,7 @@ impl TieringService {
             explicit: false,
             table_id,
             schema_id: info.get_schema_id(),
+            primary_key: info.has_primary_key(),
             lake_behind,
             log_gap,
             log_ttl: log_ttl(info),

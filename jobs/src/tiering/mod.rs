@@ -24,6 +24,7 @@
 mod config;
 mod coordinator;
 mod discovery;
+mod history;
 mod job;
 mod lease;
 mod status;
@@ -39,6 +40,7 @@ use tracing::{info, warn};
 
 pub use config::*;
 pub use coordinator::*;
+pub use history::{HISTORY_INTERVAL, HISTORY_SAMPLES, Sample};
 pub use job::Stalled;
 pub use lease::{LEASES_DIR, LeaseConfig, Leased, worker_name};
 pub use status::*;
@@ -53,6 +55,8 @@ pub(super) struct TableJob {
     /// The table's schema id the job reads and writes: a table that gained columns since
     /// (ADD COLUMN) gets a new job, restored from this one's checkpoint.
     schema_id: i32,
+    /// A primary-key table (its lake holds one row per key), else a log table.
+    primary_key: bool,
     /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
     /// `TieringSink::on_offset_gap`): discovery then starts the job over from the lake.
     lake_behind: Arc<std::sync::atomic::AtomicBool>,
@@ -81,6 +85,8 @@ pub struct TieringService {
     problems: Arc<Mutex<Problems>>,
     /// When this process last read the lake of a table another worker tiers, by table id.
     others_observed: Arc<Mutex<BTreeMap<i64, std::time::Instant>>>,
+    /// Each tiered table's recent status, sampled by [`TieringService::run`].
+    history: Arc<Mutex<history::History>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
@@ -108,6 +114,7 @@ impl TieringService {
             jobs: Arc::default(),
             problems: Arc::default(),
             others_observed: Arc::default(),
+            history: Arc::default(),
             connection: Arc::default(),
         }
     }
@@ -136,11 +143,20 @@ impl TieringService {
         result
     }
 
-    /// Polls the catalog every `poll_interval` until `shutdown` fires.
+    /// Polls the catalog every `poll_interval` until `shutdown` fires, and samples the tables'
+    /// history every [`HISTORY_INTERVAL`] between polls.
     pub async fn run(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut sampled: Option<std::time::Instant> = None;
         loop {
             if let Err(e) = self.poll_once().await {
                 warn!(error = %format!("{e:#}"), "tiering: catalog poll failed; retrying next interval");
+            }
+            if sampled.is_none_or(|at| at.elapsed() >= HISTORY_INTERVAL) {
+                sampled = Some(std::time::Instant::now());
+                let result = self.sample_history().await;
+                if let Err(e) = self.on_error(result).await {
+                    warn!(error = %format!("{e:#}"), "tiering: sampling the status history failed");
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.config.poll_interval) => {}
@@ -153,6 +169,30 @@ impl TieringService {
     /// were dropped (or recreated under a new id).
     pub async fn poll_once(&self) -> Result<()> {
         let result = self.discover().await;
+        self.on_error(result).await
+    }
+
+    /// The hot tier's description of a table (any table, lake-enabled or not); `None` when no
+    /// such table (or database) exists.
+    pub async fn table_info(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Option<fluss::metadata::TableInfo>> {
+        use fluss::error::FlussError;
+        let result = async {
+            let connection = self.connection().await?;
+            let admin = (connection.get_admin()).map_err(|e| anyhow!("fluss admin: {e}"))?;
+            let path = fluss::metadata::TablePath::new(database.to_string(), table.to_string());
+            match admin.get_table_info(&path).await {
+                Ok(info) => Ok(Some(info)),
+                Err(e) => match e.api_error() {
+                    Some(FlussError::TableNotExist | FlussError::DatabaseNotExist) => Ok(None),
+                    _ => Err(anyhow!("table {database}.{table}: {e}")),
+                },
+            }
+        };
+        let result = result.await;
         self.on_error(result).await
     }
 

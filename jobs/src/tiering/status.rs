@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::changelog::BucketKey;
 use silt_connectors::fluss::list_bucket_offsets;
-use silt_connectors::lake_format::LakeCommit;
+use silt_connectors::lake_format::{LakeCommit, LakeSize};
 use silt_rt::clock::now_ms;
 
 use super::*;
@@ -19,6 +19,8 @@ pub struct TableTieringStatus {
     pub database: String,
     pub table: String,
     pub table_id: i64,
+    /// A primary-key table, else a log table (`None`: not known, a table whose job never started).
+    pub primary_key: Option<bool>,
     pub lake_uri: String,
     pub job_state: String,
     pub freshness: Duration,
@@ -30,6 +32,11 @@ pub struct TableTieringStatus {
     /// its last commit (or since the job started, before the first commit).
     pub lag_seconds: f64,
     pub delta_version: Option<u64>,
+    /// When this process last saw a lake commit of the table (ms since the epoch; `None`: not
+    /// since its job started).
+    pub lake_committed_ms: Option<i64>,
+    /// The lake's data files and bytes as of that commit.
+    pub lake_size: Option<LakeSize>,
     pub checkpoints: usize,
     pub restarts: u32,
     pub maintenance: MaintenanceTotals,
@@ -89,6 +96,12 @@ pub(super) struct Progress {
     pub(super) commits: CommitTotals,
     /// The last [`RECENT_COMMITS`] commit durations, ms.
     pub(super) recent_commit_ms: std::collections::VecDeque<u64>,
+    /// When this process last saw a lake commit of the table (ms since the epoch).
+    pub(super) lake_committed_ms: Option<i64>,
+    /// The lake's data files as of that commit.
+    pub(super) lake_size: Option<LakeSize>,
+    /// The longest commit since the history's last sample (see [`Progress::take_slowest_commit`]).
+    pub(super) slowest_commit_ms: Option<u64>,
 }
 
 impl Progress {
@@ -108,11 +121,18 @@ impl Progress {
         }
     }
 
+    /// The longest commit since the last call (`None`: none completed), for the history.
+    pub(super) fn take_slowest_commit(&mut self) -> Option<u64> {
+        self.slowest_commit_ms.take()
+    }
+
     pub(super) fn on_commit(&mut self, commit: &LakeCommit) {
         self.lake_offsets
             .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
         self.delta_version = Some(commit.delta_version);
         self.last_commit_ms = now_ms();
+        self.lake_committed_ms = Some(self.last_commit_ms);
+        self.lake_size = commit.size.or(self.lake_size);
         if let Some(report) = &commit.maintenance {
             let totals = &mut self.maintenance;
             totals.last_ms = report.at_ms;
@@ -130,8 +150,9 @@ impl Progress {
         if self.recent_commit_ms.len() == RECENT_COMMITS {
             self.recent_commit_ms.pop_front();
         }
-        self.recent_commit_ms
-            .push_back(commit.duration.as_millis() as u64);
+        let ms = commit.duration.as_millis() as u64;
+        self.recent_commit_ms.push_back(ms);
+        self.slowest_commit_ms = Some(self.slowest_commit_ms.map_or(ms, |s| s.max(ms)));
         if let Some(c) = &commit.compaction {
             totals.last_compaction_ms = self.last_commit_ms;
             totals.compactions += 1;
@@ -174,6 +195,7 @@ impl TieringService {
                 database: database.clone(),
                 table: table.clone(),
                 table_id: job.table_id,
+                primary_key: Some(job.primary_key),
                 lake_uri: job.lake_uri.clone(),
                 job_state: job.job.state().to_string(),
                 freshness: job.freshness,
@@ -181,6 +203,8 @@ impl TieringService {
                 lag_offsets,
                 lag_seconds,
                 delta_version: p.delta_version,
+                lake_committed_ms: p.lake_committed_ms,
+                lake_size: p.lake_size,
                 checkpoints: metrics.checkpoints_completed as usize,
                 restarts: metrics.restarts,
                 maintenance: p.maintenance.clone(),
@@ -191,6 +215,44 @@ impl TieringService {
         out.extend(self.stalled(&jobs));
         out.sort_by(|a, b| (&a.database, &a.table).cmp(&(&b.database, &b.table)));
         Ok(out)
+    }
+
+    /// Takes one [`Sample`] of every table with a job into the history (see [`super::history`]).
+    pub(super) async fn sample_history(&self) -> Result<()> {
+        let statuses = self.status().await?;
+        let now = now_ms();
+        let jobs = self.jobs.lock().await;
+        let mut history = self.history.lock().unwrap();
+        let mut live = std::collections::BTreeSet::new();
+        for s in &statuses {
+            let key = (s.database.clone(), s.table.clone());
+            let Some(job) = jobs.get(&key).filter(|j| j.table_id == s.table_id) else {
+                continue;
+            };
+            let commit_ms = job.progress.lock().unwrap().take_slowest_commit();
+            let sample = Sample {
+                t_ms: now,
+                lag_offsets: s.lag_offsets,
+                lag_ms: (s.lag_seconds * 1000.0).round() as i64,
+                freshness_ms: s.lake_committed_ms.map(|at| (now - at).max(0)),
+                commit_ms,
+            };
+            history.record(s.table_id, sample);
+            live.insert(s.table_id);
+        }
+        history.retain(&live);
+        Ok(())
+    }
+
+    /// The table's samples taken after `since_ms`, oldest first; `None` when the service does
+    /// not know the table (not lake-enabled, or unknown).
+    pub async fn history(&self, database: &str, table: &str, since_ms: i64) -> Option<Vec<Sample>> {
+        let key = (database.to_string(), table.to_string());
+        let table_id = match self.jobs.lock().await.get(&key) {
+            Some(job) => job.table_id,
+            None => self.problems.lock().unwrap().get(&key)?.0,
+        };
+        Some(self.history.lock().unwrap().since(table_id, since_ms))
     }
 
     /// A lag past half the table's TTL, where the hot tier expires its log whatever the lake
@@ -219,6 +281,7 @@ impl TieringService {
                     database: database.clone(),
                     table: table.clone(),
                     table_id: *table_id,
+                    primary_key: None,
                     lake_uri: self.config.lake_uri(database, table).unwrap_or_default(),
                     job_state: STALLED.to_string(),
                     freshness: self.config.freshness_default,
@@ -226,6 +289,8 @@ impl TieringService {
                     lag_offsets: 0,
                     lag_seconds: 0.0,
                     delta_version: None,
+                    lake_committed_ms: None,
+                    lake_size: None,
                     checkpoints: 0,
                     restarts: 0,
                     maintenance: MaintenanceTotals::default(),

@@ -141,6 +141,7 @@ pub async fn run(config: &Config, options: UpOptions) -> Result<()> {
         query,
         tiering.clone(),
         hot.server().cloned(),
+        &bootstrap,
     );
     let (rest_addr, rest) =
         crate::rest::serve(&config.rest.listen, api, stop_tx.subscribe()).await?;
@@ -336,7 +337,12 @@ pub(crate) fn rest_api(
     query: crate::query::QueryService,
     tiering: TieringService,
     hotstore: Option<Arc<ServerHandle>>,
+    bootstrap: &str,
 ) -> axum::Router {
+    let verify = crate::verify::VerifyOptions {
+        bootstrap: bootstrap.to_string(),
+        ..crate::verify::VerifyOptions::from_config(config)
+    };
     let query_deadline = Duration::from_millis(config.query.deadline_default_ms.max(1));
     crate::rest::router(
         &config.rest.token,
@@ -348,6 +354,7 @@ pub(crate) fn rest_api(
                 jobs,
                 hotstore,
             }),
+            crate::verify::rest::routes(verify),
         ],
     )
     // The console's files hold no data: served without the token, they call the API with it.

@@ -43,6 +43,7 @@ use crate::tiering::DATALAKE_ENABLED;
 mod diff;
 mod output;
 mod read;
+pub mod rest;
 
 use diff::{Origin, Side};
 pub use output::{run, summary};
@@ -57,6 +58,14 @@ pub const EXIT_MISMATCH: u8 = 1;
 pub const EXIT_DEADLINE: u8 = 3;
 
 const FILE_COLUMN: &str = "__silt_file";
+
+/// What a check is doing, as its progress messages begin (`db.t: <phase>...`); the REST runs
+/// report them as phases ([`rest::PHASES`]).
+pub const PHASE_CAPTURING: &str = "capturing high watermarks";
+pub const PHASE_WAITING: &str = "waiting for tiering";
+pub const PHASE_CHANGELOG: &str = "reading the changelog";
+pub const PHASE_LAKE: &str = "reading the lake";
+pub const PHASE_COMPARING: &str = "comparing";
 
 /// Reads of the changelog started again because hot retention moved a log start meanwhile.
 const RETENTION_RETRIES_MAX: usize = 5;
@@ -88,6 +97,17 @@ pub struct VerifyOptions {
 }
 
 impl VerifyOptions {
+    /// The settings `silt verify` and the REST runs take from the configuration: the hot
+    /// tier's address, credentials, the lake root, its format and storage options.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        VerifyOptions {
+            storage_options: config.lake_storage_options(),
+            format: config.lake_format(),
+            credentials: config.fluss_credentials(),
+            ..VerifyOptions::new(config.hot_tier_bootstrap(), config.lake_root())
+        }
+    }
+
     pub fn new(bootstrap: impl Into<String>, lake_root: impl Into<String>) -> Self {
         VerifyOptions {
             bootstrap: bootstrap.into(),
@@ -305,7 +325,7 @@ pub async fn verify_table(
             .progress
             .set_message(format!("{}: {step}", target.name))
     };
-    say("reading the changelog");
+    say(PHASE_CHANGELOG);
     let user_schema = table_arrow_schema(connection, database, table).await?;
     let lake_schema = (options.format).lake_schema(&user_schema, target.partitioned)?;
     let user_fields = user_schema.fields().len();
@@ -327,7 +347,7 @@ pub async fn verify_table(
     )?;
 
     // 4. The lake side, at the pinned version.
-    say("reading the lake");
+    say(PHASE_LAKE);
     let lake_side = match &lake {
         Some(l) => {
             let batches = read_lake_rows(&target, &lake_uri, l, &start, options, &mut report);
@@ -339,7 +359,7 @@ pub async fn verify_table(
     };
 
     // 5. Compare.
-    say("comparing");
+    say(PHASE_COMPARING);
     report.compare(&hot, &lake_side, &start, options.show_max)?;
     Ok(report)
 }
@@ -509,9 +529,18 @@ fn say_waiting(
         needed += hw;
     }
     options.progress.set_message(format!(
-        "{}: waiting for tiering: the lake holds {covered} of {needed} offsets",
+        "{}: {PHASE_WAITING}: the lake holds {covered} of {needed} offsets",
         target.name
     ));
+}
+
+/// The share of the offsets the lake holds, from a [`say_waiting`] message (after its table).
+fn waiting_fraction(message: &str) -> Option<f64> {
+    let rest = message.strip_prefix(PHASE_WAITING)?;
+    let (covered, needed) = rest.split_once(" holds ")?.1.split_once(" of ")?;
+    let needed = needed.split_whitespace().next()?;
+    let (covered, needed): (f64, f64) = (covered.parse().ok()?, needed.parse().ok()?);
+    Some(if needed > 0.0 { covered / needed } else { 1.0 })
 }
 
 /// 2. Waits, inside the deadline, until the lake's txn offsets reach the high watermarks, and

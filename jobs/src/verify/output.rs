@@ -127,7 +127,7 @@ struct Document<'a> {
 
 /// One table of the JSON document.
 #[derive(Debug, Serialize)]
-struct TableJson<'a> {
+pub(super) struct TableJson<'a> {
     table: &'a str,
     /// `log` or `primary_key`.
     kind: &'static str,
@@ -172,10 +172,10 @@ fn document(reports: &[TableReport], code: u8) -> Document<'_> {
     }
 }
 
-fn table_json(r: &TableReport) -> TableJson<'_> {
+pub(super) fn table_json(r: &TableReport) -> TableJson<'_> {
     TableJson {
         table: &r.table,
-        kind: if r.primary_key { "primary_key" } else { "log" },
+        kind: crate::status::kind_name(r.primary_key),
         verdict: verdict_name(r.verdict),
         lake_version: r.delta_version,
         hot_rows: r.hot_rows,

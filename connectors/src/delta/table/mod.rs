@@ -34,7 +34,9 @@ use super::owner::{DESCRIPTION_PREFIX, OWNER_KEY, owner_of, recorded_owner};
 use super::schema::lake_arrow_schema_of;
 use super::{DeltaSinkConfig, TableKind};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, OFFSET_COLUMN};
-use crate::lake_format::{CompactionReport, LakeCommit, LakeOffsets, LakeOwner, MaintenanceReport};
+use crate::lake_format::{
+    CompactionReport, LakeCommit, LakeOffsets, LakeOwner, LakeSize, MaintenanceReport,
+};
 
 mod primary_key;
 
@@ -659,7 +661,18 @@ impl LakeTable {
             maintenance: None,
             compaction: (self.compacted.files > 0).then_some(self.compacted),
             duration: Duration::ZERO,
+            size: self.size(),
         }
+    }
+
+    /// The current version's data files and their bytes (one pass over the snapshot's file
+    /// list, which the table holds in memory anyway).
+    fn size(&self) -> Option<LakeSize> {
+        let files = self.table.snapshot().ok()?.log_data();
+        Some(LakeSize {
+            files: files.num_files() as u64,
+            bytes: files.iter().map(|f| f.size().max(0) as u64).sum(),
+        })
     }
 
     fn map_commit_error(&self, e: DeltaTableError) -> Error {
