@@ -251,7 +251,8 @@ async fn job_commands(up: &Up) -> Result<()> {
     assert_readme_fields(
         command,
         &[status, stopped, jobs],
-        &["failure", "failure_cause"],
+        // The back-pressure ratio needs two reads of the job a second apart.
+        &["failure", "failure_cause", "backpressure_ratio"],
     );
     Ok(())
 }

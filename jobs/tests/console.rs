@@ -144,11 +144,13 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
         "return location.hash.startsWith('#/job/') ? location.hash : null",
         WAIT,
     )?;
+    // The graph comes from the job's topology, not from its text lines.
     let job = browser.wait_for(
         "the job running, with its graph",
         "const sub = document.querySelector('#job-sub'); \
          const nodes = document.querySelectorAll('#job-graph svg g.node').length; \
-         return sub && /running/i.test(sub.textContent) && nodes >= 2 \
+         const note = document.querySelector('#job-graph-note').textContent; \
+         return sub && /running/i.test(sub.textContent) && nodes >= 2 && note === '' \
              ? [sub.textContent, nodes] : null;",
         WAIT,
     )?;
@@ -160,17 +162,21 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
     )?;
     screenshot(&browser, dir.path(), "console-job.png")?;
 
-    // A bad YAML: its error at line 4, where the filter is.
+    // A bad YAML: its error at line 4, where the filter is, as silt placed it.
     open(&browser, &silt, "#/jobs", "#ed-text")?;
     set_text(&browser, "#ed-text", BAD_PIPELINE)?;
     browser.click("#ed-validate")?;
     let line = browser.wait_for(
         "the validation error at a line",
         "const e = document.querySelector('#ed-errors li[data-line]'); \
-         return e ? [e.dataset.line, e.textContent] : null;",
+         return e ? [e.dataset.line, e.textContent, e.querySelector('a.line').title] : null;",
         WAIT,
     )?;
     ensure!(line[0] == "4", "the error is not at line 4: {line}");
+    ensure!(
+        line[2] == "line given by silt",
+        "the line is not the server's: {line}"
+    );
     Ok(())
 }
 

@@ -50,6 +50,49 @@ fn silt_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     (output.status.code().unwrap_or(-1), stdout, text)
 }
 
+/// Checks the topology of conf/pipelines/big-orders-to-delta.yaml: its operators in order with
+/// the engine vertices they became, edges between them, and (`running`) rows out of the source.
+fn check_topology(topology: &Value, running: bool) {
+    let operators = topology["operators"]
+        .as_array()
+        .expect("topology.operators");
+    let ids: Vec<&str> = operators.iter().filter_map(|o| o["id"].as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "source",
+            "transform-0-filter",
+            "transform-0-projection",
+            "sink"
+        ],
+        "{topology}"
+    );
+    assert_eq!(operators[3]["type"], "delta-sink", "{topology}");
+    assert_eq!(
+        operators[3]["vertices"],
+        serde_json::json!(["sink-writer", "sink-committer"])
+    );
+    assert_eq!(operators[0]["vertices"], serde_json::json!(["source"]));
+    assert_eq!(operators[0]["parallelism"], 2);
+    let edges = topology["edges"].as_array().expect("topology.edges");
+    assert_eq!(edges.len(), 3, "{topology}");
+    for edge in edges {
+        for end in [&edge["from"], &edge["to"]] {
+            assert!(ids.iter().any(|id| end == id), "{edge} names no operator");
+        }
+        assert!(edge["partitioning"].is_string(), "{edge}");
+    }
+    let records_out = operators[0]["records_out"].as_u64();
+    if running {
+        assert!(records_out > Some(0), "{topology}");
+    } else {
+        assert_eq!(
+            records_out, None,
+            "the validate answer has no metrics: {topology}"
+        );
+    }
+}
+
 /// `silt up` over `data_dir` with the demo tables, orders `0..orders` written, a connection
 /// and a REST client.
 async fn silt_with_orders(
@@ -103,11 +146,31 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
             && s["operators"]
                 .as_array()
                 .is_some_and(|ops| ops.iter().any(|o| o["records_in"].as_u64() > Some(0)))
+            && s["topology"]["operators"][0]["records_out"].as_u64() > Some(0)
     })
     .await?;
     assert_eq!(status["state"], "running");
     assert_eq!(status["parallelism"]["source"], 2);
     assert_eq!(status["parallelism"]["sink-committer"], 1);
+    check_topology(&status["topology"], true);
+    // A second read at least a second later measures back-pressure over the interval.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = client
+        .get(&format!("/v1/jobs/{pipeline_id}"))
+        .await?
+        .json()?;
+    for operator in again["topology"]["operators"].as_array().unwrap() {
+        let ratio = operator["backpressure_ratio"].as_f64();
+        assert!(
+            ratio.is_some_and(|r| (0.0..=1.0).contains(&r)),
+            "{operator}"
+        );
+    }
+    let r = client
+        .post("/v1/jobs/validate", "application/yaml", yaml.as_bytes())
+        .await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    check_topology(&r.json()?["topology"], false);
 
     let metrics = client.get("/metrics").await?;
     assert_eq!(metrics.status, 200);
@@ -163,27 +226,36 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
         assert!(r.error_message().contains("unknown job nope"), "{}", r.body);
     }
 
-    // Mistakes: 400 with the path, nothing started or persisted.
-    let mistakes: Vec<(&str, String, &str)> = vec![
+    // Mistakes: 400 with the path and the line and column of the bad value (the table name
+    // is on line 9 of the pipeline, the filter on line 12), nothing started or persisted.
+    let mistakes: Vec<(&str, String, &str, [u64; 2])> = vec![
         (
             "application/json",
             r#"{"name": "x", "operators": [{"name": "a", "type": "fluss-source", "config": {"table": 5}}]}"#.into(),
             "operators[0].config.table",
+            [1, 87],
         ),
-        ("application/json", r#"{"name": "x", "operators": [{"name": "a", "typ": "filter"}]}"#.into(), "operators[0].typ"),
-        ("application/json", r#"{"name": "#.into(), "name"),
-        ("application/yaml", yaml.replace("filter:", "filtr:"), "transform[0].filtr"),
-        ("application/yaml", yaml.replace("demo.orders", "demo.orderz"), "source.table"),
-        ("application/yaml", "source: [unclosed".into(), ""),
+        ("application/json", r#"{"name": "x", "operators": [{"name": "a", "typ": "filter"}]}"#.into(), "operators[0].typ", [1, 50]),
+        ("application/json", r#"{"name": "#.into(), "name", [1, 9]),
+        ("application/yaml", yaml.replace("filter:", "filtr:"), "transform[0].filtr", [12, 12]),
+        ("application/yaml", yaml.replace("demo.orders", "demo.orderz"), "source.table", [9, 10]),
+        ("application/yaml", "source: [unclosed".into(), "", [1, 18]),
     ];
-    for (content_type, body, path) in mistakes {
-        let r = client
-            .post("/v1/jobs", content_type, body.as_bytes())
-            .await?;
-        assert_eq!(r.status, 400, "{body}: {}", r.body);
-        let v = r.json()?;
-        assert_eq!(v["errors"][0]["path"], path, "{body}: {}", r.body);
-        assert!(!v["error"].as_str().unwrap().is_empty());
+    for (content_type, body, path, place) in mistakes {
+        for route in ["/v1/jobs", "/v1/jobs/validate"] {
+            let r = client.post(route, content_type, body.as_bytes()).await?;
+            assert_eq!(r.status, 400, "{body}: {}", r.body);
+            let v = r.json()?;
+            let error = &v["errors"][0];
+            assert_eq!(error["path"], path, "{body}: {}", r.body);
+            assert_eq!(
+                [&error["line"], &error["column"]],
+                place,
+                "{route} {body}: {}",
+                r.body
+            );
+            assert!(!v["error"].as_str().unwrap().is_empty());
+        }
     }
     let r = client
         .post(
@@ -260,7 +332,8 @@ async fn submit_list_status_stop_cancel_and_mistakes() -> Result<()> {
     );
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("source.table: unknown table demo.orderz"),
+        out.contains("source.table: unknown table demo.orderz")
+            && out.contains("9 |   table: demo.orderz\n      |          ^"),
         "{out}"
     );
     let (code, stdout, out) = silt_cli(&["job", "--rest", rest, "submit", &file], &[]);

@@ -696,7 +696,7 @@ pipeline:  { name: console-example, parallelism: 1, checkpoint: { interval: 2s }
     ta.scrollTop = Math.max(0, (line - 5) * 18);
   }
 
-  // Where an error is: the line silt gives (errors[].line, NEEDED), else "at line N column M" in
+  // Where an error is: the line silt gives (errors[].line), else "at line N column M" in
   // a parser's message, else the path (source.table, transform[1].filter, operators[2].config.x)
   // looked up in the text.
   function errorLine(e, text, json) {
@@ -763,9 +763,9 @@ pipeline:  { name: console-example, parallelism: 1, checkpoint: { interval: 2s }
   }
 
   // ---------------------------------------------------------------- job graph
-  // The structured shape the console wants (NEEDED: job.topology, see CONTRACT.md):
+  // The structured shape silt serves as job.topology (and in the validate answer):
   //   {operators: [{id, name, type, parallelism, description, vertices}], edges: [{from, to, partitioning}]}
-  // Until silt returns it, it is read from the text lines of job.graph.
+  // From a silt without it, it is read from the text lines of job.graph.
   function parseGraphText(lines) {
     const operators = [];
     const edges = [];
@@ -778,22 +778,17 @@ pipeline:  { name: console-example, parallelism: 1, checkpoint: { interval: 2s }
     return { operators, edges, fromText: true };
   }
 
-  // Per graph operator: its metrics, summed over the engine vertices it became (a delta-sink is
-  // sink-writer and sink-committer), and rates from the previous poll.
+  // Per graph operator: its metrics as silt sums them over the engine vertices it became (in
+  // job.topology), else summed here from job.operators (a delta-sink is sink-writer and
+  // sink-committer); and rates from the previous poll.
   function operatorMetrics(topo, ops, prev, dtMs) {
     const out = new Map();
     for (const op of topo.operators) {
-      const vs = (ops || []).filter((o) => (op.vertices ? op.vertices.includes(o.name) : o.name === op.id || o.name.startsWith(op.id + '-')));
-      if (!vs.length) continue;
-      const first = vs[0];
-      const last = vs[vs.length - 1];
-      const m = {
-        records_in: first.records_in, records_out: last.records_out === 0 && vs.length > 1 ? first.records_out : last.records_out,
-        bytes_in: first.bytes_in, bytes_out: last.bytes_out,
-        backpressured_ms: vs.reduce((s, o) => s + o.backpressured_ms, 0),
-        parallelism: vs.reduce((s, o) => Math.max(s, o.parallelism), 0),
-        backpressure_ratio: vs.some((o) => o.backpressure_ratio !== undefined) ? Math.max(...vs.map((o) => o.backpressure_ratio || 0)) : undefined,
-      };
+      const m = op.records_in !== undefined ? {
+        records_in: op.records_in, records_out: op.records_out, bytes_in: op.bytes_in, bytes_out: op.bytes_out,
+        backpressured_ms: op.backpressured_ms, parallelism: op.parallelism, backpressure_ratio: op.backpressure_ratio,
+      } : metricsFromVertices(op, ops);
+      if (!m) continue;
       const p = prev && prev.get(op.id);
       if (p && dtMs > 0) {
         m.in_rate = ((m.records_in - p.records_in) * 1000) / dtMs;
@@ -803,6 +798,20 @@ pipeline:  { name: console-example, parallelism: 1, checkpoint: { interval: 2s }
       out.set(op.id, m);
     }
     return out;
+  }
+
+  // An operator's metrics from its engine vertices, for a silt whose topology has none.
+  function metricsFromVertices(op, ops) {
+    const vs = (ops || []).filter((o) => (op.vertices ? op.vertices.includes(o.name) : o.name === op.id || o.name.startsWith(op.id + '-')));
+    if (!vs.length) return null;
+    const first = vs[0];
+    const last = vs[vs.length - 1];
+    return {
+      records_in: first.records_in, records_out: last.records_out === 0 && vs.length > 1 ? first.records_out : last.records_out,
+      bytes_in: first.bytes_in, bytes_out: last.bytes_out,
+      backpressured_ms: vs.reduce((s, o) => s + o.backpressured_ms, 0),
+      parallelism: vs.reduce((s, o) => Math.max(s, o.parallelism), 0),
+    };
   }
 
   function drawGraph(el, topo, metrics) {

@@ -7,15 +7,17 @@
 //! and `valid`; `stop` and `cancel` nothing (their sentence goes to stderr, with every other
 //! note). With `--format json` each prints one JSON document instead: the job object of the REST
 //! API (`list`: an array of them), or for `validate` `{"valid": bool, "graph": [...]}` or
-//! `{"valid": false, "errors": [{"path", "message"}]}`.
+//! `{"valid": false, "errors": [{"path", "message", "line"?, "column"?}]}`. A problem printed
+//! as text is followed by the line of the file it is on, when that is known.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use serde_json::json;
 
 use super::client::{Client, Response};
+use super::position::{Position, locate_all};
 use super::service::JobStatus;
 use super::{Format, parse_submission};
 use crate::config::Config;
@@ -67,32 +69,60 @@ fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Turns an error response into an error that prints every problem on its own line.
-fn failure(response: &Response) -> anyhow::Error {
+/// Turns an error response into an error that prints every problem on its own line, with the
+/// line of `text` (the submitted file) it is on when the server says which.
+fn failure(response: &Response, text: Option<&str>) -> anyhow::Error {
     if let Ok(v) = response.json()
         && let Some(errors) = v["errors"].as_array()
     {
         let lines: Vec<String> = errors
             .iter()
             .map(|e| {
-                let (path, message) = (
-                    e["path"].as_str().unwrap_or(""),
-                    e["message"].as_str().unwrap_or(""),
-                );
-                if path.is_empty() {
-                    format!("  {message}")
-                } else {
-                    format!("  {path}: {message}")
-                }
+                let position = match (e["line"].as_u64(), e["column"].as_u64()) {
+                    (Some(line), Some(column)) => Some(Position {
+                        line: u32::try_from(line).unwrap_or(u32::MAX),
+                        column: u32::try_from(column).unwrap_or(u32::MAX),
+                    }),
+                    _ => None,
+                };
+                let path = e["path"].as_str().unwrap_or("");
+                let message = e["message"].as_str().unwrap_or("");
+                problem(path, message, position, text)
             })
             .collect();
-        return anyhow::anyhow!(
-            "invalid job ({}):\n{}",
-            problems(lines.len()),
-            lines.join("\n")
-        );
+        return invalid_job(&lines);
     }
     anyhow::anyhow!("HTTP {}: {}", response.status, response.error_message())
+}
+
+/// `invalid job (N problems):` and the problems.
+fn invalid_job(problems_shown: &[String]) -> anyhow::Error {
+    anyhow::anyhow!(
+        "invalid job ({}):\n{}",
+        problems(problems_shown.len()),
+        problems_shown.join("\n")
+    )
+}
+
+/// One problem: `  path: message`, then the line of `text` it is on with a caret under its
+/// column, when both are known.
+fn problem(path: &str, message: &str, position: Option<Position>, text: Option<&str>) -> String {
+    let mut shown = if path.is_empty() {
+        format!("  {message}")
+    } else {
+        format!("  {path}: {message}")
+    };
+    let line = position.zip(text).and_then(|(p, text)| {
+        let line = text.lines().nth((p.line as usize).checked_sub(1)?)?;
+        Some((p, line))
+    });
+    if let Some((p, line)) = line {
+        let number = p.line.to_string();
+        let pad = " ".repeat(number.len());
+        let caret = " ".repeat((p.column as usize).saturating_sub(1));
+        shown.push_str(&format!("\n    {number} | {line}\n    {pad} | {caret}^"));
+    }
+    shown
 }
 
 fn problems(n: usize) -> String {
@@ -119,7 +149,7 @@ fn parse_status(response: &Response) -> Result<JobStatus> {
 /// The job object of a response with status `ok`; any other status is the error it carries.
 fn job_of(response: &Response, ok: u16) -> Result<JobStatus> {
     if response.status != ok {
-        return Err(failure(response));
+        return Err(failure(response, None));
     }
     parse_status(response)
 }
@@ -178,7 +208,10 @@ async fn submit(client: &Client, file: &Path, format: output::Format) -> Result<
     let response = client
         .post("/v1/jobs", content_type(file, &text), text.as_bytes())
         .await?;
-    let status = job_of(&response, 201)?;
+    if response.status != 201 {
+        return Err(failure(&response, Some(&text)));
+    }
+    let status = parse_status(&response)?;
     if format == output::Format::Json {
         return print_json(&status);
     }
@@ -205,20 +238,15 @@ async fn validate(client: &Client, file: &Path, format: output::Format) -> Resul
         Format::Yaml
     };
     if let Err(errors) = parse_submission(&text, submission) {
+        let located = locate_all(&errors, &text, submission);
         if json {
-            let errors: Vec<_> = errors
-                .0
-                .iter()
-                .map(|e| json!({"path": e.path, "message": e.message}))
-                .collect();
-            print_json(&json!({"valid": false, "errors": errors}))?;
+            print_json(&json!({"valid": false, "errors": located}))?;
         }
-        let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
-        bail!(
-            "invalid job ({}):\n{}",
-            problems(lines.len()),
-            lines.join("\n")
-        );
+        let lines: Vec<String> = located
+            .iter()
+            .map(|e| problem(&e.error.path, &e.error.message, e.position, Some(&text)))
+            .collect();
+        return Err(invalid_job(&lines));
     }
     let response = client
         .post("/v1/jobs/validate", ct, text.as_bytes())
@@ -232,7 +260,7 @@ async fn validate(client: &Client, file: &Path, format: output::Format) -> Resul
                 .unwrap_or_else(|| json!([{"path": "", "message": response.error_message()}]));
             print_json(&json!({"valid": false, "errors": errors}))?;
         }
-        return Err(failure(&response));
+        return Err(failure(&response, Some(&text)));
     }
     let v = response.json()?;
     if json {
@@ -249,7 +277,7 @@ async fn validate(client: &Client, file: &Path, format: output::Format) -> Resul
 async fn list(client: &Client, format: output::Format) -> Result<()> {
     let response = client.get("/v1/jobs").await?;
     if response.status != 200 {
-        return Err(failure(&response));
+        return Err(failure(&response, None));
     }
     let jobs: Vec<JobStatus> = serde_json::from_str(&response.body)
         .with_context(|| format!("unexpected response: {}", response.body))?;

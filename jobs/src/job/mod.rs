@@ -1,14 +1,17 @@
 //! User jobs: JSON job definitions and YAML pipelines ([`definition`], [`pipeline`]), the
 //! service that runs, persists and resumes them ([`service`]), their REST routes and OpenAPI
-//! document ([`routes`]), and the `silt job` commands ([`cli`]) with their small HTTP client
-//! ([`client`]).
+//! document ([`routes`]), the structured job graph ([`topology`]), where a problem is in the
+//! submitted text ([`position`]), and the `silt job` commands ([`cli`]) with their small HTTP
+//! client ([`client`]).
 
 pub mod cli;
 pub mod client;
 pub mod definition;
 pub mod pipeline;
+pub mod position;
 pub mod routes;
 pub mod service;
+pub mod topology;
 
 use definition::{JobDefinition, JsonPaths, PathNames, ValidationErrors};
 

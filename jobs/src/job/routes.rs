@@ -14,7 +14,8 @@ use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::definition::ValidationErrors;
+use super::definition::{OPERATOR_TYPES, ValidationErrors};
+use super::position::locate_all;
 use super::service::{JobError, JobService, JobStatus};
 use super::{Format, parse_submission};
 use crate::rest::ApiError;
@@ -77,18 +78,25 @@ pub fn routes(jobs: JobService) -> Router {
         .with_state(jobs)
 }
 
-/// 400 with every problem and its path: `{"error": "...", "errors": [{"path", "message"}]}`.
-fn invalid(errors: ValidationErrors) -> Response {
+/// 400 with every problem, its path and, when `submitted` is given and the path (or the
+/// parser's message) leads there, its line and column in the submitted text:
+/// `{"error": "...", "errors": [{"path", "message", "line"?, "column"?}]}`.
+fn invalid(errors: ValidationErrors, submitted: Option<&Submitted<'_>>) -> Response {
+    let listed = match submitted {
+        Some(s) => json!(locate_all(&errors, s.text, s.format)),
+        None => json!(errors.0),
+    };
     (
         StatusCode::BAD_REQUEST,
-        Json(json!({ "error": errors.to_string(), "errors": errors.0 })),
+        Json(json!({ "error": errors.to_string(), "errors": listed })),
     )
         .into_response()
 }
 
-fn job_error(e: JobError) -> Response {
+/// The answer to a failed request; `submitted` is the body of a submit or validate.
+fn job_error(e: JobError, submitted: Option<&Submitted<'_>>) -> Response {
     match e {
-        JobError::Invalid(errors) => invalid(errors),
+        JobError::Invalid(errors) => invalid(errors, submitted),
         JobError::NotFound { .. } => ApiError::not_found(e.to_string()).into_response(),
         JobError::NotRunning { .. } => {
             ApiError::new(StatusCode::CONFLICT, e.to_string()).into_response()
@@ -97,49 +105,74 @@ fn job_error(e: JobError) -> Response {
     }
 }
 
-fn parse_body(
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<
-    (
-        super::definition::JobDefinition,
-        Box<dyn super::definition::PathNames>,
-    ),
-    Response,
-> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| invalid(ValidationErrors::one("", "the body is not UTF-8 text")))?;
+/// The text of a submit or validate body and its format, kept to place the problems found.
+struct Submitted<'b> {
+    text: &'b str,
+    format: Format,
+}
+
+/// A definition parsed from a submit or validate body, with how its paths are named and the
+/// submitted text.
+struct Parsed<'b> {
+    definition: super::definition::JobDefinition,
+    paths: Box<dyn super::definition::PathNames>,
+    submitted: Submitted<'b>,
+}
+
+fn parse_body<'b>(headers: &HeaderMap, body: &'b Bytes) -> Result<Parsed<'b>, Response> {
+    let text = std::str::from_utf8(body).map_err(|_| {
+        invalid(
+            ValidationErrors::one("", "the body is not UTF-8 text"),
+            None,
+        )
+    })?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    parse_submission(text, Format::detect(content_type, text)).map_err(invalid)
+    let submitted = Submitted {
+        text,
+        format: Format::detect(content_type, text),
+    };
+    match parse_submission(text, submitted.format) {
+        Ok((definition, paths)) => Ok(Parsed {
+            definition,
+            paths,
+            submitted,
+        }),
+        Err(errors) => Err(invalid(errors, Some(&submitted))),
+    }
 }
 
 /// `POST /v1/jobs`: a JSON definition or a YAML pipeline; 201 with the job's status.
 async fn submit(State(jobs): State<JobService>, headers: HeaderMap, body: Bytes) -> Response {
-    let (definition, paths) = match parse_body(&headers, &body) {
+    let parsed = match parse_body(&headers, &body) {
         Ok(parsed) => parsed,
         Err(response) => return response,
     };
-    match jobs.submit(definition, paths.as_ref()).await {
+    match jobs.submit(parsed.definition, parsed.paths.as_ref()).await {
         Ok(status) => (StatusCode::CREATED, Json(status)).into_response(),
-        Err(e) => job_error(e),
+        Err(e) => job_error(e, Some(&parsed.submitted)),
     }
 }
 
-/// `POST /v1/jobs/validate`: the compiled graph, or 400 with the problems; starts nothing.
+/// `POST /v1/jobs/validate`: the compiled graph (as text lines and as a topology), or 400 with
+/// the problems; starts nothing.
 async fn validate(State(jobs): State<JobService>, headers: HeaderMap, body: Bytes) -> Response {
-    let (definition, paths) = match parse_body(&headers, &body) {
+    let parsed = match parse_body(&headers, &body) {
         Ok(parsed) => parsed,
         Err(response) => return response,
     };
-    match jobs.validate(&definition, paths.as_ref()).await {
+    match jobs
+        .validate(&parsed.definition, parsed.paths.as_ref())
+        .await
+    {
         Ok(compiled) => Json(json!({
             "definition": compiled.definition,
             "graph": compiled.summary,
+            "topology": compiled.topology,
         }))
         .into_response(),
-        Err(e) => job_error(e),
+        Err(e) => job_error(e, Some(&parsed.submitted)),
     }
 }
 
@@ -150,21 +183,21 @@ async fn list(State(jobs): State<JobService>) -> Json<Vec<JobStatus>> {
 async fn status(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
     match jobs.status(&id).await {
         Ok(s) => Json(s).into_response(),
-        Err(e) => job_error(e),
+        Err(e) => job_error(e, None),
     }
 }
 
 async fn cancel(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
     match jobs.cancel(&id).await {
         Ok(s) => Json(s).into_response(),
-        Err(e) => job_error(e),
+        Err(e) => job_error(e, None),
     }
 }
 
 async fn stop(State(jobs): State<JobService>, Path(id): Path<String>) -> Response {
     match jobs.stop(&id).await {
         Ok(s) => Json(s).into_response(),
-        Err(e) => job_error(e),
+        Err(e) => job_error(e, None),
     }
 }
 
@@ -269,7 +302,10 @@ fn job_paths() -> serde_json::Value {
                 "summary": "Check a definition or pipeline against the catalog and return the compiled graph; starts nothing",
                 "operationId": "validateJob",
                 "requestBody": submission,
-                "responses": merge(ok("200", "The compiled graph", json!({"type": "object", "properties": {"definition": {"$ref": "#/components/schemas/JobDefinition"}, "graph": {"type": "array", "items": {"type": "string"}}}})), error_responses(&["400", "401", "500"]))
+                "responses": merge(ok("200", "The compiled graph", json!({"type": "object", "properties": {
+                    "definition": {"$ref": "#/components/schemas/JobDefinition"},
+                    "graph": {"type": "array", "items": {"type": "string"}},
+                    "topology": {"$ref": "#/components/schemas/Topology", "description": "The compiled graph, structured; no metrics here"}}})), error_responses(&["400", "401", "500"]))
             }
         },
         "/v1/jobs/{id}": {
@@ -438,7 +474,11 @@ fn components() -> serde_json::Value {
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {
                     "error": {"type": "string"},
-                    "errors": {"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"}, "message": {"type": "string"}}}}
+                    "errors": {"type": "array", "items": {"type": "object", "required": ["path", "message"], "properties": {
+                        "path": {"type": "string", "description": "Where the problem is: source.table, transform[1].filter, operators[3].config.predicate; empty for the whole text; may end in a note such as ` (item 1)`"},
+                        "message": {"type": "string"},
+                        "line": {"type": "integer", "minimum": 1, "description": "1-based line of the value at path in the submitted text (or of a syntax error); absent when unknown"},
+                        "column": {"type": "integer", "minimum": 1, "description": "1-based column (in characters) of that value; present with line"}}}}
                 }},
                 "QueryRequest": {"type": "object", "required": ["sql"], "properties": {
                     "sql": {"type": "string"},
@@ -481,10 +521,34 @@ fn components() -> serde_json::Value {
                         "bytes_in": {"type": "integer"}, "bytes_out": {"type": "integer"},
                         "backpressured_ms": {"type": "integer"}, "last_checkpoint_bytes": {"type": "integer"},
                         "last_snapshot_ms": {"type": "integer"}}}},
-                    "graph": {"type": "array", "items": {"type": "string"}}
-                }}
+                    "graph": {"type": "array", "items": {"type": "string"}},
+                    "topology": {"$ref": "#/components/schemas/Topology"}
+                }},
+                "Topology": topology_schema()
             }
     })
+}
+
+/// The `Topology` schema: the job graph of a job's status and of the validate answer.
+fn topology_schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["operators", "edges"], "description": "The compiled graph as the definition names it", "properties": {
+        "operators": {"type": "array", "description": "The definition's operators, in definition order", "items": {"type": "object", "required": ["id", "name", "type", "parallelism", "description", "vertices"], "properties": {
+            "id": {"type": "string", "description": "The name edges use"},
+            "name": {"type": "string"},
+            "type": {"type": "string", "enum": OPERATOR_TYPES},
+            "parallelism": {"type": "integer"},
+            "description": {"type": "string"},
+            "vertices": {"type": "array", "items": {"type": "string"}, "description": "The engine vertices it became (a delta-sink: NAME-writer, NAME-committer), named as in operators[]"},
+            "records_in": {"type": "integer", "description": "Job status only: summed over the vertices fed from another operator (a source's readers)"},
+            "records_out": {"type": "integer", "description": "Job status only: summed over the vertices whose output leaves the operator (a sink's last vertex)"},
+            "bytes_in": {"type": "integer"},
+            "bytes_out": {"type": "integer"},
+            "backpressured_ms": {"type": "integer", "description": "Time blocked on full output channels since the job started, summed over the operator's vertices and all their subtasks"},
+            "backpressure_ratio": {"type": "number", "minimum": 0, "maximum": 1, "description": "Share of the interval since the job service's previous read of the metrics (at least 1 s) the subtasks spent blocked on output, averaged over subtasks; absent at the first read"}}}},
+        "edges": {"type": "array", "items": {"type": "object", "required": ["from", "to", "partitioning"], "properties": {
+            "from": {"type": "string"}, "to": {"type": "string"},
+            "partitioning": {"type": "string", "description": "forward, hash(COLUMNS), rebalance or broadcast"}}}}
+    }})
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub use super::definition::JobServiceConfig;
 use super::definition::{
     Catalog, CompiledJob, JobDefinition, PathNames, ValidationErrors, compile,
 };
+use super::topology::{BackpressureSampler, Topology};
 
 /// Checkpoints listed per job in its status (most recent last).
 const STATUS_CHECKPOINTS_MAX: usize = 5;
@@ -58,6 +59,9 @@ struct Entry {
     persisted: PersistedJob,
     handle: Option<JobHandle>,
     summary: Vec<String>,
+    topology: Topology,
+    /// The back-pressure ratios between reads of the job's metrics (a read changes them).
+    backpressure: std::sync::Mutex<BackpressureSampler>,
     checkpoint_interval: Duration,
     /// Why the job could not be (re)started, when it could not.
     start_error: Option<String>,
@@ -128,8 +132,14 @@ pub struct JobStatus {
     pub restarts: u32,
     pub buffered_bytes: u64,
     pub operators: Vec<OperatorStatus>,
-    /// The compiled graph, one line per operator and edge.
+    /// The compiled graph, one line per operator and edge (for the CLI).
     pub graph: Vec<String>,
+    /// The compiled graph, structured: the definition's operators (with the engine vertices
+    /// each became and their metrics over them, see [`super::topology`]) and the edges between
+    /// them. Empty for a job not started by this silt (ended before a restart, or unable to
+    /// resume).
+    #[serde(default)]
+    pub topology: Topology,
 }
 
 use silt_rt::clock::now_ms;
@@ -246,6 +256,8 @@ impl JobService {
             persisted,
             handle: Some(handle),
             summary: compiled.summary,
+            topology: compiled.topology,
+            backpressure: Default::default(),
             checkpoint_interval: compiled.checkpoint_interval,
             start_error: None,
         })
@@ -434,6 +446,8 @@ fn ended_entry(persisted: PersistedJob, start_error: Option<String>) -> Entry {
         persisted,
         handle: None,
         summary: Vec::new(),
+        topology: Topology::default(),
+        backpressure: Default::default(),
         checkpoint_interval: Duration::ZERO,
         start_error,
     }
@@ -460,11 +474,17 @@ fn status_of(entry: &Entry) -> JobStatus {
         submitted_at_ms: p.submitted_at_ms,
         checkpoint_interval_ms: entry.checkpoint_interval.as_millis() as u64,
         graph: entry.summary.clone(),
+        topology: entry.topology.clone(),
         ..JobStatus::default()
     };
-    let Some(handle) = &entry.handle else {
-        return status;
-    };
+    if let Some(handle) = &entry.handle {
+        add_engine_status(&mut status, entry, handle);
+    }
+    status
+}
+
+/// What the engine knows of a running (or ended) job: its failure, checkpoints and metrics.
+fn add_engine_status(status: &mut JobStatus, entry: &Entry, handle: &JobHandle) {
     if let JobState::Failed(failure) = handle.state() {
         status.failure = Some(failure.message);
         status.failure_cause = Some(failure.cause.as_str().to_string());
@@ -488,6 +508,14 @@ fn status_of(entry: &Entry) -> JobStatus {
     status.checkpoints_failed = m.checkpoints_failed;
     status.restarts = m.restarts;
     status.buffered_bytes = m.buffered_bytes;
+    let mut sampler = entry
+        .backpressure
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    status.topology =
+        entry
+            .topology
+            .with_flow(&m.operators, &mut sampler, std::time::Instant::now());
     for o in m.operators {
         status.parallelism.insert(o.name.clone(), o.parallelism);
         status.operators.push(OperatorStatus {
@@ -502,5 +530,4 @@ fn status_of(entry: &Entry) -> JobStatus {
             last_snapshot_ms: o.last_snapshot_ms,
         });
     }
-    status
 }

@@ -643,47 +643,32 @@ pub(super) fn build(
             _ => None,
         })
         .collect();
-    let mut graph = JobGraph::new();
-    let mut vertex: Vec<Option<VertexId>> = vec![None; def.operators.len()];
-    let mut summary = Vec::new();
+    let n = def.operators.len();
+    let mut builder = Builder {
+        def,
+        edges: &plan.edges,
+        parallelism: &parallelism,
+        graph: JobGraph::new(),
+        vertex: vec![None; n],
+        summary: Vec::new(),
+        owner: Vec::new(),
+        operators: vec![None; n],
+    };
     for &i in &plan.order {
-        let op = &def.operators[i];
-        let p = parallelism[i];
-        let inputs: Vec<(&EdgeDef, usize)> = plan
-            .edges
-            .iter()
-            .filter(|e| e.to == op.name)
-            .map(|e| (e, index_of(def, &e.from)))
-            .collect();
-        let resolved = resolved[i].take().expect("every operator resolved");
-        if let Resolved::Delta(config) = resolved {
-            // A Delta sink is its writers and committer, connected to its one input here.
-            let (edge, from) = inputs[0];
-            let partitioning = edge_partitioning(edge, &parallelism, from, i, true);
-            let upstream = vertex[from].expect("built in order");
-            let (committer, text) = add_delta(&mut graph, op, upstream, *config, p, &partitioning);
-            vertex[i] = Some(committer);
-            summary.push(format!("  {:<24} x{p:<3} {text}", op.name));
-            summary.push(edge_line(def, from, &partitioning, op));
-            continue;
-        }
-        let (id, describe) = add_vertex(&mut graph, op, p, resolved);
-        vertex[i] = Some(id);
-        let columns = schemas[i]
-            .as_ref()
-            .map(|s| format!(" -> [{}]", column_list(&user_schema(s))))
-            .unwrap_or_default();
-        summary.push(format!("  {:<24} x{p:<3} {describe}{columns}", op.name));
-        for (edge, from) in inputs {
-            let partitioning = edge_partitioning(edge, &parallelism, from, i, false);
-            graph.connect(
-                vertex[from].expect("built in order"),
-                id,
-                partitioning.clone(),
-            );
-            summary.push(edge_line(def, from, &partitioning, op));
-        }
+        let r = resolved[i].take().expect("every operator resolved");
+        builder.add(i, r, schemas[i].as_ref());
     }
+    let Builder {
+        graph,
+        mut summary,
+        owner,
+        operators,
+        ..
+    } = builder;
+    let operators = operators
+        .into_iter()
+        .map(|o| o.expect("every operator built"));
+    let topology = Topology::from_graph(operators.collect(), &graph, &owner);
     let checkpoint_interval = def
         .checkpoint
         .as_ref()
@@ -702,12 +687,87 @@ pub(super) fn build(
         graph,
         checkpoint_interval,
         summary,
+        topology,
         source_table_ids,
     }
 }
 
+/// The engine graph under construction, with the summary's lines and what the topology needs.
+struct Builder<'d> {
+    def: &'d JobDefinition,
+    edges: &'d [EdgeDef],
+    parallelism: &'d [u32],
+    graph: JobGraph,
+    /// The vertex each definition operator's output leaves from.
+    vertex: Vec<Option<VertexId>>,
+    summary: Vec<String>,
+    /// The definition operator each engine vertex was built for, by vertex id.
+    owner: Vec<usize>,
+    /// Each definition operator as the topology shows it, once built.
+    operators: Vec<Option<TopologyOperator>>,
+}
+
+impl Builder<'_> {
+    /// Adds operator `i` (its inputs are built already) and its input edges; `schema` is the
+    /// columns it outputs.
+    fn add(&mut self, i: usize, resolved: Resolved, schema: Option<&SchemaRef>) {
+        let def = self.def;
+        let op = &def.operators[i];
+        let p = self.parallelism[i];
+        let inputs: Vec<(&EdgeDef, usize)> = self
+            .edges
+            .iter()
+            .filter(|e| e.to == op.name)
+            .map(|e| (e, index_of(def, &e.from)))
+            .collect();
+        let mut edges = Vec::new();
+        let description = if let Resolved::Delta(config) = resolved {
+            // A Delta sink is its writers and committer, connected to its one input here.
+            let (edge, from) = inputs[0];
+            let partitioning = edge_partitioning(edge, self.parallelism, from, i, true);
+            let upstream = self.vertex[from].expect("built in order");
+            let (committer, text) =
+                add_delta(&mut self.graph, op, upstream, *config, p, &partitioning);
+            self.vertex[i] = Some(committer);
+            edges.push((from, partitioning));
+            text
+        } else {
+            let (id, text) = add_vertex(&mut self.graph, op, p, resolved);
+            self.vertex[i] = Some(id);
+            for (edge, from) in inputs {
+                let partitioning = edge_partitioning(edge, self.parallelism, from, i, false);
+                let upstream = self.vertex[from].expect("built in order");
+                self.graph.connect(upstream, id, partitioning.clone());
+                edges.push((from, partitioning));
+            }
+            text
+        };
+        let columns = schema
+            .map(|s| format!(" -> [{}]", column_list(&user_schema(s))))
+            .unwrap_or_default();
+        let text = summary_text(op, &description);
+        self.summary
+            .push(format!("  {:<24} x{p:<3} {text}{columns}", op.name));
+        for (from, partitioning) in &edges {
+            self.summary.push(edge_line(def, *from, partitioning, op));
+        }
+        self.owner.resize(self.graph.vertices().len(), i);
+        let description = format!("{description}{columns}");
+        self.operators[i] = Some(TopologyOperator::new(&op.name, &op.kind, p, description));
+    }
+}
+
+/// An operator's text in the summary: its type, then its description (a transform's in
+/// parentheses, after its expression).
+fn summary_text(op: &OperatorDef, description: &str) -> String {
+    match op.kind.as_str() {
+        "filter" | "project" | "sql" => format!("{} ({description})", op.kind),
+        _ => format!("{} {description}", op.kind),
+    }
+}
+
 /// Adds a Delta sink (its writers and committer) after `upstream`; answers the committer and
-/// the sink's line of the summary.
+/// the sink's description.
 fn add_delta(
     graph: &mut JobGraph,
     op: &OperatorDef,
@@ -717,7 +777,7 @@ fn add_delta(
     partitioning: &Partitioning,
 ) -> (VertexId, String) {
     let text = format!(
-        "delta-sink {} ({:?}) -> writers x{p} + committer x1",
+        "{} ({:?}) -> writers x{p} + committer x1",
         config.table_uri, config.kind
     );
     let committer = add_delta_sink(graph, &op.name, upstream, config, p, partitioning.clone())
@@ -763,8 +823,8 @@ fn edge_partitioning(
     }
 }
 
-/// Adds the vertex of a resolved source, transform or sink (a Delta sink is added by `build`),
-/// and says what it is for the summary.
+/// Adds the vertex of a resolved source, transform or sink (a Delta sink is added by
+/// [`add_delta`]), and describes it: what it reads or writes, or a transform's expression.
 fn add_vertex(
     graph: &mut JobGraph,
     op: &OperatorDef,
@@ -775,7 +835,7 @@ fn add_vertex(
     match resolved {
         Resolved::Source { config, facts } => {
             let describe = format!(
-                "fluss-source {}.{} ({} buckets) from {}",
+                "{}.{} ({} buckets) from {}",
                 facts.database,
                 facts.table,
                 facts.buckets,
@@ -792,15 +852,12 @@ fn add_vertex(
             (id, describe)
         }
         Resolved::Transform(t) => {
-            let describe = format!("{} ({})", op.kind, op_text(op));
+            let describe = op_text(op);
             let id = graph.add_operator(name, p, TransformOperator::factory(t));
             (id, describe)
         }
         Resolved::Fluss(config) => {
-            let describe = format!(
-                "fluss-sink {}.{} ({:?})",
-                config.database, config.table, config.mode
-            );
+            let describe = format!("{}.{} ({:?})", config.database, config.table, config.mode);
             let id = graph.add_sink(name, p, move |_: &TaskContext| {
                 FlussSink::new(config.clone())
             });
@@ -810,9 +867,9 @@ fn add_vertex(
             let id = graph.add_sink(name, p, move |_: &TaskContext| {
                 PrintSink::new(config.clone())
             });
-            (id, "print-sink (stdout of silt up)".to_string())
+            (id, "to the stdout of silt up".to_string())
         }
-        Resolved::Delta(_) => unreachable!("build adds Delta sinks itself"),
+        Resolved::Delta(_) => unreachable!("add_delta adds Delta sinks"),
     }
 }
 

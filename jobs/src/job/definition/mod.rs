@@ -32,6 +32,8 @@ use silt_connectors::transform::{PrintSink, PrintSinkConfig, Transform, Transfor
 use silt_engine::graph::PARALLELISM_MAX;
 use silt_engine::{JobGraph, Partitioning, Source, TaskContext, VertexId};
 
+use crate::job::topology::{Topology, TopologyOperator};
+
 /// The operator types a definition may name.
 mod catalog;
 mod compile;

@@ -10,6 +10,8 @@ pub struct CompiledJob {
     pub checkpoint_interval: Duration,
     /// Human-readable lines: operators with their parallelism and output columns, then edges.
     pub summary: Vec<String>,
+    /// The same graph, structured: operators with the engine vertices they became, and edges.
+    pub topology: Topology,
     /// The id of each table the job's sources read (`db.table` → table id), as compiled.
     pub source_table_ids: std::collections::BTreeMap<String, i64>,
 }
