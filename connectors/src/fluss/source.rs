@@ -695,8 +695,31 @@ pub async fn list_bucket_offsets(
         .get_table_info(path)
         .await
         .map_err(fluss_error(&format!("table {path}")))?;
-    let buckets = info.get_num_buckets().max(1);
-    if !info.is_partitioned() {
+    let shape = TableShape {
+        buckets: info.get_num_buckets(),
+        partitioned: info.is_partitioned(),
+    };
+    list_shaped_offsets(connection, path, shape, spec).await
+}
+
+/// What listing a table's offsets needs to know of it, for a caller that knows it already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableShape {
+    pub buckets: i32,
+    pub partitioned: bool,
+}
+
+/// As [`list_bucket_offsets`], for a table whose shape the caller knows (one round trip fewer
+/// for an unpartitioned table).
+pub async fn list_shaped_offsets(
+    connection: &FlussConnection,
+    path: &TablePath,
+    shape: TableShape,
+    spec: OffsetSpec,
+) -> Result<BTreeMap<BucketKey, i64>> {
+    let admin = connection.get_admin().map_err(fluss_error("fluss admin"))?;
+    let buckets = shape.buckets.max(1);
+    if !shape.partitioned {
         let all = owned_slots(None, buckets, 0, 1);
         return list_owned_offsets(&admin, path, None, &all, spec).await;
     }

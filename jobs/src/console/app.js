@@ -165,8 +165,8 @@
   }
 
   // ---------------------------------------------------------------- samples kept in the page
-  // Until GET /v1/tables/{t}/history exists, the console keeps what it polled (bounded), so a
-  // table's charts and the "lag growing" check work from the moment the page is open.
+  // What the page polled (bounded), for the health checks ("lag growing", "restarting") from
+  // the moment the page is open; the table page's charts read silt's own history.
   const SAMPLES_MAX = 1800; // one hour at a 2 s poll
   const samples = new Map(); // table -> [{t_ms, lag_offsets, lag_ms, restarts, delta_version}]
   function record(tables) {
@@ -272,7 +272,7 @@
           <td class="num lag-offsets">${fmtInt(t.lag_offsets)}${trend(t.table)}</td>
           <td class="num lag-seconds">${fmtDur(t.lag_seconds * 1000)}</td>
           <td class="num">${fmtDur(t.freshness_ms)}</td>
-          <td class="num">${fmtInt(m.active_files)}</td>
+          <td class="num">${fmtInt(t.lake_files)}</td>
           <td class="num">${fmtBytes(t.lake_bytes)}</td>
           <td class="num">${c.commits ? fmtDur(c.recent_p50_ms) + ' / ' + fmtDur(c.recent_p99_ms) : '—'}</td>
           <td class="nowrap">${m.last_ms ? fmtAgo(m.last_ms) : '—'}</td>
@@ -365,7 +365,6 @@
       <h2>Schema and properties</h2><div id="tb-schema"><p class="muted">Loading…</p></div>`;
     const charts = {};
     let alive = true;
-    let historyMissing = false;
     let lastVersion;
     let verifyTimer = null;
     const path = '/v1/tables/' + enc(name);
@@ -398,19 +397,15 @@
     }
 
     async function loadHistory() {
-      let rows = null;
-      if (!historyMissing) {
-        const since = Date.now() - 3600 * 1000;
-        const r = await api('GET', `${path}/history?since_ms=${since}`);
-        if (r.ok && r.json && Array.isArray(r.json.samples)) rows = r.json.samples;
-        else if (r.status === 404 || r.status === 405) historyMissing = true;
+      const since = Date.now() - 3600 * 1000;
+      const r = await api('GET', `${path}/history?since_ms=${since}`);
+      if (!alive) return;
+      if (!r.ok || !r.json || !Array.isArray(r.json.samples)) {
+        $('#tb-hist-note', view).textContent = `history: ${(r.json && r.json.error) || r.text || r.status}`;
+        return;
       }
-      if (!rows) {
-        rows = samples.get(name) || [];
-        $('#tb-hist-note', view).textContent = `history endpoint not served by this silt: ${rows.length} samples polled by this page (lag only)`;
-      } else {
-        $('#tb-hist-note', view).textContent = `last hour, ${rows.length} samples kept by silt`;
-      }
+      const rows = r.json.samples;
+      $('#tb-hist-note', view).textContent = `last hour, ${rows.length} samples kept by silt, one per ${fmtDur(r.json.interval_ms)}`;
       ensureCharts();
       if (charts.lag) {
         const d = chartData(rows);
@@ -434,7 +429,7 @@
         card('commit p50 / p99', `${fmtDur(c.recent_p50_ms)} / ${fmtDur(c.recent_p99_ms)}`),
         card('compactions', `${fmtInt(c.compactions)} <span class="muted" style="font-size:12px">${fmtInt(c.files_compacted)} files, ${fmtBytes(c.bytes_compacted)}</span>`),
         card('checkpoints / restarts', `${fmtInt(t.checkpoints)} / ${fmtInt(t.restarts)}`),
-        card('lake files (active / on disk)', `${fmtInt(m.active_files)} / ${fmtInt(m.files_on_disk)}`),
+        card('lake files / bytes', `${fmtInt(t.lake_files)} / ${fmtBytes(t.lake_bytes)} <span class="muted" style="font-size:12px">${fmtInt(m.files_on_disk)} on disk at the last maintenance</span>`),
         card('maintenance', `${m.last_ms ? fmtAgo(m.last_ms) : 'not yet'} <span class="muted" style="font-size:12px">${fmtInt(m.files_deleted)} deleted, ${fmtBytes(m.bytes_reclaimed)} reclaimed</span>`),
       ].join('');
       const out = [`<table class="grid" id="buckets-table"><thead><tr><th>partition</th><th class="num">bucket</th>
@@ -460,28 +455,19 @@
     }
 
     async function loadSchema() {
-      // NEEDED: GET /v1/tables/{t} with kind, schema, primary key, partitions, properties.
       const r = await api('GET', path);
       if (!alive) return;
       const el = $('#tb-schema', view);
-      if (r.ok && r.json && r.json.schema) {
-        const d = r.json;
-        const pk = new Set(d.primary_key || []);
-        const pks = new Set(d.partition_keys || []);
-        el.innerHTML = `<table class="grid" style="width:auto"><thead><tr><th>column</th><th>type</th><th>nullable</th><th>key</th></tr></thead><tbody>${
-          d.schema.map((c) => `<tr><td class="mono">${esc(c.name)}</td><td class="mono">${esc(c.type)}</td><td>${c.nullable === false ? 'no' : 'yes'}</td><td>${pk.has(c.name) ? 'primary key' : ''}${pks.has(c.name) ? ' partition' : ''}</td></tr>`).join('')
-        }</tbody></table><p class="muted">${esc(d.kind || '')} · ${fmtInt(d.bucket_count)} buckets</p>${
-          d.properties ? `<table class="grid" style="width:auto"><thead><tr><th>property</th><th>value</th></tr></thead><tbody>${
-            Object.keys(d.properties).sort().map((k) => `<tr><td class="mono">${esc(k)}</td><td class="mono">${esc(d.properties[k])}</td></tr>`).join('')}</tbody></table>` : ''}`;
-        return;
-      }
-      // What exists today: the columns and types of an empty SELECT.
-      const q = await query(`SELECT * FROM ${name} LIMIT 0`, '10s');
-      if (!alive) return;
-      if (!q.ok) { el.innerHTML = `<div class="banner bad">${esc((q.json && q.json.error) || q.text)}</div>`; return; }
-      el.innerHTML = `<table class="grid" style="width:auto"><thead><tr><th>column</th><th>type</th></tr></thead><tbody>${
-        q.json.columns.map((c) => `<tr><td class="mono">${esc(c.name)}</td><td class="mono">${esc(c.type)}</td></tr>`).join('')
-      }</tbody></table><p class="muted">Properties, key and partitions need <code>GET /v1/tables/{db}.{table}</code> (not served by this silt).</p>`;
+      if (!r.ok || !r.json || !r.json.schema) { el.innerHTML = `<div class="banner bad">${esc((r.json && r.json.error) || r.text)}</div>`; return; }
+      const d = r.json;
+      const pk = new Set(d.primary_key || []);
+      const pks = new Set(d.partition_keys || []);
+      const props = Object.entries(d.properties || {}).concat(Object.entries(d.custom_properties || {}).map(([k, v]) => [k + ' (custom)', v])).sort();
+      el.innerHTML = `<table class="grid" style="width:auto" id="schema-table"><thead><tr><th>column</th><th>type</th><th>nullable</th><th>key</th></tr></thead><tbody>${
+        d.schema.map((c) => `<tr><td class="mono">${esc(c.name)}</td><td class="mono">${esc(c.type)}</td><td>${c.nullable === false ? 'no' : 'yes'}</td><td>${pk.has(c.name) ? 'primary key' : ''}${pks.has(c.name) ? ' partition' : ''}</td></tr>`).join('')
+      }</tbody></table><p class="muted">${esc(d.kind || '')} · ${fmtInt(d.bucket_count)} buckets${(d.bucket_keys || []).length ? ' by ' + esc(d.bucket_keys.join(', ')) : ''}</p>${
+        props.length ? `<table class="grid" style="width:auto"><thead><tr><th>property</th><th>value</th></tr></thead><tbody>${
+          props.map(([k, v]) => `<tr><td class="mono">${esc(k)}</td><td class="mono">${esc(v)}</td></tr>`).join('')}</tbody></table>` : ''}`;
     }
 
     // ---- verify: POST starts a run, GET follows it (see CONTRACT.md)
@@ -518,11 +504,6 @@
       btn.disabled = true;
       const r = await api('POST', `${path}/verify`, { body: { deadline: $('#verify-deadline', view).value.trim() || undefined } });
       if (!alive) return;
-      if (r.status === 404 || r.status === 405) {
-        btn.disabled = false;
-        $('#verify-out', view).innerHTML = `<div class="banner warn">This silt does not serve <code>POST /v1/tables/{db}.{table}/verify</code> yet. Run <code>silt verify ${esc(name)}</code>.</div>`;
-        return;
-      }
       if (!r.ok && r.status !== 409) {
         btn.disabled = false;
         $('#verify-out', view).innerHTML = `<div class="banner bad">${esc((r.json && r.json.error) || r.text)}</div>`;

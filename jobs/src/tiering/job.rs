@@ -120,6 +120,10 @@ impl TieringService {
             table_id,
             schema_id: info.get_schema_id(),
             primary_key: info.has_primary_key(),
+            shape: silt_connectors::fluss::TableShape {
+                buckets: info.get_num_buckets(),
+                partitioned: info.is_partitioned(),
+            },
             lake_behind,
             log_gap,
             log_ttl: log_ttl(info),

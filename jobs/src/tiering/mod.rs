@@ -57,6 +57,8 @@ pub(super) struct TableJob {
     schema_id: i32,
     /// A primary-key table (its lake holds one row per key), else a log table.
     primary_key: bool,
+    /// Its buckets and whether it is partitioned, for listing its offsets.
+    shape: silt_connectors::fluss::TableShape,
     /// Set when a commit was refused for a gap between the lake and the job's checkpoint (see
     /// `TieringSink::on_offset_gap`): discovery then starts the job over from the lake.
     lake_behind: Arc<std::sync::atomic::AtomicBool>,
@@ -87,6 +89,8 @@ pub struct TieringService {
     others_observed: Arc<Mutex<BTreeMap<i64, std::time::Instant>>>,
     /// Each tiered table's recent status, sampled by [`TieringService::run`].
     history: Arc<Mutex<history::History>>,
+    /// The hot high watermarks of the last status read (see [`STATUS_MAX_AGE`]).
+    marks: Arc<tokio::sync::Mutex<Option<status::Marks>>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
@@ -115,6 +119,7 @@ impl TieringService {
             problems: Arc::default(),
             others_observed: Arc::default(),
             history: Arc::default(),
+            marks: Arc::default(),
             connection: Arc::default(),
         }
     }

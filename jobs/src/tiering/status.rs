@@ -1,15 +1,17 @@
 //! What the service reports per table: hot and lake offsets, lag, commits and maintenance,
 //! from each job's progress as its commits report it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use fluss::rpc::message::OffsetSpec;
 use silt_connectors::changelog::BucketKey;
-use silt_connectors::fluss::list_bucket_offsets;
+use silt_connectors::fluss::{TableShape, list_shaped_offsets};
 use silt_connectors::lake_format::{LakeCommit, LakeSize};
 use silt_rt::clock::now_ms;
+
+use fluss::metadata::TablePath;
 
 use super::*;
 
@@ -70,6 +72,43 @@ pub struct CommitTotals {
 
 /// How many recent commit durations a table's status keeps for its percentiles.
 pub const RECENT_COMMITS: usize = 256;
+
+/// Tables whose hot offsets a status read lists at once.
+pub const STATUS_READS_CONCURRENT: usize = 16;
+
+/// How long one listing of the hot high watermarks answers status reads: many readers at once
+/// (console tabs, metrics scrapes, the status lines, the history) cost one listing of every
+/// table per this interval, whatever their number.
+pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The hot high watermarks of every table by id, and when they were listed.
+pub(super) type Marks = (std::time::Instant, HashMap<i64, BTreeMap<BucketKey, i64>>);
+
+/// What a job says of its table, before the hot offsets are known (no buckets, no lag yet).
+fn job_status(database: &str, table: &str, job: &TableJob) -> TableTieringStatus {
+    let metrics = job.job.metrics();
+    let p = job.progress.lock().unwrap();
+    TableTieringStatus {
+        database: database.to_string(),
+        table: table.to_string(),
+        table_id: job.table_id,
+        primary_key: Some(job.primary_key),
+        lake_uri: job.lake_uri.clone(),
+        job_state: job.job.state().to_string(),
+        freshness: job.freshness,
+        buckets: BTreeMap::new(),
+        lag_offsets: 0,
+        lag_seconds: 0.0,
+        delta_version: p.delta_version,
+        lake_committed_ms: p.lake_committed_ms,
+        lake_size: p.lake_size,
+        checkpoints: metrics.checkpoints_completed as usize,
+        restarts: metrics.restarts,
+        maintenance: p.maintenance.clone(),
+        commits: p.commits_with_percentiles(),
+        problem: None,
+    }
+}
 
 /// What lake maintenance did for a table since its job started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -170,51 +209,67 @@ impl TieringService {
         self.on_error(result).await
     }
 
+    /// Each job's status, with the hot high watermarks listed after the jobs' lock is let go
+    /// (a status read of many tables does not hold discovery up), or taken from a listing
+    /// younger than [`STATUS_MAX_AGE`].
     pub(super) async fn collect_status(&self) -> Result<Vec<TableTieringStatus>> {
-        let connection = self.connection().await?;
-        let jobs = self.jobs.lock().await;
-        let mut out = Vec::with_capacity(jobs.len());
-        for ((database, table), job) in jobs.iter() {
-            let path = fluss::metadata::TablePath::new(database.clone(), table.clone());
-            let hot = list_bucket_offsets(&connection, &path, OffsetSpec::Latest)
-                .await
-                .with_context(|| format!("list offsets of {database}.{table}"))?;
-            let p = job.progress.lock().unwrap();
-            let buckets: BTreeMap<BucketKey, (i64, i64)> = hot
-                .iter()
+        let (tables, mut out) = {
+            let jobs = self.jobs.lock().await;
+            let tables: Vec<_> = (jobs.iter())
+                .map(|((database, table), job)| (job_status(database, table, job), job))
+                .map(|(status, job)| (status, job.shape, job.progress.clone(), job.log_ttl))
+                .collect();
+            (tables, self.stalled(&jobs))
+        };
+        let wanted: Vec<(i64, TablePath, TableShape)> = (tables.iter())
+            .map(|(s, shape, ..)| (s.table_id, TablePath::new(&s.database, &s.table), *shape))
+            .collect();
+        let hot = self.hot_marks(&wanted).await?;
+        for (mut status, _, progress, log_ttl) in tables {
+            let p = progress.lock().unwrap();
+            status.buckets = (hot.get(&status.table_id).into_iter().flatten())
                 .map(|(b, hot)| (*b, (*hot, p.lake_offsets.get(b).copied().unwrap_or(0))))
                 .collect();
-            let lag_offsets: i64 = buckets.values().map(|(h, l)| (h - l).max(0)).sum();
-            let lag_seconds = if lag_offsets == 0 {
-                0.0
-            } else {
-                (now_ms() - p.last_commit_ms) as f64 / 1000.0
-            };
-            let metrics = job.job.metrics();
-            out.push(TableTieringStatus {
-                database: database.clone(),
-                table: table.clone(),
-                table_id: job.table_id,
-                primary_key: Some(job.primary_key),
-                lake_uri: job.lake_uri.clone(),
-                job_state: job.job.state().to_string(),
-                freshness: job.freshness,
-                buckets,
-                lag_offsets,
-                lag_seconds,
-                delta_version: p.delta_version,
-                lake_committed_ms: p.lake_committed_ms,
-                lake_size: p.lake_size,
-                checkpoints: metrics.checkpoints_completed as usize,
-                restarts: metrics.restarts,
-                maintenance: p.maintenance.clone(),
-                commits: p.commits_with_percentiles(),
-                problem: self.ttl_warning(lag_seconds, job.log_ttl),
-            });
+            status.lag_offsets = status.buckets.values().map(|(h, l)| (h - l).max(0)).sum();
+            if status.lag_offsets > 0 {
+                status.lag_seconds = (now_ms() - p.last_commit_ms) as f64 / 1000.0;
+            }
+            drop(p);
+            status.problem = self.ttl_warning(status.lag_seconds, log_ttl);
+            out.push(status);
         }
-        out.extend(self.stalled(&jobs));
         out.sort_by(|a, b| (&a.database, &a.table).cmp(&(&b.database, &b.table)));
         Ok(out)
+    }
+
+    /// The high watermarks of `tables` (by id): the last listing when it is younger than
+    /// [`STATUS_MAX_AGE`] and has them all, else a new one, [`STATUS_READS_CONCURRENT`] tables
+    /// at a time. Readers that come during a listing wait for it rather than list again.
+    async fn hot_marks(
+        &self,
+        tables: &[(i64, TablePath, TableShape)],
+    ) -> Result<HashMap<i64, BTreeMap<BucketKey, i64>>> {
+        use futures::{StreamExt, TryStreamExt};
+        let mut marks = self.marks.lock().await;
+        if let Some((at, listed)) = marks.as_ref() {
+            let has_all = tables.iter().all(|(id, ..)| listed.contains_key(id));
+            if at.elapsed() < STATUS_MAX_AGE && has_all {
+                return Ok(listed.clone());
+            }
+        }
+        let connection = self.connection().await?;
+        let connection = &connection;
+        let listed: HashMap<i64, BTreeMap<BucketKey, i64>> = futures::stream::iter(tables.to_vec())
+            .map(|(id, path, shape)| async move {
+                let offsets = list_shaped_offsets(connection, &path, shape, OffsetSpec::Latest);
+                let offsets = (offsets.await).with_context(|| format!("list offsets of {path}"))?;
+                anyhow::Ok((id, offsets))
+            })
+            .buffer_unordered(STATUS_READS_CONCURRENT)
+            .try_collect()
+            .await?;
+        *marks = Some((std::time::Instant::now(), listed.clone()));
+        Ok(listed)
     }
 
     /// Takes one [`Sample`] of every table with a job into the history (see [`super::history`]).
