@@ -144,6 +144,10 @@ fn the_console_shows_the_demo_runs_a_pipeline_and_a_query_past_its_deadline() ->
             .is_some_and(|v| v.contains("MATCH") && !v.contains("MISMATCH")),
         "verify of demo.customers did not match: {verdict}"
     );
+    browser.eval(
+        "document.querySelector('#verify-verdict').scrollIntoView({block: 'center'})",
+        json!([]),
+    )?;
     screenshot(&browser, dir.path(), "console-table.png")?;
 
     // A query past a 50 ms deadline shows the deadline error with its progress.
