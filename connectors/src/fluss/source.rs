@@ -695,11 +695,7 @@ pub async fn list_bucket_offsets(
         .get_table_info(path)
         .await
         .map_err(fluss_error(&format!("table {path}")))?;
-    let shape = TableShape {
-        buckets: info.get_num_buckets(),
-        partitioned: info.is_partitioned(),
-    };
-    list_shaped_offsets(connection, path, shape, spec).await
+    list_shaped_offsets(connection, path, TableShape::of(&info), spec).await
 }
 
 /// What listing a table's offsets needs to know of it, for a caller that knows it already.
@@ -707,6 +703,15 @@ pub async fn list_bucket_offsets(
 pub struct TableShape {
     pub buckets: i32,
     pub partitioned: bool,
+}
+
+impl TableShape {
+    pub fn of(info: &fluss::metadata::TableInfo) -> TableShape {
+        TableShape {
+            buckets: info.get_num_buckets(),
+            partitioned: info.is_partitioned(),
+        }
+    }
 }
 
 /// As [`list_bucket_offsets`], for a table whose shape the caller knows (one round trip fewer

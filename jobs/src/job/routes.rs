@@ -266,7 +266,7 @@ pub fn openapi() -> serde_json::Value {
         "openapi": "3.1.0",
         "info": {"title": "silt REST API", "version": env!("CARGO_PKG_VERSION")},
         "security": [{"bearer": []}],
-        "paths": merge(job_paths(), service_paths()),
+        "paths": merge(merge(job_paths(), service_paths()), table_paths()),
         "components": components(),
     })
 }
@@ -343,39 +343,6 @@ fn service_paths() -> serde_json::Value {
                 "responses": merge(ok("200", "Tables", json!({"type": "array", "items": {"type": "object"}})), error_responses(&["401", "500"]))
             }
         },
-        "/v1/tables/{table}": {
-            "get": {
-                "summary": "A table as the hot tier describes it: kind, schema, primary key, partition and bucket keys, bucket count, properties (any table, lake-enabled or not)",
-                "operationId": "getTable",
-                "parameters": table_param(),
-                "responses": merge(ok("200", "The table", table_schema()), table_errors(&["400", "401", "404", "500"]))
-            }
-        },
-        "/v1/tables/{table}/history": {
-            "get": {
-                "summary": "A lake-enabled table's lag, freshness and commit time, sampled every 10 s over the last hour (in memory; a restart starts over)",
-                "operationId": "getTableHistory",
-                "parameters": [table_param()[0].clone(), {"name": "since_ms", "in": "query", "required": false, "schema": {"type": "integer"}, "description": "Only samples taken after this, ms since the epoch"}],
-                "responses": merge(ok("200", "Samples, oldest first", history_schema()), table_errors(&["400", "401", "404"]))
-            }
-        },
-        "/v1/tables/{table}/verify": {
-            "post": {
-                "summary": "Start `silt verify` of one lake-enabled table in the background; follow it with GET",
-                "operationId": "startVerify",
-                "parameters": table_param(),
-                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"deadline": {"type": "string", "description": "How long to wait for the lake to reach the high watermarks, e.g. 60s (default 60s)"}}}}}},
-                "responses": merge(
-                    merge(ok("202", "The run, started", verify_run_schema()), ok("409", "A run of this table is running: that run", verify_run_schema())),
-                    merge(table_errors(&["400", "401", "404", "500"]), json!({"503": {"description": "Too many runs at once; retry after Retry-After seconds", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})))
-            },
-            "get": {
-                "summary": "The table's latest verify run: its phase and progress while it runs, then the verdict",
-                "operationId": "getVerify",
-                "parameters": table_param(),
-                "responses": merge(ok("200", "The run", verify_run_schema()), table_errors(&["401", "404"]))
-            }
-        },
         "/v1/hot": {
             "get": {
                 "summary": "Every bucket of the hot store after retention: log start offset, high watermark, bytes and segments on disk, whether tiering holds retention back",
@@ -419,6 +386,45 @@ fn service_paths() -> serde_json::Value {
                 "summary": "This document",
                 "operationId": "openapi",
                 "responses": merge(ok("200", "The OpenAPI document", json!({"type": "object"})), error_responses(&["401"]))
+            }
+        }
+    })
+}
+
+/// The paths of one table: its description, its history and its verify runs.
+fn table_paths() -> serde_json::Value {
+    json!({
+        "/v1/tables/{table}": {
+            "get": {
+                "summary": "A table as the hot tier describes it: kind, schema, primary key, partition and bucket keys, bucket count, properties (any table, lake-enabled or not)",
+                "operationId": "getTable",
+                "parameters": table_param(),
+                "responses": merge(ok("200", "The table", table_schema()), table_errors(&["400", "401", "404", "500"]))
+            }
+        },
+        "/v1/tables/{table}/history": {
+            "get": {
+                "summary": "A lake-enabled table's lag, freshness and commit time, sampled every 10 s over the last hour (in memory; a restart starts over)",
+                "operationId": "getTableHistory",
+                "parameters": [table_param()[0].clone(), {"name": "since_ms", "in": "query", "required": false, "schema": {"type": "integer"}, "description": "Only samples taken after this, ms since the epoch"}],
+                "responses": merge(ok("200", "Samples, oldest first", history_schema()), table_errors(&["400", "401", "404"]))
+            }
+        },
+        "/v1/tables/{table}/verify": {
+            "post": {
+                "summary": "Start `silt verify` of one lake-enabled table in the background; follow it with GET",
+                "operationId": "startVerify",
+                "parameters": table_param(),
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"deadline": {"type": "string", "description": "How long to wait for the lake to reach the high watermarks, e.g. 60s (default 60s)"}}}}}},
+                "responses": merge(
+                    merge(ok("202", "The run, started", verify_run_schema()), ok("409", "A run of this table is running: that run", verify_run_schema())),
+                    merge(table_errors(&["400", "401", "404", "500"]), json!({"503": {"description": "Too many runs at once; retry after Retry-After seconds", "headers": {"Retry-After": {"schema": {"type": "integer"}}}}})))
+            },
+            "get": {
+                "summary": "The table's latest verify run: its phase and progress while it runs, then the verdict",
+                "operationId": "getVerify",
+                "parameters": table_param(),
+                "responses": merge(ok("200", "The run", verify_run_schema()), table_errors(&["401", "404"]))
             }
         }
     })

@@ -120,10 +120,7 @@ impl TieringService {
             table_id,
             schema_id: info.get_schema_id(),
             primary_key: info.has_primary_key(),
-            shape: silt_connectors::fluss::TableShape {
-                buckets: info.get_num_buckets(),
-                partitioned: info.is_partitioned(),
-            },
+            shape: silt_connectors::fluss::TableShape::of(info),
             lake_behind,
             log_gap,
             log_ttl: log_ttl(info),

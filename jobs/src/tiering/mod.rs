@@ -89,8 +89,6 @@ pub struct TieringService {
     others_observed: Arc<Mutex<BTreeMap<i64, std::time::Instant>>>,
     /// Each tiered table's recent status, sampled by [`TieringService::run`].
     history: Arc<Mutex<history::History>>,
-    /// The hot high watermarks of the last status read (see [`STATUS_MAX_AGE`]).
-    marks: Arc<tokio::sync::Mutex<Option<status::Marks>>>,
     /// One client connection for discovery and status, opened on first use and dropped after
     /// an error so the next call reconnects.
     connection: Arc<tokio::sync::Mutex<Option<Arc<fluss::client::FlussConnection>>>>,
@@ -119,7 +117,6 @@ impl TieringService {
             problems: Arc::default(),
             others_observed: Arc::default(),
             history: Arc::default(),
-            marks: Arc::default(),
             connection: Arc::default(),
         }
     }

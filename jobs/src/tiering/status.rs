@@ -76,14 +76,6 @@ pub const RECENT_COMMITS: usize = 256;
 /// Tables whose hot offsets a status read lists at once.
 pub const STATUS_READS_CONCURRENT: usize = 16;
 
-/// How long one listing of the hot high watermarks answers status reads: many readers at once
-/// (console tabs, metrics scrapes, the status lines, the history) cost one listing of every
-/// table per this interval, whatever their number.
-pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
-
-/// The hot high watermarks of every table by id, and when they were listed.
-pub(super) type Marks = (std::time::Instant, HashMap<i64, BTreeMap<BucketKey, i64>>);
-
 /// What a job says of its table, before the hot offsets are known (no buckets, no lag yet).
 fn job_status(database: &str, table: &str, job: &TableJob) -> TableTieringStatus {
     let metrics = job.job.metrics();
@@ -210,8 +202,8 @@ impl TieringService {
     }
 
     /// Each job's status, with the hot high watermarks listed after the jobs' lock is let go
-    /// (a status read of many tables does not hold discovery up), or taken from a listing
-    /// younger than [`STATUS_MAX_AGE`].
+    /// (a status read of many tables does not hold discovery up). Every read lists them afresh:
+    /// a caller that wrote and then asks whether tiering caught up must see its writes.
     pub(super) async fn collect_status(&self) -> Result<Vec<TableTieringStatus>> {
         let (tables, mut out) = {
             let jobs = self.jobs.lock().await;
@@ -242,21 +234,12 @@ impl TieringService {
         Ok(out)
     }
 
-    /// The high watermarks of `tables` (by id): the last listing when it is younger than
-    /// [`STATUS_MAX_AGE`] and has them all, else a new one, [`STATUS_READS_CONCURRENT`] tables
-    /// at a time. Readers that come during a listing wait for it rather than list again.
+    /// The high watermarks of `tables` (by id), [`STATUS_READS_CONCURRENT`] tables at a time.
     async fn hot_marks(
         &self,
         tables: &[(i64, TablePath, TableShape)],
     ) -> Result<HashMap<i64, BTreeMap<BucketKey, i64>>> {
         use futures::{StreamExt, TryStreamExt};
-        let mut marks = self.marks.lock().await;
-        if let Some((at, listed)) = marks.as_ref() {
-            let has_all = tables.iter().all(|(id, ..)| listed.contains_key(id));
-            if at.elapsed() < STATUS_MAX_AGE && has_all {
-                return Ok(listed.clone());
-            }
-        }
         let connection = self.connection().await?;
         let connection = &connection;
         let listed: HashMap<i64, BTreeMap<BucketKey, i64>> = futures::stream::iter(tables.to_vec())
@@ -268,7 +251,6 @@ impl TieringService {
             .buffer_unordered(STATUS_READS_CONCURRENT)
             .try_collect()
             .await?;
-        *marks = Some((std::time::Instant::now(), listed.clone()));
         Ok(listed)
     }
 
