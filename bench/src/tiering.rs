@@ -3,7 +3,8 @@
 //!
 //! - Throughput: a log table pre-filled with `rows` rows of 12 mixed columns is tiered from
 //!   scratch; the ceiling is the same Arrow batches (with the same three system columns) written
-//!   to Parquet with the same writer settings (snappy, same row groups) in the same process.
+//!   to Parquet with the same writer settings (snappy, same row groups) in the same process, by
+//!   as many writers on their own threads as tiering runs writer subtasks.
 //! - Freshness: a steady load at `rate` rows/s (or else at `load_fraction` of the measured
 //!   tiering throughput) with a 1 s checkpoint interval; for every acknowledged flush, the time
 //!   until the lake's txn offsets cover the high watermarks seen right after the
@@ -412,31 +413,57 @@ async fn prefill_throughput(
 }
 
 /// The ceiling: the same batches (with the same system columns) to Parquet with the tiering
-/// writer's settings, in this process; returns the seconds it took.
+/// writer's settings, in this process, by as many writers as tiering runs ([`BUCKETS`], one
+/// file each, every writer on its own thread, batches dealt round-robin), so that it uses the
+/// cores tiering can; returns the seconds until every file was closed.
 fn parquet_ceiling(batches: &[RecordBatch], dir: &std::path::Path) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let writers = BUCKETS as usize;
+    let mut offsets = Vec::with_capacity(batches.len());
+    let mut offset = 0i64;
+    for batch in batches {
+        offsets.push(offset);
+        offset += batch.num_rows() as i64;
+    }
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let shards: Vec<_> = (0..writers)
+            .map(|w| {
+                let mine = (w..batches.len()).step_by(writers);
+                let shard: Vec<(&RecordBatch, i64)> =
+                    mine.map(|i| (&batches[i], offsets[i])).collect();
+                let path = dir.join(format!("part-{w}.parquet"));
+                scope.spawn(move || write_parquet(&shard, &path))
+            })
+            .collect();
+        for shard in shards {
+            shard
+                .join()
+                .map_err(|_| anyhow!("a ceiling writer panicked"))??;
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// One ceiling writer: `batches` (each with its first offset) into one Parquet file.
+fn write_parquet(batches: &[(&RecordBatch, i64)], path: &std::path::Path) -> Result<()> {
+    let Some((first, _)) = batches.first() else {
+        return Ok(());
+    };
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(
             silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
         ))
         .build();
-    std::fs::create_dir_all(dir)?;
-    let started = Instant::now();
-    let Some(first) = batches.first() else {
-        return Ok(0.0);
-    };
-    let mut writer = ArrowWriter::try_new(
-        std::fs::File::create(dir.join("part-0.parquet"))?,
-        with_system_columns(first, 0)?.schema(),
-        Some(props),
-    )?;
-    let mut offset = 0i64;
-    for batch in batches {
-        writer.write(&with_system_columns(batch, offset)?)?;
-        offset += batch.num_rows() as i64;
+    let schema = with_system_columns(first, 0)?.schema();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path)?, schema, Some(props))?;
+    for (batch, offset) in batches {
+        writer.write(&with_system_columns(batch, *offset)?)?;
     }
     writer.close()?;
-    Ok(started.elapsed().as_secs_f64())
+    Ok(())
 }
 
 /// Tiers the pre-filled throughput table from scratch; returns the seconds until the lake
@@ -609,7 +636,7 @@ fn print_report(options: &TieringBenchOptions, figures: &Figures) {
             rows_s(figures.produce_s),
         ])
         .row([
-            "ceiling: same batches -> parquet (rows/s)".to_string(),
+            format!("ceiling: same batches -> parquet, {BUCKETS} writers (rows/s)"),
             rows_s(figures.ceiling_s),
         ])
         .row([
@@ -617,7 +644,7 @@ fn print_report(options: &TieringBenchOptions, figures: &Figures) {
             rows_s(figures.tiering_s),
         ])
         .row([
-            "tiering / ceiling (target >= 0.80)".to_string(),
+            "tiering / ceiling (target >= 0.90)".to_string(),
             format!("{:.2}", figures.ceiling_s / figures.tiering_s),
         ])
         .row([

@@ -131,7 +131,13 @@ async fn try_start(runs: &Arc<Runs>, name: &str, body: StartBody) -> Result<RunB
     let body = runs.claim(name, progress)?;
     let (runs, name) = (runs.clone(), name.to_string());
     tokio::spawn(async move {
-        let outcome = verify_table(&connection, &database, &table, &options).await;
+        // The check runs in a task of its own, so that even a panic in it ends the run (as
+        // failed) rather than leaving it running and its slot taken for good.
+        let check =
+            tokio::spawn(
+                async move { verify_table(&connection, &database, &table, &options).await },
+            );
+        let outcome = (check.await).unwrap_or_else(|e| Err(anyhow::anyhow!("verify stopped: {e}")));
         runs.finish(&name, outcome);
     });
     Ok(body)
