@@ -205,45 +205,36 @@ async fn openapi_handler() -> Json<serde_json::Value> {
     Json(openapi())
 }
 
+/// Error responses of the job routes.
 fn error_responses(codes: &[&str]) -> serde_json::Value {
-    let described: Vec<(&str, &str)> = (codes.iter())
-        .map(|code| {
-            let description = match *code {
-                "400" => "Invalid definition: every problem with its path",
-                "401" => "Missing or wrong bearer token",
-                "404" => "Unknown job id",
-                "409" => "The job is not running",
-                _ => "Internal error",
-            };
-            (*code, description)
-        })
-        .collect();
-    described_errors(&described)
+    described_errors(codes, |code| match code {
+        "400" => "Invalid definition: every problem with its path",
+        "401" => "Missing or wrong bearer token",
+        "404" => "Unknown job id",
+        "409" => "The job is not running",
+        _ => "Internal error",
+    })
 }
 
 /// Error responses of the table routes: a bad or unknown table name.
 fn table_errors(codes: &[&str]) -> serde_json::Value {
-    let described: Vec<(&str, &str)> = (codes.iter())
-        .map(|code| {
-            let description = match *code {
-                "400" => "The table is not written database.table, or a bad deadline",
-                "401" => "Missing or wrong bearer token",
-                "404" => "No such table (or, for history and verify, not lake-enabled; for GET verify, no run yet)",
-                _ => "Internal error",
-            };
-            (*code, description)
-        })
-        .collect();
-    described_errors(&described)
+    described_errors(codes, |code| match code {
+        "400" => "The table is not written database.table, or a bad deadline",
+        "401" => "Missing or wrong bearer token",
+        "404" => {
+            "No such table (or, for history and verify, not lake-enabled; for GET verify, no run yet)"
+        }
+        _ => "Internal error",
+    })
 }
 
-/// `{"<code>": {"description", "content": <Error>}}` per `(code, description)`.
-fn described_errors(codes: &[(&str, &str)]) -> serde_json::Value {
+/// `{"<code>": {"description", "content": <Error>}}` per code, described by `describe`.
+fn described_errors(codes: &[&str], describe: fn(&str) -> &'static str) -> serde_json::Value {
     let mut map = serde_json::Map::new();
-    for (code, description) in codes {
+    for code in codes {
         map.insert(
             code.to_string(),
-            json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+            json!({"description": describe(code), "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
         );
     }
     serde_json::Value::Object(map)
