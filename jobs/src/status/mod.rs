@@ -1,6 +1,7 @@
 //! The process's status over REST: `GET /v1/tables` (tiering status and lag per lake-enabled
-//! table), `GET /v1/tables/{db}.{table}` and its `/history` (in [`table`]), `GET /v1/hot` (every hot bucket after retention), `GET /v1/memory` (the allocator and
-//! the storage engines' bounded structures) and `GET /metrics` (Prometheus, in [`metrics`]).
+//! table), `GET /v1/tables/{db}.{table}` and its `/history` (in [`table`]), `GET /v1/hot`
+//! (every hot bucket after retention), `GET /v1/memory` (the allocator and the storage
+//! engines' bounded structures) and `GET /metrics` (Prometheus, in [`metrics`]).
 //! They read the tiering service, the job service and the embedded hot store, and change
 //! nothing.
 

@@ -174,7 +174,7 @@ impl TieringService {
         let progress = Arc::new(Mutex::new(Progress {
             lake_offsets,
             delta_version: lake.as_ref().map(|l| l.delta_version),
-            last_commit_ms: now_ms(),
+            started_ms: now_ms(),
             ..Progress::default()
         }));
         if let Some(lake) = &lake {

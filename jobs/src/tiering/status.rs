@@ -121,8 +121,8 @@ pub struct MaintenanceTotals {
 pub(super) struct Progress {
     pub(super) lake_offsets: BTreeMap<BucketKey, i64>,
     pub(super) delta_version: Option<u64>,
-    /// When the lake last changed (a commit), or when the job started.
-    pub(super) last_commit_ms: i64,
+    /// When the job started (ms since the epoch): the lag's origin before its first commit.
+    pub(super) started_ms: i64,
     pub(super) maintenance: MaintenanceTotals,
     pub(super) commits: CommitTotals,
     /// The last [`RECENT_COMMITS`] commit durations, ms.
@@ -161,8 +161,8 @@ impl Progress {
         self.lake_offsets
             .extend(commit.bucket_offsets.iter().map(|(b, o)| (*b, *o)));
         self.delta_version = Some(commit.delta_version);
-        self.last_commit_ms = now_ms();
-        self.lake_committed_ms = Some(self.last_commit_ms);
+        let now = now_ms();
+        self.lake_committed_ms = Some(now);
         self.lake_size = commit.size.or(self.lake_size);
         if let Some(report) = &commit.maintenance {
             let totals = &mut self.maintenance;
@@ -185,7 +185,7 @@ impl Progress {
         self.recent_commit_ms.push_back(ms);
         self.slowest_commit_ms = Some(self.slowest_commit_ms.map_or(ms, |s| s.max(ms)));
         if let Some(c) = &commit.compaction {
-            totals.last_compaction_ms = self.last_commit_ms;
+            totals.last_compaction_ms = now;
             totals.compactions += 1;
             totals.files_compacted += c.files as u64;
             totals.rows_compacted += c.rows;
@@ -224,7 +224,8 @@ impl TieringService {
                 .collect();
             status.lag_offsets = status.buckets.values().map(|(h, l)| (h - l).max(0)).sum();
             if status.lag_offsets > 0 {
-                status.lag_seconds = (now_ms() - p.last_commit_ms) as f64 / 1000.0;
+                let since = p.lake_committed_ms.unwrap_or(p.started_ms);
+                status.lag_seconds = (now_ms() - since) as f64 / 1000.0;
             }
             drop(p);
             status.problem = self.ttl_warning(status.lag_seconds, log_ttl);
