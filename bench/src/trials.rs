@@ -1928,7 +1928,8 @@ async fn hot_changelog(
         .await
         {
             Ok(batches) => return Ok((batches, end, start)),
-            Err(e) if reads < READS_MAX && format!("{e:#}").contains("out of range") => {
+            // Retention moved a log start while it read: read again from the new start.
+            Err(e) if reads < READS_MAX && silt_connectors::fluss::log_start_moved(&e) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => return Err(e),

@@ -26,7 +26,7 @@ pub use sink::{FlussSink, FlussSinkConfig, FlussSinkMode};
 pub use source::{
     EndPosition, FlussCredentials, FlussSource, FlussSourceConfig, LOG_GAP, LogGapHook,
     POLL_RECORDS_MAX, ResumeFloor, StartPosition, TableShape, connect, connect_with,
-    list_bucket_offsets, list_shaped_offsets, table_arrow_schema,
+    list_bucket_offsets, list_shaped_offsets, log_start_moved, table_arrow_schema,
 };
 pub use union::LakeStart;
 

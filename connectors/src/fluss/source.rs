@@ -169,6 +169,15 @@ fn fluss_error(context: &str) -> impl Fn(fluss::error::Error) -> Error + '_ {
 pub const LOG_GAP: &str =
     "the rows this read resumes at expired from the hot tier before it read them";
 
+/// Whether a read failed because the log start moved past where it began (retention ran while
+/// it read): the server's out-of-range answer, or the source's refusal to open below the start
+/// ([`LOG_GAP`]). A reader that starts at the log's start on purpose reads again from the new
+/// start; verify and the trials' oracle both ask this.
+pub fn log_start_moved(error: &anyhow::Error) -> bool {
+    let text = format!("{error:#}");
+    text.contains("out of range") || text.contains(LOG_GAP)
+}
+
 /// Rows one scanner poll may return. fluss-rs's default (500) cuts the client's Arrow batches
 /// into slices of at most 500 rows, so the engine moved and the Parquet writers took many
 /// small batches; a poll still holds at most one fetch response's rows.

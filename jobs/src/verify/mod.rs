@@ -693,10 +693,8 @@ async fn read_held_changelog(
             // Retention moved the log start since it was read: the server's out-of-range
             // answer, or the source's refusal to open below the start (a gap it was told of).
             Err(e)
-                if attempt < RETENTION_RETRIES_MAX && {
-                    let e = format!("{e:#}");
-                    e.contains("out of range") || e.contains(silt_connectors::fluss::LOG_GAP)
-                } =>
+                if attempt < RETENTION_RETRIES_MAX
+                    && silt_connectors::fluss::log_start_moved(&e) =>
             {
                 attempt += 1;
                 earliest = target.offsets(connection, OffsetSpec::Earliest).await?;
