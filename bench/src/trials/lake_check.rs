@@ -365,7 +365,7 @@ pub(super) fn lake_rows(batches: &[RecordBatch], primary_key: bool) -> Result<Ve
 }
 
 /// Whether the Delta table at `dir` has a commit: a `<version>.json` in its `_delta_log`.
-fn has_commit(dir: &Path) -> bool {
+pub(super) fn has_commit(dir: &Path) -> bool {
     std::fs::read_dir(dir.join("_delta_log"))
         .into_iter()
         .flatten()

@@ -43,7 +43,7 @@ use silt_jobs::verify::read_lake;
 
 use super::clients::{TABLE_THREADS, Writers, await_quiet, note_unanswered, watch_client_panics};
 use super::lake_check::{
-    LakeRow, Problems, check_log_rows, check_pk_rows, check_txn, lake_rows, plant_copy,
+    LakeRow, Problems, check_log_rows, check_pk_rows, check_txn, has_commit, lake_rows, plant_copy,
 };
 use super::workload::{ClientPlan, Records, Workload, WorkloadPlan};
 use super::{
@@ -62,6 +62,8 @@ const ID_SPAN: i64 = 1 << 32;
 const _: () = assert!(super::clients::CLIENT_SPAN * super::clients::CLIENTS_MAX as i64 <= ID_SPAN);
 /// How long a drop planned for a tiered table waits for the lake to cover it.
 const TIERED_WAIT: Duration = Duration::from_secs(20);
+/// How long `--plant` waits for the live incarnation's lake to make its first commit.
+const PLANT_WAIT: Duration = Duration::from_secs(60);
 /// How long a dropped name stays free before the table is created again: some pauses shorter
 /// than tiering's discovery interval (2 s), so the service may see the new id before it sees
 /// the old one gone, some longer.
@@ -518,31 +520,43 @@ impl Recreated {
         let spec = &self.specs[0];
         let lake = trial.setup.data.join("lake");
         let live = lake.join(DB).join(&spec.name);
-        let dropped = self.incarnations[0].iter().filter(|i| i.dropped.is_some());
-        for inc in dropped {
-            let relative = silt_connectors::lake::layout::dropped_lake_relative(
-                DB,
-                &spec.name,
-                Some(inc.table_id),
-            )?;
-            let from = lake.join(relative);
-            if !from.exists() || !live.join("_delta_log").exists() {
-                continue;
+        // The live incarnation was created late in the trial, and silt may have been down when
+        // a drop came: the live lake's first commit, and the move of a dropped lake aside, can
+        // come seconds after the writes settled on a slow machine.
+        let until = Instant::now() + PLANT_WAIT;
+        loop {
+            let dropped = self.incarnations[0].iter().filter(|i| i.dropped.is_some());
+            for inc in dropped {
+                let relative = silt_connectors::lake::layout::dropped_lake_relative(
+                    DB,
+                    &spec.name,
+                    Some(inc.table_id),
+                )?;
+                let from = lake.join(relative);
+                if !from.exists() || !has_commit(&live) {
+                    continue;
+                }
+                if let Some(planted) = plant_copy(&from, &live, |_| true).await? {
+                    trial.note(format!(
+                        "planted: {} of the dropped {} committed into its live lake as {} ({} rows)",
+                        planted.file,
+                        self.name(0, inc),
+                        planted.copy,
+                        planted.rows
+                    ));
+                    return Ok(planted.rows);
+                }
             }
-            if let Some(planted) = plant_copy(&from, &live, |_| true).await? {
-                trial.note(format!(
-                    "planted: {} of the dropped {} committed into its live lake as {} ({} rows)",
-                    planted.file,
-                    self.name(0, inc),
-                    planted.copy,
-                    planted.rows
-                ));
-                return Ok(planted.rows);
+            if Instant::now() >= until {
+                break;
             }
+            trial.watch(Duration::from_millis(200)).await?;
         }
         let note = format!(
-            "planted nothing in {}'s live lake: no dropped lake to take a file of",
-            spec.name
+            "planted nothing in {}'s live lake: within {} s, no dropped lake had a file to take, \
+             or the live lake had no commit",
+            spec.name,
+            PLANT_WAIT.as_secs()
         );
         trial.note(note);
         Ok(0)
