@@ -4,7 +4,9 @@
 //! - Throughput: a log table pre-filled with `rows` rows of 12 mixed columns is tiered from
 //!   scratch; the ceiling is the same Arrow batches (with the same three system columns) written
 //!   to Parquet with the same writer settings (snappy, same row groups) in the same process, by
-//!   as many writers on their own threads as tiering runs writer subtasks.
+//!   as many writers on their own threads as tiering runs writer subtasks. Between the two, the
+//!   same batches through tiering's own lake writer (`LogFiles`, no commit): what of the gap is
+//!   the Delta writer and what is the rest of the job (reading, the engine, committing).
 //! - Freshness: a steady load at `rate` rows/s (or else at `load_fraction` of the measured
 //!   tiering throughput) with a 1 s checkpoint interval; for every acknowledged flush, the time
 //!   until the lake's txn offsets cover the high watermarks seen right after the
@@ -94,7 +96,7 @@ pub const RSS_FACTOR: u64 = 4;
 const DB: &str = "bench";
 const BUCKETS: i32 = 4;
 
-fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
+fn with_system_columns(batch: &RecordBatch, bucket: i32, offset: i64) -> Result<RecordBatch> {
     let n = batch.num_rows();
     // The user's columns, then the lake's system columns.
     let (user, system) = (batch.schema(), lake_system_fields());
@@ -105,7 +107,7 @@ fn with_system_columns(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> 
         .chain(system.into_iter().map(Arc::new))
         .collect();
     let mut columns = batch.columns().to_vec();
-    columns.push(Arc::new(Int32Array::from(vec![0; n])));
+    columns.push(Arc::new(Int32Array::from(vec![bucket; n])));
     columns.push(Arc::new(Int64Array::from_iter_values(
         offset..offset + n as i64,
     )));
@@ -322,6 +324,9 @@ impl Bench {
 struct Figures {
     produce_s: f64,
     ceiling_s: f64,
+    /// The same batches through tiering's own lake writer (`LogFiles`), as tiering's writer
+    /// subtasks use it: what of the gap is the Delta writer, what is the rest of the job.
+    lake_writer_s: f64,
     tiering_s: f64,
     freshness: Freshness,
     rss: Vec<RssFigures>,
@@ -349,6 +354,12 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     );
     let (batches, produce_s) = prefill_throughput(&bench, &options).await?;
     let ceiling_s = parquet_ceiling(&batches, &bench.dir.path().join("ceiling"))?;
+    let lake_writer_s = lake_writer_ceiling(
+        &bench.arrow_schema,
+        &batches,
+        &bench.dir.path().join("lake-writer"),
+    )
+    .await?;
     drop(batches);
 
     let mut config = TieringConfig::new(
@@ -381,6 +392,7 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
     let figures = Figures {
         produce_s,
         ceiling_s,
+        lake_writer_s,
         tiering_s,
         freshness,
         rss,
@@ -457,13 +469,57 @@ fn write_parquet(batches: &[(&RecordBatch, i64)], path: &std::path::Path) -> Res
             silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
         ))
         .build();
-    let schema = with_system_columns(first, 0)?.schema();
+    let schema = with_system_columns(first, 0, 0)?.schema();
     let mut writer = ArrowWriter::try_new(std::fs::File::create(path)?, schema, Some(props))?;
     for (batch, offset) in batches {
-        writer.write(&with_system_columns(batch, *offset)?)?;
+        writer.write(&with_system_columns(batch, 0, *offset)?)?;
     }
     writer.close()?;
     Ok(())
+}
+
+/// The same batches, with the same parallelism and dealing as [`parquet_ceiling`], through the
+/// lake writer tiering's writer subtasks stream log rows into (`LogFiles`, one per task, each
+/// task the only writer of one bucket) into a Delta table of the same schema; returns the
+/// seconds until every task's files were closed into add actions (nothing is committed).
+async fn lake_writer_ceiling(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    dir: &std::path::Path,
+) -> Result<f64> {
+    use silt_connectors::delta::{DeltaSinkConfig, LakeTable, LogFiles, TableKind};
+    std::fs::create_dir_all(dir)?;
+    let config = Arc::new(DeltaSinkConfig::new(
+        dir.to_string_lossy(),
+        "lake-writer-ceiling",
+        TableKind::Log,
+        schema.clone(),
+    ));
+    let lake = LakeTable::open(config.clone()).await?;
+    let writers = BUCKETS as usize;
+    let mut offset = 0i64;
+    let mut shards: Vec<Vec<(RecordBatch, i64)>> = vec![Vec::new(); writers];
+    for (i, batch) in batches.iter().enumerate() {
+        shards[i % writers].push((batch.clone(), offset));
+        offset += batch.num_rows() as i64;
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (bucket, shard) in shards.into_iter().enumerate() {
+        let mut files = LogFiles::open(&lake, &config)?;
+        tasks.spawn(async move {
+            for (batch, offset) in shard {
+                files
+                    .write(with_system_columns(&batch, bucket as i32, offset)?)
+                    .await?;
+            }
+            anyhow::Ok(files.flush().await?.len())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| anyhow!("a lake writer task failed: {e}"))??;
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Tiers the pre-filled throughput table from scratch; returns the seconds until the lake
@@ -640,12 +696,24 @@ fn print_report(options: &TieringBenchOptions, figures: &Figures) {
             rows_s(figures.ceiling_s),
         ])
         .row([
+            format!("  same batches -> tiering's lake writer, {BUCKETS} tasks (rows/s)"),
+            rows_s(figures.lake_writer_s),
+        ])
+        .row([
             "tiering from scratch (rows/s)".to_string(),
             rows_s(figures.tiering_s),
         ])
         .row([
             "tiering / ceiling (target >= 0.90)".to_string(),
             format!("{:.2}", figures.ceiling_s / figures.tiering_s),
+        ])
+        .row([
+            "  lake writer / ceiling".to_string(),
+            format!("{:.2}", figures.ceiling_s / figures.lake_writer_s),
+        ])
+        .row([
+            "  tiering / lake writer".to_string(),
+            format!("{:.2}", figures.lake_writer_s / figures.tiering_s),
         ])
         .row([
             format!(

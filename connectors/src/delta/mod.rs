@@ -52,7 +52,8 @@
 //! by the table.
 //!
 //! **Limits:** a log writer holds one open file per bucket it sees, each bounded by
-//! `row_group_rows_max` rows in memory and rolled at `target_file_bytes`; a primary-key writer
+//! `row_group_rows_max` rows in memory, and closes them once together they reach
+//! `target_file_bytes` (`log_files`); a primary-key writer
 //! buffers at most `change_buffer_bytes_max` of changes before staging them. Staged files of
 //! checkpoints that never completed stay under `_silt_staging/` (hidden from Delta readers)
 //! until the committer's maintenance sweeps them (see `maintenance`), with the data files of
@@ -68,6 +69,7 @@ mod format;
 mod key_index;
 mod local_store;
 mod log;
+mod log_files;
 mod maintenance;
 mod owner;
 mod reduce;
@@ -97,6 +99,7 @@ pub use key_index::{
 pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on_io_threads};
 pub use log::{app_id, bucket_of_app_id};
 pub(crate) use log::{load_existing, txn_versions};
+pub use log_files::LogFiles;
 pub use maintenance::Retention;
 pub(crate) use owner::owner_of;
 pub use owner::{OWNER_KEY, lake_owner, move_lake, recorded_owner};
@@ -138,7 +141,8 @@ pub struct DeltaSinkConfig {
     /// The user columns of the changelog (without `__bucket`, `__offset`, `__timestamp`,
     /// `__change_type`). Their types are mapped to Delta types when the sink opens.
     pub user_schema: SchemaRef,
-    /// A writer rolls a data file once it reaches this size.
+    /// A log writer closes its open data files once together they reach this size; a
+    /// primary-key commit's new files and a compaction's rewrite roll a file at it.
     pub target_file_bytes: u64,
     /// Rows per Parquet row group; bounds what a writer holds in memory per open file.
     pub row_group_rows_max: usize,

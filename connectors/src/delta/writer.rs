@@ -1,7 +1,7 @@
 //! The writer operator: changelog batches in, one committable per checkpoint out.
 //!
 //! Log tables stream rows into Parquet files under the table, one open file per bucket, rolled
-//! at `target_file_bytes`. Primary-key tables buffer changes (`-U` dropped), reduce them to
+//! at `target_file_bytes` ([`LogFiles`]). Primary-key tables buffer changes (`-U` dropped), reduce them to
 //! the last change per key and stage them as a Parquet file under `_silt_staging/` when the
 //! buffer is full or at the barrier. Either way, at barrier `n` everything written before it
 //! is closed and described by the committable of `n`, which travels ahead of the barrier and
@@ -20,7 +20,6 @@ use arrow::compute::filter_record_batch;
 use async_trait::async_trait;
 use bytes::Bytes;
 use deltalake::Path;
-use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
@@ -30,6 +29,7 @@ use tracing::debug;
 use super::committable::{BucketRange, Committable, to_batch};
 use super::error::{Error, Result};
 use super::files::{add_bucket, add_rows, int_column, writer_properties};
+use super::log_files::LogFiles;
 use super::reduce::last_change_per_key;
 use super::schema::conform_changes;
 use super::table::LakeTable;
@@ -46,7 +46,7 @@ pub struct DeltaWriter {
     attempt: u32,
     lake: Option<LakeTable>,
     /// Log tables: the open data files.
-    files: Option<RecordBatchWriter>,
+    files: Option<LogFiles>,
     /// Primary-key tables: changes not yet staged, and files staged since the last barrier.
     changes: Vec<RecordBatch>,
     changes_bytes: usize,
@@ -123,16 +123,11 @@ impl DeltaWriter {
     }
 
     async fn write_log(&mut self, batch: RecordBatch) -> Result<()> {
-        let schema = self.lake()?.lake_schema().clone();
-        let batch = conform_changes(&batch, &schema)?;
         let files = self
             .files
             .as_mut()
             .ok_or_else(|| Error::Internal("log writer not open".into()))?;
-        files
-            .write(batch)
-            .await
-            .map_err(Error::delta(&self.config.table_uri))
+        files.write(batch).await
     }
 
     async fn buffer_changes(&mut self, batch: RecordBatch) -> Result<()> {
@@ -201,10 +196,7 @@ impl DeltaWriter {
     /// Closes everything written since the last barrier into one committable.
     async fn close_for_checkpoint(&mut self, checkpoint_id: u64) -> Result<Option<Committable>> {
         let adds = match self.files.as_mut() {
-            Some(files) => files
-                .flush()
-                .await
-                .map_err(Error::delta(&self.config.table_uri))?,
+            Some(files) => files.flush().await?,
             None => Vec::new(),
         };
         self.stage().await?;
@@ -267,11 +259,7 @@ impl Operator for DeltaWriter {
         };
         let lake = LakeTable::open(self.config.clone()).await?;
         if self.config.kind == TableKind::Log {
-            let files = RecordBatchWriter::for_table(lake.table())
-                .map_err(Error::delta(&self.config.table_uri))?
-                .with_target_file_size(self.config.target_file_bytes)
-                .with_writer_properties(self.writer_properties());
-            self.files = Some(files);
+            self.files = Some(LogFiles::open(&lake, &self.config)?);
         }
         self.lake = Some(lake);
         Ok(())
