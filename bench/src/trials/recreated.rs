@@ -62,7 +62,8 @@ const ID_SPAN: i64 = 1 << 32;
 const _: () = assert!(super::clients::CLIENT_SPAN * super::clients::CLIENTS_MAX as i64 <= ID_SPAN);
 /// How long a drop planned for a tiered table waits for the lake to cover it.
 const TIERED_WAIT: Duration = Duration::from_secs(20);
-/// How long `--plant` waits for the live incarnation's lake to make its first commit.
+/// How long `--plant` waits for the live incarnation's lake to make its first commit and for a
+/// dropped incarnation's lake to be moved aside.
 const PLANT_WAIT: Duration = Duration::from_secs(60);
 /// How long a dropped name stays free before the table is created again: some pauses shorter
 /// than tiering's discovery interval (2 s), so the service may see the new id before it sees
