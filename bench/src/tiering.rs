@@ -27,9 +27,9 @@ use fluss::client::{AppendWriter, FlussAdmin, FlussConnection};
 use fluss::metadata::{TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use silt_connectors::changelog::{BucketKey, lake_system_fields};
+use silt_connectors::delta::{DeltaSinkConfig, LakeTable, LogFiles, TableKind, writer_properties};
 use silt_jobs::tiering::{TieringConfig, TieringService};
 
 use crate::data::{make_batch, wait_lake_covers};
@@ -353,14 +353,15 @@ pub async fn tiering(options: TieringBenchOptions) -> Result<()> {
         options.rows
     );
     let (batches, produce_s) = prefill_throughput(&bench, &options).await?;
-    let ceiling_s = parquet_ceiling(&batches, &bench.dir.path().join("ceiling"))?;
-    let lake_writer_s = lake_writer_ceiling(
-        &bench.arrow_schema,
-        &batches,
-        &bench.dir.path().join("lake-writer"),
-    )
-    .await?;
+    let shards = deal(&batches);
     drop(batches);
+    let ceiling_s = parquet_ceiling(
+        &bench.arrow_schema,
+        &shards,
+        &bench.dir.path().join("ceiling"),
+    )?;
+    let lake_writer = bench.dir.path().join("lake-writer");
+    let lake_writer_s = lake_writer_ceiling(&bench.arrow_schema, shards, &lake_writer).await?;
 
     let mut config = TieringConfig::new(
         &bench.bootstrap,
@@ -424,32 +425,51 @@ async fn prefill_throughput(
     Ok((batches, started.elapsed().as_secs_f64()))
 }
 
-/// The ceiling: the same batches (with the same system columns) to Parquet with the tiering
-/// writer's settings, in this process, by as many writers as tiering runs ([`BUCKETS`], one
-/// file each, every writer on its own thread, batches dealt round-robin), so that it uses the
-/// cores tiering can; returns the seconds until every file was closed.
-fn parquet_ceiling(batches: &[RecordBatch], dir: &std::path::Path) -> Result<f64> {
-    std::fs::create_dir_all(dir)?;
-    let writers = BUCKETS as usize;
-    let mut offsets = Vec::with_capacity(batches.len());
+/// The batches dealt round-robin to [`BUCKETS`] writers, each batch with its first offset, as
+/// both ceilings write them (Arrow arrays are shared, not copied).
+type Shards = Vec<Vec<(RecordBatch, i64)>>;
+
+fn deal(batches: &[RecordBatch]) -> Shards {
+    let mut shards: Shards = vec![Vec::new(); BUCKETS as usize];
     let mut offset = 0i64;
-    for batch in batches {
-        offsets.push(offset);
+    for (i, batch) in batches.iter().enumerate() {
+        shards[i % BUCKETS as usize].push((batch.clone(), offset));
         offset += batch.num_rows() as i64;
     }
+    shards
+}
+
+/// The lake table both ceilings write with tiering's settings: a log table of `schema` at
+/// `dir`.
+fn ceiling_lake(schema: &SchemaRef, dir: &std::path::Path) -> DeltaSinkConfig {
+    DeltaSinkConfig::new(
+        dir.to_string_lossy(),
+        "ceiling",
+        TableKind::Log,
+        schema.clone(),
+    )
+}
+
+/// The ceiling: the same batches (with the same system columns) to Parquet with the tiering
+/// writer's settings, in this process, by as many writers as tiering runs (one file each,
+/// every writer on its own thread), so that it uses the cores tiering can; returns the seconds
+/// until every file was closed.
+fn parquet_ceiling(schema: &SchemaRef, shards: &Shards, dir: &std::path::Path) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let props = writer_properties(&ceiling_lake(schema, dir));
     let started = Instant::now();
     std::thread::scope(|scope| {
-        let shards: Vec<_> = (0..writers)
-            .map(|w| {
-                let mine = (w..batches.len()).step_by(writers);
-                let shard: Vec<(&RecordBatch, i64)> =
-                    mine.map(|i| (&batches[i], offsets[i])).collect();
+        let writers: Vec<_> = shards
+            .iter()
+            .enumerate()
+            .map(|(w, shard)| {
                 let path = dir.join(format!("part-{w}.parquet"));
-                scope.spawn(move || write_parquet(&shard, &path))
+                let props = props.clone();
+                scope.spawn(move || write_parquet(shard, props, &path))
             })
             .collect();
-        for shard in shards {
-            shard
+        for writer in writers {
+            writer
                 .join()
                 .map_err(|_| anyhow!("a ceiling writer panicked"))??;
         }
@@ -459,16 +479,14 @@ fn parquet_ceiling(batches: &[RecordBatch], dir: &std::path::Path) -> Result<f64
 }
 
 /// One ceiling writer: `batches` (each with its first offset) into one Parquet file.
-fn write_parquet(batches: &[(&RecordBatch, i64)], path: &std::path::Path) -> Result<()> {
+fn write_parquet(
+    batches: &[(RecordBatch, i64)],
+    props: WriterProperties,
+    path: &std::path::Path,
+) -> Result<()> {
     let Some((first, _)) = batches.first() else {
         return Ok(());
     };
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(
-            silt_connectors::delta::DeltaSinkConfig::ROW_GROUP_ROWS_DEFAULT,
-        ))
-        .build();
     let schema = with_system_columns(first, 0, 0)?.schema();
     let mut writer = ArrowWriter::try_new(std::fs::File::create(path)?, schema, Some(props))?;
     for (batch, offset) in batches {
@@ -478,31 +496,18 @@ fn write_parquet(batches: &[(&RecordBatch, i64)], path: &std::path::Path) -> Res
     Ok(())
 }
 
-/// The same batches, with the same parallelism and dealing as [`parquet_ceiling`], through the
-/// lake writer tiering's writer subtasks stream log rows into (`LogFiles`, one per task, each
-/// task the only writer of one bucket) into a Delta table of the same schema; returns the
-/// seconds until every task's files were closed into add actions (nothing is committed).
+/// The same shards through the lake writer tiering's writer subtasks stream log rows into
+/// (`LogFiles`, one per task, each task the only writer of one bucket) into a Delta table of
+/// the same schema; returns the seconds until every task's files were closed into add actions
+/// (nothing is committed).
 async fn lake_writer_ceiling(
     schema: &SchemaRef,
-    batches: &[RecordBatch],
+    shards: Shards,
     dir: &std::path::Path,
 ) -> Result<f64> {
-    use silt_connectors::delta::{DeltaSinkConfig, LakeTable, LogFiles, TableKind};
     std::fs::create_dir_all(dir)?;
-    let config = Arc::new(DeltaSinkConfig::new(
-        dir.to_string_lossy(),
-        "lake-writer-ceiling",
-        TableKind::Log,
-        schema.clone(),
-    ));
+    let config = Arc::new(ceiling_lake(schema, dir));
     let lake = LakeTable::open(config.clone()).await?;
-    let writers = BUCKETS as usize;
-    let mut offset = 0i64;
-    let mut shards: Vec<Vec<(RecordBatch, i64)>> = vec![Vec::new(); writers];
-    for (i, batch) in batches.iter().enumerate() {
-        shards[i % writers].push((batch.clone(), offset));
-        offset += batch.num_rows() as i64;
-    }
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (bucket, shard) in shards.into_iter().enumerate() {
@@ -513,7 +518,8 @@ async fn lake_writer_ceiling(
                     .write(with_system_columns(&batch, bucket as i32, offset)?)
                     .await?;
             }
-            anyhow::Ok(files.flush().await?.len())
+            files.flush().await?;
+            anyhow::Ok(())
         });
     }
     while let Some(done) = tasks.join_next().await {

@@ -186,7 +186,7 @@ pub(crate) fn add_rows(add: &Add) -> Result<u64> {
 }
 
 /// The Parquet settings of every data file the sink writes.
-pub(crate) fn writer_properties(
+pub fn writer_properties(
     config: &crate::delta::DeltaSinkConfig,
 ) -> parquet::file::properties::WriterProperties {
     parquet::file::properties::WriterProperties::builder()

@@ -92,6 +92,7 @@ pub use crate::lake_format::{
 pub use committable::{BucketRange, Committable};
 pub use committer::DeltaCommitter;
 pub use error::{Error, GapAfter, Result};
+pub use files::writer_properties;
 pub use format::DeltaFormat;
 pub use key_index::{
     CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
