@@ -177,6 +177,7 @@ impl Config {
         catalog.format = self.lake_format();
         catalog.storage_options = self.lake_storage_options();
         catalog.tail_bytes_max = self.query.tail_bytes_max;
+        catalog.kept_tails_bytes_max = self.query.kept_tails_bytes_max;
         catalog.credentials = self.fluss_credentials();
         let mut query = QueryConfig::new(catalog);
         query.wait_poll_interval = Duration::from_millis(self.query.wait_poll_interval_ms.max(1));

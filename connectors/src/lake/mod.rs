@@ -22,9 +22,12 @@
 //! high watermarks are captured after pinning (the lake never runs ahead of the hot store).
 //!
 //! **Limits:** the hot tail of one table is read into memory, at most `tail_bytes_max` bytes;
-//! past that the query fails with a user error (wait for tiering, or raise the bound).
+//! past that the query fails with a user error (wait for tiering, or raise the bound). Between
+//! queries the catalog keeps tails (at most `kept_tails_bytes_max` bytes in all, see
+//! [`kept_tail`]), so the next query of a table reads only the offsets that arrived since.
 
 mod error;
+mod kept_tail;
 pub mod layout;
 mod progress;
 mod realtime;
@@ -66,6 +69,8 @@ pub struct LakeCatalogConfig {
     pub storage_options: HashMap<String, String>,
     /// Most bytes of hot tail one table may hold in memory for a real-time view.
     pub tail_bytes_max: usize,
+    /// Most bytes of hot tails kept between queries, all tables together (0: none kept).
+    pub kept_tails_bytes_max: usize,
     /// Most lake versions `$lake$snapshots` reads (the newest ones).
     pub snapshots_max: usize,
     /// SASL/PLAIN credentials when the hot store requires them.
@@ -74,6 +79,7 @@ pub struct LakeCatalogConfig {
 
 impl LakeCatalogConfig {
     pub const TAIL_BYTES_DEFAULT: usize = 256 * 1024 * 1024;
+    pub const KEPT_TAILS_BYTES_DEFAULT: usize = 128 * 1024 * 1024;
     pub const SNAPSHOTS_DEFAULT: usize = 10_000;
 
     pub fn new(bootstrap_servers: impl Into<String>, lake_root: impl Into<String>) -> Self {
@@ -83,6 +89,7 @@ impl LakeCatalogConfig {
             lake_root: lake_root.into(),
             storage_options: HashMap::new(),
             tail_bytes_max: Self::TAIL_BYTES_DEFAULT,
+            kept_tails_bytes_max: Self::KEPT_TAILS_BYTES_DEFAULT,
             snapshots_max: Self::SNAPSHOTS_DEFAULT,
             credentials: None,
         }
@@ -185,6 +192,14 @@ impl TableMeta {
     }
 }
 
+/// A real-time view as one query reads it.
+pub struct RealtimeView {
+    pub provider: Arc<dyn TableProvider>,
+    /// Offsets of the hot tail this query read from the hot store; the rest of the tail was
+    /// kept from an earlier query of the table.
+    pub tail_offsets_read: i64,
+}
+
 /// The lake tier of a table pinned at one version (or absent: nothing tiered yet).
 #[derive(Debug, Clone)]
 pub struct PinnedLake {
@@ -217,6 +232,8 @@ pub struct LakeCatalog {
     /// pushdown off by default, as for any listing table); without one deltalake forces
     /// pushdown, measured 1.7x slower on a scan + aggregate keeping half the rows. Built once.
     scan_settings: Arc<SessionState>,
+    /// Hot tails of real-time views kept for the next query of their table.
+    kept_tails: Arc<kept_tail::KeptTails>,
 }
 
 /// Starts the message of every error an offline catalog gives for what needs the hot store.
@@ -229,6 +246,7 @@ impl LakeCatalog {
                 .await
                 .map_err(|e| Error::Fluss(e.to_string()))?;
         Ok(LakeCatalog {
+            kept_tails: Arc::new(kept_tail::KeptTails::new(config.kept_tails_bytes_max)),
             config: Arc::new(config),
             connection: Some(Arc::new(connection)),
             scan_settings: Arc::new(SessionContext::new().state()),
@@ -238,6 +256,7 @@ impl LakeCatalog {
     /// A catalog over the lake alone, for when no hot store runs.
     pub fn offline(config: LakeCatalogConfig) -> LakeCatalog {
         LakeCatalog {
+            kept_tails: Arc::new(kept_tail::KeptTails::new(0)),
             config: Arc::new(config),
             connection: None,
             scan_settings: Arc::new(SessionContext::new().state()),
@@ -506,7 +525,7 @@ impl LakeCatalog {
         pinned: &PinnedLake,
         high_watermarks: &BTreeMap<BucketKey, i64>,
         progress: &Arc<QueryProgress>,
-    ) -> Result<Arc<dyn TableProvider>> {
+    ) -> Result<RealtimeView> {
         realtime::provider(self, meta, pinned, high_watermarks, progress).await
     }
 

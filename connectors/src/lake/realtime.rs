@@ -4,6 +4,9 @@
 //! txn offsets up to the captured high watermarks. A log table's view is the union of both
 //! tiers. A primary-key table's tail is reduced to the last change per key; those keys replace
 //! their lake rows (anti join), and only keys whose last change is an upsert come back.
+//!
+//! The tail a query built is kept for the next query of the table ([`super::kept_tail`]), which
+//! then reads from the hot store only what arrived since and drops what the lake took over.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,14 +14,17 @@ use std::sync::Arc;
 use arrow::array::{Array, BooleanArray, Int8Array, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{Schema, SchemaRef};
-use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
 use datafusion::common::ScalarValue;
 use datafusion::datasource::{MemTable, provider_as_source};
 use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, LogicalPlanBuilder, cast, ident, lit};
+use fluss::rpc::message::OffsetSpec;
 use silt_engine::{RestoredState, Source as _, SourcePoll, TaskContext};
 
-use super::{Error, LakeCatalog, PinnedLake, QueryProgress, Result, Stage, TableMeta};
+use super::{
+    Error, LakeCatalog, PinnedLake, QueryProgress, RealtimeView, Result, Stage, TableMeta,
+    kept_tail,
+};
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
 use crate::delta::last_change_per_key;
 use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
@@ -30,8 +36,8 @@ pub(super) async fn provider(
     pinned: &PinnedLake,
     high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
-) -> Result<Arc<dyn TableProvider>> {
-    let tail = read_tail(catalog, meta, pinned, high_watermarks, progress).await?;
+) -> Result<RealtimeView> {
+    let (tail, tail_offsets_read) = tail(catalog, meta, pinned, high_watermarks, progress).await?;
     let user_schema = meta.user_schema.clone();
     let format = catalog.config().format.as_ref();
     let tail_plan = |batch: RecordBatch| -> Result<LogicalPlanBuilder> {
@@ -61,7 +67,7 @@ pub(super) async fn provider(
             None => tail.build()?,
         }
     } else {
-        let reduced = reduce_tail(tail, meta)?;
+        let reduced = tail;
         let upserts = filter_record_batch(&reduced, &is_upsert(&reduced)?)?;
         let upserts = tail_plan(upserts)?.project(user_columns(format, &user_schema))?;
         match lake {
@@ -89,7 +95,64 @@ pub(super) async fn provider(
             None => upserts.build()?,
         }
     };
-    Ok(Arc::new(ViewTable::new(plan, None)))
+    Ok(RealtimeView {
+        provider: Arc::new(ViewTable::new(plan, None)),
+        tail_offsets_read,
+    })
+}
+
+/// The table's hot tail as the view uses it (a primary-key table's reduced to the last change
+/// per key) and how many offsets of it were read now: what the kept tail of the table still
+/// holds, plus what arrived since. Keeps the result for the next query.
+async fn tail(
+    catalog: &LakeCatalog,
+    meta: &TableMeta,
+    pinned: &PinnedLake,
+    high_watermarks: &BTreeMap<BucketKey, i64>,
+    progress: &Arc<QueryProgress>,
+) -> Result<(RecordBatch, i64)> {
+    let kept = catalog.kept_tails.get(meta.table_id, &meta.user_schema);
+    // Where the changelog of each bucket the lake has nothing of starts now: one request,
+    // only when there is such a bucket, so its tail can be kept too.
+    let earliest = if high_watermarks
+        .keys()
+        .any(|b| !pinned.offsets.contains_key(b))
+    {
+        catalog.bucket_offsets(meta, OffsetSpec::Earliest).await?
+    } else {
+        BTreeMap::new()
+    };
+    let reuse = kept_tail::reuse(kept.as_deref(), &pinned.offsets, &earliest, high_watermarks)?;
+    let (tail, read) = match read_tail(catalog, meta, &reuse, high_watermarks, progress).await? {
+        Some(read) => read,
+        // The hot store answered in other columns than those kept (the table changed in
+        // between): read the whole tail again.
+        None => {
+            let afresh = kept_tail::reuse(None, &pinned.offsets, &earliest, high_watermarks)?;
+            read_tail(catalog, meta, &afresh, high_watermarks, progress)
+                .await?
+                .ok_or_else(|| {
+                    Error::Internal(format!(
+                        "the hot tail of {} changed its columns while read",
+                        meta.name()
+                    ))
+                })?
+        }
+    };
+    let tail = if meta.primary_key.is_empty() || read == 0 {
+        tail
+    } else {
+        reduce_tail(tail, meta)?
+    };
+    catalog.kept_tails.keep(
+        meta.table_id,
+        kept_tail::KeptTail {
+            user_schema: meta.user_schema.clone(),
+            ranges: kept_tail::ranges(&pinned.offsets, &earliest, high_watermarks),
+            rows: tail.clone(),
+        },
+    );
+    Ok((tail, read))
 }
 
 /// A primary-key table's hot tail reduced to the last change per key.
@@ -154,31 +217,27 @@ fn is_upsert(batch: &RecordBatch) -> Result<BooleanArray> {
         .collect())
 }
 
-/// Reads `[lake offset, high watermark)` of every bucket through the Fluss source.
+/// Reads what `reuse` leaves to read, up to the high watermarks, through the Fluss source, after
+/// the kept rows it holds: the tail's rows and the offsets read. `None` when the hot store's
+/// columns are not those of the kept rows.
 async fn read_tail(
     catalog: &LakeCatalog,
     meta: &TableMeta,
-    pinned: &PinnedLake,
+    reuse: &kept_tail::Reuse,
     high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
-) -> Result<RecordBatch> {
-    let start: BTreeMap<BucketKey, i64> = high_watermarks
-        .keys()
-        .map(|b| (*b, pinned.offsets.get(b).copied().unwrap_or(0)))
-        .collect();
-    let total: i64 = high_watermarks
-        .iter()
-        .map(|(b, hw)| (hw - start.get(b).copied().unwrap_or(0)).max(0))
-        .sum();
+) -> Result<Option<(RecordBatch, i64)>> {
+    let total = reuse.offsets_to_read;
     let name = meta.name();
     progress.set_stage(Stage::ReadingHotTail {
         table: name.clone(),
         offsets_read: 0,
         offsets_total: total,
     });
-    let mut batches = Vec::new();
-    let mut schema: Option<SchemaRef> = None;
-    if total > 0 {
+    let mut batches: Vec<RecordBatch> = reuse.rows.iter().cloned().collect();
+    let mut bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let mut read = 0i64;
+    if reuse.needs_read() {
         let mut config = FlussSourceConfig::new(
             catalog.config().bootstrap_servers.clone(),
             meta.database.clone(),
@@ -186,16 +245,19 @@ async fn read_tail(
         );
         // Buckets the lake never saw start at the earliest offset the hot store keeps; a
         // partition created after the high watermarks were captured is not read.
-        config.start = StartPosition::Offsets(pinned.offsets.clone());
+        config.start = StartPosition::Offsets(reuse.start.clone());
         config.credentials = catalog.config().credentials.clone();
         config.end = EndPosition::Offsets(high_watermarks.clone());
+        // Rows kept for the next query name their bucket; a partitioned table's need the
+        // partition too. A table of the name but another id is not this table's tail.
+        config.partition_id_column = meta.is_partitioned();
+        config.table_id = Some(meta.table_id);
         let mut source = FlussSource::new(config);
         let ctx = TaskContext::single(format!("query {name}"), "hot-tail");
         source
             .open(&ctx, RestoredState::default())
             .await
             .map_err(|e| Error::Fluss(format!("reading the hot tail of {name}: {e}")))?;
-        let (mut read, mut bytes) = (0i64, 0usize);
         loop {
             match source
                 .poll_next()
@@ -203,6 +265,12 @@ async fn read_tail(
                 .map_err(|e| Error::Fluss(format!("reading the hot tail of {name}: {e}")))?
             {
                 SourcePoll::Batch(batch) => {
+                    if batches
+                        .first()
+                        .is_some_and(|b| b.schema() != batch.schema())
+                    {
+                        return Ok(None);
+                    }
                     read += batch.num_rows() as i64;
                     bytes += batch.get_array_memory_size();
                     if bytes > catalog.config().tail_bytes_max {
@@ -211,7 +279,6 @@ async fn read_tail(
                             catalog.config().tail_bytes_max
                         )));
                     }
-                    schema.get_or_insert_with(|| batch.schema());
                     batches.push(batch);
                     progress.set_stage(Stage::ReadingHotTail {
                         table: name.clone(),
@@ -224,14 +291,26 @@ async fn read_tail(
             }
         }
     }
-    let schema = schema.unwrap_or_else(|| tail_schema(&meta.user_schema));
-    let batch = concat_batches(&schema, &batches)?;
+    let batch = match batches.as_slice() {
+        [one] => one.clone(),
+        _ => {
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .unwrap_or_else(|| tail_schema(&meta.user_schema, meta.is_partitioned()));
+            concat_batches(&schema, &batches)?
+        }
+    };
     debug_assert!(batch.column_by_name(OFFSET_COLUMN).is_some());
-    Ok(batch)
+    Ok(Some((batch, read)))
 }
 
-fn tail_schema(user: &SchemaRef) -> SchemaRef {
+/// The columns of an empty tail, as the source would have read them.
+fn tail_schema(user: &SchemaRef, partitioned: bool) -> SchemaRef {
     let mut fields: Vec<_> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.extend(crate::changelog::stream_system_fields());
+    if partitioned {
+        fields.push(crate::changelog::partition_id_field());
+    }
     Arc::new(Schema::new(fields))
 }

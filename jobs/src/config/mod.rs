@@ -192,6 +192,7 @@ pub struct QuerySettings {
     pub deadline_max_ms: u64,
     pub wait_poll_interval_ms: u64,
     pub tail_bytes_max: usize,
+    pub kept_tails_bytes_max: usize,
     pub result_bytes_max: usize,
     pub memory_bytes_max: usize,
     pub concurrent_max: usize,

@@ -129,6 +129,9 @@ pub struct TableRead {
     /// Per bucket, the hot high watermark the tail was read up to (real-time view) or waited
     /// for (wait for tiering); empty otherwise.
     pub high_watermarks: BTreeMap<BucketKey, i64>,
+    /// Offsets of the hot tail read from the hot store for this query (real-time view); the
+    /// rest of the tail was kept from an earlier query of the table (`query.kept_tails_bytes_max`).
+    pub tail_offsets_read: i64,
 }
 
 /// A query's answer.
@@ -637,13 +640,14 @@ async fn register_tables(
         let key = (name.database.clone(), name.table.clone());
         let meta = &metas[&key];
         let (pinned, hw) = &pins[&key];
-        let provider: Arc<dyn TableProvider> = match name.variant {
-            TableVariant::Lake => catalog.lake_provider(meta, pinned).await?,
-            TableVariant::LakeSnapshots => catalog.snapshots_provider(meta, pinned).await?,
+        let (provider, tail_offsets_read): (Arc<dyn TableProvider>, i64) = match name.variant {
+            TableVariant::Lake => (catalog.lake_provider(meta, pinned).await?, 0),
+            TableVariant::LakeSnapshots => (catalog.snapshots_provider(meta, pinned).await?, 0),
             TableVariant::RealTime => {
-                catalog
+                let view = catalog
                     .realtime_provider(meta, pinned, hw, progress)
-                    .await?
+                    .await?;
+                (view.provider, view.tail_offsets_read)
             }
         };
         if df_catalog.schema(&name.database).is_none() {
@@ -658,6 +662,7 @@ async fn register_tables(
             lake_version: pinned.version,
             lake_offsets: pinned.offsets.clone(),
             high_watermarks: hw.clone(),
+            tail_offsets_read,
         });
     }
     Ok(tables)
