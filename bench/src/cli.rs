@@ -14,6 +14,7 @@ use silt_jobs::cli::GlobalArgs;
 use silt_jobs::output::Format;
 
 use crate::hotstore::HotstoreArgs;
+use crate::pk::PkBenchOptions;
 use crate::query::QueryBenchOptions;
 use crate::soak::SoakOptions;
 use crate::tiering::TieringBenchOptions;
@@ -60,6 +61,9 @@ enum Command {
     /// Query service: a $lake scan against raw DataFusion on the same files, deadline
     /// precision, and the real-time view of a primary-key table with a hot tail.
     Query(QueryBenchOptions),
+    /// Primary-key tiering as the table grows: commit time of a fixed number of changed keys,
+    /// the key index's build time, bytes per key on disk and memory, at each table size.
+    Pk(PkBenchOptions),
 }
 
 impl Command {
@@ -71,6 +75,7 @@ impl Command {
             Command::Trials(_) => "trials",
             Command::Soak(_) => "soak",
             Command::Query(_) => "query",
+            Command::Pk(_) => "pk",
         }
     }
 }
@@ -96,6 +101,7 @@ pub fn run() -> Result<ExitCode> {
             }
             Command::Soak(options) => crate::soak::soak(options).await?,
             Command::Query(options) => crate::query::query(options).await?,
+            Command::Pk(options) => crate::pk::pk(options).await?,
         }
         Ok(ExitCode::SUCCESS)
     })

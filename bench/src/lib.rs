@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 pub mod cli;
 pub mod data;
 pub mod hotstore;
+pub mod pk;
 mod procfs;
 pub mod query;
 pub mod report;

@@ -216,7 +216,7 @@ pub async fn stage_parquet(
     parquet: Vec<u8>,
 ) -> Result<String> {
     use datafusion::object_store::ObjectStoreExt as _;
-    let path = format!("_silt_staging/{name}.parquet");
+    let path = format!("{}/{name}.parquet", silt_connectors::delta::STAGING_DIR);
     lake.table()
         .object_store()
         .put(&deltalake::Path::from(path.as_str()), parquet.into())

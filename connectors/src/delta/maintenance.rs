@@ -33,7 +33,7 @@ use super::error::{Error, Result};
 use crate::lake_format::MaintenanceReport;
 
 /// Where primary-key change files wait for their commit (hidden from Delta readers).
-pub(crate) const STAGING_DIR: &str = "_silt_staging";
+pub const STAGING_DIR: &str = "_silt_staging";
 
 /// How long the lake keeps what newer versions no longer need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -102,6 +102,7 @@ pub use log::{app_id, bucket_of_app_id};
 pub(crate) use log::{load_existing, txn_versions};
 pub use log_files::LogFiles;
 pub use maintenance::Retention;
+pub use maintenance::STAGING_DIR;
 pub(crate) use owner::owner_of;
 pub use owner::{OWNER_KEY, lake_owner, move_lake, recorded_owner};
 pub(crate) use reduce::last_change_per_key;
