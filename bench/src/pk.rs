@@ -1,6 +1,6 @@
 //! `silt bench pk`: primary-key tiering as the table grows. For each size it bulk-loads a
 //! primary-key lake of that many keys (8 buckets, one `bigint` key, deletion vectors on, the
-//! default), opens the primary-key committer on it, and times its commits of `changed` random
+//! default; `--copy-on-write` for the MERGE that rewrites files), opens the primary-key committer on it, and times its commits of `changed` random
 //! changed keys: the first after the open builds the key index from the lake (reported apart),
 //! the median of the next `commits` is the steady cost. Beside them: the key index's bytes on
 //! disk per key against the key's raw bytes, what its block cache and memtables hold in memory
@@ -27,8 +27,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 use silt_connectors::changelog::{BucketKey, ChangeType};
 use silt_connectors::delta::{
-    BucketRange, Committable, DeltaSinkConfig, LakeTable, LogFiles, STAGING_DIR, TableKind,
-    open_indexes_memory,
+    BucketRange, Committable, DeltaSinkConfig, KeyIndex, LakeTable, LogFiles, STAGING_DIR,
+    TableKind, open_indexes_memory,
 };
 
 use crate::report::{Table, say};
@@ -45,6 +45,10 @@ pub struct PkBenchOptions {
     /// Timed commits per size, after the one that builds the key index.
     #[arg(long, default_value_t = 5)]
     pub commits: usize,
+    /// Copy-on-write MERGE instead of deletion vectors and the key index (a commit rewrites
+    /// every file holding a changed key).
+    #[arg(long)]
+    pub copy_on_write: bool,
     /// Scratch directory (default: the system temp dir).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -63,7 +67,7 @@ struct Measured {
     index_build_s: f64,
     /// Median of the timed commits.
     commit_s: f64,
-    /// The key index's sorted tables and metadata on disk, after the commits.
+    /// The key index's keys on disk once flushed and compacted into one run.
     index_disk_bytes: u64,
     index_journal_bytes: u64,
     /// Block cache, its bound and memtables of the open key indexes after the commits.
@@ -147,6 +151,7 @@ async fn one_size(dir: &Path, keys: u64, options: &PkBenchOptions) -> Result<Mea
         user_schema(),
     );
     config.key_index_dir = Some(index_dir.clone());
+    config.deletion_vectors = !options.copy_on_write;
     let cache_bound = config.key_index_cache_bytes;
     // Creates the table, deletion vectors on.
     let mut lake = LakeTable::open(Arc::new(config)).await?;
@@ -183,7 +188,13 @@ async fn one_size(dir: &Path, keys: u64, options: &PkBenchOptions) -> Result<Mea
     let memory = open_indexes_memory();
     let rss_mb = crate::procfs::status_field("self", "VmRSS").unwrap_or(0.0) / 1024.0;
     drop(lake);
-    let (index_disk_bytes, index_journal_bytes) = dir_bytes(&index_dir)?;
+    let (index_disk_bytes, index_journal_bytes) = if options.copy_on_write {
+        (0, 0)
+    } else {
+        let journal_bytes = dir_bytes(&index_dir)?.1;
+        let index = KeyIndex::open(Some(&index_dir), &[DataType::Int64], cache_bound)?;
+        (index.settle()?, journal_bytes)
+    };
     Ok(Measured {
         keys,
         load_s,
@@ -330,8 +341,13 @@ fn dir_bytes(dir: &Path) -> Result<(u64, u64)> {
 fn print_report(options: &PkBenchOptions, measured: &[Measured]) {
     say!();
     say!(
-        "silt bench pk (profile: {}, {BUCKETS} buckets, deletion vectors + key index, {} changed keys a commit, median of {})",
+        "silt bench pk (profile: {}, {BUCKETS} buckets, {}, {} changed keys a commit, median of {})",
         crate::report::profile(),
+        if options.copy_on_write {
+            "copy-on-write MERGE"
+        } else {
+            "deletion vectors + key index"
+        },
         options.changed,
         options.commits
     );
@@ -384,7 +400,7 @@ fn print_report(options: &PkBenchOptions, measured: &[Measured]) {
         ));
     }
     table.note(format!(
-        "index_b_per_key: the key index's sorted tables on disk per key, after the commits (not yet compacted into one run); its journal (preallocated) apart; raw key = {RAW_KEY_BYTES} bytes (one bigint); target index <= 2x raw"
+        "index_mb, index_b_per_key: the key index's keys on disk after the commits, flushed and compacted into one run (what it settles to); its journal (preallocated) apart; raw key = {RAW_KEY_BYTES} bytes (one bigint); target index <= 2x raw"
     ));
     table.print();
 }

@@ -17,7 +17,7 @@ fn silt_bench(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn every_bench_answers_help() {
-    for bench in ["tiering", "hotstore", "query", "soak", "trials"] {
+    for bench in ["tiering", "hotstore", "query", "soak", "trials", "pk"] {
         let (code, stdout, stderr) = silt_bench(&[bench, "--help"]);
         assert_eq!(code, Some(0), "silt bench {bench} --help: {stderr}");
         assert!(
@@ -109,4 +109,44 @@ fn format_json_prints_only_the_tables_on_stdout() {
         "the lines for people are on stderr: {stderr}"
     );
     assert!(!stdout.contains('\u{1b}') && !stderr.contains('\u{1b}'));
+}
+
+/// `silt bench pk` at two small sizes: a row per size with the commit time, and the key index's
+/// bytes per key read from its files on disk.
+#[test]
+fn the_pk_bench_measures_each_size() {
+    let (code, stdout, stderr) = silt_bench(&[
+        "--format",
+        "json",
+        "pk",
+        "--keys",
+        "20000,60000",
+        "--changed",
+        "500",
+        "--commits",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let table: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON table");
+    assert_eq!(table["bench"], "pk");
+    let rows = table["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, keys) in rows.iter().zip(["20000", "60000"]) {
+        assert_eq!(row["keys"], keys);
+        let number = |column: &str| -> f64 {
+            row[column]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{column} of {row}"))
+        };
+        assert!(number("commit_s") > 0.0, "{row}");
+        // Each key's entry is a 13-byte key and a 12-byte value before fjall's encoding.
+        assert!(number("index_b_per_key") > 5.0, "{row}");
+    }
+    let (code, _, stderr) = silt_bench(&["pk", "--keys", "100", "--changed", "500"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--keys needs sizes larger than --changed"),
+        "{stderr}"
+    );
 }

@@ -314,6 +314,16 @@ impl KeyIndex {
         self.keys.major_compact().map_err(kv_error(&self.dir))
     }
 
+    /// Flushes the keys' memtable and compacts them into one sorted run, then answers their
+    /// bytes on disk: the size the index settles to (measurements; `silt bench pk`).
+    pub fn settle(&self) -> Result<u64> {
+        self.keys
+            .rotate_memtable_and_wait()
+            .map_err(kv_error(&self.dir))?;
+        self.compact()?;
+        Ok(self.keys.disk_space())
+    }
+
     /// Looks up many keys at once: in key order (neighbouring keys share blocks) and split over
     /// the machine's cores, since each miss of the block cache is a read.
     pub fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Location>>> {

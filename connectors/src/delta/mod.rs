@@ -42,7 +42,7 @@
 //! in a vector per touched file (`dv.rs`, Delta's format), writes the new images of upserted
 //! keys into new files, and carries the txn actions, all in one Delta commit. Its cost grows
 //! with the keys changed and the files they touch, not with the rows of the table
-//! (`tests/delta_bench.rs` measures it). A table without the feature (created before, or with
+//! (`silt bench pk` measures it). A table without the feature (created before, or with
 //! `deletion_vectors = false`) gets a copy-on-write MERGE, which rewrites every file holding a
 //! changed key. Compaction rides along in the same commit, local to the buckets it changes: a
 //! file whose rows are all superseded is removed; a file at least half deleted, and the small
@@ -95,7 +95,8 @@ pub use error::{Error, GapAfter, Result};
 pub use files::writer_properties;
 pub use format::DeltaFormat;
 pub use key_index::{
-    CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndexMemory, open_indexes_memory,
+    CACHE_BYTES_DEFAULT as KEY_INDEX_CACHE_BYTES_DEFAULT, KeyIndex, KeyIndexMemory,
+    open_indexes_memory,
 };
 pub use local_store::{LocalLakeStore, LocalLakeStoreFactory, read_local_files_on_io_threads};
 pub use log::{app_id, bucket_of_app_id};
