@@ -16,21 +16,33 @@
 //! **Limits:** at most `bytes_max` bytes of kept rows in all (Arrow memory); the least recently
 //! used tables go first, and a tail larger than the bound is not kept.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, BooleanArray, Int32Array, Int64Array, RecordBatch};
-use arrow::compute::filter_record_batch;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, RecordBatch,
+};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
+use arrow::row::{RowConverter, SortField};
 
+use super::{Error, Result};
 use crate::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
+use crate::delta::last_change_per_key;
+
+/// A primary-key table's kept rows carry their key in arrow's row format in this column, so a
+/// query that read new changes drops the kept rows they supersede without encoding the kept
+/// keys again (the view's plan reads columns by name and never this one).
+pub(super) const KEY_COLUMN: &str = "__kept_key";
 
 /// One table's kept tail (see the module's contract).
 #[derive(Debug)]
 pub(super) struct KeptTail {
     /// The user's columns the rows were read with; a query of another schema keeps nothing.
     pub user_schema: SchemaRef,
+    /// The columns the Fluss source read the rows in (without [`KEY_COLUMN`]).
+    pub source_schema: SchemaRef,
     /// Per bucket, the offsets `[from, to)` whose rows `rows` holds.
     pub ranges: BTreeMap<BucketKey, (i64, i64)>,
     /// The tail's rows with `__bucket`, `__offset` (and a partitioned table's `__partition_id`).
@@ -145,6 +157,76 @@ fn rows_at_or_past(
         return Ok(rows.clone());
     }
     filter_record_batch(rows, &keep)
+}
+
+/// The tail of a query: the kept rows it reuses followed by the `new` rows read since. A log
+/// table's are all of them; a primary-key table's the last change per key, each kept row whose
+/// key changed since replaced by the new change, with [`KEY_COLUMN`].
+pub(super) fn merge(
+    kept: Option<RecordBatch>,
+    new: RecordBatch,
+    primary_key: &[String],
+) -> Result<RecordBatch> {
+    if primary_key.is_empty() {
+        return Ok(match kept {
+            Some(kept) if new.num_rows() == 0 => kept,
+            Some(kept) => concat_batches(&new.schema(), [&kept, &new])?,
+            None => new,
+        });
+    }
+    if new.num_rows() == 0
+        && let Some(kept) = kept
+    {
+        return Ok(kept);
+    }
+    let new = if new.num_rows() == 0 {
+        new
+    } else {
+        last_change_per_key(&new, primary_key)
+            .map_err(|e| Error::Internal(format!("reducing a hot tail: {e}")))?
+    };
+    let new = with_keys(&new, primary_key)?;
+    let Some(kept) = kept else {
+        return Ok(new);
+    };
+    let keys = |batch: &RecordBatch| -> Result<BinaryArray> {
+        batch
+            .column_by_name(KEY_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<BinaryArray>().cloned())
+            .ok_or_else(|| Error::Internal(format!("a kept tail without {KEY_COLUMN}")))
+    };
+    let changed = keys(&new)?;
+    let changed: HashSet<&[u8]> = changed.iter().flatten().collect();
+    let still: BooleanArray = keys(&kept)?
+        .iter()
+        .map(|k| Some(!k.is_some_and(|k| changed.contains(k))))
+        .collect();
+    let kept = filter_record_batch(&kept, &still)?;
+    Ok(concat_batches(&new.schema(), [&kept, &new])?)
+}
+
+/// `batch` with [`KEY_COLUMN`]: its `primary_key` columns in arrow's row format.
+fn with_keys(batch: &RecordBatch, primary_key: &[String]) -> Result<RecordBatch> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(primary_key.len());
+    for name in primary_key {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("a hot tail without key column {name}")))?;
+        columns.push(column.clone());
+    }
+    let converter = RowConverter::new(
+        columns
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )?;
+    let rows = converter.convert_columns(&columns)?;
+    let keys = BinaryArray::from_iter_values(rows.iter().map(|r| r.as_ref().to_vec()));
+    let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(KEY_COLUMN, DataType::Binary, false)));
+    let mut arrays = batch.columns().to_vec();
+    arrays.push(Arc::new(keys));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }
 
 /// The ranges a query's tail covers: `[lake offset, high watermark)` of each bucket, or from its
@@ -287,6 +369,7 @@ mod tests {
     fn kept(ranges: &[(i32, i64, i64)], rows: RecordBatch) -> KeptTail {
         KeptTail {
             user_schema: schema(),
+            source_schema: schema(),
             ranges: ranges.iter().map(|(k, f, t)| (b(*k), (*f, *t))).collect(),
             rows,
         }
@@ -542,9 +625,7 @@ mod tests {
                         rows.push((k, v, bucket.bucket, o, t));
                     }
                 }
-                let mut parts: Vec<RecordBatch> = r.rows.into_iter().collect();
-                parts.push(batch(&rows));
-                let tail = reduce(arrow::compute::concat_batches(&schema(), &parts).unwrap());
+                let tail = merge(r.rows, batch(&rows), &["k".to_string()]).unwrap();
                 let floors: BTreeMap<BucketKey, i64> = lake
                     .iter()
                     .chain(&earliest)
@@ -559,6 +640,7 @@ mod tests {
                     1,
                     KeptTail {
                         user_schema: schema(),
+                        source_schema: schema(),
                         ranges: ranges(&lake, &earliest, &hw),
                         rows: tail,
                     },

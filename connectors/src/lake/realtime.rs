@@ -26,7 +26,6 @@ use super::{
     kept_tail,
 };
 use crate::changelog::{BucketKey, CHANGE_TYPE_COLUMN, ChangeType, OFFSET_COLUMN};
-use crate::delta::last_change_per_key;
 use crate::fluss::{EndPosition, FlussSource, FlussSourceConfig, StartPosition};
 use crate::lake_format::LakeFormat;
 
@@ -111,6 +110,7 @@ async fn tail(
     high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
 ) -> Result<(RecordBatch, i64)> {
+    let started = std::time::Instant::now();
     let kept = catalog.kept_tails.get(meta.table_id, &meta.user_schema);
     // Where the changelog of each bucket the lake has nothing of starts now: one request,
     // only when there is such a bucket, so its tail can be kept too.
@@ -122,14 +122,24 @@ async fn tail(
     } else {
         BTreeMap::new()
     };
-    let reuse = kept_tail::reuse(kept.as_deref(), &pinned.offsets, &earliest, high_watermarks)?;
-    let (tail, read) = match read_tail(catalog, meta, &reuse, high_watermarks, progress).await? {
+    let mut reuse = kept_tail::reuse(kept.as_deref(), &pinned.offsets, &earliest, high_watermarks)?;
+    let source_schema = kept.as_ref().map(|k| k.source_schema.clone());
+    let (new, read) = match read_tail(
+        catalog,
+        meta,
+        &reuse,
+        source_schema,
+        high_watermarks,
+        progress,
+    )
+    .await?
+    {
         Some(read) => read,
         // The hot store answered in other columns than those kept (the table changed in
         // between): read the whole tail again.
         None => {
-            let afresh = kept_tail::reuse(None, &pinned.offsets, &earliest, high_watermarks)?;
-            read_tail(catalog, meta, &afresh, high_watermarks, progress)
+            reuse = kept_tail::reuse(None, &pinned.offsets, &earliest, high_watermarks)?;
+            read_tail(catalog, meta, &reuse, None, high_watermarks, progress)
                 .await?
                 .ok_or_else(|| {
                     Error::Internal(format!(
@@ -139,29 +149,29 @@ async fn tail(
                 })?
         }
     };
-    let tail = if meta.primary_key.is_empty() || read == 0 {
-        tail
-    } else {
-        reduce_tail(tail, meta)?
-    };
+    let read_at = started.elapsed();
+    let source_schema = new.schema();
+    let tail = kept_tail::merge(reuse.rows, new, &meta.primary_key)
+        .map_err(|e| Error::Internal(format!("merging the hot tail of {}: {e}", meta.name())))?;
+    tracing::debug!(
+        table = %meta.name(),
+        offsets_read = read,
+        rows = tail.num_rows(),
+        kept = kept.is_some(),
+        read_ms = read_at.as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - read_at).as_secs_f64() * 1e3,
+        "hot tail of a real-time view"
+    );
     catalog.kept_tails.keep(
         meta.table_id,
         kept_tail::KeptTail {
             user_schema: meta.user_schema.clone(),
+            source_schema,
             ranges: kept_tail::ranges(&pinned.offsets, &earliest, high_watermarks),
             rows: tail.clone(),
         },
     );
     Ok((tail, read))
-}
-
-/// A primary-key table's hot tail reduced to the last change per key.
-fn reduce_tail(tail: RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
-    if tail.num_rows() == 0 {
-        return Ok(tail);
-    }
-    last_change_per_key(&tail, &meta.primary_key)
-        .map_err(|e| Error::Internal(format!("reducing the hot tail of {}: {e}", meta.name())))
 }
 
 /// The user's columns, cast to the types the lake stores them in, so both tiers agree: the
@@ -217,13 +227,14 @@ fn is_upsert(batch: &RecordBatch) -> Result<BooleanArray> {
         .collect())
 }
 
-/// Reads what `reuse` leaves to read, up to the high watermarks, through the Fluss source, after
-/// the kept rows it holds: the tail's rows and the offsets read. `None` when the hot store's
-/// columns are not those of the kept rows.
+/// Reads what `reuse` leaves to read, up to the high watermarks, through the Fluss source: the
+/// new rows (without the kept ones) and the offsets read. `None` when the hot store's columns
+/// are not `kept_schema`, those the kept rows were read in.
 async fn read_tail(
     catalog: &LakeCatalog,
     meta: &TableMeta,
     reuse: &kept_tail::Reuse,
+    kept_schema: Option<SchemaRef>,
     high_watermarks: &BTreeMap<BucketKey, i64>,
     progress: &Arc<QueryProgress>,
 ) -> Result<Option<(RecordBatch, i64)>> {
@@ -234,8 +245,8 @@ async fn read_tail(
         offsets_read: 0,
         offsets_total: total,
     });
-    let mut batches: Vec<RecordBatch> = reuse.rows.iter().cloned().collect();
-    let mut bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let mut batches: Vec<RecordBatch> = Vec::new();
+    let mut bytes: usize = reuse.rows.iter().map(|b| b.get_array_memory_size()).sum();
     let mut read = 0i64;
     if reuse.needs_read() {
         let mut config = FlussSourceConfig::new(
@@ -265,10 +276,7 @@ async fn read_tail(
                 .map_err(|e| Error::Fluss(format!("reading the hot tail of {name}: {e}")))?
             {
                 SourcePoll::Batch(batch) => {
-                    if batches
-                        .first()
-                        .is_some_and(|b| b.schema() != batch.schema())
-                    {
+                    if kept_schema.as_ref().is_some_and(|s| *s != batch.schema()) {
                         return Ok(None);
                     }
                     read += batch.num_rows() as i64;
@@ -291,16 +299,12 @@ async fn read_tail(
             }
         }
     }
-    let batch = match batches.as_slice() {
-        [one] => one.clone(),
-        _ => {
-            let schema = batches
-                .first()
-                .map(|b| b.schema())
-                .unwrap_or_else(|| tail_schema(&meta.user_schema, meta.is_partitioned()));
-            concat_batches(&schema, &batches)?
-        }
-    };
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .or(kept_schema)
+        .unwrap_or_else(|| tail_schema(&meta.user_schema, meta.is_partitioned()));
+    let batch = concat_batches(&schema, &batches)?;
     debug_assert!(batch.column_by_name(OFFSET_COLUMN).is_some());
     Ok(Some((batch, read)))
 }
