@@ -31,8 +31,10 @@ pub(crate) fn last_change_per_key(
     )?;
     let rows = converter.convert_columns(&keys)?;
     let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
-    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32)> =
-        HashMap::with_capacity(batch.num_rows());
+    // Keys are short byte strings: foldhash hashes them several times faster than SipHash,
+    // and the map is local, so its hash needs no resistance to chosen keys.
+    let mut last: HashMap<arrow::row::Row<'_>, (i64, u32), foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(batch.num_rows(), Default::default());
     for (i, row) in rows.iter().enumerate() {
         let offset = offsets.value(i);
         let entry = last.entry(row).or_insert((offset, i as u32));
