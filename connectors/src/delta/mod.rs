@@ -106,7 +106,7 @@ pub use maintenance::Retention;
 pub use maintenance::STAGING_DIR;
 pub(crate) use owner::owner_of;
 pub use owner::{OWNER_KEY, lake_owner, move_lake, recorded_owner};
-pub(crate) use reduce::last_change_per_key;
+pub(crate) use reduce::{encode_keys, last_change_per_key};
 pub use schema::{check_lake_row_type, lake_arrow_schema, lake_arrow_schema_of, lake_data_type};
 pub use table::{CommitPlan, LakeTable, read_lake_offsets};
 pub use writer::DeltaWriter;

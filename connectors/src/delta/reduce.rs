@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 
 use super::error::{Error, Result};
 use super::files::int_column;
@@ -17,19 +17,7 @@ pub(crate) fn last_change_per_key(
     batch: &RecordBatch,
     key_columns: &[String],
 ) -> Result<RecordBatch> {
-    let mut keys = Vec::with_capacity(key_columns.len());
-    for name in key_columns {
-        let column = batch
-            .column_by_name(name)
-            .ok_or_else(|| Error::Batch(format!("key column {name:?} is missing")))?;
-        keys.push(column.clone());
-    }
-    let converter = RowConverter::new(
-        keys.iter()
-            .map(|k| SortField::new(k.data_type().clone()))
-            .collect(),
-    )?;
-    let rows = converter.convert_columns(&keys)?;
+    let rows = encode_keys(batch, key_columns)?;
     let offsets = int_column::<Int64Array>(batch, OFFSET_COLUMN)?;
     // Keys are short byte strings: foldhash hashes them several times faster than SipHash,
     // and the map is local, so its hash needs no resistance to chosen keys.
@@ -46,6 +34,23 @@ pub(crate) fn last_change_per_key(
     indices.sort_unstable();
     debug_assert!(offsets.null_count() == 0);
     Ok(take_record_batch(batch, &UInt32Array::from(indices))?)
+}
+
+/// The `key_columns` of each row of `batch` in arrow's row format: equal keys, equal bytes.
+pub(crate) fn encode_keys(batch: &RecordBatch, key_columns: &[String]) -> Result<Rows> {
+    let mut keys = Vec::with_capacity(key_columns.len());
+    for name in key_columns {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Batch(format!("key column {name:?} is missing")))?;
+        keys.push(column.clone());
+    }
+    let converter = RowConverter::new(
+        keys.iter()
+            .map(|k| SortField::new(k.data_type().clone()))
+            .collect(),
+    )?;
+    Ok(converter.convert_columns(&keys)?)
 }
 
 #[cfg(test)]

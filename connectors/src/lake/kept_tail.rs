@@ -19,17 +19,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, RecordBatch,
-};
+use arrow::array::{Array, BinaryArray, BooleanArray, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use arrow::row::{RowConverter, SortField};
 
 use super::{Error, Result};
 use crate::changelog::{BUCKET_COLUMN, BucketKey, OFFSET_COLUMN, PARTITION_ID_COLUMN};
-use crate::delta::last_change_per_key;
+use crate::delta::{encode_keys, last_change_per_key};
 
 /// A primary-key table's kept rows carry their key in arrow's row format in this column, so a
 /// query that read new changes drops the kept rows they supersede without encoding the kept
@@ -207,20 +204,8 @@ pub(super) fn merge(
 
 /// `batch` with [`KEY_COLUMN`]: its `primary_key` columns in arrow's row format.
 fn with_keys(batch: &RecordBatch, primary_key: &[String]) -> Result<RecordBatch> {
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(primary_key.len());
-    for name in primary_key {
-        let column = batch
-            .column_by_name(name)
-            .ok_or_else(|| Error::Internal(format!("a hot tail without key column {name}")))?;
-        columns.push(column.clone());
-    }
-    let converter = RowConverter::new(
-        columns
-            .iter()
-            .map(|c| SortField::new(c.data_type().clone()))
-            .collect(),
-    )?;
-    let rows = converter.convert_columns(&columns)?;
+    let rows = encode_keys(batch, primary_key)
+        .map_err(|e| Error::Internal(format!("encoding the keys of a hot tail: {e}")))?;
     let keys = BinaryArray::from_iter_values(rows.iter().map(|r| r.as_ref().to_vec()));
     let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
     fields.push(Arc::new(Field::new(KEY_COLUMN, DataType::Binary, false)));
