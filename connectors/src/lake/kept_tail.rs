@@ -4,14 +4,15 @@
 //! **Contract:** a kept tail belongs to one table id (never a name: a table dropped and created
 //! again under its name is another table) and one user schema. For each bucket it covers it holds
 //! the rows of the offsets `[from, to)` as the view keeps them, each with its `__offset`: every
-//! row of a log table, the last change per key of a primary-key table. A query pinned at lake
-//! offset `L` that reads up to high watermark `H` reuses a bucket when `from <= L < to <= H`:
-//! it drops the kept rows below `L` and reads `[to, H)`. For a log table the
-//! rows left are `[L, to)`. For a primary-key table the result is the last change per key of
+//! row of a log table, the last change per key of a primary-key table. A query whose tail starts
+//! at `L` in a bucket (the pinned lake's offset, or where the hot store's changelog starts when
+//! the lake has nothing of the bucket) and ends at high watermark `H` reuses the bucket when
+//! `from <= L < to <= H`: it drops the kept rows below `L` and reads `[to, H)`. For a log table
+//! the rows left are `[L, to)`. For a primary-key table the result is the last change per key of
 //! `[L, H)`: a key's last change in `[from, H)` at or past `L` is its last change in `[L, H)`,
-//! and a key whose last change lies below `L` has none in `[L, H)` (the lake holds it).
-//! Any other bucket (its lake offset unknown, its kept range past `H` or starting past `L`) is
-//! read from the lake's offset as if nothing were kept.
+//! and a key whose last change lies below `L` has none in `[L, H)` (the lake holds it, or it
+//! expired from the hot store as it would for a fresh read). Any other bucket (its kept range
+//! past `H`, starting past `L` or ending at or below it) is read as if nothing were kept.
 //!
 //! **Limits:** at most `bytes_max` bytes of kept rows in all (Arrow memory); the least recently
 //! used tables go first, and a tail larger than the bound is not kept.

@@ -151,8 +151,7 @@ async fn tail(
     };
     let read_at = started.elapsed();
     let source_schema = new.schema();
-    let tail = kept_tail::merge(reuse.rows, new, &meta.primary_key)
-        .map_err(|e| Error::Internal(format!("merging the hot tail of {}: {e}", meta.name())))?;
+    let tail = kept_tail::merge(reuse.rows, new, &meta.primary_key)?;
     tracing::debug!(
         table = %meta.name(),
         offsets_read = read,
