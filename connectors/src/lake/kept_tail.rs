@@ -207,7 +207,7 @@ pub(super) fn merge(
 fn with_keys(batch: &RecordBatch, primary_key: &[String]) -> Result<RecordBatch> {
     let rows = encode_keys(batch, primary_key)
         .map_err(|e| Error::Internal(format!("encoding the keys of a hot tail: {e}")))?;
-    let keys = BinaryArray::from_iter_values(rows.iter().map(|r| r.as_ref().to_vec()));
+    let keys = BinaryArray::from_iter_values(rows.iter());
     let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
     fields.push(Arc::new(Field::new(KEY_COLUMN, DataType::Binary, false)));
     let mut arrays = batch.columns().to_vec();
